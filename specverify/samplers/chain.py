@@ -1,0 +1,71 @@
+"""The single-chain speculative step with exact rejection sampling.
+
+Leviathan, Kalman, Matias 2023 (arXiv 2211.17192), Algorithm 1; Chen et al. 2023
+(arXiv 2302.01318). For a drafted token x with target p and draft q at its position:
+accept with probability min(1, p(x) / q(x)); on rejection emit one token from
+norm(max(0, p - q)) and end the round; when all k drafts are accepted emit a bonus token from p.
+The emitted sequence is then distributed exactly as sampling from p token by token.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..validation import check_k, check_prob_vector, check_same_length
+from . import register
+
+
+def model_output(name: str, fn, prefix: tuple) -> np.ndarray:
+    """Call a model and validate what it returned, naming the model and the prefix on error."""
+    return check_prob_vector(f"{name}({prefix})", fn(prefix))
+
+
+def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """norm(max(0, p - q)), the distribution to sample from after a rejection.
+
+    Its normalizer is 1 - alpha > 0 whenever a rejection is possible. If rounding leaves it at 0
+    (p and q equal to the last bit), the rejection had probability ~1e-16 and p itself is returned.
+    """
+    r = np.maximum(p - q, 0.0)
+    total = r.sum()
+    return r / total if total > 0 else p
+
+
+def draft(q_fn, prefix: tuple, k: int, rng) -> tuple[list[int], list[np.ndarray]]:
+    """Sample k drafts from q, keeping every q vector each draft was sampled from."""
+    drafts, qs = [], []
+    for _ in range(k):
+        q = model_output("q_fn", q_fn, prefix + tuple(drafts))
+        drafts.append(int(rng.choice(len(q), p=q)))
+        qs.append(q)
+    return drafts, qs
+
+
+def accepts(p: np.ndarray, q: np.ndarray, x: int, rng) -> bool:
+    """Accept draft x with probability min(1, p(x) / q(x)).
+
+    q(x) = 0 cannot happen when x was sampled from q; if a broken rng or model produces it anyway,
+    a ValueError names the token instead of dividing by zero.
+    """
+    if q[x] <= 0:
+        raise ValueError(f"q_fn: drafted token {x} has q(x) = 0; drafts must be sampled from q")
+    return rng.random() < min(1.0, p[x] / q[x])
+
+
+@register("chain")
+def speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
+    """One speculative round: 1 to k + 1 tokens distributed exactly as the target p.
+
+    ``p_fn(prefix)`` is the target's next-token distribution after ``prefix``; the target for
+    draft i is conditioned on the drafts before i, not including i.
+    """
+    k = check_k(k)
+    prefix = tuple(prefix)
+    drafts, qs = draft(q_fn, prefix, k, rng)
+    for i, (x, q) in enumerate(zip(drafts, qs)):
+        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
+        check_same_length("p_fn output", p, "q_fn output", q)
+        if not accepts(p, q, x, rng):
+            return drafts[:i] + [int(rng.choice(len(p), p=residual(p, q)))]
+    p = model_output("p_fn", p_fn, prefix + tuple(drafts))
+    return drafts + [int(rng.choice(len(p), p=p))]

@@ -1,0 +1,65 @@
+"""Closed-form theory of speculative decoding (NumPy only).
+
+Notation: p = target, q = draft, k = drafted tokens per round (the handout's gamma),
+alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q), c = draft step time / target step time.
+
+Under i.i.d. acceptance with probability alpha (Leviathan et al. 2023, arXiv 2211.17192, eq. 1
+and Theorem 3.8; Chen et al. 2023, arXiv 2302.01318):
+
+    E[tokens per target pass] = sum_{i=0}^{k} alpha^i = (1 - alpha^(k+1)) / (1 - alpha)
+    speedup                   = E[tokens] / (k c + 1)
+
+Speculation pays only when speedup > 1, i.e. c < (E[tokens] - 1) / k.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .validation import (
+    check_alpha,
+    check_cost_ratio,
+    check_k,
+    check_prob_vector,
+    check_same_length,
+)
+
+
+def acceptance_rate(p, q) -> float:
+    """alpha = sum_x min(p(x), q(x)), the per-position acceptance probability."""
+    p = check_prob_vector("p", p)
+    q = check_prob_vector("q", q)
+    check_same_length("p", p, "q", q)
+    return float(np.minimum(p, q).sum())
+
+
+def expected_tokens(alpha, k) -> float:
+    """Expected tokens per round (accepted drafts + 1), 1.0 at alpha 0 and k + 1 at alpha 1."""
+    a = check_alpha(alpha)
+    k = check_k(k)
+    if a == 1.0:
+        return float(k + 1)
+    # the geometric sum written as a sum avoids 0/0 and loses no accuracy near alpha = 1
+    return float(sum(a**i for i in range(k + 1)))
+
+
+def expected_speedup(alpha, k, cost_ratio) -> float:
+    """Modelled wall-clock speedup over target-only decoding: E[tokens] / (k c + 1)."""
+    c = check_cost_ratio(cost_ratio)
+    return expected_tokens(alpha, k) / (check_k(k) * c + 1.0)
+
+
+def best_k(alpha, cost_ratio, max_k: int = 32) -> int:
+    """The k in 1..max_k with the highest modelled speedup (the smallest on ties).
+
+    It may still be a slowdown: compare ``expected_speedup`` with 1, or ``cost_ratio`` with
+    ``break_even_cost(alpha, k)``, to decide whether to speculate at all.
+    """
+    max_k = check_k(max_k, "max_k")
+    speedups = [expected_speedup(alpha, k, cost_ratio) for k in range(1, max_k + 1)]
+    return int(np.argmax(speedups)) + 1
+
+
+def break_even_cost(alpha, k) -> float:
+    """The cost ratio c below which k drafts pay off: (E[tokens] - 1) / k."""
+    return (expected_tokens(alpha, k) - 1.0) / check_k(k)
