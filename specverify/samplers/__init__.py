@@ -36,5 +36,9 @@ def get_sampler(name: str) -> Sampler:
         raise ValueError(f"name: no sampler called {name!r} (known: {known})") from None
 
 from .chain import speculative_step  # noqa: E402  (registers "chain")
+from . import greedy  # noqa: E402,F401  (registers "greedy")
+from . import tree  # noqa: E402,F401  (registers "tree-iid", "tree-without-replacement")
+from . import adaptive  # noqa: E402,F401  (registers "adaptive-confidence", "adaptive-k")
+from . import prompt_lookup  # noqa: E402,F401  (registers "prompt-lookup")
 
 __all__ = ["SAMPLERS", "Sampler", "get_sampler", "register", "speculative_step"]

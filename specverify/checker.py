@@ -1,0 +1,209 @@
+"""``python -m specverify check TARGET``: is anyone's speculative sampler exact?
+
+TARGET is ``package.module:function`` or ``path/to/file.py:function``, a function with the
+handout's signature ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]``. The checker runs
+the detector battery of specverify.detectors on it (exact enumeration where it can follow the
+sampler, calibrated statistics elsewhere, tokens per round against theory, the contract), then
+looks for the smallest model on which a distribution finding shows.
+
+Exit codes: 0 no finding, 1 at least one finding, 2 usage error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import detectors, exact
+from .chains import TableModel, iid_model
+
+BUDGETS = ("quick", "standard", "thorough")
+
+
+class UsageError(Exception):
+    pass
+
+
+def load_target(target: str) -> Callable:
+    """Import ``module:function`` or ``file.py:function``; UsageError with one clear line."""
+    if ":" not in target:
+        raise UsageError(f"TARGET {target!r}: expected 'package.module:function' or 'path/file.py:function'")
+    where, _, name = target.rpartition(":")
+    if not where or not name:
+        raise UsageError(f"TARGET {target!r}: missing module or function name")
+    try:
+        module = _import_file(where) if where.endswith(".py") else importlib.import_module(where)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"TARGET {target!r}: cannot import {where!r} ({type(exc).__name__}: {exc})") from None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise UsageError(f"TARGET {target!r}: {where!r} has no attribute {name!r}")
+    if not callable(fn):
+        raise UsageError(f"TARGET {target!r}: {name!r} is a {type(fn).__name__}, not callable")
+    return fn
+
+
+def _import_file(path: str):
+    if not os.path.isfile(path):
+        raise UsageError(f"TARGET: no such file {path!r}")
+    mod_name = "specverify_target_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------- counterexamples
+
+SMALL_PAIRS = [
+    ([0.5, 0.5], [0.8, 0.2]),
+    ([0.7, 0.3], [0.2, 0.8]),
+    ([0.9, 0.1], [0.5, 0.5]),
+    ([1.0, 0.0], [0.5, 0.5]),
+    ([0.5, 0.3, 0.2], [0.3, 0.3, 0.4]),
+    ([0.2, 0.5, 0.3], [0.6, 0.2, 0.2]),
+]
+
+
+def small_models():
+    """Candidate models from the smallest up: i.i.d. pairs, then chains that depend on the last
+    token, then chains that depend on the position (for wrong-row bugs that i.i.d. models hide)."""
+    for p, q in SMALL_PAIRS:
+        yield iid_model(p, q, name="iid")
+    for v in (2, 3):
+        for seed in range(3):
+            yield detectors._chain(v, 1, 1, 100 + seed)
+        for seed in range(2):
+            yield detectors._chain(v, 0, 2, 200 + seed)
+
+
+def _prefix_for(model: TableModel) -> tuple:
+    return tuple([1 % model.vocab_size] * max(model.order, 1))
+
+
+def find_counterexample(sampler, time_budget: float = 15.0) -> dict | None:
+    """The smallest (k, window, vocabulary, model) on which the exact TV exceeds the tolerance."""
+    deadline = time.perf_counter() + time_budget
+    for k in (1, 2, 3):
+        for m in range(1, k + 2):
+            for model in small_models():
+                if time.perf_counter() > deadline:
+                    return None
+                case = detectors.Case("counterexample", model, _prefix_for(model), k, m)
+                try:
+                    with detectors.time_limit(2.0, "counterexample search", exact.NotEnumerable):
+                        got, want = detectors.exact_case(sampler, case, 20_000)
+                except (exact.NotEnumerable, detectors.ContractBreach):
+                    continue
+                tv = exact.total_variation(got, want)
+                if tv > detectors.EXACT_TV_TOL:
+                    return describe(case, got, want, tv)
+    return None
+
+
+def describe(case: detectors.Case, got: dict, want: dict, tv: float) -> dict:
+    m = case.model
+    return {
+        "vocab_size": m.vocab_size, "k": case.k, "window": case.m, "prefix": list(case.prefix),
+        "model": m.name, "order": m.order, "period": m.period,
+        "p": m.p_table.round(6).tolist(), "q": m.q_table.round(6).tolist(),
+        "exact_tv": tv,
+        "distributions": [
+            {"tokens": list(key), "sampler": round(float(got.get(key, 0.0)), 9),
+             "target": round(float(want.get(key, 0.0)), 9)}
+            for key in sorted(set(got) | set(want))
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- the check
+
+
+def check(sampler, target: str = "<sampler>", budget: str = "standard", seed: int = 0,
+          counterexample: bool = True) -> dict:
+    """The verdict as the JSON object the CLI prints."""
+    result = detectors.run_battery(sampler, budget=budget, seed=seed)
+    findings = [f.to_dict() for f in result.findings]
+    if counterexample and any(f["kind"] == "distribution" for f in findings):
+        ce = find_counterexample(sampler)
+        for f in findings:
+            if f["kind"] == "distribution":
+                f["counterexample"] = ce
+                if ce is None:
+                    f["counterexample_note"] = "no small enumerable model shows it; see the case"
+                break
+    return {
+        "target": target, "exact": result.exact, "efficient": result.efficient,
+        "findings": findings, "budget": budget, "seed": seed,
+        "exact_tv_max": result.exact_tv, "chi2_p_value_min": result.chi2_p_value,
+        "samples_to_detect": result.samples_to_detect,
+        "mean_tokens_per_round": {k: {"measured": a, "expected": b}
+                                  for k, (a, b) in result.mean_tokens.items()},
+        "false_fail_rate": detectors.DEFAULT_FALSE_FAIL_RATE,
+        "ran": result.ran, "seconds": round(result.seconds, 2),
+    }
+
+
+def human(report: dict) -> str:
+    verdict = "EXACT" if report["exact"] else "NOT EXACT"
+    eff = {True: "efficient", False: "NOT efficient", None: "efficiency not measured"}[report["efficient"]]
+    lines = [f"{report['target']}: {verdict}, {eff} "
+             f"({len(report['findings'])} finding(s), {report['seconds']} s, budget {report['budget']})"]
+    for f in report["findings"]:
+        lines.append(f"  [{f['kind']}] {f['check']} on {f.get('case')}: {f['message']}")
+        ce = f.get("counterexample")
+        if ce:
+            lines.append(f"    smallest model: vocab {ce['vocab_size']}, k={ce['k']}, "
+                         f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {ce['exact_tv']:.4g}")
+            for row in ce["distributions"][:8]:
+                lines.append(f"      {row['tokens']}: sampler {row['sampler']:.6f}  target {row['target']:.6f}")
+    lines.append("ran:")
+    lines += [f"  {line}" for line in report["ran"]]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="python -m specverify check",
+                                 description="Check that a speculative sampler is exact.")
+    ap.add_argument("target", metavar="TARGET", help="package.module:function or path/file.py:function")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", choices=BUDGETS, default="standard")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:  # argparse already printed one line of usage error
+        return 0 if exc.code == 0 else 2
+    try:
+        sampler = load_target(args.target)
+    except UsageError as exc:
+        print(f"specverify check: {exc}", file=sys.stderr)
+        return 2
+    report = check(sampler, args.target, args.budget, args.seed)
+    out = json.dumps(report, default=_jsonable) + "\n" if args.json else human(report)
+    sys.stdout.write(out)
+    return 0 if not report["findings"] else 1
+
+
+def _jsonable(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return str(x)

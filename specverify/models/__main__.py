@@ -1,0 +1,103 @@
+"""``python -m specverify.models measure``: predict and measure speculative decoding on a real pair.
+
+Pair selection, first match wins: ``--tiny`` (a random Qwen2 pair, nothing downloaded);
+``--target/--draft`` and/or ``--target-gguf/--draft-gguf``; the local GGUF pair named by
+SPECVERIFY_REAL_DIR, SPECVERIFY_REAL_TARGET_GGUF and SPECVERIFY_REAL_DRAFT_GGUF; else the
+handout's Qwen/Qwen2.5-1.5B-Instruct drafted by Qwen/Qwen2.5-0.5B-Instruct.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import loading, measure
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m specverify.models")
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("measure", help="predict alpha, c and speedup, then measure them")
+    m.add_argument("--target", help="hub id or local folder of the target")
+    m.add_argument("--draft", help="hub id or local folder of the draft")
+    m.add_argument("--target-gguf", help="GGUF file of the target (a path, or a name inside --target)")
+    m.add_argument("--draft-gguf", help="GGUF file of the draft (a path, or a name inside --draft)")
+    m.add_argument("--tiny", action="store_true", help="a tiny random Qwen2 pair (CPU, offline)")
+    m.add_argument("--workload", choices=["code", "chat", "all"], default="all")
+    m.add_argument("--max-new-tokens", type=int, default=64)
+    m.add_argument("--k", type=int, default=4, help="drafted tokens per round (the handout's gamma)")
+    m.add_argument("--n-prompts", type=int, default=5, help="prompts per workload (built-in list)")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--c-steps", type=int, default=100, help="cached decode steps timed for c")
+    m.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
+    m.add_argument("--static-cache", action="store_true", help="decode on StaticCache objects")
+    m.add_argument("--compile", action="store_true",
+                   help="torch.compile both forwards (CUDA only; pair it with --static-cache)")
+    m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    m.add_argument("--out", help="also write the JSON object to this file (atomically)")
+    return parser
+
+
+def load_from_args(args) -> loading.ModelPair:
+    if args.tiny:
+        if any((args.target, args.draft, args.target_gguf, args.draft_gguf)):
+            raise ValueError("--tiny: cannot be combined with --target/--draft/--*-gguf")
+        torch, _ = loading.torch_modules()
+        torch.set_num_threads(1)  # a tiny model is launch-bound; more threads only contend
+        return loading.tiny_pair(seed=args.seed)
+    chosen = {"target": args.target, "draft": args.draft, "target_gguf": args.target_gguf,
+              "draft_gguf": args.draft_gguf}
+    if not any(chosen.values()):
+        chosen = loading.env_pair() or chosen
+    return loading.load_pair(device=args.device, **chosen)
+
+
+def maybe_compile(pair, args) -> None:
+    if not args.compile:
+        return
+    if pair.device == "cpu":
+        raise ValueError("--compile: needs a CUDA device (on CPU it only adds compile time)")
+    if not args.static_cache:
+        raise ValueError("--compile: use it with --static-cache, or every cache length recompiles")
+    torch, _ = loading.torch_modules()
+    for model in (pair.target, pair.draft):
+        model.forward = torch.compile(model.forward, mode="reduce-overhead", dynamic=False)
+
+
+def run_measure(args) -> dict:
+    for name in ("max_new_tokens", "k", "n_prompts", "c_steps"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+    pair = load_from_args(args)
+    maybe_compile(pair, args)
+    workloads = measure.WORKLOADS if args.workload == "all" else (args.workload,)
+    rows = measure.measure(pair, workloads, k=args.k, max_new_tokens=args.max_new_tokens,
+                           n_prompts=args.n_prompts, seed=args.seed, c_steps=args.c_steps,
+                           static_cache=args.static_cache)
+    return {"pair": pair.name, "device": pair.device, "dtype": str(pair.dtype),
+            "vocab_size": pair.vocab_size, "max_new_tokens": args.max_new_tokens, "rows": rows}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = run_measure(args)
+    except (ValueError, RuntimeError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.out:
+        measure.write_json_atomic(args.out, result)
+    if args.json:
+        print(json.dumps(measure.json_safe(result), default=measure._json_default))
+    else:
+        import polars as pl
+
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=250):
+            print(f"pair: {result['pair']} on {result['device']} ({result['dtype']})")
+            print(measure.table(result["rows"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The mutant catalogue: every known way to get speculative sampling wrong, and the negative
+controls that are exact but less efficient. ``python -m specverify.mutants report`` runs them all
+through the detector battery (specverify.detectors).
+
+- catalogue.py: the single-chain mutants and the controls (handout §5 and real engines' bugs);
+- multi_draft.py: tree, adaptive-k and greedy-verification mutants.
+"""
+
+from __future__ import annotations
+
+from .catalogue import CONTROLS, MUTANTS, Mutant
+from .multi_draft import MULTI_DRAFT_MUTANTS
+
+ALL: tuple[Mutant, ...] = (
+    *MUTANTS,
+    *(Mutant(**m) for m in MULTI_DRAFT_MUTANTS),
+    *CONTROLS,
+)
+
+
+def get(mutant_id: str) -> Mutant:
+    for m in ALL:
+        if m.id == mutant_id:
+            return m
+    known = ", ".join(m.id for m in ALL)
+    raise ValueError(f"no mutant with id {mutant_id!r}; known ids: {known}")
+
+
+__all__ = ["ALL", "CONTROLS", "MUTANTS", "Mutant", "get"]

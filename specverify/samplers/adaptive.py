@@ -1,0 +1,153 @@
+"""Adaptive draft length: stop drafting on low draft confidence, or pick k from running estimates.
+
+(a) ``confidence_step``, in the spirit of SpecDec++ (Huang et al., arXiv 2405.19715), which
+    stops drafting when a head on the draft model predicts a likely rejection. Here the
+    prediction is the draft's own confidence: after the first draft, drafting stops as soon as
+    max(q) at the next position falls below ``threshold`` (at least 1 draft, at most k). The
+    drafts are then verified with the single-chain rule, and a bonus token from p follows when
+    all of them are accepted.
+    Why it stays exact: whether position i + 1 is drafted is a function of q at the prefix plus
+    the drafts x_1..x_i, i.e. of tokens that are already accepted when position i + 1 is
+    verified. At every position the emitted token is therefore either a standard rejection
+    sample (drafted) or a plain sample from p (bonus), both distributed as p. A rule that looks
+    at p(x_{i+1}), the target's verdict on the next draft, is not of this kind and is biased
+    (mutant ``adaptive/stop-peeks-at-target`` in specverify/mutants/multi_draft.py).
+
+(b) ``AdaptiveK``: before each round, k = theory.best_k(alpha_hat, c_hat, max_k) from running
+    estimates (the handout's "adaptive gamma" stretch goal; cf. the dynamic speculation lookahead
+    of Mamou et al., arXiv 2405.04304). alpha_hat is an exponential moving average of the
+    accept/reject outcome of every verified draft (the i.i.d.-acceptance model of
+    Leviathan et al., arXiv 2211.17192); c_hat is the cost ratio given at construction and
+    updated by ``observe_cost`` when the engine measures step times. The round itself is the
+    reference chain round, and k is fixed before the round from past rounds only, so every round
+    is exact whatever k it picked.
+
+``verify_drafts`` is the chain rule's verification loop for drafts drawn elsewhere (it is what
+``speculative_step`` in chain.py does after drafting); prompt lookup reuses it.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+from collections import OrderedDict
+
+import numpy as np
+
+from ..theory import best_k
+from ..validation import check_alpha, check_cost_ratio, check_k, check_same_length
+from . import register
+from .chain import accepts, model_output, residual, speculative_step
+
+
+def verify_drafts(p_fn, prefix: tuple, drafts: list[int], qs: list[np.ndarray], rng) -> list[int]:
+    """Verify drafts (draft i drawn from qs[i]) left to right with the chain rule.
+
+    Returns the accepted drafts plus one token: a residual sample at the first rejection, or a
+    bonus token from p when every draft is accepted.
+    """
+    for i, (x, q) in enumerate(zip(drafts, qs)):
+        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
+        check_same_length("p_fn output", p, "q_fn output", q)
+        if not accepts(p, q, x, rng):
+            return drafts[:i] + [int(rng.choice(len(p), p=residual(p, q)))]
+    p = model_output("p_fn", p_fn, prefix + tuple(drafts))
+    return list(drafts) + [int(rng.choice(len(p), p=p))]
+
+
+def check_threshold(threshold) -> float:
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+        raise ValueError(f"threshold: must be a number in [0, 1], got {threshold!r}")
+    if not 0.0 <= float(threshold) <= 1.0:
+        raise ValueError(f"threshold: must lie in [0, 1], got {threshold!r}")
+    return float(threshold)
+
+
+def confidence_drafts(q_fn, prefix: tuple, k: int, rng, threshold: float):
+    """Draft from q until k drafts or until max(q) at the next position is below threshold."""
+    drafts, qs = [], []
+    for i in range(k):
+        q = model_output("q_fn", q_fn, prefix + tuple(drafts))
+        if i > 0 and q.max() < threshold:
+            break
+        drafts.append(int(rng.choice(len(q), p=q)))
+        qs.append(q)
+    return drafts, qs
+
+
+def confidence_step(p_fn, q_fn, prefix, k, rng, *, threshold: float = 0.5) -> list[int]:
+    """One round that drafts 1 to k tokens, stopping early when the draft is unsure."""
+    k = check_k(k)
+    threshold = check_threshold(threshold)
+    prefix = tuple(prefix)
+    drafts, qs = confidence_drafts(q_fn, prefix, k, rng, threshold)
+    return verify_drafts(p_fn, prefix, drafts, qs, rng)
+
+
+class AdaptiveK:
+    """A chain sampler that picks k each round with ``theory.best_k`` from running estimates.
+
+    Stateful. The estimates travel with the sequence: after a round from prefix P that emitted
+    T, the updated estimates are stored under P + T, and the next call from P + T starts from
+    them; a prefix this instance did not produce starts from the prior (``alpha0``,
+    ``cost_ratio``). This keeps k a function of the sequence's own past rounds, so the instance
+    can serve several sequences at once, and replaying a round from the same prefix (as the
+    exact enumerator does) makes the same choice of k. At most ``max_sequences`` states are
+    kept (least recently used dropped). The ``k`` argument of ``__call__`` is the largest k
+    allowed.
+    """
+
+    def __init__(
+        self,
+        alpha0: float = 0.7,
+        cost_ratio: float = 0.05,
+        smoothing: float = 0.1,
+        max_sequences: int = 4096,
+    ):
+        self.alpha0 = check_alpha(alpha0, "alpha0")
+        self.cost_ratio = check_cost_ratio(cost_ratio)
+        if isinstance(smoothing, bool) or not isinstance(smoothing, numbers.Real):
+            raise ValueError(f"smoothing: must be a number in (0, 1], got {smoothing!r}")
+        if not 0.0 < smoothing <= 1.0:
+            raise ValueError(f"smoothing: must lie in (0, 1], got {smoothing!r}")
+        self.smoothing = float(smoothing)
+        self.max_sequences = check_k(max_sequences, "max_sequences")
+        self._states: OrderedDict[tuple, tuple[float, float]] = OrderedDict()
+
+    def estimates(self, prefix) -> tuple[float, float]:
+        """(alpha_hat, c_hat) a round from ``prefix`` would use."""
+        return self._states.get(tuple(prefix), (self.alpha0, self.cost_ratio))
+
+    def choose_k(self, prefix, max_k: int) -> int:
+        alpha_hat, c_hat = self.estimates(prefix)
+        return best_k(alpha_hat, c_hat, max_k=max_k)
+
+    def observe_cost(self, prefix, cost_ratio: float) -> None:
+        """Fold a measured draft/target step-time ratio into the sequence's estimate at prefix."""
+        alpha_hat, c_hat = self.estimates(prefix)
+        c = check_cost_ratio(cost_ratio)
+        self._store(tuple(prefix), alpha_hat, c_hat + self.smoothing * (c - c_hat))
+
+    def __call__(self, p_fn, q_fn, prefix, k, rng) -> list[int]:
+        max_k = check_k(k)
+        prefix = tuple(prefix)
+        alpha_hat, c_hat = self.estimates(prefix)
+        k_round = best_k(alpha_hat, c_hat, max_k=max_k)
+        tokens = speculative_step(p_fn, q_fn, prefix, k_round, rng)
+        accepted = len(tokens) - 1
+        rejected = 1 if accepted < k_round else 0
+        outcomes = [1.0] * accepted + [0.0] * rejected
+        for hit in outcomes:  # EMA over every verified draft
+            alpha_hat += self.smoothing * (hit - alpha_hat)
+        self._store(prefix + tuple(tokens), alpha_hat, c_hat)
+        return tokens
+
+    def _store(self, key: tuple, alpha_hat: float, c_hat: float) -> None:
+        self._states[key] = (alpha_hat, c_hat)
+        self._states.move_to_end(key)
+        while len(self._states) > self.max_sequences:
+            self._states.popitem(last=False)
+
+
+register("adaptive-confidence", functools.partial(confidence_step, threshold=0.5))
+register("adaptive-k", AdaptiveK())

@@ -1,0 +1,126 @@
+"""Tree speculation: several candidate drafts per position, verified one sibling at a time.
+
+Two exact sibling rules, both "recursive rejection sampling" over the candidates at one node
+(target p, draft q at that node's prefix):
+
+(a) i.i.d. candidates (SpecInfer's multi-step speculative sampling, Miao et al.,
+    arXiv 2305.09781, Algorithm 2): every candidate is drawn from q. Candidate x is accepted with
+    probability min(1, r(x) / q(x)), where r starts as p and after each rejection becomes
+    norm(max(0, r - q)); q stays the same.
+(b) candidates without replacement (Recursive Speculative Decoding, Jeon et al.,
+    arXiv 2402.14160, recursive rejection sampling; also Sequoia, Chen et al., arXiv 2402.12374):
+    candidate i is drawn from q_i, q_1 = q and q_{i+1} = q_i with candidate i removed and
+    renormalized, so siblings never repeat. Candidate x is accepted with probability
+    min(1, r_i(x) / q_i(x)); after a rejection r_{i+1} = norm(max(0, r_i - q_i)) (with the q_i the
+    candidate was drawn from) and q_{i+1} as above. If q runs out of support before ``width``
+    candidates, drafting stops early.
+
+In both, if every candidate is rejected one token is drawn from the final r and the round ends.
+
+Why it is exact (one node): let H be the rejected candidates so far. Given H the next candidate
+is distributed as q_i, and r_i, q_i are functions of H only. Then
+P(emit y | H) = min(r_i(y), q_i(y)) + (1 - sum min(r_i, q_i)) * P(emit y | H, rejected), and by
+induction from the last step (emit from r) the second factor is r_{i+1}(y) whatever the rejected
+candidate was, so P(emit y | H) = min(r_i, q_i)(y) + max(0, r_i - q_i)(y) = r_i(y); with H empty,
+r_1 = p. A rejected candidate x had r_i(x) < q_i(x), so r_{i+1}(x) = 0 and is never re-emitted.
+
+Trees of depth k (k = the tree depth, the interface's k): the node at every accepted token has
+``width`` children drafted from q at that node's prefix, so a full tree holds
+width + width^2 + ... + width^k draft tokens. A real engine drafts the whole tree up front, one
+batched draft call per level (k draft calls), and verifies it in one target pass with a tree
+attention mask. Here each sibling is drawn just before it is verified and a node's children only
+when the walk descends into it: the draws that are skipped are never looked at and are
+independent of everything that is, so the emitted distribution is the same, and the exact
+enumerator (specverify.exact) visits far fewer paths. A round emits the accepted path (at most
+k tokens) plus one token: a residual sample at the first node whose candidates all fail, or a
+bonus token from p after k accepted levels. With width 1 both rules are the single-chain rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+import numpy as np
+
+from ..validation import check_k, check_same_length
+from . import register
+from .chain import accepts, model_output, residual
+
+
+def check_width(width) -> int:
+    if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < 1:
+        raise ValueError(f"width: must be an integer >= 1, got {width!r}")
+    return int(width)
+
+
+def without_token(q: np.ndarray, x: int) -> np.ndarray | None:
+    """q with token x removed and renormalized; None when nothing is left to draw."""
+    rest = q.copy()
+    rest[x] = 0.0
+    total = rest.sum()
+    return rest / total if total > 0 else None
+
+
+def verify_siblings(p, q, width: int, rng, without_replacement: bool) -> tuple[bool, int]:
+    """Recursive rejection sampling over ``width`` candidates at one node.
+
+    Returns (True, accepted candidate) or (False, token drawn from the final residual).
+    """
+    r = p
+    for _ in range(width):
+        x = int(rng.choice(len(q), p=q))
+        if accepts(r, q, x, rng):
+            return True, x
+        r = residual(r, q)
+        if without_replacement:
+            q = without_token(q, x)
+            if q is None:
+                break
+    return False, int(rng.choice(len(r), p=r))
+
+
+def tree_walk(p_fn, q_fn, prefix, k, rng, verify) -> list[int]:
+    """Walk a depth-k tree: at each node ``verify(p, q, rng) -> (accepted, token)`` picks the child
+    to descend into (accepted) or the correction token that ends the round (not accepted).
+
+    After k accepted levels a bonus token is drawn from p. Mutants swap in their own ``verify``.
+    """
+    k = check_k(k)
+    path = list(prefix)
+    start = len(path)
+    for _ in range(k):
+        ctx = tuple(path)
+        p = model_output("p_fn", p_fn, ctx)
+        q = model_output("q_fn", q_fn, ctx)
+        check_same_length("p_fn output", p, "q_fn output", q)
+        accepted, token = verify(p, q, rng)
+        path.append(int(token))
+        if not accepted:
+            return path[start:]
+    p = model_output("p_fn", p_fn, tuple(path))
+    return path[start:] + [int(rng.choice(len(p), p=p))]
+
+
+def tree_step(
+    p_fn, q_fn, prefix, k, rng, *, width: int = 2, without_replacement: bool = False
+) -> list[int]:
+    """One tree round of depth k with ``width`` candidates per node: 1 to k + 1 tokens."""
+    width = check_width(width)
+
+    def verify(p, q, rng):
+        return verify_siblings(p, q, width, rng, without_replacement)
+
+    return tree_walk(p_fn, q_fn, prefix, k, rng, verify)
+
+
+def tree_nodes(width: int, k: int) -> int:
+    """Draft tokens in a full tree of depth k and branching ``width``: width + ... + width^k."""
+    width, k = check_width(width), check_k(k)
+    return sum(width**d for d in range(1, k + 1))
+
+
+register("tree-iid", functools.partial(tree_step, width=2, without_replacement=False))
+register(
+    "tree-without-replacement", functools.partial(tree_step, width=2, without_replacement=True)
+)
