@@ -284,10 +284,17 @@ def exact_case(sampler, case: Case, max_paths: int) -> tuple[dict, dict]:
 
 
 def exact_detector(sampler, cases, result: BatteryResult, max_paths: int = 100_000,
-                   case_timeout: float = 10.0) -> list[Case]:
-    """Exact TV per case; returns the cases that could not be enumerated (for statistics)."""
+                   case_timeout: float = 10.0, stop_on_first: bool = False) -> list[Case]:
+    """Exact TV per case; returns the cases that could not be enumerated (for statistics).
+
+    ``stop_on_first`` ends the run at the first biased case (enough to kill a mutant); the
+    cases left unrun are not handed to statistics either.
+    """
     fallback = []
     for case in cases:
+        if stop_on_first and result.flagged():
+            result.ran.append("exact: stopped after the first finding")
+            break
         try:
             with time_limit(case_timeout, "exact enumeration", exact.NotEnumerable):
                 got, want = exact_case(sampler, case, max_paths)
@@ -419,8 +426,13 @@ def tokens_per_round_detector(sampler, cases, seed: int, result: BatteryResult,
 
 def run_battery(sampler, budget: str = "standard", seed: int = 0,
                 false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE,
-                stat_cases: int | None = None, n_max: int | None = None) -> BatteryResult:
-    """Every detector on every case of the battery. Never raises for a broken sampler."""
+                stat_cases: int | None = None, n_max: int | None = None,
+                exact_max_paths: int = 100_000, stop_on_first: bool = False) -> BatteryResult:
+    """Every detector on every case of the battery. Never raises for a broken sampler.
+
+    ``stat_cases`` / ``n_max`` bound the statistical detector (cases, largest sample size);
+    ``stop_on_first`` stops exact enumeration at the first biased case (see exact_detector).
+    """
     t0 = time.perf_counter()
     cases = battery(budget)
     result = BatteryResult()
@@ -429,7 +441,8 @@ def run_battery(sampler, budget: str = "standard", seed: int = 0,
     if result.findings:  # broken interface: the other detectors would only repeat it
         result.seconds = time.perf_counter() - t0
         return result
-    fallback = exact_detector(sampler, cases, result)
+    fallback = exact_detector(sampler, cases, result, max_paths=exact_max_paths,
+                              stop_on_first=stop_on_first)
     n_stat = {"quick": 2, "standard": 3, "thorough": len(cases)}[budget] if stat_cases is None else stat_cases
     stat = fallback + [c for c in cases if c not in fallback][: max(0, n_stat - len(fallback))]
     n_max = n_max or {"quick": 4000, "standard": 16_000, "thorough": 64_000}[budget]

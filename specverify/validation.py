@@ -28,16 +28,23 @@ def check_prob_vector(name: str, v) -> np.ndarray:
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name}: empty probability vector")
+    total = float(arr.sum())
+    # fast path: a finite sum and a non-negative minimum imply every entry is finite and >= 0
+    if not (np.isfinite(total) and arr.min() >= 0):
+        _raise_entry_error(name, arr)
+    if abs(total - 1.0) > SUM_TOL:
+        raise ValueError(f"{name}: sums to {total:.9g}, not 1 (tolerance {SUM_TOL:g})")
+    return arr / total
+
+
+def _raise_entry_error(name: str, arr: np.ndarray):
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise ValueError(f"{name}: entry {bad} is {arr[bad]} (NaN or inf)")
     if np.any(arr < 0):
         bad = int(np.flatnonzero(arr < 0)[0])
         raise ValueError(f"{name}: entry {bad} is negative ({arr[bad]:.3g})")
-    total = float(arr.sum())
-    if abs(total - 1.0) > SUM_TOL:
-        raise ValueError(f"{name}: sums to {total:.9g}, not 1 (tolerance {SUM_TOL:g})")
-    return arr / total
+    raise ValueError(f"{name}: the entries overflow when summed (sum is inf)")
 
 
 def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:

@@ -35,6 +35,7 @@ from typing import Callable
 import numpy as np
 from scipy.stats import entropy
 
+from ..samplers import get_sampler
 from ..samplers.chain import accepts, draft, model_output, residual, speculative_step
 from ..validation import check_k, check_same_length
 
@@ -43,7 +44,7 @@ SOURCES = ("handout", "real-world", "specverify")
 _ID_PATTERN = re.compile(r"^[a-z0-9-]+/[a-z0-9-]+$")
 
 DRAFT_TEMPERATURE = 0.7  # draft/temperature-draft-only
-DRAFT_TOP_K = 2  # draft/top-k-draft-only and multi-candidate/top2-deterministic
+DRAFT_TOP_K = 2  # draft/top-k-draft-only
 DRAFT_TOP_P = 0.65  # draft/top-p-draft-only
 PEEK_THRESHOLD = 0.25  # draft-length/*: stop drafting when p(x) of the drafted token is below this
 TYPICAL_EPSILON, TYPICAL_DELTA = 0.09, 0.3  # Medusa's posterior_threshold, posterior_alpha
@@ -413,32 +414,6 @@ def bonus_after_rejection(p_fn, q_fn, prefix, k, rng):
 # Multi-candidate verification, draft-length policies, lossy acceptance
 
 
-def _multi_candidate(p_fn, q_fn, prefix, k, rng, candidates: Callable) -> list[int]:
-    """SpecInfer's multi-step speculative sampling (arXiv 2305.09781) along one path: verify the
-    candidates in turn, replacing the target by its residual after each rejection; exact when the
-    candidates are i.i.d. samples of q."""
-    k, prefix = check_k(k), tuple(prefix)
-    out = []
-    for _ in range(k):
-        q = model_output("q_fn", q_fn, prefix + tuple(out))
-        p = model_output("p_fn", p_fn, prefix + tuple(out))
-        for x in candidates(q, rng):
-            if accepts(p, q, x, rng):
-                out.append(x)
-                break
-            p = residual(p, q)
-        else:
-            return out + [_sample(p, rng)]
-    return out + _bonus(p_fn, prefix, out, rng)
-
-
-def multi_candidate_top2(p_fn, q_fn, prefix, k, rng):
-    def top2(q, rng):
-        return [int(x) for x in np.argsort(-q, kind="stable")[:DRAFT_TOP_K] if q[x] > 0]
-
-    return _multi_candidate(p_fn, q_fn, prefix, k, rng, top2)
-
-
 def peek_target_drop_draft(p_fn, q_fn, prefix, k, rng):
     return _round(p_fn, q_fn, prefix, k, rng, drafter=_peeking_drafter(p_fn, keep_low=False))
 
@@ -528,13 +503,6 @@ def peek_target_keep_draft(p_fn, q_fn, prefix, k, rng):
     return _round(p_fn, q_fn, prefix, k, rng, drafter=_peeking_drafter(p_fn, keep_low=True))
 
 
-def multi_candidate_iid(p_fn, q_fn, prefix, k, rng):
-    def two_samples(q, rng):
-        return [_sample(q, rng) for _ in range(DRAFT_TOP_K)]
-
-    return _multi_candidate(p_fn, q_fn, prefix, k, rng, two_samples)
-
-
 # ----------------------------------------------------------------------------------------------
 # The catalogue
 
@@ -610,9 +578,6 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("bonus/after-rejection", "bonus row also sampled after a rejection", "biased",
            bonus_after_rejection, None, _S),
     # multi-candidate, draft length, lossy acceptance
-    Mutant("multi-candidate/top2-deterministic", "SpecInfer multi-candidate rule on the "
-           "deterministic top-2 of q instead of i.i.d. samples", "biased", multi_candidate_top2,
-           "arXiv 2305.09781; SafeAILab/EAGLE#221 (disputed)", _R),
     Mutant("draft-length/peek-target-drop", f"stop drafting when p(x) < {PEEK_THRESHOLD} and "
            "drop that draft: kept drafts are not samples of q", "biased", peek_target_drop_draft,
            None, _S),
@@ -644,7 +609,8 @@ CONTROLS: tuple[Mutant, ...] = (
     Mutant("control/peek-target-keep-draft", f"stop drafting after a draft with p(x) < "
            f"{PEEK_THRESHOLD}, keeping it", "exact", peek_target_keep_draft, None, _S),
     Mutant("control/multi-candidate-iid", "SpecInfer multi-candidate rule on 2 i.i.d. samples "
-           "of q", "exact", multi_candidate_iid, "arXiv 2305.09781", _S),
+           "of q (the registered tree-iid sampler)", "exact", get_sampler("tree-iid"),
+           "arXiv 2305.09781", _S),
 )  # fmt: skip
 
 

@@ -145,9 +145,9 @@ MULTI_DRAFT_MUTANTS: list[dict] = [
     dict(
         id="greedy/argmax-check-at-positive-temperature",
         description=(
-            "Greedy verification (accept while the draft equals the target's argmax) run on a "
-            "sampled, non-one-hot p: the output is the target's greedy text, not a sample "
-            "(handout section 4; TV 0.64 in the handout's toy chain)."
+            "The registered greedy sampler (argmax drafts, accept while the draft equals the "
+            "target's argmax) run on a sampled, non-one-hot p: the output is the target's greedy "
+            "text, not a sample (handout section 4; TV 0.64 in the handout's toy chain)."
         ),
         effect="biased",
         fn=greedy_step,

@@ -11,13 +11,12 @@ renders what the one detector battery found.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import polars as pl
@@ -32,6 +31,9 @@ SANITY_ID = "sanity/emit-drafts"
 FORMATS = ("table", "markdown", "json", "csv")
 STAT_CASES = 1  # the statistical detector runs on the handout's toy chain (plus any case the
 STAT_N_MAX = 8000  # enumerator cannot follow), sequentially up to 8,000 runs: see detectors
+EXACT_MAX_PATHS = 40_000  # per case; a case beyond it falls back to statistics
+SHORT_CHECK_NAMES = {"exact-tv": "exact", "chi-square": "chi2", "tokens-per-round": "tokens",
+                     "contract": "contract"}
 
 
 def emit_drafts(p_fn, q_fn, prefix, k, rng):
@@ -78,8 +80,9 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
     t0 = time.perf_counter()
     try:
         with time_limit(timeout, f"the whole battery on {mutant_id}", TimeoutError):
-            result = detectors.run_battery(fn, budget=budget, seed=seed, stat_cases=STAT_CASES,
-                                           n_max=STAT_N_MAX)
+            result = detectors.run_battery(
+                fn, budget=budget, seed=seed, stat_cases=STAT_CASES, n_max=STAT_N_MAX,
+                exact_max_paths=EXACT_MAX_PATHS, stop_on_first=effect not in ("exact", "fewer-tokens"))
     except TimeoutError as exc:
         return "timeout", str(exc), None, time.perf_counter() - t0
     except Exception as exc:  # a bug of ours, never the mutant's (the battery catches those)
@@ -94,7 +97,7 @@ def make_row(subject: Mutant, outcome: tuple) -> Row:
     checks = sorted({f["check"] for f in result.get("findings", [])})
     return Row(
         id=subject.id, effect=subject.effect, status=status,
-        killed_by=",".join(checks) if status == "killed" else "",
+        killed_by=",".join(SHORT_CHECK_NAMES.get(c, c) for c in checks) if status == "killed" else "",
         exact_tv=result.get("exact_tv"), chi2_p_value=result.get("chi2_p_value"),
         samples_to_detect=result.get("samples_to_detect"), seconds=round(seconds, 2),
         description=subject.description, reference=subject.reference or "", detail=detail,
@@ -116,19 +119,25 @@ def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers
     if workers <= 1:
         outcomes = [run_subject(*a) for a in _progress(args, progress)]
     else:
+        # controls and the baseline run every case in full: start them first so that the two
+        # workers finish together
+        order = sorted(range(len(args)), key=lambda i: args[i][1] not in ("exact", "fewer-tokens"))
         with ProcessPoolExecutor(workers) as pool:
-            futures = [pool.submit(run_subject, *a) for a in args]
-            outcomes = [f.result() for f in _progress(futures, progress)]
+            futures = {i: pool.submit(run_subject, *args[i]) for i in order}
+            for _ in _progress(as_completed(futures.values()), progress, total=len(args)):
+                pass
+            outcomes = [futures[i].result() for i in range(len(args))]
     return [make_row(m, o) for m, o in zip(items, outcomes)]
 
 
-def _progress(items, enabled: bool):
+def _progress(items, enabled: bool, total: int | None = None):
     if not enabled:
         yield from items
         return
     from rich.progress import track
 
-    yield from track(items, description="mutants", transient=True, console=_stderr_console())
+    yield from track(items, description="mutants", total=total, transient=True,
+                     console=_stderr_console())
 
 
 def _stderr_console():
@@ -181,11 +190,14 @@ def render(rows: list[Row], fmt: str, seed: int, budget: str) -> str:
 
 
 def _markdown(frame: pl.DataFrame) -> str:
-    buf = io.StringIO()
-    with pl.Config(tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True,
-                   tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=80):
-        print(frame, file=buf)
-    return buf.getvalue().rstrip()
+    def cell(v):
+        if v is None:
+            return ""
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join(lines)
 
 
 def write_atomically(path: str, text: str) -> None:
