@@ -1,0 +1,133 @@
+"""``python -m specverify check``: verdicts on the catalogue, broken samplers, exit codes, JSON.
+
+False-fail rate: the battery's statistical budget is 1e-6 per run (detectors.DEFAULT_FALSE_FAIL_RATE);
+seeds are fixed, so each verdict here is deterministic.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from specverify.checker import check, find_counterexample, main
+from specverify.mutants import ALL, get
+
+BROKEN = textwrap.dedent(
+    """
+    from specverify import speculative_step
+
+    def hangs(p_fn, q_fn, prefix, k, rng):
+        while True:
+            pass
+
+    def raises(p_fn, q_fn, prefix, k, rng):
+        raise RuntimeError("boom")
+
+    def junk(p_fn, q_fn, prefix, k, rng):
+        return "abc"
+
+    def too_many(p_fn, q_fn, prefix, k, rng):
+        return [0] * (k + 2)
+
+    def mutates(p_fn, q_fn, prefix, k, rng):
+        p = p_fn(tuple(prefix))
+        p[0] = 1.0
+        return [0]
+
+    NOT_CALLABLE = 3
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    path = tmp_path_factory.mktemp("subjects") / "broken.py"
+    path.write_text(BROKEN)
+    return str(path)
+
+
+def cli(*args):
+    proc = subprocess.run([sys.executable, "-m", "specverify", *args], capture_output=True,
+                          text=True, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("mutant", ALL, ids=lambda m: m.id)
+def test_verdict_on_the_catalogue(mutant):
+    report = check(mutant.fn, mutant.id, budget="quick", counterexample=False)
+    if mutant.effect == "exact":
+        assert report["exact"] is True, report["findings"]
+    elif mutant.effect == "fewer-tokens":
+        assert report["exact"] is True and report["efficient"] is False, report["findings"]
+    else:
+        assert report["exact"] is False
+
+
+def test_reference_is_exact_and_efficient_at_the_standard_budget():
+    from specverify import speculative_step
+
+    report = check(speculative_step, "reference")
+    assert report["exact"] is True and report["efficient"] is True and report["findings"] == []
+    assert report["exact_tv_max"] < 1e-12
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [("hangs", "did not return within"), ("raises", "raised RuntimeError: boom"),
+     ("junk", "returned str"), ("too_many", "tokens with k="), ("mutates", "wrote into an array")],
+)
+def test_broken_samplers_are_reported_not_crashing(broken, name, words):
+    code, out, err = cli("check", f"{broken}:{name}", "--json", "--budget", "quick")
+    report = json.loads(out)  # exactly one JSON object on stdout
+    assert code == 1 and report["exact"] is False
+    assert report["findings"][0]["kind"] == "contract" and words in report["findings"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "target, words",
+    [("no_colon", "expected 'package.module:function'"), ("nosuch.mod:f", "cannot import"),
+     ("specverify:nope", "has no attribute 'nope'"), ("/no/such/file.py:f", "no such file")],
+)
+def test_usage_errors_exit_2_with_one_line(target, words):
+    code, out, err = cli("check", target)
+    assert code == 2 and out == "" and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_not_callable_and_bad_option(broken):
+    code, _, err = cli("check", f"{broken}:NOT_CALLABLE")
+    assert code == 2 and "not callable" in err
+    code, _, err = cli("check", "specverify:speculative_step", "--budget", "huge")
+    assert code == 2 and "invalid choice" in err
+
+
+def test_cli_json_for_an_exact_and_a_biased_sampler():
+    code, out, _ = cli("check", "specverify.mutants.catalogue:speculative_step", "--json",
+                       "--budget", "quick")
+    report = json.loads(out)
+    assert code == 0 and report["exact"] is True and report["efficient"] is True
+    assert {"target", "exact", "efficient", "findings"} <= set(report)
+    code, out, _ = cli("check", "specverify.mutants.catalogue:no_verification", "--json",
+                       "--budget", "quick")
+    report = json.loads(out)
+    assert code == 1 and report["exact"] is False
+    f = report["findings"][0]
+    assert f["kind"] == "distribution" and {"check", "message"} <= set(f)
+    ce = f["counterexample"]  # the smallest model: two tokens, one draft, one emitted token
+    assert ce["vocab_size"] == 2 and ce["k"] == 1 and ce["window"] == 1 and ce["exact_tv"] > 0.01
+
+
+def test_human_report_puts_the_verdict_first():
+    code, out, _ = cli("check", "specverify.mutants.catalogue:no_verification", "--budget", "quick")
+    first = out.splitlines()[0]
+    assert code == 1 and first.startswith("specverify.mutants.catalogue:no_verification: NOT EXACT")
+    assert "smallest model" in out and "ran:" in out
+
+
+def test_counterexample_needs_position_dependence_for_wrong_row_bugs():
+    ce = find_counterexample(get("position/off-by-one-target").fn)
+    assert ce is not None and ce["order"] + (ce["period"] > 1) >= 1  # i.i.d. models hide it
+    total = sum(row["sampler"] for row in ce["distributions"])
+    assert total == pytest.approx(1.0, abs=1e-6)
+    assert find_counterexample(get("control/unknown-draft-probs").fn, time_budget=5) is None
