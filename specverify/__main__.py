@@ -4,6 +4,7 @@ import sys
 
 COMMANDS = {
     "check": "specverify.checker",
+    "check-hf-generate": "specverify.adapters.hf_generate",
 }
 
 

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from specverify.checker import check, find_counterexample, main
+from specverify.checker import check, find_counterexample
 from specverify.mutants import ALL, get
 
 BROKEN = textwrap.dedent(

@@ -15,19 +15,10 @@ import pytest
 
 from specverify import acceptance_rate, expected_speedup, expected_tokens, speculative_step
 from specverify.chains import handout_iid, toy_chain
+from specverify.detectors import first_tokens
 
 RUNS = 30_000
 ROUNDS = 20_000
-
-
-def first_tokens(sampler, model, prefix, k, m, rng):
-    out = []
-    ctx = tuple(prefix)
-    while len(out) < m:
-        new = sampler(model.p_fn, model.q_fn, ctx, k, rng)
-        out += new
-        ctx += tuple(new)
-    return tuple(out[:m])
 
 
 def target_pairs(model, first):

@@ -32,27 +32,11 @@ import functools
 import numbers
 from collections import OrderedDict
 
-import numpy as np
 
 from ..theory import best_k
-from ..validation import check_alpha, check_cost_ratio, check_k, check_same_length
+from ..validation import check_alpha, check_cost_ratio, check_k
 from . import register
-from .chain import accepts, model_output, residual, speculative_step
-
-
-def verify_drafts(p_fn, prefix: tuple, drafts: list[int], qs: list[np.ndarray], rng) -> list[int]:
-    """Verify drafts (draft i drawn from qs[i]) left to right with the chain rule.
-
-    Returns the accepted drafts plus one token: a residual sample at the first rejection, or a
-    bonus token from p when every draft is accepted.
-    """
-    for i, (x, q) in enumerate(zip(drafts, qs)):
-        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
-        check_same_length("p_fn output", p, "q_fn output", q)
-        if not accepts(p, q, x, rng):
-            return drafts[:i] + [int(rng.choice(len(p), p=residual(p, q)))]
-    p = model_output("p_fn", p_fn, prefix + tuple(drafts))
-    return list(drafts) + [int(rng.choice(len(p), p=p))]
+from .chain import model_output, speculative_step, verify_drafts
 
 
 def check_threshold(threshold) -> float:

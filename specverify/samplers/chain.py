@@ -52,20 +52,25 @@ def accepts(p: np.ndarray, q: np.ndarray, x: int, rng) -> bool:
     return rng.random() < min(1.0, p[x] / q[x])
 
 
-@register("chain")
-def speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
-    """One speculative round: 1 to k + 1 tokens distributed exactly as the target p.
+def verify_drafts(p_fn, prefix: tuple, drafts: list[int], qs: list[np.ndarray], rng) -> list[int]:
+    """Verify drafts (draft i sampled from qs[i]) left to right with the exact rule.
 
-    ``p_fn(prefix)`` is the target's next-token distribution after ``prefix``; the target for
-    draft i is conditioned on the drafts before i, not including i.
+    The target for draft i is conditioned on the drafts before i, not including i. Returns the
+    accepted drafts plus one token: a residual sample at the first rejection, or a bonus token
+    from p when every draft is accepted.
     """
-    k = check_k(k)
-    prefix = tuple(prefix)
-    drafts, qs = draft(q_fn, prefix, k, rng)
     for i, (x, q) in enumerate(zip(drafts, qs)):
         p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
         check_same_length("p_fn output", p, "q_fn output", q)
         if not accepts(p, q, x, rng):
             return drafts[:i] + [int(rng.choice(len(p), p=residual(p, q)))]
     p = model_output("p_fn", p_fn, prefix + tuple(drafts))
-    return drafts + [int(rng.choice(len(p), p=p))]
+    return list(drafts) + [int(rng.choice(len(p), p=p))]
+
+
+@register("chain")
+def speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
+    """One speculative round: 1 to k + 1 tokens distributed exactly as the target p."""
+    prefix = tuple(prefix)
+    drafts, qs = draft(q_fn, prefix, check_k(k), rng)
+    return verify_drafts(p_fn, prefix, drafts, qs, rng)

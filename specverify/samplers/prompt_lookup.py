@@ -24,7 +24,7 @@ import numpy as np
 
 from ..validation import check_k
 from . import register
-from .adaptive import verify_drafts
+from .chain import verify_drafts
 from .chain import model_output
 
 
