@@ -49,7 +49,7 @@ def accepts(p: np.ndarray, q: np.ndarray, x: int, rng) -> bool:
     """
     if q[x] <= 0:
         raise ValueError(f"q_fn: drafted token {x} has q(x) = 0; drafts must be sampled from q")
-    return rng.random() < min(1.0, p[x] / q[x])
+    return rng.random() < (1.0 if p[x] >= q[x] else p[x] / q[x])  # no overflow for tiny q(x)
 
 
 def verify_drafts(p_fn, prefix: tuple, drafts: list[int], qs: list[np.ndarray], rng) -> list[int]:
