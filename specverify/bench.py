@@ -32,6 +32,7 @@ import numpy as np
 from . import checker, detectors, exact, mutants
 from .chains import TableModel
 from .experiments.analytic import HANDOUT_N, detectable_tvs
+from .files import write_atomically
 from .samplers.batched import benchmark_batched_vs_loop
 from .samplers.chain import speculative_step
 
@@ -215,8 +216,7 @@ def main(argv=None) -> int:
     result = run_bench(quick=args.quick, budget=args.budget)
     text = to_markdown(result)
     if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
+        write_atomically(args.markdown, text)
     sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n" if args.json else text)
     return 0
 

@@ -20,10 +20,9 @@ import sys
 import time
 from typing import Callable
 
-import numpy as np
-
 from . import detectors, exact
 from .chains import TableModel, iid_model
+from .files import json_default
 
 BUDGETS = ("quick", "standard", "thorough")
 
@@ -194,16 +193,6 @@ def main(argv=None) -> int:
         print(f"specverify check: {exc}", file=sys.stderr)
         return 2
     report = check(sampler, args.target, args.budget, args.seed)
-    out = json.dumps(report, default=_jsonable) + "\n" if args.json else human(report)
+    out = json.dumps(report, default=json_default) + "\n" if args.json else human(report)
     sys.stdout.write(out)
     return 0 if not report["findings"] else 1
-
-
-def _jsonable(x):
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return str(x)

@@ -47,6 +47,7 @@ import polars as pl
 
 from .chains import TableModel, handout_iid, toy_chain
 from .exact import NotEnumerable, enumerate_distribution
+from .files import write_atomically
 from .samplers.adaptive import AdaptiveK, confidence_step
 from .samplers.chain import speculative_step
 from .samplers.prompt_lookup import prompt_lookup_step
@@ -342,8 +343,7 @@ def main(argv=None) -> int:
         with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60):
             print(df)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(to_markdown(df))
+        write_atomically(args.out, to_markdown(df))
     return 0
 
 

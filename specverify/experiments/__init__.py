@@ -17,6 +17,7 @@ import argparse
 import time
 from pathlib import Path
 
+from ..files import write_atomically
 from .analytic import power, speedup_surface, temperature
 from .output import DEFAULT_OUT, ExperimentOutput, check_out_dir
 from .sampled import greedy_drafter, noise_vs_bias, non_iid
@@ -52,7 +53,7 @@ def write_index(out_dir, outputs: list[ExperimentOutput]) -> Path:
               + ", ".join(f"[{c.name}]({c.name})" for c in o.csv)
               for o in outputs]
     path = out / "README.md"
-    path.write_text("\n".join(lines) + "\n")
+    write_atomically(path, "\n".join(lines) + "\n")
     return path
 
 

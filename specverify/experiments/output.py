@@ -15,8 +15,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt
-import polars as pl
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
+import polars as pl  # noqa: E402
+
+from ..files import atomic_path, write_atomically  # noqa: E402
 
 DPI = 100
 DEFAULT_OUT = Path("docs/figures")
@@ -83,13 +85,15 @@ def write_outputs(out_dir, name: str, title: str, caption: str, fig, tables: lis
     """Write ``name``.png, ``name``.md and ``name``[-suffix].csv for each table; close fig."""
     out = check_out_dir(out_dir)
     png = out / f"{name}.png"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
+    with atomic_path(png) as tmp:
+        fig.savefig(tmp, dpi=DPI, bbox_inches="tight", format="png")
     plt.close(fig)
     csvs, frames, sections = [], {}, []
     for table in tables:
         stem = name + (f"-{table.suffix}" if table.suffix else "")
         path = out / f"{stem}.csv"
-        table.frame.write_csv(path)
+        with atomic_path(path) as tmp:
+            table.frame.write_csv(tmp)
         csvs.append(path)
         frames[table.suffix or name] = table.frame
         heading = f"### {table.title}\n\n" if table.title else ""
@@ -97,7 +101,7 @@ def write_outputs(out_dir, name: str, title: str, caption: str, fig, tables: lis
         sections.append(f"{heading}{markdown_table(shown, table.float_format)}\n\n"
                         f"CSV: [{path.name}]({path.name})\n")
     md = out / f"{name}.md"
-    md.write_text(
+    write_atomically(md, 
         f"# {title}\n\n![{title}]({png.name})\n\n{caption.strip()}\n\n" + "\n".join(sections)
         + "\nRegenerate: `python -m specverify.experiments " + name + "`.\n"
     )

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from ..files import json_default
 from . import loading, measure
 
 
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     if args.out:
         measure.write_json_atomic(args.out, result)
     if args.json:
-        print(json.dumps(measure.json_safe(result), default=measure._json_default))
+        print(json.dumps(measure.json_safe(result), default=json_default))
     else:
         import polars as pl
 

@@ -15,14 +15,13 @@ ratio; ``static_cache`` + ``compile`` (GPU only) cut that overhead.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 
 import numpy as np
 import polars as pl
 
 from .. import theory
+from ..files import json_default, write_atomically
 from ..validation import check_k
 from . import decoding
 from .loading import torch_modules
@@ -245,23 +244,4 @@ def json_safe(obj):
 
 def write_json_atomic(path, obj) -> None:
     """Write JSON to a temp file in the same folder, then os.replace it over ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(json_safe(obj), f, indent=2, default=_json_default)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _json_default(x):
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    raise TypeError(f"not JSON serializable: {type(x).__name__}")
+    write_atomically(path, json.dumps(json_safe(obj), indent=2, default=json_default))

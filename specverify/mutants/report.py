@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -22,8 +21,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from .. import detectors
-from ..samplers.chain import draft
 from ..detectors import time_limit
+from ..files import write_atomically
+from ..samplers.chain import draft
 from . import ALL, Mutant, get
 
 BASELINE_ID = "baseline/reference"
@@ -198,20 +198,6 @@ def _markdown(frame: pl.DataFrame) -> str:
     lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join(lines)
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename over it."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def parse_args(argv):
