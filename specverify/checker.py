@@ -20,7 +20,9 @@ import sys
 import time
 from typing import Callable
 
-from . import detectors, exact
+import numpy as np
+
+from . import detectors, exact, stats
 from .chains import TableModel, iid_model
 from .files import json_default
 
@@ -91,33 +93,74 @@ def _prefix_for(model: TableModel) -> tuple:
     return tuple([1 % model.vocab_size] * max(model.order, 1))
 
 
-def find_counterexample(sampler, time_budget: float = 15.0) -> dict | None:
-    """The smallest (k, window, vocabulary, model) on which the exact TV exceeds the tolerance."""
-    deadline = time.perf_counter() + time_budget
+def small_cases():
+    """Candidate cases, smallest first: k, then the window m, then the model."""
     for k in (1, 2, 3):
         for m in range(1, k + 2):
             for model in small_models():
-                if time.perf_counter() > deadline:
-                    return None
-                case = detectors.Case("counterexample", model, _prefix_for(model), k, m)
-                try:
-                    with detectors.time_limit(2.0, "counterexample search", exact.NotEnumerable):
-                        got, want = detectors.exact_case(sampler, case, 20_000)
-                except (exact.NotEnumerable, detectors.ContractBreach):
-                    continue
-                tv = exact.total_variation(got, want)
-                if tv > detectors.EXACT_TV_TOL:
-                    return describe(case, got, want, tv)
+                yield detectors.Case("counterexample", model, _prefix_for(model), k, m)
+
+
+COUNTEREXAMPLE_SAMPLES = 2000
+"""Runs per candidate when the sampler cannot be enumerated (statistical search)."""
+
+
+def find_counterexample(sampler, time_budget: float = 15.0, seed: int = 0) -> dict | None:
+    """The smallest (k, window, vocabulary, model) on which the sampler shows its bias.
+
+    Exact enumeration first (exact TV above the tolerance). For a sampler the enumerator cannot
+    follow (e.g. one drawing from torch's RNG), the same candidates, smallest first, get a
+    chi-square test of ``COUNTEREXAMPLE_SAMPLES`` runs each, at a false-fail rate of 1e-6 split
+    over all candidates; the result then says ``"method": "statistical"`` and shows the empirical
+    distribution, not an exact one.
+    """
+    deadline = time.perf_counter() + time_budget
+    cases = list(small_cases())
+    unenumerable = []
+    for case in cases:
+        if time.perf_counter() > deadline:
+            return None
+        try:
+            with detectors.time_limit(2.0, "counterexample search", exact.NotEnumerable):
+                got, want = detectors.exact_case(sampler, case, 20_000)
+        except exact.NotEnumerable:
+            unenumerable.append(case)
+            continue
+        except detectors.ContractBreach:
+            continue
+        tv = exact.total_variation(got, want)
+        if tv > detectors.EXACT_TV_TOL:
+            return describe(case, got, want, tv, "exact")
+    return statistical_counterexample(sampler, unenumerable, len(cases), deadline, seed)
+
+
+def statistical_counterexample(sampler, cases, n_candidates: int, deadline: float,
+                               seed: int) -> dict | None:
+    rng = np.random.default_rng(seed)
+    per_case = stats.split_budget(detectors.DEFAULT_FALSE_FAIL_RATE, n_candidates)
+    for case in cases:
+        if time.perf_counter() > deadline:
+            return None
+        want = exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
+        try:
+            with detectors.time_limit(max(5.0, deadline - time.perf_counter()), "sampling"):
+                samples = detectors.sample_first_tokens(sampler, case, COUNTEREXAMPLE_SAMPLES, rng)
+        except detectors.ContractBreach:
+            continue
+        if not stats.chi_square_test(samples, want, false_fail_rate=per_case).passed:
+            got = stats.empirical_distribution(samples)
+            return describe(case, got, want, stats.tv_distance(got, want), "statistical")
     return None
 
 
-def describe(case: detectors.Case, got: dict, want: dict, tv: float) -> dict:
+def describe(case: detectors.Case, got: dict, want: dict, tv: float, method: str) -> dict:
     m = case.model
     return {
-        "vocab_size": m.vocab_size, "k": case.k, "window": case.m, "prefix": list(case.prefix),
-        "model": m.name, "order": m.order, "period": m.period,
+        "method": method, "vocab_size": m.vocab_size, "k": case.k, "window": case.m,
+        "prefix": list(case.prefix), "model": m.name, "order": m.order, "period": m.period,
         "p": m.p_table.round(6).tolist(), "q": m.q_table.round(6).tolist(),
-        "exact_tv": tv,
+        ("exact_tv" if method == "exact" else "empirical_tv"): tv,
+        "samples": None if method == "exact" else COUNTEREXAMPLE_SAMPLES,
         "distributions": [
             {"tokens": list(key), "sampler": round(float(got.get(key, 0.0)), 9),
              "target": round(float(want.get(key, 0.0)), 9)}
@@ -135,12 +178,12 @@ def check(sampler, target: str = "<sampler>", budget: str = "standard", seed: in
     result = detectors.run_battery(sampler, budget=budget, seed=seed)
     findings = [f.to_dict() for f in result.findings]
     if counterexample and any(f["kind"] == "distribution" for f in findings):
-        ce = find_counterexample(sampler)
+        ce = find_counterexample(sampler, seed=seed)
         for f in findings:
             if f["kind"] == "distribution":
                 f["counterexample"] = ce
                 if ce is None:
-                    f["counterexample_note"] = "no small enumerable model shows it; see the case"
+                    f["counterexample_note"] = "no small model shows it (exactly, or at 2,000 sampled runs for a sampler the enumerator cannot follow); see the case"
                 break
     return {
         "target": target, "exact": result.exact, "efficient": result.efficient,
@@ -163,8 +206,9 @@ def human(report: dict) -> str:
         lines.append(f"  [{f['kind']}] {f['check']} on {f.get('case')}: {f['message']}")
         ce = f.get("counterexample")
         if ce:
-            lines.append(f"    smallest model: vocab {ce['vocab_size']}, k={ce['k']}, "
-                         f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {ce['exact_tv']:.4g}")
+            tv = ce.get("exact_tv", ce.get("empirical_tv"))
+            lines.append(f"    smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
+                         f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {tv:.4g}")
             for row in ce["distributions"][:8]:
                 lines.append(f"      {row['tokens']}: sampler {row['sampler']:.6f}  target {row['target']:.6f}")
     lines.append("ran:")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from specverify.checker import check, find_counterexample
@@ -131,3 +132,21 @@ def test_counterexample_needs_position_dependence_for_wrong_row_bugs():
     total = sum(row["sampler"] for row in ce["distributions"])
     assert total == pytest.approx(1.0, abs=1e-6)
     assert find_counterexample(get("control/unknown-draft-probs").fn, time_budget=5) is None
+
+
+def reseeded(sampler):
+    """``sampler`` drawing from a Generator seeded from the given rng: not enumerable, like an
+    engine whose randomness lives in torch."""
+
+    def step(p_fn, q_fn, prefix, k, rng):
+        return sampler(p_fn, q_fn, prefix, k, np.random.default_rng(int(rng.integers(2**63))))
+
+    return step
+
+
+def test_statistical_counterexample_for_a_sampler_the_enumerator_cannot_follow():
+    # false-fail rate of the search: 1e-6 split over its candidates; fixed seed
+    ce = find_counterexample(reseeded(get("verify/no-verification").fn), seed=0)
+    assert ce["method"] == "statistical" and ce["vocab_size"] == 2 and ce["k"] == 1
+    assert ce["empirical_tv"] > 0.1 and ce["samples"] == 2000
+    assert find_counterexample(reseeded(get("control/unknown-draft-probs").fn), time_budget=10) is None
