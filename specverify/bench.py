@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from . import checker, detectors, exact, mutants
-from .chains import TableModel
+from .chains import random_model
 from .experiments.analytic import HANDOUT_N, detectable_tvs
 from .files import write_atomically
 from .samplers.batched import benchmark_batched_vs_loop
@@ -66,15 +66,9 @@ def bench_batched(quick: bool) -> dict:
     return benchmark_batched_vs_loop(n_rounds_batched=1_000_000, n_rounds_loop=20_000)
 
 
-def random_chain(vocab: int, seed: int) -> TableModel:
-    rng = np.random.default_rng(seed)
-    return TableModel(rng.dirichlet(np.ones(vocab), size=vocab),
-                      rng.dirichlet(np.ones(vocab), size=vocab), order=1, name=f"random-V{vocab}")
-
-
 def time_enumeration(vocab: int, k: int, m: int, cap_s: float = ENUMERATION_CAP_S) -> dict:
     """Seconds and paths to enumerate m tokens of the reference on a random chain, or capped."""
-    model, paths = random_chain(vocab, 1000 * vocab + k), [0]
+    model, paths = random_model(vocab, 1, 1, 1000 * vocab + k), [0]
 
     def counted(p_fn, q_fn, prefix, k, rng):  # one call per enumerated path
         paths[0] += 1

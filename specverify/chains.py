@@ -79,3 +79,23 @@ def toy_chain() -> TableModel:
 def handout_iid() -> TableModel:
     """The handout's i.i.d. pair: p = [0.5, 0.3, 0.2], q = [0.3, 0.3, 0.4], alpha = 0.8."""
     return iid_model([0.5, 0.3, 0.2], [0.3, 0.3, 0.4], name="handout-iid")
+
+
+def random_model(vocab_size: int, order: int = 1, period: int = 1, seed: int = 0,
+                 zeros: bool = False) -> TableModel:
+    """A random table model (Dirichlet rows) whose every context has its own p and q; with
+    ``zeros`` each row of p and of q gets one zero entry (tokens one model never emits)."""
+    rng = np.random.default_rng(seed)
+    rows = vocab_size**order * period
+    p = rng.dirichlet(np.ones(vocab_size), size=rows)
+    q = rng.dirichlet(np.ones(vocab_size), size=rows)
+    if zeros:
+        p[np.arange(rows), rng.integers(0, vocab_size, rows)] = 0.0
+        q[np.arange(rows), rng.integers(0, vocab_size, rows)] = 0.0
+        p[p.sum(1) == 0, 0] = 1.0
+        q[q.sum(1) == 0, 0] = 1.0
+        p /= p.sum(1, keepdims=True)
+        q /= q.sum(1, keepdims=True)
+    name = (f"V{vocab_size}-order{order}" + (f"-period{period}" if period > 1 else "")
+            + ("-zeros" if zeros else ""))
+    return TableModel(p, q, order=order, period=period, name=name)

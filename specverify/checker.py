@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from . import detectors, exact, stats
-from .chains import TableModel, iid_model
+from .chains import TableModel, iid_model, random_model
 from .files import json_default
 
 BUDGETS = ("quick", "standard", "thorough")
@@ -84,9 +84,9 @@ def small_models():
         yield iid_model(p, q, name="iid")
     for v in (2, 3):
         for seed in range(3):
-            yield detectors._chain(v, 1, 1, 100 + seed)
+            yield random_model(v, 1, 1, 100 + seed)
         for seed in range(2):
-            yield detectors._chain(v, 0, 2, 200 + seed)
+            yield random_model(v, 0, 2, 200 + seed)
 
 
 def _prefix_for(model: TableModel) -> tuple:

@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from . import exact, stats
-from .chains import TableModel, handout_iid, iid_model, toy_chain
+from .chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from .samplers.chain import speculative_step
 
 EXACT_TV_TOL = 1e-9
@@ -107,23 +107,6 @@ class BatteryResult:
 # --------------------------------------------------------------------------- the battery
 
 
-def _chain(v: int, order: int, period: int, seed: int, zeros: bool = False) -> TableModel:
-    """A random table model whose every context has its own p and q (optionally with zeros)."""
-    rng = np.random.default_rng(seed)
-    rows = v**order * period
-    p = rng.dirichlet(np.ones(v), size=rows)
-    q = rng.dirichlet(np.ones(v), size=rows)
-    if zeros:
-        p[np.arange(rows), rng.integers(0, v, rows)] = 0.0
-        q[np.arange(rows), rng.integers(0, v, rows)] = 0.0
-        p[p.sum(1) == 0, 0] = 1.0
-        q[q.sum(1) == 0, 0] = 1.0
-        p /= p.sum(1, keepdims=True)
-        q /= q.sum(1, keepdims=True)
-    name = f"V{v}-order{order}" + (f"-period{period}" if period > 1 else "") + ("-zeros" if zeros else "")
-    return TableModel(p, q, order=order, period=period, name=name)
-
-
 def battery(budget: str = "standard") -> list[Case]:
     """The cases every detector runs on: i.i.d., first-, second- and third-order and
     position-dependent chains, zeros in p and in q, disjoint supports, k from 1 to 5, windows of
@@ -137,11 +120,11 @@ def battery(budget: str = "standard") -> list[Case]:
         Case("iid V2 alpha=0.7, k=4, 5 tokens", binary, (), 4, 5),
         Case("iid zeros in p and q, k=2, 3 tokens", zeros_pq, (), 2, 3),
         Case("iid disjoint supports, k=1, 2 tokens", disjoint, (), 1, 2),
-        Case("2nd-order chain V3, k=1, 3 tokens", _chain(3, 2, 1, 1), (2, 1), 1, 3),
-        Case("position-dependent chain V3, k=2, 3 tokens", _chain(3, 1, 3, 2), (1,), 2, 3),
-        Case("chain with zeros V3, k=3, 4 tokens", _chain(3, 1, 1, 3, zeros=True), (0,), 3, 4),
-        Case("position-dependent 2nd-order V2, k=4, 5 tokens", _chain(2, 2, 2, 5), (0, 1), 4, 5),
-        Case("3rd-order chain V2, k=5, 6 tokens", _chain(2, 3, 1, 4), (1, 0, 1), 5, 6),
+        Case("2nd-order chain V3, k=1, 3 tokens", random_model(3, 2, 1, 1), (2, 1), 1, 3),
+        Case("position-dependent chain V3, k=2, 3 tokens", random_model(3, 1, 3, 2), (1,), 2, 3),
+        Case("chain with zeros V3, k=3, 4 tokens", random_model(3, 1, 1, 3, zeros=True), (0,), 3, 4),
+        Case("position-dependent 2nd-order V2, k=4, 5 tokens", random_model(2, 2, 2, 5), (0, 1), 4, 5),
+        Case("3rd-order chain V2, k=5, 6 tokens", random_model(2, 3, 1, 4), (1, 0, 1), 5, 6),
     ]
     if budget == "quick":
         return [cases[0], cases[4], cases[5], cases[6]]
@@ -149,7 +132,7 @@ def battery(budget: str = "standard") -> list[Case]:
         cases += [
             Case("handout iid alpha=0.8, k=4, 5 tokens", handout_iid(), (), 4, 5),
             Case("toy chain, k=3, 4 tokens", toy_chain(), (1,), 3, 4),
-            Case("chain with zeros V4, k=2, 3 tokens", _chain(4, 1, 1, 6, zeros=True), (3,), 2, 3),
+            Case("chain with zeros V4, k=2, 3 tokens", random_model(4, 1, 1, 6, zeros=True), (3,), 2, 3),
         ]
     return cases
 

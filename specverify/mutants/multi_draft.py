@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..samplers.chain import verify_drafts
-from ..samplers.chain import accepts, model_output, residual
+from ..samplers.chain import accepts, model_output, residual, verify_drafts
 from ..samplers.greedy import greedy_step
 from ..samplers.tree import tree_walk, without_token
 

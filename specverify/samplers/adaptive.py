@@ -32,7 +32,6 @@ import functools
 import numbers
 from collections import OrderedDict
 
-
 from ..theory import best_k
 from ..validation import check_alpha, check_cost_ratio, check_k
 from . import register

@@ -24,8 +24,7 @@ import numpy as np
 
 from ..validation import check_k
 from . import register
-from .chain import verify_drafts
-from .chain import model_output
+from .chain import model_output, verify_drafts
 
 
 def check_ngram(ngram) -> int:
