@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from .chains import TableModel, handout_iid, toy_chain
-from .exact import NotEnumerable, enumerate_distribution
+from .exact import NotEnumerable, counted_round, round_transition
 from .files import write_atomically
 from .samplers.adaptive import AdaptiveK, confidence_step
 from .samplers.chain import speculative_step
@@ -134,47 +134,13 @@ class Measurement:
     method: str  # "exact" or "simulated"
 
 
-def counted_round(sampler, p_fn, q_fn, prefix, k, rng) -> tuple[tuple[int, ...], int]:
-    """Run one round; return its tokens and the number of q_fn calls it made."""
-    calls = [0]
-
-    def q_counted(ctx):
-        calls[0] += 1
-        return q_fn(ctx)
-
-    return tuple(int(t) for t in sampler(p_fn, q_counted, prefix, k, rng)), calls[0]
-
-
-def model_states(model: TableModel) -> list[tuple[int, ...]]:
-    if model.period != 1:
-        raise ValueError("model: the exact long-run computation needs period == 1")
-    return list(itertools.product(range(model.vocab_size), repeat=model.order))
-
-
 def exact_long_run(sampler, model: TableModel, prompt, k: int, fixed_calls=None) -> Measurement:
     """Long-run tokens and draft calls per round of a stateless sampler (see module docstring)."""
-    states = model_states(model)
-    index = {s: i for i, s in enumerate(states)}
-    kernel = np.zeros((len(states), len(states)))
-    tokens, calls = np.zeros(len(states)), np.zeros(len(states))
-    paths = [0]  # over all states: MAX_PATHS bounds the whole measurement
-
-    def one_round(rng, s):
-        paths[0] += 1
-        return counted_round(sampler, model.p_fn, model.q_fn, s, k, rng)
-
-    for s in states:
-        if paths[0] >= MAX_PATHS:
-            raise NotEnumerable(f"more than MAX_PATHS={MAX_PATHS} paths over all states")
-        dist = enumerate_distribution(functools.partial(one_round, s=s),
-                                      max_paths=MAX_PATHS - paths[0])
-        for (out, n_calls), w in dist.items():
-            nxt = (s + out)[len(s + out) - model.order :] if model.order else ()
-            kernel[index[s], index[nxt]] += w
-            tokens[index[s]] += w * len(out)
-            calls[index[s]] += w * (n_calls if fixed_calls is None else fixed_calls)
+    states, kernel, tokens, calls = round_transition(sampler, model, k, max_paths=MAX_PATHS)
+    if fixed_calls is not None:
+        calls = np.full(len(states), float(fixed_calls))
     start = tuple(prompt)[len(prompt) - model.order :] if model.order else ()
-    mu = cesaro_average(kernel, index[start])
+    mu = cesaro_average(kernel, states.index(start))
     return Measurement(float(mu @ tokens), 0.0, float(mu @ calls), "exact")
 
 

@@ -196,15 +196,8 @@ def round_boundary_chain(model, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(T, L) for a first-order chain: T[c, c'] = P(a round from context c ends on token c'),
     L[c] = its exact mean length. In a long decode the next round starts from c', so the
     long-run tokens per round is sum_c pi_T(c) L(c), pi_T the stationary distribution of T."""
-    v = model.vocab_size
-    transition, lengths = np.zeros((v, v)), np.zeros(v)
-    for c in range(v):
-        dist = exact.enumerate_distribution(
-            lambda rng, c=c: tuple(speculative_step(model.p_fn, model.q_fn, (c,), k, rng)),
-            max_paths=MAX_PATHS)
-        for out, w in dist.items():
-            transition[c, out[-1]] += w
-            lengths[c] += w * len(out)
+    _, transition, lengths, _ = exact.round_transition(speculative_step, model, k,
+                                                       max_paths=MAX_PATHS)
     return transition, lengths
 
 
