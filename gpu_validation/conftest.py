@@ -1,5 +1,8 @@
 """GPU stage: runs only with torch, a CUDA device and the Qwen2.5 pair; otherwise one skip line.
 
+SPECVERIFY_REAL_CPU=1 runs the same tests on the CPU (fp32) instead, for the local real pair of
+../shared/tools/real-pair; SPECVERIFY_NEW_TOKENS shortens the answers (default 64).
+
 Weights count as available when (a) SPECVERIFY_REAL_DIR, SPECVERIFY_REAL_TARGET_GGUF and
 SPECVERIFY_REAL_DRAFT_GGUF name two existing GGUF files, (b) both handout ids
 (Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-0.5B-Instruct) are in the local Hugging Face cache, or
@@ -49,12 +52,17 @@ def unavailable_reason():
         import transformers  # noqa: F401
     except ImportError as exc:
         return f"GPU stage skipped: torch/transformers not installed ({exc}); pip install -e '.[models]'"
-    if not torch.cuda.is_available():
-        return "GPU stage skipped: CUDA is not available on this machine"
+    if not torch.cuda.is_available() and not on_cpu_by_request():
+        return ("GPU stage skipped: CUDA is not available on this machine "
+                "(SPECVERIFY_REAL_CPU=1 runs it on the CPU)")
     if pair_source() is None:
         return ("GPU stage skipped: Qwen2.5 weights unavailable (not in the HF cache, no "
                 "SPECVERIFY_REAL_DIR GGUF pair, SPECVERIFY_ALLOW_DOWNLOAD unset)")
     return None
+
+
+def on_cpu_by_request() -> bool:
+    return os.environ.get("SPECVERIFY_REAL_CPU") == "1"
 
 
 HERE = Path(__file__).resolve().parent
@@ -75,4 +83,7 @@ def pytest_collection_modifyitems(config, items):
 def qwen_pair():
     from specverify.models import loading
 
-    return loading.load_pair(device="cuda", **pair_source())
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return loading.load_pair(device=device, **pair_source())

@@ -94,60 +94,55 @@ def stop_peeks_at_target(p_fn, q_fn, prefix, k, rng) -> list[int]:
 
 
 MULTI_DRAFT_MUTANTS: list[dict] = [
+    # Tree siblings are q's top-2 tokens (chosen deterministically, as in Medusa-style top-k
+    # trees) but verified with the i.i.d. rule (a), min(1, r(x)/q(x)), as if they had been sampled
+    # from q. Deterministic candidates need q set to what actually produced them (a one-hot per
+    # candidate), or a rule built for them.
     dict(
         id="tree/deterministic-topk-candidates",
-        description=(
-            "Tree siblings are q's top-2 tokens (chosen deterministically, as in Medusa-style "
-            "top-k trees) but verified with the i.i.d. rule (a), min(1, r(x)/q(x)), as if they "
-            "had been sampled from q. Deterministic candidates need q set to what actually "
-            "produced them (a one-hot per candidate), or a rule built for them."
-        ),
+        description="tree siblings are q's deterministic top-2, verified with rule (a) as if sampled from q",
         effect="biased",
         fn=deterministic_topk_candidates,
         reference="arXiv 2401.10774",
     ),
+    # Siblings are drawn i.i.d. from q, but verified with the without-replacement update of rule
+    # (b): the ratio uses q with the rejected siblings removed. A duplicate of a rejected sibling
+    # is counted again as a distinct candidate and updates the residual a second time; the
+    # siblings' true proposal distribution is q, not q minus them.
     dict(
         id="tree/duplicate-siblings-counted-twice",
-        description=(
-            "Siblings are drawn i.i.d. from q, but verified with the without-replacement update "
-            "of rule (b): the ratio uses q with the rejected siblings removed. A duplicate of a "
-            "rejected sibling is counted again as a distinct candidate and updates the residual "
-            "a second time; the siblings' true proposal distribution is q, not q minus them."
-        ),
+        description="i.i.d. siblings verified with rule (b)'s without-replacement update: duplicates counted twice",
         effect="biased",
         fn=duplicate_siblings_counted_twice,
         reference="arXiv 2402.14160",
     ),
+    # Every sibling is verified against the target p; the residual norm(max(0, r - q)) is not
+    # carried from one rejected sibling to the next, so tokens favoured by both p and q are
+    # accepted too often.
     dict(
         id="tree/residual-not-updated",
-        description=(
-            "Every sibling is verified against the target p; the residual norm(max(0, r - q)) "
-            "is not carried from one rejected sibling to the next, so tokens favoured by both "
-            "p and q are accepted too often."
-        ),
+        description="every sibling verified against p: the residual is not carried between rejected siblings",
         effect="biased",
         fn=residual_not_updated,
         reference="arXiv 2305.09781",
     ),
+    # Adaptive draft length whose stopping rule reads the target: a draft x with p(x) < q(x) is
+    # dropped and drafting stops, so the position is filled by a bonus sample from p instead of a
+    # rejection sample. Stopping rules may only use information available before the next draft is
+    # verified (q, accepted tokens).
     dict(
         id="adaptive/stop-peeks-at-target",
-        description=(
-            "Adaptive draft length whose stopping rule reads the target: a draft x with "
-            "p(x) < q(x) is dropped and drafting stops, so the position is filled by a bonus "
-            "sample from p instead of a rejection sample. Stopping rules may only use "
-            "information available before the next draft is verified (q, accepted tokens)."
-        ),
+        description="adaptive draft length whose stopping rule reads p: a draft with p(x) < q(x) is dropped",
         effect="biased",
         fn=stop_peeks_at_target,
         reference="arXiv 2405.19715",
     ),
+    # The registered greedy sampler (argmax drafts, accept while the draft equals the target's
+    # argmax) run on a sampled, non-one-hot p: the output is the target's greedy text, not a
+    # sample (handout section 4; TV 0.64 in the handout's toy chain).
     dict(
         id="greedy/argmax-check-at-positive-temperature",
-        description=(
-            "The registered greedy sampler (argmax drafts, accept while the draft equals the "
-            "target's argmax) run on a sampled, non-one-hot p: the output is the target's greedy "
-            "text, not a sample (handout section 4; TV 0.64 in the handout's toy chain)."
-        ),
+        description="the greedy sampler (argmax drafts, argmax check) run on a sampled, non-one-hot p",
         effect="biased",
         fn=greedy_step,
         reference=None,
