@@ -26,7 +26,7 @@ from . import detectors, exact, stats
 from .chains import TableModel, iid_model, random_model
 from .files import json_default
 
-BUDGETS = ("quick", "standard", "thorough")
+BUDGETS = detectors.BUDGETS
 
 
 class UsageError(Exception):

@@ -39,6 +39,8 @@ from .samplers.chain import speculative_step
 EXACT_TV_TOL = 1e-9
 """A correct sampler's exact TV is rounding noise (~1e-15); anything above 1e-9 is a bias."""
 
+BUDGETS = ("quick", "standard", "thorough")
+
 DEFAULT_FALSE_FAIL_RATE = 1e-6
 """Total false-fail budget of one battery run, split Bonferroni across its statistical checks."""
 
@@ -434,6 +436,8 @@ def run_battery(sampler, budget: str = "standard", seed: int = 0,
     ``stat_cases`` / ``n_max`` bound the statistical detector (cases, largest sample size);
     ``stop_on_first`` stops exact enumeration at the first biased case (see exact_detector).
     """
+    if budget not in BUDGETS:
+        raise ValueError(f"budget: must be one of {', '.join(BUDGETS)}, got {budget!r}")
     t0 = time.perf_counter()
     cases = battery(budget)
     result = BatteryResult()
@@ -447,7 +451,8 @@ def run_battery(sampler, budget: str = "standard", seed: int = 0,
     fallback = exact_detector(sampler, cases, result, max_paths=exact_max_paths,
                               stop_on_first=stop_on_first)
     n_stat = {"quick": 2, "standard": 3, "thorough": len(cases)}[budget] if stat_cases is None else stat_cases
-    stat = fallback + [c for c in cases if c not in fallback][: max(0, n_stat - len(fallback))]
+    enumerated = [c for c in cases if all(c is not f for f in fallback)]
+    stat = fallback + enumerated[: max(0, n_stat - len(fallback))]
     n_max = n_max or {"quick": 4000, "standard": 16_000, "thorough": 64_000}[budget]
     statistical_detector(sampler, stat, seed + 1, result, half, n_max=n_max)
     tokens_per_round_detector(sampler, round_length_cases(), seed + 2, result, half)
@@ -455,14 +460,8 @@ def run_battery(sampler, budget: str = "standard", seed: int = 0,
     return result
 
 
-def min_detectable_tv(n: int, expected: dict, false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE,
-                      false_pass_rate: float = 0.01) -> float:
-    """Smallest TV the chi-square detector sees at n runs (stats' power calculation)."""
-    return stats.min_discrepancy_chi_square(n, expected, false_fail_rate, false_pass_rate)
-
-
 __all__ = [
     "BatteryResult", "Case", "ContractBreach", "EXACT_TV_TOL", "Finding", "battery",
-    "contract_detector", "exact_detector", "first_tokens", "guarded", "min_detectable_tv",
+    "contract_detector", "exact_detector", "first_tokens", "guarded",
     "run_battery", "statistical_detector", "tokens_per_round_detector",
 ]
