@@ -36,6 +36,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .stats import total_variation  # noqa: F401  (re-exported: exact.total_variation)
 from .validation import check_k, check_prob_vector
 
 MAX_BRANCHING = 4096
@@ -538,12 +539,6 @@ def round_length_distribution(
     for out, w in dist.items():
         lengths[len(out)] += w
     return dict(sorted(lengths.items()))
-
-
-def total_variation(a: dict, b: dict) -> float:
-    """0.5 * sum |a(x) - b(x)| over the union of keys."""
-    keys = set(a) | set(b)
-    return 0.5 * math.fsum(abs(a.get(x, 0.0) - b.get(x, 0.0)) for x in keys)
 
 
 def exact_tv(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000) -> float:

@@ -37,6 +37,7 @@ from scipy.stats import entropy
 
 from ..samplers import get_sampler
 from ..samplers.chain import accepts, draft, model_output, residual, speculative_step
+from ..samplers.prompt_lookup import one_hot
 from ..validation import check_k, check_same_length
 
 EFFECTS = ("biased", "contract", "fewer-tokens", "exact")
@@ -145,12 +146,6 @@ def _float16(q: np.ndarray) -> np.ndarray:
     return _normalized(q.astype(np.float16).astype(np.float64))
 
 
-def _one_hot(n: int, x: int) -> np.ndarray:
-    v = np.zeros(n)
-    v[x] = 1.0
-    return v
-
-
 def _greedy_drafter(one_hot_q: bool) -> Callable:
     """Drafts the argmax of q; reports the one-hot vector (exact) or the softmax q (the bug)."""
 
@@ -159,7 +154,7 @@ def _greedy_drafter(one_hot_q: bool) -> Callable:
         for _ in range(k):
             q = model_output("q_fn", q_fn, prefix + tuple(drafts))
             drafts.append(int(np.argmax(q)))
-            qs.append(_one_hot(len(q), drafts[-1]) if one_hot_q else q)
+            qs.append(one_hot(drafts[-1], len(q)) if one_hot_q else q)
         return drafts, qs
 
     return drafter
@@ -357,7 +352,7 @@ def residual_swapped(p_fn, q_fn, prefix, k, rng):
 def residual_drafted_token_only(p_fn, q_fn, prefix, k, rng):
     """Subtracts q only at the drafted token: norm(max(0, p - q(x) e_x))."""
     def recover(p, q, x, rng):
-        return [_sample(residual(p, q[x] * _one_hot(len(p), x)), rng)]
+        return [_sample(residual(p, q[x] * one_hot(x, len(p))), rng)]
 
     return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
 
@@ -479,7 +474,7 @@ def unknown_draft_probs(p_fn, q_fn, prefix, k, rng):
     the reference rule for q = one-hot(x), exact for drafts from any proposal."""
 
     def as_one_hot(p, q, x):
-        return _one_hot(len(p), x)
+        return one_hot(x, len(p))
 
     return _round(
         p_fn, q_fn, prefix, k, rng,
