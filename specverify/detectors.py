@@ -1,52 +1,109 @@
-"""The one detector battery: every consumer (mutant report, checker, experiments, benchmarks)
-runs a sampler through these functions and never re-implements a detector.
+"""The one detector battery: the mutant report, the checker, the experiments and the benchmarks
+all judge a sampler through ``run_battery`` and never re-implement a detector.
 
-Four detectors, each run on a battery of table-driven cases (``Case``):
+Detectors, each on the battery's table-driven cases (``Case``), the subject always in its own
+process (specverify.runner):
 
-- ``exact``: the exact output distribution of the first m emitted tokens, by enumerating every
-  path of the sampler's random decisions (specverify.exact), against the target's; a finding when
-  TV > ``EXACT_TV_TOL``. No sampling noise, so even a float16-rounding bias (~1e-5) shows.
-  Where the sampler cannot be enumerated the case falls back to statistics and says so.
-- ``statistical``: chi-square of the first m tokens over sampled runs against the exact target,
-  run sequentially at doubling sample sizes; the run's false-fail budget is split Bonferroni over
-  every case and every look. Reports the p-value and the samples it needed to see a bias.
-- ``tokens_per_round``: the sampler's mean round length against the exact rule's (equal to
-  ``expected_tokens(alpha, k)`` for i.i.d. acceptance): exact where enumerable, else a bounded-mean
-  test. A finding here is an efficiency finding, not an exactness one.
-- ``contract``: 1 to k + 1 ints in range, no exception, no writes into the arrays handed over
-  (the models' tables are read-only), a return within a per-call time limit.
+- ``contract``: 1 to k + 1 int tokens in range from a list, tuple or array; no exception, no
+  exit, no write into the arrays p_fn / q_fn hand out (each call gets fresh copies, compared
+  afterwards), every call within ``Budget.call_limit_s``; the same seed replays the same rounds.
+- ``exact``: the exact distribution of the first m emitted tokens by enumerating every path of
+  the sampler's random decisions (specverify.exact); a finding when TV > ``EXACT_TV_TOL``.
+- ``chi-square``: sampled runs against the exact target at doubling sample sizes; the false-fail
+  budget is split Bonferroni over every case and every look.
+- ``tokens-per-round``: the mean round length against the exact rule's; a shortfall is an
+  efficiency finding.
 
-A sampler that raises, hangs or returns junk yields findings, never an exception out of here.
-References: Leviathan et al. 2023 (arXiv 2211.17192) for the rule; the bug classes are listed
-in specverify.mutants.
+Verdict (``BatteryResult.exact``): False on a distribution finding or a contract breach; None
+(inconclusive) when no finding was made but a case could not be judged to the budget's plan (out
+of time, or a sampler that does not draw from its rng); True otherwise. References are computed
+from the parent's own copies of the tables, never from anything the subject touched.
+Rule: Leviathan, Kalman, Matias (arXiv 2211.17192); bug classes: specverify.mutants.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
 
-from . import exact, stats
+from . import exact, runner, stats
 from .chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from .samplers.chain import speculative_step
 
 EXACT_TV_TOL = 1e-9
 """A correct sampler's exact TV is rounding noise (~1e-15); anything above 1e-9 is a bias."""
 
-BUDGETS = ("quick", "standard", "thorough")
+DEFAULT_FALSE_FAIL_RATE = stats.DEFAULT_FALSE_FAIL_RATE
+POWER_FALSE_PASS_RATE = 0.05
+"""Power statements give the smallest TV detected with probability 1 - this."""
 
-DEFAULT_FALSE_FAIL_RATE = 1e-6
-"""Total false-fail budget of one battery run, split Bonferroni across its statistical checks."""
+MIN_CONTRACT_CALLS = 3
+REPLAYED_CALLS = 10
 
 
 class ContractBreach(Exception):
-    """The sampler broke the interface: raised, hung, returned junk or wrote into its inputs."""
+    """The sampler broke the interface: raised, exited, hung, returned junk or wrote its inputs."""
+
+
+class OutOfTime(Exception):
+    """The battery's deadline passed (``run_battery(deadline=...)``)."""
+
+
+# --------------------------------------------------------------------------- budgets and cases
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Everything a battery run may spend; ``BUDGETS`` holds the named ones."""
+
+    name: str
+    cases: tuple[int, ...]  # indices into all_cases()
+    stat_cases: int  # enumerable cases also tested by statistics (besides every fallback case)
+    n_max: int  # largest sample size of the sequential chi-square
+    n_min: int = 500
+    contract_calls: int = 20
+    contract_s: float = 2.0  # per case, after MIN_CONTRACT_CALLS
+    call_limit_s: float = 2.0  # one sampler call
+    case_enumeration_s: float = 10.0
+    enumeration_s: float = 60.0  # all cases together
+    max_paths: int = 100_000
+    statistics_s: float = 20.0
+    round_length_runs: int = 4000
+    round_length_s: float = 10.0
+    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+    counterexample_s: float = 15.0
+    counterexample_samples: int = 2000
+
+    def coverage(self) -> str:
+        chosen = [all_cases()[i] for i in self.cases]
+        return (f"{len(chosen)} cases, k up to {max(c.k for c in chosen)}, windows up to "
+                f"{max(c.m for c in chosen)} tokens, chi-square up to {self.n_max} runs")
+
+
+BUDGETS = {
+    "quick": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, enumeration_s=30.0,
+                    statistics_s=10.0, round_length_s=5.0),
+    "standard": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
+    "thorough": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
+                       enumeration_s=120.0, statistics_s=120.0, round_length_s=30.0),
+}
+
+
+def get_budget(budget: str | Budget) -> Budget:
+    if isinstance(budget, Budget):
+        return budget
+    if budget not in BUDGETS:
+        raise ValueError(f"budget: must be one of {', '.join(BUDGETS)}, got {budget!r}")
+    return BUDGETS[budget]
 
 
 @dataclass(frozen=True)
@@ -60,64 +117,15 @@ class Case:
     m: int
 
 
-@dataclass
-class Finding:
-    check: str  # "exact-tv" | "chi-square" | "tokens-per-round" | "contract"
-    kind: str  # "distribution" | "contract" | "efficiency" | "error"
-    message: str
-    case: str | None = None
-    data: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {"check": self.check, "kind": self.kind, "message": self.message,
-                "case": self.case, **self.data}
-
-
-@dataclass
-class BatteryResult:
-    findings: list[Finding] = field(default_factory=list)
-    exact_tv: float | None = None  # the largest exact TV over enumerable cases
-    chi2_p_value: float | None = None  # the smallest chi-square p-value
-    samples_to_detect: int | None = None  # runs the statistical detector needed to flag it
-    mean_tokens: dict = field(default_factory=dict)  # case -> (measured, expected)
-    ran: list[str] = field(default_factory=list)  # what was run, one line each
-    seconds: float = 0.0
-
-    def flagged(self, kinds=("distribution", "contract", "error")) -> list[Finding]:
-        return [f for f in self.findings if f.kind in kinds]
-
-    @property
-    def exact(self) -> bool:
-        return not self.flagged()
-
-    @property
-    def efficient(self) -> bool | None:
-        if not self.mean_tokens:
-            return None
-        return not self.flagged(("efficiency",))
-
-    def detectors_that_flagged(self) -> list[str]:
-        return sorted({f.check for f in self.findings})
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["findings"] = [f.to_dict() for f in self.findings]
-        out["mean_tokens"] = {k: list(v) for k, v in self.mean_tokens.items()}
-        return out
-
-
-# --------------------------------------------------------------------------- the battery
-
-
-def battery(budget: str = "standard") -> list[Case]:
-    """The cases every detector runs on: i.i.d., first-, second- and third-order and
-    position-dependent chains, zeros in p and in q, disjoint supports, k from 1 to 5, windows of
-    k + 1 or more tokens so that accepted drafts, residual and bonus tokens all appear.
-    """
+@lru_cache(maxsize=1)
+def all_cases() -> tuple[Case, ...]:
+    """i.i.d., first- to third-order and position-dependent chains, zeros in p and in q, disjoint
+    supports, k from 1 to 5, windows of k + 1 or more tokens (accepted drafts, residual and bonus
+    tokens all appear)."""
     zeros_pq = iid_model([0.5, 0.5, 0.0], [0.0, 0.6, 0.4], name="iid-zeros")
     disjoint = iid_model([0.7, 0.3, 0.0], [0.0, 0.0, 1.0], name="iid-disjoint")
     binary = iid_model([0.7, 0.3], [0.4, 0.6], name="iid-binary")
-    cases = [
+    return (
         Case("handout toy chain, k=2, 2 tokens", toy_chain(), (0,), 2, 2),
         Case("iid V2 alpha=0.7, k=4, 5 tokens", binary, (), 4, 5),
         Case("iid zeros in p and q, k=2, 3 tokens", zeros_pq, (), 2, 3),
@@ -127,21 +135,20 @@ def battery(budget: str = "standard") -> list[Case]:
         Case("chain with zeros V3, k=3, 4 tokens", random_model(3, 1, 1, 3, zeros=True), (0,), 3, 4),
         Case("position-dependent 2nd-order V2, k=4, 5 tokens", random_model(2, 2, 2, 5), (0, 1), 4, 5),
         Case("3rd-order chain V2, k=5, 6 tokens", random_model(2, 3, 1, 4), (1, 0, 1), 5, 6),
-    ]
-    if budget == "quick":
-        return [cases[0], cases[4], cases[5], cases[6]]
-    if budget == "thorough":
-        cases += [
-            Case("handout iid alpha=0.8, k=4, 5 tokens", handout_iid(), (), 4, 5),
-            Case("toy chain, k=3, 4 tokens", toy_chain(), (1,), 3, 4),
-            Case("chain with zeros V4, k=2, 3 tokens", random_model(4, 1, 1, 6, zeros=True), (3,), 2, 3),
-        ]
-    return cases
+        Case("handout iid alpha=0.8, k=4, 5 tokens", handout_iid(), (), 4, 5),
+        Case("toy chain, k=3, 4 tokens", toy_chain(), (1,), 3, 4),
+        Case("chain with zeros V4, k=2, 3 tokens", random_model(4, 1, 1, 6, zeros=True), (3,), 2, 3),
+    )
+
+
+def battery(budget: str | Budget = "standard") -> list[Case]:
+    """The cases a budget runs every detector on."""
+    return [all_cases()[i] for i in get_budget(budget).cases]
 
 
 def round_length_cases() -> list[Case]:
-    """Cases for tokens per round: the handout's i.i.d. alpha = 0.8 pair at k = 4 (3.3616
-    tokens), zeros in p and q, and the toy chain (non-i.i.d.: the exact rule's own expectation)."""
+    """Tokens per round: the handout's i.i.d. alpha = 0.8 pair at k = 4 (3.3616 tokens), zeros in
+    p and q, and the toy chain (non-i.i.d.: the exact rule's own expectation)."""
     return [
         Case("handout iid alpha=0.8, k=4", handout_iid(), (), 4, 1),
         Case("iid zeros in p and q, k=2", iid_model([0.5, 0.5, 0.0], [0.0, 0.6, 0.4]), (), 2, 1),
@@ -151,11 +158,76 @@ def round_length_cases() -> list[Case]:
 
 def reference_case() -> Case:
     """The handout's two-token window on its toy chain (k = 2)."""
-    return battery()[0]
+    return all_cases()[0]
 
 
-# --------------------------------------------------------------------------- contract
+# --------------------------------------------------------------------------- results
 
+
+@dataclass
+class Finding:
+    """One thing a detector found. ``check``: exact-tv | chi-square | tokens-per-round |
+    contract | rng; ``kind``: distribution | contract | efficiency | error."""
+
+    check: str
+    kind: str
+    message: str
+    case: str | None = None
+    evidence: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+BREAKING_KINDS = ("distribution", "contract", "error")
+
+
+@dataclass
+class BatteryResult:
+    findings: list[Finding] = field(default_factory=list)
+    exact_tv_max: float | None = None  # the largest exact TV over enumerated cases
+    chi2_p_value_min: float | None = None  # the smallest chi-square p-value
+    samples_to_detect: int | None = None  # runs the chi-square needed to flag a bias
+    mean_tokens_per_round: dict = field(default_factory=dict)  # case -> (measured, expected)
+    power: list[dict] = field(default_factory=list)  # statistically judged cases: runs, min TV
+    shortfalls: list[str] = field(default_factory=list)  # why the verdict cannot be True
+    ran: list[str] = field(default_factory=list)  # what was run, one line each
+    output: str = ""  # the tail of what the subject printed
+    budget: str = ""
+    timed_out: bool = False
+    counterexample: dict | None = None
+    seconds: float = 0.0
+
+    def flagged(self, kinds=BREAKING_KINDS) -> list[Finding]:
+        return [f for f in self.findings if f.kind in kinds and f.check != "rng"]
+
+    @property
+    def exact(self) -> bool | None:
+        if self.flagged():
+            return False
+        if self.shortfalls or self.timed_out or any(f.check == "rng" for f in self.findings):
+            return None
+        return True
+
+    @property
+    def efficient(self) -> bool | None:
+        if self.flagged(("efficiency",)):
+            return False
+        if not self.mean_tokens_per_round or any(s.startswith("tokens per round") for s in self.shortfalls):
+            return None
+        return True
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["mean_tokens_per_round"] = {k: {"measured": a, "expected": b}
+                                        for k, (a, b) in self.mean_tokens_per_round.items()}
+        out["exact"], out["efficient"] = self.exact, self.efficient
+        return out
+
+
+# --------------------------------------------------------------------------- the subject's side
+# Everything in this section runs in the subject's process (runner.Runner.call), or in-process for
+# the experiments' own samplers.
 
 _DEADLINES: list[tuple[float, str, type]] = []  # nested time limits, innermost last
 
@@ -174,16 +246,15 @@ def _on_alarm(signum, frame):
 
 
 @contextmanager
-def time_limit(seconds: float, what: str, exc: type = None):
+def time_limit(seconds: float, what: str, exc: type = ContractBreach):
     """Raise ``exc(f"{what} did not return within {seconds} s")`` if the body overruns.
 
-    SIGALRM based, so it interrupts a sampler stuck in a Python loop; nests (the earliest
-    deadline fires); a no-op outside the main thread, where signals cannot be delivered.
+    SIGALRM based (a Python-level loop is interrupted; a loop that swallows the exception or
+    hangs in C is the runner's to kill); nests; a no-op outside the main thread.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    exc = exc or ContractBreach
     if not _DEADLINES:
         signal.signal(signal.SIGALRM, _on_alarm)
     _DEADLINES.append((time.monotonic() + seconds, f"{what} did not return within {seconds:g} s", exc))
@@ -201,32 +272,71 @@ def time_limit(seconds: float, what: str, exc: type = None):
 
 def validate_round(out, k: int, vocab_size: int) -> list[int]:
     """The round's tokens as ints, or ContractBreach saying what is wrong with them."""
-    if isinstance(out, (str, bytes)) or not hasattr(out, "__len__"):
+    if hasattr(out, "tolist") and not isinstance(out, (list, tuple)):  # NumPy / torch
+        out = out.tolist()
+    if not isinstance(out, (list, tuple)):
         raise ContractBreach(f"returned {type(out).__name__}, not a list of token ids")
-    tokens = list(out)
-    if not 1 <= len(tokens) <= k + 1:
-        raise ContractBreach(f"returned {len(tokens)} tokens with k={k} (must be 1 to {k + 1})")
-    for t in tokens:
+    if not 1 <= len(out) <= k + 1:
+        raise ContractBreach(f"returned {len(out)} tokens with k={k} (must be 1 to {k + 1})")
+    for t in out:
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
             raise ContractBreach(f"returned a {type(t).__name__} ({t!r}), not an int token id")
         if not 0 <= int(t) < vocab_size:
             raise ContractBreach(f"returned token {int(t)}, outside the vocabulary [0, {vocab_size})")
-    return [int(t) for t in tokens]
+    return [int(t) for t in out]
 
 
-def guarded(sampler: Callable, vocab_size: int) -> Callable:
-    """``sampler`` with every call checked: exceptions and junk become ContractBreach."""
+def _handing_out(name: str, fn: Callable, handed: list) -> Callable:
+    """``fn`` returning a fresh copy per call, remembered beside the row it was copied from."""
+
+    def model(prefix):
+        row = fn(prefix)
+        given = np.array(row, dtype=np.float64)
+        handed.append((name, prefix, given, row))
+        return given
+
+    return model
+
+
+def _check_untouched(handed: list) -> None:
+    for name, prefix, given, original in handed:
+        if not np.array_equal(given, original):
+            i = int(np.flatnonzero(given != np.asarray(original))[0])
+            raise ContractBreach(f"wrote into an array {name} returned for prefix {tuple(prefix)}: "
+                                 f"entry {i} was {original[i]:.6g}, became {given[i]:.6g}")
+
+
+def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
+            interrupt: bool = False) -> Callable:
+    """``sampler`` with every call checked: whatever it raises (SystemExit and, in the subject's
+    process, KeyboardInterrupt included), junk it returns, a write into what it was handed, and a
+    call that took longer than ``call_limit`` seconds become ContractBreach. ``interrupt`` also
+    interrupts a call at its limit (SIGALRM); otherwise a hung call is the runner's to kill."""
 
     def call(p_fn, q_fn, prefix, k, rng):
+        handed: list = []
+        p, q = _handing_out("p_fn", p_fn, handed), _handing_out("q_fn", q_fn, handed)
+        t0 = time.monotonic()
         try:
-            out = sampler(p_fn, q_fn, prefix, k, rng)
+            if interrupt and call_limit is not None:
+                with time_limit(call_limit, "one call"):
+                    out = sampler(p, q, prefix, k, rng)
+            else:
+                out = sampler(p, q, prefix, k, rng)
         except (ContractBreach, exact.NotEnumerable):
             raise
-        except Exception as exc:  # the user's sampler raised: that is a finding
-            if isinstance(exc, ValueError) and "read-only" in str(exc):
-                raise ContractBreach(f"wrote into an array p_fn or q_fn returned (they are "
-                                     f"read-only here: {exc})") from exc
+        except KeyboardInterrupt as exc:
+            if not runner.IN_SUBJECT_PROCESS:
+                raise
+            raise ContractBreach("raised KeyboardInterrupt") from exc
+        except SystemExit as exc:
+            raise ContractBreach(f"called sys.exit({exc.code!r}) (raised SystemExit)") from exc
+        except BaseException as exc:  # noqa: BLE001 - the subject's failure is a finding
             raise ContractBreach(f"raised {type(exc).__name__}: {exc}") from exc
+        if call_limit is not None and time.monotonic() - t0 > call_limit:
+            raise ContractBreach(f"one call did not return within {call_limit:g} s "
+                                 f"(took {time.monotonic() - t0:.2f} s)")
+        _check_untouched(handed)
         return validate_round(out, k, vocab_size)
 
     return call
@@ -243,78 +353,105 @@ def first_tokens(sampler, model: TableModel, prefix: tuple, k: int, m: int, rng)
     return tuple(out[:m])
 
 
-def contract_detector(sampler, cases, seed: int, result: BatteryResult,
-                      calls: int = 20, call_timeout: float = 2.0) -> None:
-    """A few rounds per case with read-only model tables, each within ``call_timeout``."""
-    rng = np.random.default_rng(seed)
-    for case in cases:
-        g = guarded(sampler, case.model.vocab_size)
-        try:
-            for _ in range(calls):
-                with time_limit(call_timeout, f"one round on {case.name!r}"):
-                    g(case.model.p_fn, case.model.q_fn, case.prefix, case.k, rng)
-        except ContractBreach as exc:
-            result.findings.append(Finding("contract", "contract", str(exc), case.name))
-            return  # one breach is enough; the other detectors will skip broken cases too
-    result.ran.append(f"contract: {calls} rounds on each of {len(cases)} cases, read-only tables, "
-                      f"{call_timeout:g} s per call")
-
-
-# --------------------------------------------------------------------------- exact
-
-
-def exact_case(sampler, case: Case, max_paths: int) -> tuple[dict, dict]:
+def exact_case(sampler, case: Case, max_paths: int, call_limit: float | None = None) -> tuple[dict, dict]:
     """(sampler's exact distribution, target's) for the case, or NotEnumerable / ContractBreach."""
-    g = guarded(sampler, case.model.vocab_size)
+    g = guarded(sampler, case.model.vocab_size, call_limit)
     got = exact.sampler_distribution(g, case.model.p_fn, case.model.q_fn, case.prefix, case.k,
                                      case.m, max_paths=max_paths)
     return got, exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
 
 
-def exact_detector(sampler, cases, result: BatteryResult, max_paths: int = 100_000,
-                   case_timeout: float = 10.0, stop_on_first: bool = False) -> list[Case]:
-    """Exact TV per case; returns the cases that could not be enumerated (for statistics).
-
-    ``stop_on_first`` ends the run at the first biased case (enough to kill a mutant); the
-    cases left unrun are not handed to statistics either.
-    """
-    fallback = []
-    for case in cases:
-        if stop_on_first and result.flagged():
-            result.ran.append("exact: stopped after the first finding")
-            break
-        try:
-            with time_limit(case_timeout, "exact enumeration", exact.NotEnumerable):
-                got, want = exact_case(sampler, case, max_paths)
-        except exact.NotEnumerable as exc:
-            result.ran.append(f"exact: {case.name}: not enumerable ({exc}); statistics instead")
-            fallback.append(case)
-            continue
-        except ContractBreach as exc:
-            result.findings.append(Finding("contract", "contract", str(exc), case.name))
-            continue
-        tv = exact.total_variation(got, want)
-        result.exact_tv = tv if result.exact_tv is None else max(result.exact_tv, tv)
-        result.ran.append(f"exact: {case.name}: TV {tv:.3g}")
-        if tv > EXACT_TV_TOL:
-            result.findings.append(Finding(
-                "exact-tv", "distribution",
-                f"exact output distribution differs from the target's: TV {tv:.4g}",
-                case.name, {"exact_tv": tv, "got": _table(got), "expected": _table(want)}))
-    return fallback
-
-
-def _table(dist: dict, limit: int = 16) -> dict:
-    top = sorted(dist.items(), key=lambda kv: -kv[1])[:limit]
-    return {" ".join(map(str, key)): round(float(v), 12) for key, v in top}
-
-
-# --------------------------------------------------------------------------- statistics
-
-
 def sample_first_tokens(sampler, case: Case, n: int, rng) -> list[tuple]:
     g = guarded(sampler, case.model.vocab_size)
     return [first_tokens(g, case.model, case.prefix, case.k, case.m, rng) for _ in range(n)]
+
+
+def _round_length(g, case: Case, rng) -> int:
+    return len(g(case.model.p_fn, case.model.q_fn, case.prefix, case.k, rng))
+
+
+def _first_tokens_run(g, case: Case, rng) -> tuple:
+    return first_tokens(g, case.model, case.prefix, case.k, case.m, rng)
+
+
+def contract_task(sampler, case: Case, budget: Budget, rng, calls: int) -> tuple[dict, object]:
+    """Up to ``calls`` rounds from the case's prefix (at least MIN_CONTRACT_CALLS, then until
+    ``contract_s`` is spent): {"breach": what or None, "rounds": their tokens}, the rng after."""
+    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s, interrupt=True)
+    outs: list = []
+    stop = time.monotonic() + budget.contract_s
+    try:
+        while len(outs) < calls and (len(outs) < MIN_CONTRACT_CALLS or time.monotonic() < stop):
+            outs.append(g(case.model.p_fn, case.model.q_fn, case.prefix, case.k, rng))
+    except ContractBreach as exc:
+        return {"breach": str(exc), "rounds": outs}, rng
+    return {"breach": None, "rounds": outs}, rng
+
+
+def enumerate_task(sampler, case: Case, budget: Budget, seconds: float, lengths: bool = False):
+    """("ok", exact distribution) | ("not-enumerable", why) | ("breach", what)."""
+    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
+    try:
+        with time_limit(seconds, "exact enumeration", exact.NotEnumerable):
+            if lengths:
+                return "ok", exact.round_length_distribution(
+                    g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths)
+            return "ok", exact.sampler_distribution(g, case.model.p_fn, case.model.q_fn, case.prefix,
+                                                    case.k, case.m, max_paths=budget.max_paths)
+    except exact.NotEnumerable as exc:
+        return "not-enumerable", str(exc)
+    except ContractBreach as exc:
+        return "breach", str(exc)
+
+
+def sample_task(sampler, case: Case, n: int, rng, budget: Budget, seconds: float,
+                run: Callable = _first_tokens_run) -> tuple[list, str | None, object]:
+    """Up to n runs (fewer when ``seconds`` ran out); (runs, breach or None, the rng after)."""
+    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
+    out: list = []
+    stop = time.monotonic() + seconds
+    try:
+        while len(out) < n and (not out or time.monotonic() < stop):
+            out.append(run(g, case, rng))
+    except ContractBreach as exc:
+        return out, str(exc), rng
+    return out, None, rng
+
+
+# --------------------------------------------------------------------------- the battery run
+
+
+def _among(case: Case, cases) -> bool:
+    return any(case is c for c in cases)
+
+
+def _cached(fn):
+    """Memoize a function of a Case by its contents (a Case holds arrays: not hashable)."""
+    memo: dict = {}
+
+    def cached(case: Case):
+        m = case.model
+        key = (m.p_table.tobytes(), m.q_table.tobytes(), m.p_table.shape, m.order, m.period,
+               case.prefix, case.k, case.m)
+        if key not in memo:
+            memo[key] = fn(case)
+        return memo[key]
+
+    return cached
+
+
+@_cached
+def _target_distribution(case: Case) -> dict:
+    """The exact law of the case's first m tokens, from the parent's own tables."""
+    return exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
+
+
+@_cached
+def expected_round_length(case: Case) -> float:
+    """The exact rule's mean round length on the case (= expected_tokens(alpha, k) if i.i.d.)."""
+    dist = exact.round_length_distribution(
+        speculative_step, case.model.p_fn, case.model.q_fn, case.prefix, case.k)
+    return sum(n * w for n, w in dist.items())
 
 
 def looks(n_min: int, n_max: int) -> list[int]:
@@ -325,143 +462,387 @@ def looks(n_min: int, n_max: int) -> list[int]:
     return sizes
 
 
-def statistical_detector(sampler, cases, seed: int, result: BatteryResult, false_fail_rate: float,
-                         n_min: int = 500, n_max: int = 16_000, time_budget: float = 20.0) -> None:
-    """Chi-square of the first m tokens, at doubling sample sizes, until it fails or n_max.
+class _Battery:
+    """One run of every detector on one subject (the parent's side)."""
 
-    Each look is one check in the Bonferroni split, so the whole detector's false-fail rate is at
-    most ``false_fail_rate``. Samples are reused across looks (the looks are nested), and the
-    looks go breadth first (every live case at n before any at 2n), so a slow sampler that
-    runs out of ``time_budget`` has still been tested on every case.
-    """
-    sizes = looks(n_min, n_max)
-    per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
-    rng = np.random.default_rng(seed)
-    deadline = time.perf_counter() + time_budget
-    live = {i: [] for i in range(len(cases))}  # case index -> samples so far
-    want = [exact.sequence_distribution(c.model.p_fn, c.prefix, c.m) for c in cases]
-    last_p: dict = {}
-    for n in sizes:
-        for i in list(live):
-            case, samples = cases[i], live[i]
-            if time.perf_counter() > deadline and samples:
-                result.ran.append(f"chi-square: {case.name}: stopped at n={len(samples)} "
-                                  f"(p-value {last_p[i]:.3g}; time budget {time_budget:g} s)")
-                del live[i]
-                continue
-            try:
-                with time_limit(max(5.0, 2e-3 * n), f"{n - len(samples)} sampled runs"):
-                    samples += sample_first_tokens(sampler, case, n - len(samples), rng)
-            except ContractBreach as exc:
-                result.findings.append(Finding("contract", "contract", str(exc), case.name))
-                del live[i]
-                continue
-            test = stats.chi_square_test(samples, want[i], false_fail_rate=per_check)
-            p = last_p[i] = test.p_value if test.p_value is not None else 0.0
-            result.chi2_p_value = p if result.chi2_p_value is None else min(result.chi2_p_value, p)
-            if not test.passed:
-                tv = stats.tv_distance(stats.empirical_distribution(samples), want[i])
-                result.samples_to_detect = n if result.samples_to_detect is None else min(
-                    result.samples_to_detect, n)
-                result.findings.append(Finding(
-                    "chi-square", "distribution",
-                    f"sampled distribution differs from the target's: chi-square p-value "
-                    f"{p:.3g} < {per_check:.3g} after {n} runs, empirical TV {tv:.3g} "
-                    f"({test.detail})",
-                    case.name, {"p_value": p, "samples": n, "empirical_tv": tv}))
-                del live[i]
-    for i in live:
-        result.ran.append(f"chi-square: {cases[i].name}: passed at n={sizes[-1]} "
-                          f"(p-value {last_p[i]:.3g})")
+    def __init__(self, subject: runner.Runner, budget: Budget, seed: int, deadline: float | None):
+        self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
+        self.result = BatteryResult(budget=budget.name)
 
-
-# --------------------------------------------------------------------------- tokens per round
-
-
-def expected_round_length(case: Case) -> float:
-    """The exact rule's mean round length on the case (= expected_tokens(alpha, k) if i.i.d.)."""
-    dist = exact.round_length_distribution(
-        speculative_step, case.model.p_fn, case.model.q_fn, case.prefix, case.k)
-    return sum(n * w for n, w in dist.items())
-
-
-def tokens_per_round_detector(sampler, cases, seed: int, result: BatteryResult,
-                              false_fail_rate: float, n: int = 4000) -> None:
-    """Mean tokens per round against the exact rule's: exact where enumerable, else sampled.
-
-    Only a shortfall is an efficiency finding: an exact single-chain sampler cannot beat the
-    rule (it is the maximal coupling of q and p at every position), while an exact multi-draft
-    sampler legitimately does, with more draft tokens; an excess is noted in ``ran``.
-    """
-    rng = np.random.default_rng(seed)
-    per_check = stats.split_budget(false_fail_rate, len(cases))
-    for case in cases:
-        want = expected_round_length(case)
-        g = guarded(sampler, case.model.vocab_size)
+    def call(self, task, *args, seconds: float):
+        """The task in the subject's process, killed past ``seconds`` (or the deadline)."""
+        limit = seconds
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - time.monotonic())
+            if limit <= 0:
+                raise OutOfTime()
         try:
+            return self.subject.call(task, *args, limit=limit)
+        except runner.SubjectFailed as exc:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise OutOfTime() from None
+            raise ContractBreach(str(exc)) from None
+
+    def breach(self, message: str, case: Case | None) -> None:
+        self.result.findings.append(Finding("contract", "contract", message, case and case.name))
+
+    # -- contract ------------------------------------------------------------------------------
+    def contract(self, cases) -> bool:
+        """True when the interface held (False: a breach, recorded). Each case's first rounds
+        are replayed from the same rng state: a different replay means the subject does not
+        draw (only) from its rng."""
+        b, rng = self.budget, np.random.default_rng(self.seed)
+        unreproducible = []
+        for case in cases:
+            start = copy.deepcopy(rng)
             try:
-                with time_limit(10.0, "exact enumeration", exact.NotEnumerable):
-                    dist = exact.round_length_distribution(
-                        g, case.model.p_fn, case.model.q_fn, case.prefix, case.k)
-                got = sum(length * w for length, w in dist.items())
+                out, rng = self.call(contract_task, case, b, rng, b.contract_calls,
+                                     seconds=b.contract_s + b.call_limit_s)
+                if not out["breach"]:
+                    n = min(len(out["rounds"]), REPLAYED_CALLS)
+                    replay, _ = self.call(contract_task, case, replace(b, contract_s=math.inf), start, n,
+                                          seconds=n * b.call_limit_s)
+                    out["breach"] = replay["breach"]
+                    if replay["rounds"] != out["rounds"][:n]:
+                        unreproducible.append(case.name)
+            except ContractBreach as exc:
+                out = {"breach": str(exc)}
+            if out["breach"]:
+                self.breach(out["breach"], case)
+                return False
+        if unreproducible:
+            self.result.findings.append(Finding(
+                "rng", "contract",
+                "does not draw from rng: not reproducible (the same seed replayed different rounds); "
+                "enumeration skipped, distribution judged by statistics",
+                unreproducible[0], {"cases": unreproducible}))
+        self.result.ran.append(f"contract: up to {b.contract_calls} rounds on each of {len(cases)} "
+                               f"cases, {REPLAYED_CALLS} replayed, fresh copies of the tables, "
+                               f"{b.call_limit_s:g} s per call")
+        return True
+
+    # -- exact ---------------------------------------------------------------------------------
+    def exact(self, cases, stop_on_first: bool) -> list[Case]:
+        """Exact TV per case; returns the cases left to statistics."""
+        b, r = self.budget, self.result
+        stop = time.monotonic() + b.enumeration_s
+        if any(f.check == "rng" for f in r.findings):
+            r.ran.append("exact: skipped (the sampler does not draw from rng)")
+            return list(cases)
+        fallback = []
+        for case in cases:
+            if stop_on_first and r.flagged():
+                r.ran.append("exact: stopped after the first finding")
+                break
+            if time.monotonic() > stop:
+                r.ran.append(f"exact: {case.name}: not enumerated (enumeration time "
+                             f"{b.enumeration_s:g} s spent); statistics instead")
+                fallback.append(case)
+                continue
+            status, value = self.call(enumerate_task, case, b, b.case_enumeration_s,
+                                      seconds=b.case_enumeration_s + b.call_limit_s)
+            if status == "breach":
+                self.breach(value, case)
+                continue
+            if status == "not-enumerable":
+                r.ran.append(f"exact: {case.name}: not enumerable ({value}); statistics instead")
+                fallback.append(case)
+                continue
+            want = _target_distribution(case)
+            tv = exact.total_variation(value, want)
+            r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
+            r.ran.append(f"exact: {case.name}: TV {tv:.3g}")
+            if tv > EXACT_TV_TOL:
+                r.findings.append(Finding(
+                    "exact-tv", "distribution",
+                    f"exact output distribution differs from the target's: TV {tv:.4g}",
+                    case.name, {"exact_tv": tv, "got": _table(value), "expected": _table(want)}))
+        return fallback
+
+    # -- statistics ----------------------------------------------------------------------------
+    def statistics(self, cases, fallback, false_fail_rate: float) -> None:
+        """Chi-square at doubling sample sizes, breadth first (every live case at n before any at
+        2n); each look is one check of the Bonferroni split. A case the enumerator could not
+        follow and that ran out of time before n_max is a shortfall, with its power stated."""
+        b, r = self.budget, self.result
+        sizes = looks(b.n_min, b.n_max)
+        per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
+        rng = np.random.default_rng(self.seed)
+        stop = time.monotonic() + b.statistics_s
+        live = {i: [] for i in range(len(cases))}
+        last_p: dict = {}
+        for n in sizes:
+            for i in list(live):
+                case, samples = cases[i], live[i]
+                left = stop - time.monotonic()
+                if left <= 0 and samples:
+                    self._stopped_short(case, samples, last_p[i], per_check, _among(case, fallback))
+                    del live[i]
+                    continue
+                got, breach, rng = self.call(sample_task, case, n - len(samples), rng, b,
+                                             max(left, 0.0),
+                                             seconds=max(left, 0.0) + 2 * case.m * b.call_limit_s)
+                samples += got
+                if breach:
+                    self.breach(breach, case)
+                    del live[i]
+                    continue
+                want = _target_distribution(case)
+                test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
+                p = last_p[i] = test.p_value if test.p_value is not None else 0.0
+                r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
+                if not test.passed:
+                    tv = stats.tv_distance(stats.empirical_distribution(samples), want)
+                    r.samples_to_detect = len(samples) if r.samples_to_detect is None else min(
+                        r.samples_to_detect, len(samples))
+                    r.findings.append(Finding(
+                        "chi-square", "distribution",
+                        f"sampled distribution differs from the target's: chi-square p-value "
+                        f"{p:.3g} < {per_check:.3g} after {len(samples)} runs, empirical TV {tv:.3g} "
+                        f"({test.detail})",
+                        case.name, {"p_value": p, "samples": len(samples), "empirical_tv": tv}))
+                    del live[i]
+                elif len(samples) < n:
+                    self._stopped_short(case, samples, p, per_check, _among(case, fallback))
+                    del live[i]
+        for i in live:
+            samples = live[i]
+            self._power(cases[i], len(samples), per_check)
+            r.ran.append(f"chi-square: {cases[i].name}: passed at n={len(samples)} "
+                         f"(p-value {last_p[i]:.3g})")
+
+    def _power(self, case: Case, n: int, per_check: float) -> float:
+        tv = stats.min_discrepancy_chi_square(n, _target_distribution(case), per_check,
+                                              POWER_FALSE_PASS_RATE)
+        self.result.power.append({"case": case.name, "runs": n, "min_detectable_tv": min(tv, 1.0),
+                                  "false_fail_rate": per_check,
+                                  "detection_probability": 1 - POWER_FALSE_PASS_RATE})
+        return tv
+
+    def _stopped_short(self, case, samples, p, per_check, judged_only_here: bool) -> None:
+        tv = self._power(case, len(samples), per_check)
+        line = (f"chi-square: {case.name}: stopped at n={len(samples)} of {self.budget.n_max} "
+                f"(p-value {p:.3g}; time budget {self.budget.statistics_s:g} s): detects TV >= "
+                f"{min(tv, 1.0):.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+        self.result.ran.append(line)
+        if judged_only_here:
+            self.result.shortfalls.append(line)
+
+    # -- tokens per round ----------------------------------------------------------------------
+    def tokens_per_round(self, cases, false_fail_rate: float) -> None:
+        """Mean tokens per round against the exact rule's: exact where enumerable, else sampled.
+
+        Only a shortfall is an efficiency finding: an exact single-chain sampler cannot beat the
+        rule (the maximal coupling of q and p at every position), while an exact multi-draft
+        sampler legitimately does, with more draft tokens; an excess is noted in ``ran``.
+        """
+        b, r = self.budget, self.result
+        rng = np.random.default_rng(self.seed)
+        per_check = stats.split_budget(false_fail_rate, len(cases))
+        skip_exact = any(f.check == "rng" for f in r.findings)
+        for case in cases:
+            want = expected_round_length(case)
+            status, value = "not-enumerable", None
+            if not skip_exact:
+                status, value = self.call(enumerate_task, case, b, b.case_enumeration_s, True,
+                                          seconds=b.case_enumeration_s + b.call_limit_s)
+            if status == "ok":
+                got = sum(length * w for length, w in value.items())
                 differs, how = abs(got - want) > 1e-9, "exact"
-            except exact.NotEnumerable:
-                with time_limit(max(5.0, 2e-3 * n), f"{n} sampled rounds"):
-                    lengths = [len(g(case.model.p_fn, case.model.q_fn, case.prefix, case.k, rng))
-                               for _ in range(n)]
+            elif status == "breach":
+                self.breach(value, case)
+                continue
+            else:
+                lengths, breach, rng = self.call(
+                    sample_task, case, b.round_length_runs, rng, b, b.round_length_s, _round_length,
+                    seconds=b.round_length_s + b.call_limit_s)
+                if breach:
+                    self.breach(breach, case)
+                    continue
                 test = stats.mean_bound_test(lengths, want, 1, case.k + 1, false_fail_rate=per_check)
-                got, differs, how = float(np.mean(lengths)), not test.passed, f"sampled n={n}"
-        except ContractBreach as exc:
-            result.findings.append(Finding("contract", "contract", str(exc), case.name))
-            continue
-        result.mean_tokens[case.name] = (got, want)
-        result.ran.append(f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
-                          + (" (more than one chain of k drafts gives)" if differs and got > want else ""))
-        if differs and got < want:
-            result.findings.append(Finding(
-                "tokens-per-round", "efficiency",
-                f"mean tokens per round {got:.4f}, the exact rule gives {want:.4f} ({how})",
-                case.name, {"measured": got, "expected": want}))
+                got, differs, how = float(np.mean(lengths)), not test.passed, f"sampled n={len(lengths)}"
+                if not differs and len(lengths) < b.round_length_runs:
+                    r.shortfalls.append(f"tokens per round: {case.name}: {len(lengths)} of "
+                                        f"{b.round_length_runs} rounds in {b.round_length_s:g} s")
+            r.mean_tokens_per_round[case.name] = (got, want)
+            r.ran.append(f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
+                         + (" (more than one chain of k drafts gives)" if differs and got > want else ""))
+            if differs and got < want:
+                r.findings.append(Finding(
+                    "tokens-per-round", "efficiency",
+                    f"mean tokens per round {got:.4f}, the exact rule gives {want:.4f} ({how})",
+                    case.name, {"measured": got, "expected": want}))
+
+    # -- all -----------------------------------------------------------------------------------
+    def run(self, stop_on_first: bool) -> BatteryResult:
+        b, r = self.budget, self.result
+        cases = battery(b)
+        half = b.false_fail_rate / 2  # half for the distribution test, half for tokens per round
+        if not self.contract(cases):
+            r.ran.append("contract: breached; exact, statistical and tokens-per-round detectors skipped")
+            return r
+        fallback = self.exact(cases, stop_on_first)
+        enumerated = [c for c in cases if all(c is not f for f in fallback)]
+        stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
+        self.statistics(stat, fallback, half)
+        if not r.flagged(("contract",)):
+            self.tokens_per_round(round_length_cases(), half)
+        return r
 
 
-# --------------------------------------------------------------------------- the battery run
+def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
+                stop_on_first: bool = False, deadline: float | None = None,
+                **overrides) -> BatteryResult:
+    """Every detector on every case of the budget. Never raises for a broken subject.
 
-
-def run_battery(sampler, budget: str = "standard", seed: int = 0,
-                false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE,
-                stat_cases: int | None = None, n_max: int | None = None,
-                exact_max_paths: int = 100_000, stop_on_first: bool = False) -> BatteryResult:
-    """Every detector on every case of the battery. Never raises for a broken sampler.
-
-    ``stat_cases`` / ``n_max`` bound the statistical detector (cases, largest sample size);
-    ``stop_on_first`` stops exact enumeration at the first biased case (see exact_detector).
+    ``subject``: a callable (handed to its process by fork) or a started ``runner.Runner``.
+    ``overrides`` replace fields of the budget (e.g. ``n_max=8000``); ``deadline`` (a
+    ``time.monotonic()`` value) ends the run with ``timed_out`` set; ``stop_on_first`` stops
+    enumeration at the first biased case (enough to kill a mutant).
     """
-    if budget not in BUDGETS:
-        raise ValueError(f"budget: must be one of {', '.join(BUDGETS)}, got {budget!r}")
+    from .validation import check_seed
+
+    seed = check_seed(seed)
+    b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
     t0 = time.perf_counter()
-    cases = battery(budget)
-    result = BatteryResult()
-    half = false_fail_rate / 2  # half for the distribution test, half for tokens per round
-    contract_detector(sampler, cases, seed, result)
-    if result.findings:  # broken interface: the other detectors would only repeat it
-        result.ran.append("contract: breached; exact, statistical and tokens-per-round "
-                          "detectors skipped")
-        result.seconds = time.perf_counter() - t0
-        return result
-    fallback = exact_detector(sampler, cases, result, max_paths=exact_max_paths,
-                              stop_on_first=stop_on_first)
-    n_stat = {"quick": 2, "standard": 3, "thorough": len(cases)}[budget] if stat_cases is None else stat_cases
-    enumerated = [c for c in cases if all(c is not f for f in fallback)]
-    stat = fallback + enumerated[: max(0, n_stat - len(fallback))]
-    n_max = n_max or {"quick": 4000, "standard": 16_000, "thorough": 64_000}[budget]
-    statistical_detector(sampler, stat, seed + 1, result, half, n_max=n_max)
-    tokens_per_round_detector(sampler, round_length_cases(), seed + 2, result, half)
-    result.seconds = time.perf_counter() - t0
-    return result
+    own = not isinstance(subject, runner.Runner)
+    handle = runner.Runner.for_callable(subject) if own else subject
+    battery_run = _Battery(handle, b, seed, deadline)
+    try:
+        if own:
+            handle.start()
+        battery_run.run(stop_on_first)
+    except OutOfTime:
+        battery_run.result.timed_out = True
+        battery_run.result.ran.append("stopped: the deadline passed")
+    except runner.SubjectFailed as exc:  # loading it failed
+        battery_run.breach(str(exc), None)
+    finally:
+        battery_run.result.output = handle.output_excerpt()
+        if own:
+            handle.close()
+    battery_run.result.seconds = time.perf_counter() - t0
+    return battery_run.result
+
+
+def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard",
+                   **overrides) -> BatteryResult:
+    """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
+    b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
+    with runner.Runner.for_callable(subject) as handle:
+        run = _Battery(handle, b, seed, None)
+        run.statistics(cases, cases, b.false_fail_rate)
+    return run.result
+
+
+def _table(dist: dict, limit: int = 16) -> dict:
+    top = sorted(dist.items(), key=lambda kv: -kv[1])[:limit]
+    return {" ".join(map(str, key)): round(float(v), 12) for key, v in top}
+
+
+# --------------------------------------------------------------------------- counterexamples
+
+SMALL_PAIRS = [
+    ([0.5, 0.5], [0.8, 0.2]),
+    ([0.7, 0.3], [0.2, 0.8]),
+    ([0.9, 0.1], [0.5, 0.5]),
+    ([1.0, 0.0], [0.5, 0.5]),
+    ([0.5, 0.3, 0.2], [0.3, 0.3, 0.4]),
+    ([0.2, 0.5, 0.3], [0.6, 0.2, 0.2]),
+]
+
+
+def small_models():
+    """Candidate models from the smallest up: i.i.d. pairs, then chains that depend on the last
+    token, then chains that depend on the position (for wrong-row bugs that i.i.d. models hide)."""
+    for p, q in SMALL_PAIRS:
+        yield iid_model(p, q, name="iid")
+    for v in (2, 3):
+        for seed in range(3):
+            yield random_model(v, 1, 1, 100 + seed)
+        for seed in range(2):
+            yield random_model(v, 0, 2, 200 + seed)
+
+
+def small_cases() -> list[Case]:
+    """Candidate cases, smallest first: k, then the window m, then the model."""
+    return [Case("counterexample", model, tuple([1 % model.vocab_size] * max(model.order, 1)), k, m)
+            for k in (1, 2, 3) for m in range(1, k + 2) for model in small_models()]
+
+
+COUNTEREXAMPLE_MAX_PATHS = 20_000
+
+
+def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 0,
+                        **overrides) -> dict | None:
+    """The smallest (k, window, vocabulary, model) on which the subject shows its bias.
+
+    Exact enumeration first (a TV above ``EXACT_TV_TOL``); the candidates the enumerator cannot
+    follow then get ``counterexample_samples`` runs each and a chi-square test at a false-fail
+    rate of ``false_fail_rate`` split over all candidates (``"method": "statistical"``, with the
+    empirical distribution). None when no candidate shows it within ``counterexample_s``.
+    """
+    b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
+    own = not isinstance(subject, runner.Runner)
+    handle = runner.Runner.for_callable(subject) if own else subject
+    search = _Battery(handle, b, seed, time.monotonic() + b.counterexample_s)
+    try:
+        if own:
+            handle.start()
+        return _search(search, small_cases())
+    except (OutOfTime, ContractBreach, runner.SubjectFailed):
+        return None
+    finally:
+        if own:
+            handle.close()
+
+
+def _search(search: _Battery, cases: list[Case]) -> dict | None:
+    b = search.budget
+    unenumerable = []
+    for case in cases:
+        status, got = search.call(enumerate_task, case, replace(b, max_paths=COUNTEREXAMPLE_MAX_PATHS),
+                                  2.0, seconds=2.0 + b.call_limit_s)
+        if status == "not-enumerable":
+            unenumerable.append(case)
+        elif status == "ok":
+            want = _target_distribution(case)
+            tv = exact.total_variation(got, want)
+            if tv > EXACT_TV_TOL:
+                return describe(case, got, want, tv, "exact", None)
+    rng = np.random.default_rng(search.seed)
+    per_case = stats.split_budget(b.false_fail_rate, len(cases))
+    for case in unenumerable:
+        left = search.deadline - time.monotonic()
+        samples, breach, rng = search.call(sample_task, case, b.counterexample_samples, rng, b,
+                                           left, seconds=left)
+        if breach or len(samples) < b.counterexample_samples:
+            continue
+        want = _target_distribution(case)
+        if not stats.chi_square_test(samples, want, false_fail_rate=per_case).passed:
+            got = stats.empirical_distribution(samples)
+            return describe(case, got, want, stats.tv_distance(got, want), "statistical", len(samples))
+    return None
+
+
+def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples: int | None) -> dict:
+    m = case.model
+    return {
+        "method": method, "vocab_size": m.vocab_size, "k": case.k, "window": case.m,
+        "prefix": list(case.prefix), "model": m.name, "order": m.order, "period": m.period,
+        "p": m.p_table.round(6).tolist(), "q": m.q_table.round(6).tolist(),
+        ("exact_tv" if method == "exact" else "empirical_tv"): tv, "samples": samples,
+        "distributions": [
+            {"tokens": list(key), "sampler": round(float(got.get(key, 0.0)), 9),
+             "target": round(float(want.get(key, 0.0)), 9)}
+            for key in sorted(set(got) | set(want))
+        ],
+    }
 
 
 __all__ = [
-    "BatteryResult", "Case", "ContractBreach", "EXACT_TV_TOL", "Finding", "battery",
-    "contract_detector", "exact_detector", "first_tokens", "guarded",
-    "run_battery", "statistical_detector", "tokens_per_round_detector",
+    "BUDGETS", "BatteryResult", "Budget", "Case", "ContractBreach", "EXACT_TV_TOL", "Finding",
+    "all_cases", "battery", "exact_case", "find_counterexample", "first_tokens", "get_budget",
+    "guarded", "reference_case", "run_battery", "run_statistics", "sample_first_tokens", "time_limit",
+    "validate_round",
 ]

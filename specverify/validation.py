@@ -84,3 +84,66 @@ def _real(x, name: str) -> float:
     if not math.isfinite(v):
         raise ValueError(f"{name}: must be finite, got {v!r}")
     return v
+
+
+def check_positive_real(name: str, x) -> float:
+    """A finite real number > 0 (a timeout, a time budget)."""
+    v = _real(x, name)
+    if v <= 0:
+        raise ValueError(f"{name}: must be > 0, got {v!r}")
+    return v
+
+
+def check_int(name: str, x, minimum: int = 0) -> int:
+    """An integer >= ``minimum`` (a seed, a count); TypeError for bools, floats and strings."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{name}: must be an integer >= {minimum}, got {x!r} of type {type(x).__name__}")
+    if x < minimum:
+        raise ValueError(f"{name}: must be >= {minimum}, got {x}")
+    return int(x)
+
+
+def check_seed(x, name: str = "seed") -> int:
+    """A seed for ``numpy.random.default_rng``: an integer >= 0."""
+    return check_int(name, x, 0)
+
+
+def check_writable_file(name: str, path) -> str:
+    """``path`` as a string, when a file can be created in its folder (checked before a long run)."""
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if os.path.isdir(os.fspath(path)):
+        raise ValueError(f"{name}: {path!r} is a folder, not a file")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{name}: folder {folder!r} does not exist")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".specverify-probe-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot write into {folder!r} ({exc.strerror})") from None
+    return os.fspath(path)
+
+
+def _argument(convert, check):
+    """An argparse ``type=``: the text converted, then checked; a failure is a usage error (exit 2)."""
+    import argparse
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {convert.__name__}: {text!r}") from None
+        try:
+            return check(value)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
+
+    return parse
+
+
+seed_argument = _argument(int, check_seed)
+positive_seconds_argument = _argument(float, lambda x: check_positive_real("seconds", x))
+positive_int_argument = _argument(int, lambda x: check_int("count", x, 1))
+writable_file_argument = _argument(str, lambda x: check_writable_file("file", x))

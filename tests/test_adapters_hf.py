@@ -47,7 +47,7 @@ def test_ensemble_step_is_flagged_inexact_with_p_value_and_samples():
     assert dist, report["findings"]
     for f in dist:
         assert f["check"] == "chi-square"
-        assert f["p_value"] < 1e-6 and f["samples"] >= 500
+        assert f["evidence"]["p_value"] < 1e-6 and f["evidence"]["samples"] >= 500
         assert "p-value" in f["message"]
     # the relaxation accepts more drafts than the exact rule: more tokens per round
     for measured, expected in report["mean_tokens_per_round"].values():
@@ -59,9 +59,8 @@ def test_plain_step_respects_zeros_in_p_and_q_at_2000_runs():
     20 s budget stops them at 500): false-fail 1e-6 over the three, seed 5."""
     cases = [c for c in detectors.battery("standard") if "zeros" in c.name or "disjoint" in c.name]
     assert len(cases) == 3
-    result = detectors.BatteryResult()
-    detectors.statistical_detector(hf.speculative_step, cases, 5, result, 1e-6, n_max=2000,
-                                   time_budget=300.0)
+    result = detectors.run_statistics(hf.speculative_step, cases, 5, false_fail_rate=1e-6,
+                                      n_max=2000, statistics_s=300.0)
     assert result.findings == []
     assert sum("passed at n=2000" in line for line in result.ran) == 3
 

@@ -12,7 +12,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from specverify.checker import check, find_counterexample
+from specverify.checker import check
+from specverify.detectors import find_counterexample
 from specverify.mutants import ALL, get
 
 BROKEN = textwrap.dedent(
@@ -114,8 +115,8 @@ def test_cli_json_for_an_exact_and_a_biased_sampler():
     report = json.loads(out)
     assert code == 1 and report["exact"] is False
     f = report["findings"][0]
-    assert f["kind"] == "distribution" and {"check", "message"} <= set(f)
-    ce = f["counterexample"]  # the smallest model: two tokens, one draft, one emitted token
+    assert f["kind"] == "distribution" and {"check", "kind", "case", "message", "evidence"} == set(f)
+    ce = report["counterexample"]  # the smallest model: two tokens, one draft, one emitted token
     assert ce["vocab_size"] == 2 and ce["k"] == 1 and ce["window"] == 1 and ce["exact_tv"] > 0.01
 
 
@@ -131,7 +132,7 @@ def test_counterexample_needs_position_dependence_for_wrong_row_bugs():
     assert ce is not None and ce["order"] + (ce["period"] > 1) >= 1  # i.i.d. models hide it
     total = sum(row["sampler"] for row in ce["distributions"])
     assert total == pytest.approx(1.0, abs=1e-6)
-    assert find_counterexample(get("control/unknown-draft-probs").fn, time_budget=5) is None
+    assert find_counterexample(get("control/unknown-draft-probs").fn, counterexample_s=5) is None
 
 
 def reseeded(sampler):
@@ -149,4 +150,4 @@ def test_statistical_counterexample_for_a_sampler_the_enumerator_cannot_follow()
     ce = find_counterexample(reseeded(get("verify/no-verification").fn), seed=0)
     assert ce["method"] == "statistical" and ce["vocab_size"] == 2 and ce["k"] == 1
     assert ce["empirical_tv"] > 0.1 and ce["samples"] == 2000
-    assert find_counterexample(reseeded(get("control/unknown-draft-probs").fn), time_budget=10) is None
+    assert find_counterexample(reseeded(get("control/unknown-draft-probs").fn), counterexample_s=10) is None

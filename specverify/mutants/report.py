@@ -11,6 +11,7 @@ renders what the one detector battery found.
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import os
 import sys
@@ -20,18 +21,18 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .. import detectors
-from ..detectors import time_limit
+from .. import detectors, runner
 from ..files import write_atomically
 from ..samplers.chain import draft
+from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
 from . import ALL, Mutant, get
 
 BASELINE_ID = "baseline/reference"
 SANITY_ID = "sanity/emit-drafts"
 FORMATS = ("table", "markdown", "json", "csv")
-STAT_CASES = 1  # the statistical detector runs on the handout's toy chain (plus any case the
-STAT_N_MAX = 8000  # enumerator cannot follow), sequentially up to 8,000 runs: see detectors
-EXACT_MAX_PATHS = 40_000  # per case; a case beyond it falls back to statistics
+# the report's budget: statistics on the handout's toy chain (plus any case the enumerator cannot
+# follow) up to 8,000 runs; enumeration up to 40,000 paths per case (beyond: statistics)
+REPORT_OVERRIDES = {"stat_cases": 1, "n_max": 8000, "max_paths": 40_000}
 SHORT_CHECK_NAMES = {"exact-tv": "exact", "chi-square": "chi2", "tokens-per-round": "tokens",
                      "contract": "contract"}
 
@@ -41,11 +42,20 @@ def emit_drafts(p_fn, q_fn, prefix, k, rng):
     return draft(q_fn, tuple(prefix), k, rng)[0]
 
 
+class Status(enum.StrEnum):
+    KILLED = "killed"  # a mutant flagged as its effect says
+    SURVIVED = "survived"  # a mutant no detector flagged
+    PASSED = "passed"  # a control (or the baseline) with no finding
+    ACCUSED = "accused"  # a control flagged, or a fewer-tokens mutant flagged in distribution
+    ERROR = "error"  # specverify raised (a bug of ours)
+    TIMEOUT = "timeout"  # the subject's battery ran past --timeout
+
+
 @dataclass
 class Row:
     id: str
     effect: str
-    status: str  # killed | survived | passed | accused | error | timeout
+    status: Status
     killed_by: str
     exact_tv: float | None
     chi2_p_value: float | None
@@ -57,7 +67,7 @@ class Row:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("killed", "passed")
+        return self.status in (Status.KILLED, Status.PASSED)
 
 
 def judge(effect: str, result: detectors.BatteryResult) -> tuple[str, str]:
@@ -65,12 +75,12 @@ def judge(effect: str, result: detectors.BatteryResult) -> tuple[str, str]:
     wrong = result.flagged()
     slow = result.flagged(("efficiency",))
     if effect == "exact":  # negative control: no distribution or contract finding allowed
-        return ("accused", wrong[0].message) if wrong else ("passed", "")
+        return (Status.ACCUSED, wrong[0].message) if wrong else (Status.PASSED, "")
     if effect == "fewer-tokens":  # exact in distribution: killed only by tokens per round
         if wrong:
-            return "accused", f"exact in distribution, yet: {wrong[0].message}"
-        return ("killed", slow[0].message) if slow else ("survived", "tokens per round as theory")
-    return ("killed", (wrong or slow)[0].message) if (wrong or slow) else ("survived", "")
+            return Status.ACCUSED, f"exact in distribution, yet: {wrong[0].message}"
+        return (Status.KILLED, slow[0].message) if slow else (Status.SURVIVED, "tokens per round as theory")
+    return (Status.KILLED, (wrong or slow)[0].message) if (wrong or slow) else (Status.SURVIVED, "")
 
 
 def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float) -> tuple:
@@ -79,14 +89,13 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
     fn = fn or get(mutant_id).fn
     t0 = time.perf_counter()
     try:
-        with time_limit(timeout, f"the whole battery on {mutant_id}", TimeoutError):
-            result = detectors.run_battery(
-                fn, budget=budget, seed=seed, stat_cases=STAT_CASES, n_max=STAT_N_MAX,
-                exact_max_paths=EXACT_MAX_PATHS, stop_on_first=effect not in ("exact", "fewer-tokens"))
-    except TimeoutError as exc:
-        return "timeout", str(exc), None, time.perf_counter() - t0
+        result = detectors.run_battery(
+            fn, budget, seed, deadline=time.monotonic() + timeout,
+            stop_on_first=effect not in ("exact", "fewer-tokens"), **REPORT_OVERRIDES)
     except Exception as exc:  # a bug of ours, never the mutant's (the battery catches those)
-        return "error", f"{type(exc).__name__}: {exc}", None, time.perf_counter() - t0
+        return Status.ERROR, f"{type(exc).__name__}: {exc}", None, time.perf_counter() - t0
+    if result.timed_out:
+        return Status.TIMEOUT, f"the battery on {mutant_id} ran past {timeout:g} s", None, result.seconds
     status, detail = judge(effect, result)
     return status, detail, result.to_dict(), result.seconds
 
@@ -97,8 +106,8 @@ def make_row(subject: Mutant, outcome: tuple) -> Row:
     checks = sorted({f["check"] for f in result.get("findings", [])})
     return Row(
         id=subject.id, effect=subject.effect, status=status,
-        killed_by=",".join(SHORT_CHECK_NAMES.get(c, c) for c in checks) if status == "killed" else "",
-        exact_tv=result.get("exact_tv"), chi2_p_value=result.get("chi2_p_value"),
+        killed_by=",".join(SHORT_CHECK_NAMES.get(c, c) for c in checks) if status == Status.KILLED else "",
+        exact_tv=result.get("exact_tv_max"), chi2_p_value=result.get("chi2_p_value_min"),
         samples_to_detect=result.get("samples_to_detect"), seconds=round(seconds, 2),
         description=subject.description, reference=subject.reference or "", detail=detail,
     )
@@ -122,11 +131,18 @@ def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers
         # controls and the baseline run every case in full: start them first so that the two
         # workers finish together
         order = sorted(range(len(args)), key=lambda i: args[i][1] not in ("exact", "fewer-tokens"))
-        with ProcessPoolExecutor(workers) as pool:
+        pool = ProcessPoolExecutor(workers)
+        try:
             futures = {i: pool.submit(run_subject, *args[i]) for i in order}
             for _ in _progress(as_completed(futures.values()), progress, total=len(args)):
                 pass
             outcomes = [futures[i].result() for i in range(len(args))]
+        except KeyboardInterrupt:
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.kill()  # their subjects' processes die with them (runner)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     return [make_row(m, o) for m, o in zip(items, outcomes)]
 
 
@@ -157,13 +173,15 @@ def to_frame(rows: list[Row]) -> pl.DataFrame:
 
 
 def summary(rows: list[Row]) -> str:
-    mutants = [r for r in rows[2:] if r.effect != "exact"]
-    controls = [r for r in rows[2:] if r.effect == "exact"]
-    killed = sum(r.status == "killed" for r in mutants)
-    passed = sum(r.status == "passed" for r in controls)
-    base, sanity = rows[0], rows[1]
-    return (f"baseline {'passed' if base.status == 'passed' else 'FAILED'}, forced-fail "
-            f"{'detected' if sanity.status == 'killed' else 'NOT DETECTED'}; "
+    by_id = {r.id: r for r in rows}
+    rest = [r for r in rows if r.id not in (BASELINE_ID, SANITY_ID)]
+    mutants = [r for r in rest if r.effect != "exact"]
+    controls = [r for r in rest if r.effect == "exact"]
+    killed = sum(r.status == Status.KILLED for r in mutants)
+    passed = sum(r.status == Status.PASSED for r in controls)
+    base, sanity = by_id[BASELINE_ID], by_id[SANITY_ID]
+    return (f"baseline {'passed' if base.status == Status.PASSED else 'FAILED'}, forced-fail "
+            f"{'detected' if sanity.status == Status.KILLED else 'NOT DETECTED'}; "
             f"{killed}/{len(mutants)} mutants killed, {passed}/{len(controls)} controls passed; "
             f"{sum(r.seconds for r in rows):.0f} s of detector time")
 
@@ -206,18 +224,23 @@ def parse_args(argv):
     sub = ap.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="baseline, forced fail, then every mutant and control")
     rep.add_argument("--format", choices=FORMATS, default="table")
-    rep.add_argument("--out", help="write the report to this file (atomically) as well")
+    rep.add_argument("--out", type=writable_file_argument,
+                     help="write the report to this file (atomically) as well")
     rep.add_argument("--mutant", metavar="ID", help="run one mutant (besides baseline and sanity)")
-    rep.add_argument("--seed", type=int, default=0)
-    rep.add_argument("--budget", choices=("quick", "standard", "thorough"), default="standard")
-    rep.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    rep.add_argument("--timeout", type=float, default=120.0, help="seconds per subject")
+    rep.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
+    rep.add_argument("--budget", choices=list(detectors.BUDGETS), default="standard")
+    rep.add_argument("--workers", type=positive_int_argument, default=min(2, os.cpu_count() or 1))
+    rep.add_argument("--timeout", type=positive_seconds_argument, default=120.0,
+                     help="seconds per subject (> 0)")
     sub.add_parser("list", help="list the catalogue's ids")
     return ap.parse_args(argv)
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage error
+        return 0 if exc.code == 0 else 2
     if args.command == "list":
         for m in ALL:
             print(f"{m.id:48s} {m.effect:13s} {m.description}")
@@ -229,13 +252,23 @@ def main(argv=None) -> int:
             print(f"specverify.mutants: --mutant: {exc}", file=sys.stderr)
             return 2
     progress = sys.stderr.isatty()
-    rows = run_all(subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers,
-                   progress)
+    try:
+        rows = run_all(subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers,
+                       progress)
+    except KeyboardInterrupt:
+        runner.kill_all()
+        print("specverify.mutants: interrupted; workers stopped", file=sys.stderr)
+        return 130
     text = render(rows, args.format, args.seed, args.budget)
-    if args.out:
-        write_atomically(args.out, text)
     sys.stdout.write(text)
     bad = culprits(rows)
     for r in bad:
         print(f"culprit: {r.id} ({r.effect}) {r.status}: {r.detail}", file=sys.stderr)
+    if args.out:
+        try:
+            write_atomically(args.out, text)
+        except OSError as exc:
+            print(f"specverify.mutants: --out: could not write {args.out!r} ({exc.strerror}); "
+                  f"the report is printed above", file=sys.stderr)
+            return 2
     return 1 if bad else 0
