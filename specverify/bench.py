@@ -32,9 +32,10 @@ import numpy as np
 from . import checker, detectors, exact, mutants
 from .chains import random_model
 from .experiments.analytic import HANDOUT_N, detectable_tvs
-from .files import write_atomically
+from .files import write_or_report
 from .samplers.batched import benchmark_batched_vs_loop
 from .samplers.chain import speculative_step
+from .validation import writable_file_argument
 
 CHECK_SUBJECTS = (
     "rejection/resample-from-p", "draft/temperature-draft-only", "draft/low-precision",
@@ -205,14 +206,13 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
     ap.add_argument("--budget", choices=list(detectors.BUDGETS), default=None,
                     help="check budget (default: quick with --quick, else standard)")
-    ap.add_argument("--markdown", metavar="PATH", help="also write the markdown report here")
+    ap.add_argument("--markdown", metavar="PATH", type=writable_file_argument,
+                    help="also write the markdown report here")
     args = ap.parse_args(argv)
     result = run_bench(quick=args.quick, budget=args.budget)
     text = to_markdown(result)
-    if args.markdown:
-        write_atomically(args.markdown, text)
     sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n" if args.json else text)
-    return 0
+    return write_or_report(args.markdown, text, "specverify.bench: --markdown")
 
 
 if __name__ == "__main__":

@@ -40,18 +40,18 @@ import itertools
 import json
 import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from .chains import TableModel, handout_iid, toy_chain
 from .exact import NotEnumerable, counted_round, round_transition
-from .files import write_atomically
+from .files import write_or_report
 from .samplers.adaptive import AdaptiveK, confidence_step
 from .samplers.chain import speculative_step
 from .samplers.prompt_lookup import prompt_lookup_step
 from .samplers.tree import tree_nodes, tree_step
+from .validation import writable_file_argument
 
 COST_RATIOS = (0.05, 0.32)
 K_RANGE = range(1, 9)
@@ -300,7 +300,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specverify.compare_samplers",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    parser.add_argument("--out", type=Path, help="write the table as markdown to this file")
+    parser.add_argument("--out", type=writable_file_argument,
+                        help="write the table as markdown to this file")
     args = parser.parse_args(argv)
     df = compare()
     if args.json:
@@ -308,9 +309,7 @@ def main(argv=None) -> int:
     else:
         with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60):
             print(df)
-    if args.out:
-        write_atomically(args.out, to_markdown(df))
-    return 0
+    return write_or_report(args.out, to_markdown(df), "specverify.compare_samplers: --out")
 
 
 if __name__ == "__main__":

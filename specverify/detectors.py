@@ -90,8 +90,9 @@ class Budget:
 
 
 BUDGETS = {
-    "quick": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, enumeration_s=30.0,
-                    statistics_s=10.0, round_length_s=5.0),
+    "quick": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, contract_s=1.0,
+                    case_enumeration_s=5.0, enumeration_s=15.0, statistics_s=10.0,
+                    round_length_s=5.0),
     "standard": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
     "thorough": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
                        enumeration_s=120.0, statistics_s=120.0, round_length_s=30.0),
@@ -572,16 +573,17 @@ class _Battery:
         live = {i: [] for i in range(len(cases))}
         last_p: dict = {}
         for n in sizes:
-            for i in list(live):
+            order = list(live)
+            for turn, i in enumerate(order):
                 case, samples = cases[i], live[i]
                 left = stop - time.monotonic()
                 if left <= 0 and samples:
                     self._stopped_short(case, samples, last_p[i], per_check, _among(case, fallback))
                     del live[i]
                     continue
-                got, breach, rng = self.call(sample_task, case, n - len(samples), rng, b,
-                                             max(left, 0.0),
-                                             seconds=max(left, 0.0) + 2 * case.m * b.call_limit_s)
+                share = max(left, 0.0) / (len(order) - turn)  # the cases left in this look share it
+                got, breach, rng = self.call(sample_task, case, n - len(samples), rng, b, share,
+                                             seconds=share + 2 * case.m * b.call_limit_s)
                 samples += got
                 if breach:
                     self.breach(breach, case)

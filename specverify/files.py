@@ -47,6 +47,22 @@ def write_atomically(path, text: str) -> None:
         tmp.write_text(text)
 
 
+def write_or_report(path, text: str, what: str) -> int:
+    """Write ``text`` atomically when ``path`` is given: 0, or 2 with one line on stderr when the
+    write fails (the caller has already printed the result, so nothing computed is lost)."""
+    if not path:
+        return 0
+    try:
+        write_atomically(path, text)
+    except OSError as exc:
+        import sys
+
+        print(f"{what}: could not write {str(path)!r} ({exc.strerror}); the result is printed above",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
 def json_default(x):
     """``json.dumps(default=...)`` for NumPy scalars and arrays."""
     if isinstance(x, np.bool_):

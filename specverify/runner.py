@@ -32,7 +32,7 @@ from typing import Callable
 from .validation import check_positive_real
 
 OUTPUT_EXCERPT_CHARS = 2000
-"""The tail of the subject's captured stdout/stderr that reports show."""
+"""How much of the subject's captured stdout/stderr reports show (its head and its tail)."""
 
 KILL_MARGIN_S = 1.0
 """Added to every call's limit before the child is killed (fork, pickling, a loaded machine)."""
@@ -211,16 +211,17 @@ class Runner:
             raise SubjectFailed(describe_exit(code)) from None
 
     def output_excerpt(self, chars: int = OUTPUT_EXCERPT_CHARS) -> str:
-        """The last ``chars`` characters the subject printed (stdout and stderr together)."""
+        """What the subject printed (stdout and stderr together): the first and the last
+        ``chars // 2`` characters when there is more."""
         try:
             with open(self.capture_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - chars))
-                text = f.read().decode("utf-8", "replace")
+                data = f.read()
         except OSError:
             return ""
-        return ("..." if size > chars else "") + text
+        text = data.decode("utf-8", "replace")
+        if len(text) <= chars:
+            return text
+        return f"{text[:chars // 2]}\n[... {len(text) - chars} characters ...]\n{text[-(chars // 2):]}"
 
 
 class _Constant:

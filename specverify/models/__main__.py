@@ -13,6 +13,7 @@ import json
 import sys
 
 from ..files import json_default
+from ..validation import positive_int_argument, seed_argument, writable_file_argument
 from . import loading, measure
 
 
@@ -26,17 +27,17 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--draft-gguf", help="GGUF file of the draft (a path, or a name inside --draft)")
     m.add_argument("--tiny", action="store_true", help="a tiny random Qwen2 pair (CPU, offline)")
     m.add_argument("--workload", choices=["code", "chat", "all"], default="all")
-    m.add_argument("--max-new-tokens", type=int, default=64)
-    m.add_argument("--k", type=int, default=4, help="drafted tokens per round (the handout's gamma)")
-    m.add_argument("--n-prompts", type=int, default=5, help="prompts per workload (built-in list)")
-    m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--c-steps", type=int, default=100, help="cached decode steps timed for c")
+    m.add_argument("--max-new-tokens", type=positive_int_argument, default=64)
+    m.add_argument("--k", type=positive_int_argument, default=4, help="drafted tokens per round (the handout's gamma)")
+    m.add_argument("--n-prompts", type=positive_int_argument, default=5, help="prompts per workload (built-in list)")
+    m.add_argument("--seed", type=seed_argument, default=0)
+    m.add_argument("--c-steps", type=positive_int_argument, default=100, help="cached decode steps timed for c")
     m.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     m.add_argument("--static-cache", action="store_true", help="decode on StaticCache objects")
     m.add_argument("--compile", action="store_true",
                    help="torch.compile both forwards (CUDA only; pair it with --static-cache)")
     m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    m.add_argument("--out", help="also write the JSON object to this file (atomically)")
+    m.add_argument("--out", type=writable_file_argument, help="also write the JSON object to this file (atomically)")
     return parser
 
 

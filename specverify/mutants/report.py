@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 
 import polars as pl
@@ -134,7 +134,7 @@ def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers
         pool = ProcessPoolExecutor(workers)
         try:
             futures = {i: pool.submit(run_subject, *args[i]) for i in order}
-            for _ in _progress(as_completed(futures.values()), progress, total=len(args)):
+            for _ in _progress(_completed(futures.values()), progress, total=len(args)):
                 pass
             outcomes = [futures[i].result() for i in range(len(args))]
         except KeyboardInterrupt:
@@ -144,6 +144,14 @@ def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers
             raise
         pool.shutdown()
     return [make_row(m, o) for m, o in zip(items, outcomes)]
+
+
+def _completed(futures, poll_s: float = 0.1):
+    """Yield futures as they finish, waking every ``poll_s`` so that Ctrl-C is seen at once."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=poll_s, return_when=FIRST_COMPLETED)
+        yield from done
 
 
 def _progress(items, enabled: bool, total: int | None = None):

@@ -1,0 +1,237 @@
+"""``check`` against samplers that exit, hang, print, dawdle, use another random source or edit
+their inputs: each gets the right verdict and exit code, and ``--json`` stays one JSON object.
+
+Verdicts: exit 0 exact, 1 not exact (a finding), 2 usage error, 3 inconclusive. Statistical
+false-fail rate: the battery's 1e-6 per run at fixed seeds, so each verdict here is deterministic
+except where a test says it depends on time (the slow sampler: any machine gives it too few runs).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SUBJECTS = textwrap.dedent(
+    """
+    import itertools, os, random, sys, time
+    import numpy as np
+    from specverify import speculative_step
+
+    print("noise at import")
+
+    def calls_sys_exit(p_fn, q_fn, prefix, k, rng):
+        sys.exit(0)
+
+    def calls_os_exit(p_fn, q_fn, prefix, k, rng):
+        os._exit(0)
+
+    def exits_with_message(p_fn, q_fn, prefix, k, rng):
+        raise SystemExit("sampler gave up")
+
+    def raises_keyboard_interrupt(p_fn, q_fn, prefix, k, rng):
+        raise KeyboardInterrupt
+
+    def hangs_in_c(p_fn, q_fn, prefix, k, rng):
+        return [sum(itertools.repeat(0))]
+
+    def swallows_the_timeout(p_fn, q_fn, prefix, k, rng):
+        while True:
+            try:
+                time.sleep(1000)
+            except Exception:
+                continue
+
+    def prints(p_fn, q_fn, prefix, k, rng):
+        print("{not json", flush=True)
+        print("to stderr", file=sys.stderr)
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def global_numpy_rng(p_fn, q_fn, prefix, k, rng):
+        return speculative_step(p_fn, q_fn, prefix, k, np.random.default_rng(np.random.randint(2**31)))
+
+    def global_random(p_fn, q_fn, prefix, k, rng):
+        return speculative_step(p_fn, q_fn, prefix, k, np.random.default_rng(random.getrandbits(63)))
+
+    def slow_but_exact(p_fn, q_fn, prefix, k, rng):
+        time.sleep(0.1)
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def unlocks_the_table(p_fn, q_fn, prefix, k, rng):
+        p = p_fn(tuple(prefix))
+        table = p.base if p.base is not None else p
+        table.setflags(write=True)
+        table[...] = 1.0 / table.size  # make the target uniform, then sample from it exactly
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def returns_a_dict(p_fn, q_fn, prefix, k, rng):
+        return {0: 1}
+
+    def returns_a_set(p_fn, q_fn, prefix, k, rng):
+        return set(speculative_step(p_fn, q_fn, prefix, k, rng))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def subjects(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hostile") / "hostile.py"
+    path.write_text(SUBJECTS)
+    return str(path)
+
+
+def check(target, *args, timeout=600):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "specverify", "check", target, "--json", *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    report = json.loads(proc.stdout) if proc.returncode != 2 else None  # --json parses
+    return proc.returncode, report, proc.stderr
+
+
+def contract_message(report) -> str:
+    found = [f for f in report["findings"] if f["kind"] == "contract"]
+    assert found, report["findings"]
+    return found[0]["message"]
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [("calls_sys_exit", "sys.exit(0)"),
+     ("calls_os_exit", "exited with code 0"),
+     ("exits_with_message", "sampler gave up"),
+     ("raises_keyboard_interrupt", "KeyboardInterrupt"),
+     ("returns_a_dict", "returned dict"),
+     ("returns_a_set", "returned set")],
+)
+def test_exits_and_junk_are_contract_findings(subjects, name, words):
+    code, report, _ = check(f"{subjects}:{name}", "--budget", "quick")
+    assert code == 1 and report["exact"] is False
+    assert words in contract_message(report)
+
+
+@pytest.mark.parametrize("name", ["hangs_in_c", "swallows_the_timeout"])
+def test_hangs_are_killed_and_reported(subjects, name):
+    start = time.monotonic()
+    code, report, _ = check(f"{subjects}:{name}", "--budget", "quick", timeout=120)
+    assert code == 1 and report["exact"] is False
+    assert "did not return within" in contract_message(report)
+    assert time.monotonic() - start < 60  # the first call is killed after its limit, not later
+
+
+def test_output_of_the_sampler_is_captured_not_mixed_into_json(subjects):
+    code, report, _ = check(f"{subjects}:prints", "--budget", "quick")
+    assert code == 0 and report["exact"] is True and report["findings"] == []
+    assert "noise at import" in report["output"] and "{not json" in report["output"]
+    assert "to stderr" in report["output"]
+
+
+@pytest.mark.parametrize("name", ["global_numpy_rng", "global_random"])
+def test_another_random_source_is_inconclusive_never_not_exact(subjects, name):
+    code, report, _ = check(f"{subjects}:{name}", "--budget", "quick")
+    assert code == 3 and report["exact"] is None
+    assert [f["check"] for f in report["findings"]] == ["rng"]
+    assert "does not draw from rng" in report["findings"][0]["message"]
+    # no enumerated distribution it did not follow: enumeration skipped, statistics judged it
+    assert report["exact_tv_max"] is None
+    assert any(line.startswith("exact: skipped") for line in report["ran"])
+    assert any(line.startswith("chi-square:") and "passed" in line for line in report["ran"])
+
+
+def test_slow_but_exact_is_inconclusive_with_a_power_statement(subjects):
+    # 0.1 s per call is well inside the 2 s limit: never a finding, only too few runs
+    code, report, _ = check(f"{subjects}:slow_but_exact", "--budget", "quick")
+    assert code == 3 and report["exact"] is None and report["findings"] == []
+    assert report["shortfalls"] and report["power"]
+    for row in report["power"]:
+        assert row["runs"] >= 1 and 0 < row["min_detectable_tv"] <= 1
+
+
+def test_unlocking_the_table_is_a_contract_finding_and_the_reference_stays_private(subjects):
+    code, report, _ = check(f"{subjects}:unlocks_the_table", "--budget", "quick")
+    assert code == 1 and report["exact"] is False
+    assert "wrote into an array p_fn returned" in contract_message(report)
+
+
+@pytest.mark.parametrize("how", ["sys.exit(0)", "os._exit(0)"])
+def test_exit_at_import_is_a_usage_error_not_silence(tmp_path, how):
+    path = tmp_path / "exits.py"
+    path.write_text(f"import os, sys\n{how}\ndef f(p_fn, q_fn, prefix, k, rng):\n    return [0]\n")
+    code, _, err = check(f"{path}:f")
+    assert code == 2 and "TARGET" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, words", [(["--seed", "-1"], "must be >= 0"),
+                                         (["--seed", "x"], "not int")])
+def test_check_refuses_a_bad_seed(args, words):
+    code, _, err = check("specverify:speculative_step", *args)
+    assert code == 2 and words in err
+
+
+# --------------------------------------------------------------------------- the report's CLI
+
+
+def report_cli(*args, **kwargs):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "specverify.mutants", "report", *args],
+                          capture_output=True, text=True, env=env, **kwargs)
+
+
+@pytest.mark.parametrize("args, words", [(["--seed", "-1"], "--seed: must be >= 0"),
+                                         (["--timeout", "-5"], "--timeout: must be > 0"),
+                                         (["--timeout", "0"], "--timeout: must be > 0"),
+                                         (["--out", "/no/such/folder/r.json"], "does not exist")])
+def test_report_usage_errors(args, words):
+    proc = report_cli(*args, timeout=60)
+    assert proc.returncode == 2 and words in proc.stderr and proc.stdout == ""
+
+
+def test_report_file_follows_the_umask(tmp_path):
+    out = tmp_path / "r.csv"
+    proc = report_cli("--mutant", "ratio/inverted", "--format", "csv", "--out", str(out),
+                      "--workers", "1", timeout=300)
+    assert proc.returncode == 0
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _processes_with(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
+def test_ctrl_c_stops_the_report_and_its_workers_within_2_s():
+    marker = "424242"  # a seed no other process uses: marks the report's processes
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "specverify.mutants", "report", "--seed", marker],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:  # main + 2 workers
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - start < 2.0
+    assert proc.returncode == 130 and len(err.strip().splitlines()) == 1 and "interrupted" in err
+    time.sleep(0.5)
+    assert _processes_with(marker) == []
