@@ -76,9 +76,12 @@ class Budget:
     case_enumeration_s: float = 10.0
     enumeration_s: float = 60.0  # all cases together
     max_paths: int = 100_000
-    statistics_s: float = 20.0
+    statistics_s: float = 20.0  # when every case was also enumerated (a cross-check)
+    fallback_statistics_s: float = 60.0  # when statistics alone judges some case
+    detect_tv: float = 0.1  # a case judged by statistics alone must see this TV (w.p. 0.95)
     round_length_runs: int = 4000
     round_length_s: float = 10.0
+    detect_tokens: float = 0.5  # ... and a sampled tokens-per-round shortfall of this size
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
     counterexample_s: float = 15.0
     counterexample_samples: int = 2000
@@ -86,16 +89,18 @@ class Budget:
     def coverage(self) -> str:
         chosen = [all_cases()[i] for i in self.cases]
         return (f"{len(chosen)} cases, k up to {max(c.k for c in chosen)}, windows up to "
-                f"{max(c.m for c in chosen)} tokens, chi-square up to {self.n_max} runs")
+                f"{max(c.m for c in chosen)} tokens, chi-square up to {self.n_max} runs; a case "
+                f"the enumerator cannot follow must see TV {self.detect_tv:g}")
 
 
 BUDGETS = {
     "quick": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, contract_s=1.0,
-                    case_enumeration_s=5.0, enumeration_s=15.0, statistics_s=10.0,
-                    round_length_s=5.0),
+                    case_enumeration_s=5.0, enumeration_s=15.0, fallback_statistics_s=30.0,
+                    detect_tv=0.15, round_length_s=5.0),
     "standard": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
     "thorough": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
-                       enumeration_s=120.0, statistics_s=120.0, round_length_s=30.0),
+                       enumeration_s=120.0, statistics_s=120.0, fallback_statistics_s=300.0,
+                       detect_tv=0.05, round_length_s=30.0),
 }
 
 
@@ -568,8 +573,9 @@ class _Battery:
         b, r = self.budget, self.result
         sizes = looks(b.n_min, b.n_max)
         per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
-        rng = np.random.default_rng(self.seed)
-        stop = time.monotonic() + b.statistics_s
+        rng = np.random.default_rng(self.seed + 1)  # the streams of earlier releases: figures reproduce
+        seconds = b.fallback_statistics_s if fallback else b.statistics_s
+        stop = time.monotonic() + seconds
         live = {i: [] for i in range(len(cases))}
         last_p: dict = {}
         for n in sizes:
@@ -578,7 +584,8 @@ class _Battery:
                 case, samples = cases[i], live[i]
                 left = stop - time.monotonic()
                 if left <= 0 and samples:
-                    self._stopped_short(case, samples, last_p[i], per_check, _among(case, fallback))
+                    self._judged(case, samples, last_p[i], per_check, _among(case, fallback),
+                                 f"stopped by the time limit ({seconds:g} s)")
                     del live[i]
                     continue
                 share = max(left, 0.0) / (len(order) - turn)  # the cases left in this look share it
@@ -605,30 +612,25 @@ class _Battery:
                         case.name, {"p_value": p, "samples": len(samples), "empirical_tv": tv}))
                     del live[i]
                 elif len(samples) < n:
-                    self._stopped_short(case, samples, p, per_check, _among(case, fallback))
+                    self._judged(case, samples, p, per_check, _among(case, fallback),
+                                 f"stopped by the time limit ({seconds:g} s)")
                     del live[i]
         for i in live:
-            samples = live[i]
-            self._power(cases[i], len(samples), per_check)
-            r.ran.append(f"chi-square: {cases[i].name}: passed at n={len(samples)} "
-                         f"(p-value {last_p[i]:.3g})")
+            self._judged(cases[i], live[i], last_p[i], per_check, _among(cases[i], fallback), "passed")
 
-    def _power(self, case: Case, n: int, per_check: float) -> float:
-        tv = stats.min_discrepancy_chi_square(n, _target_distribution(case), per_check,
-                                              POWER_FALSE_PASS_RATE)
-        self.result.power.append({"case": case.name, "runs": n, "min_detectable_tv": min(tv, 1.0),
+    def _judged(self, case, samples, p, per_check, judged_only_here: bool, how: str) -> None:
+        """Record a case the chi-square passed: its power, and a shortfall when statistics alone
+        judges it and cannot see the budget's ``detect_tv``."""
+        tv = min(stats.min_discrepancy_chi_square(len(samples), _target_distribution(case),
+                                                  per_check, POWER_FALSE_PASS_RATE), 1.0)
+        self.result.power.append({"case": case.name, "runs": len(samples), "min_detectable_tv": tv,
                                   "false_fail_rate": per_check,
                                   "detection_probability": 1 - POWER_FALSE_PASS_RATE})
-        return tv
-
-    def _stopped_short(self, case, samples, p, per_check, judged_only_here: bool) -> None:
-        tv = self._power(case, len(samples), per_check)
-        line = (f"chi-square: {case.name}: stopped at n={len(samples)} of {self.budget.n_max} "
-                f"(p-value {p:.3g}; time budget {self.budget.statistics_s:g} s): detects TV >= "
-                f"{min(tv, 1.0):.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+        line = (f"chi-square: {case.name}: {how} at n={len(samples)} (p-value {p:.3g}); detects TV "
+                f">= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
         self.result.ran.append(line)
-        if judged_only_here:
-            self.result.shortfalls.append(line)
+        if judged_only_here and tv > self.budget.detect_tv:
+            self.result.shortfalls.append(f"{line}, not the budget's {self.budget.detect_tv:g}")
 
     # -- tokens per round ----------------------------------------------------------------------
     def tokens_per_round(self, cases, false_fail_rate: float) -> None:
@@ -639,7 +641,7 @@ class _Battery:
         sampler legitimately does, with more draft tokens; an excess is noted in ``ran``.
         """
         b, r = self.budget, self.result
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.default_rng(self.seed + 2)
         per_check = stats.split_budget(false_fail_rate, len(cases))
         skip_exact = any(f.check == "rng" for f in r.findings)
         for case in cases:
@@ -663,9 +665,12 @@ class _Battery:
                     continue
                 test = stats.mean_bound_test(lengths, want, 1, case.k + 1, false_fail_rate=per_check)
                 got, differs, how = float(np.mean(lengths)), not test.passed, f"sampled n={len(lengths)}"
-                if not differs and len(lengths) < b.round_length_runs:
-                    r.shortfalls.append(f"tokens per round: {case.name}: {len(lengths)} of "
-                                        f"{b.round_length_runs} rounds in {b.round_length_s:g} s")
+                power = stats.min_discrepancy_mean(len(lengths), 1, case.k + 1, per_check,
+                                                   POWER_FALSE_PASS_RATE)
+                if not differs and power > b.detect_tokens:
+                    r.shortfalls.append(f"tokens per round: {case.name}: {len(lengths)} rounds in "
+                                        f"{b.round_length_s:g} s see a shortfall of {power:.3g} "
+                                        f"tokens, not the budget's {b.detect_tokens:g}")
             r.mean_tokens_per_round[case.name] = (got, want)
             r.ran.append(f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
                          + (" (more than one chain of k drafts gives)" if differs and got > want else ""))
