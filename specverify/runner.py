@@ -64,17 +64,21 @@ def describe_exit(exitcode: int | None) -> str:
     return f"its process was killed by {name}"
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent_pid: int) -> None:
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
     except (OSError, AttributeError):  # not Linux: the child still exits on EOF from the parent
         pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(0)
 
 
-def _child_main(conn, load: Callable[[], Callable], capture_path: str) -> None:
+def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable],
+                capture_path: str) -> None:
     global IN_SUBJECT_PROCESS
     IN_SUBJECT_PROCESS = True
-    _die_with_parent()
+    parents_end.close()  # so that the parent's death is an EOF here
+    _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd = os.open(capture_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
@@ -141,8 +145,9 @@ class Runner:
     def start(self) -> "Runner":
         ctx = multiprocessing.get_context("fork")
         parent, child = ctx.Pipe()
-        self._process = ctx.Process(target=_child_main, args=(child, self._load, self.capture_path),
-                                    daemon=True, name="specverify-subject")
+        self._process = ctx.Process(
+            target=_child_main, args=(child, parent, os.getpid(), self._load, self.capture_path),
+            daemon=True, name="specverify-subject")
         self._process.start()
         child.close()
         self._conn = parent

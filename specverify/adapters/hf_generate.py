@@ -56,6 +56,8 @@ import numpy as np
 from scipy.stats import norm
 
 from .. import stats
+from ..detectors import Finding
+from ..validation import check_int, check_seed, count_argument, positive_int_argument, seed_argument
 from ..models.decoding import process_logits
 from ..models.loading import tiny_pair, torch_modules
 from . import hf
@@ -385,7 +387,7 @@ def findings_of(rows: list[dict]) -> list[dict]:
     out = []
 
     def add(check, kind, r, message):
-        out.append({"check": check, "kind": kind, "setting": r["setting"], "message": message})
+        out.append(Finding(check, kind, message, r["setting"]).to_dict())
 
     for r in rows:
         if not r["passed"]:
@@ -410,17 +412,12 @@ def findings_of(rows: list[dict]) -> list[dict]:
     return out
 
 
-def check_counts(n, n_acceptance) -> None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n: must be an integer >= 1, got {n!r}")
-    if isinstance(n_acceptance, bool) or not isinstance(n_acceptance, int) or n_acceptance < 0:
-        raise ValueError(f"n_acceptance: must be an integer >= 0, got {n_acceptance!r}")
-
-
 def check_generate(n: int = 2000, seed: int = 0, n_acceptance: int = 100, control: bool = True,
                    pair=None, settings=SETTINGS, k: int = K) -> dict:
     """The verdict as one JSON-ready dict (``exact``, ``efficient``, ``findings``, ``rows``)."""
-    check_counts(n, n_acceptance)
+    check_int("n", n, 1)
+    check_int("n_acceptance", n_acceptance, 0)
+    check_seed(seed)
     t0 = time.perf_counter()
     pair = pair or tiny_pair()
     prompt = pair.tokenizer.encode(PROMPT)
@@ -460,7 +457,7 @@ def human(report: dict) -> str:
             f"{verdict}, {eff} ({len(report['findings'])} finding(s), {report['seconds']} s)")
     lines = [head]
     for f in report["findings"]:
-        lines.append(f"  [{f['kind']}] {f['check']} on {f['setting']}: {f['message']}")
+        lines.append(f"  [{f['kind']}] {f['check']} on {f['case']}: {f['message']}")
     rows = report["rows"] + ([report["control"]] if report["control"] else [])
     for r in rows:
         lines.append(f"  {r['setting']}: n={r['n']}, {r['cells']} cells, TV {r['tv']:.4f}, p-value "
@@ -481,9 +478,10 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(prog="python -m specverify check-hf-generate",
                                  description="Check transformers' assisted generation end to end.")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--n", type=int, default=2000, help="generations per setting and control (default 2000)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--n-acceptance", type=int, default=100,
+    ap.add_argument("--n", type=positive_int_argument, default=2000,
+                    help="generations per setting and control (default 2000)")
+    ap.add_argument("--seed", type=seed_argument, default=0)
+    ap.add_argument("--n-acceptance", type=count_argument, default=100,
                     help=f"{ACCEPTANCE_NEW_TOKENS}-token generations per setting for acceptance (default 100)")
     ap.add_argument("--no-control", action="store_true", help="skip the biased control setting")
     return ap.parse_args(argv)
@@ -494,11 +492,6 @@ def main(argv=None) -> int:
         args = parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error
         return 0 if exc.code == 0 else 2
-    if args.n < 1 or args.n_acceptance < 0:
-        bad = f"--n must be >= 1, got {args.n}" if args.n < 1 else \
-            f"--n-acceptance must be >= 0, got {args.n_acceptance}"
-        print(f"specverify check-hf-generate: {bad}", file=sys.stderr)
-        return 2
     report = check_generate(args.n, args.seed, args.n_acceptance, control=not args.no_control)
     sys.stdout.write(json.dumps(report) + "\n" if args.json else human(report))
     return 0 if not report["findings"] else 1
