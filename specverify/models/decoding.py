@@ -4,8 +4,8 @@ One round (Leviathan et al. 2023, arXiv 2211.17192, Algorithm 1; Chen et al. 202
 arXiv 2302.01318): the draft proposes k tokens one at a time on its own KV cache, the target
 scores the k + 1 new positions in one forward, the exact rule accepts a prefix, and both caches
 are cropped back to the accepted length (``DynamicCache.crop``) before a residual or bonus token
-is appended. The rule itself is not rewritten here: ``accepts`` and ``residual`` come from the
-reference sampler ``specverify.samplers.chain`` and run on NumPy float64 copies of the target and
+is appended. The rule itself is not rewritten here: ``verify`` comes from the
+reference sampler ``specverify.samplers.chain`` and runs on NumPy float64 copies of the target and
 draft distributions after the SAME temperature / top-k / top-p processing of both.
 
 Greedy (temperature 0) accepts while the draft equals the target's argmax. Batched verification
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import softmax
 
-from ..samplers.chain import accepts, residual
+from ..samplers.chain import LazyRows, accepts, residual, verify
 from ..validation import check_k, check_prob_vector
 from .loading import torch_modules
 
@@ -266,12 +266,7 @@ def _verify(rows, drafts, qs, t, top_k, top_p, rng) -> tuple[int, int]:
                 return j, best
         return len(drafts), greedy_token(rows[len(drafts)])
     rows = rows.cpu().numpy()
-    for j, (x, q) in enumerate(zip(drafts, qs)):
-        p = process_logits(rows[j], t, top_k, top_p)
-        if not accepts(p, q, x, rng):
-            return j, int(rng.choice(p.size, p=residual(p, q)))
-    p = process_logits(rows[len(drafts)], t, top_k, top_p)
-    return len(drafts), int(rng.choice(p.size, p=p))
+    return verify(LazyRows(lambda j: process_logits(rows[j], t, top_k, top_p)), qs, drafts, rng)
 
 
 def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperature=0.0,
