@@ -2,7 +2,8 @@
 
 Every entry is a sampler with the handout's signature ``fn(p_fn, q_fn, prefix, k, rng) ->
 list[int]`` that reads as "``specverify.samplers.chain.speculative_step`` but X": it reuses the
-reference's helpers (``model_output``, ``draft``, ``accepts``, ``residual``) and changes one thing.
+reference's helpers (``model_output``, ``draft``, ``accepts``, ``recover``, ``sample``,
+``residual``) and changes one thing.
 The detectors are judged by which mutants they kill; the negative controls (``CONTROLS``) are
 samplers that look wrong but are exact, and must never be flagged.
 
@@ -36,7 +37,8 @@ import numpy as np
 from scipy.stats import entropy
 
 from ..samplers import get_sampler
-from ..samplers.chain import accepts, draft, model_output, residual, speculative_step
+from ..samplers.chain import (accepts, draft, model_output, recover, residual, sample,
+                              speculative_step)
 from ..samplers.prompt_lookup import one_hot
 from ..validation import check_k, check_same_length
 
@@ -72,24 +74,21 @@ class Mutant:
 
 
 # ----------------------------------------------------------------------------------------------
-# The reference with hooks: each default is the reference's own step, so a mutant that swaps one
-# hook differs from speculative_step in exactly that step.
+# The reference with hooks: each default is the rule's own piece from samplers.chain (accepts,
+# recover, sample), so a mutant that swaps one hook differs from speculative_step in exactly that
+# piece. Hooks return lists of tokens, so a mutant can also emit none or two.
 
 
 def _target_prefix(prefix: tuple, drafts: list, i: int) -> tuple:
     return prefix + tuple(drafts[:i])
 
 
-def _sample(p: np.ndarray, rng) -> int:
-    return int(rng.choice(len(p), p=p))
-
-
 def _recover(p, q, x, rng) -> list[int]:
-    return [_sample(residual(p, q), rng)]
+    return [recover(p, q, rng)]
 
 
 def _bonus(p_fn, prefix: tuple, drafts: list, rng) -> list[int]:
-    return [_sample(model_output("p_fn", p_fn, prefix + tuple(drafts)), rng)]
+    return [sample(model_output("p_fn", p_fn, prefix + tuple(drafts)), rng)]
 
 
 def _round(p_fn, q_fn, prefix, k, rng, *, drafter=draft, target_prefix=_target_prefix,
@@ -113,7 +112,7 @@ def _draft_processed(process: Callable) -> Callable:
         drafts, qs = [], []
         for _ in range(k):
             q = model_output("q_fn", q_fn, prefix + tuple(drafts))
-            drafts.append(_sample(process(q), rng))
+            drafts.append(sample(process(q), rng))
             qs.append(q)
         return drafts, qs
 
@@ -191,7 +190,7 @@ def no_bonus_token(p_fn, q_fn, prefix, k, rng):
 
 
 def resample_from_p(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, recover=lambda p, q, x, rng: [_sample(p, rng)])
+    return _round(p_fn, q_fn, prefix, k, rng, recover=lambda p, q, x, rng: [sample(p, rng)])
 
 
 def continue_after_reject(p_fn, q_fn, prefix, k, rng):
@@ -201,7 +200,7 @@ def continue_after_reject(p_fn, q_fn, prefix, k, rng):
     out = []
     for i, (x, q) in enumerate(zip(drafts, qs)):
         p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
-        out.append(x if accepts(p, q, x, rng) else _sample(residual(p, q), rng))
+        out.append(x if accepts(p, q, x, rng) else recover(p, q, rng))
     return out + (_bonus(p_fn, prefix, drafts, rng) if out == drafts else [])
 
 
@@ -315,7 +314,7 @@ def low_precision_draft(p_fn, q_fn, prefix, k, rng):
 
 def residual_not_clipped(p_fn, q_fn, prefix, k, rng):
     def recover(p, q, x, rng):
-        return [_sample(_normalized(np.abs(p - q)), rng)]
+        return [sample(_normalized(np.abs(p - q)), rng)]
 
     return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
 
@@ -325,7 +324,7 @@ def residual_softmax(p_fn, q_fn, prefix, k, rng):
 
     def recover(p, q, x, rng):
         e = np.exp(np.maximum(p - q, 0.0))
-        return [_sample(e / e.sum(), rng)]
+        return [sample(e / e.sum(), rng)]
 
     return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
 
@@ -346,13 +345,13 @@ def residual_unnormalized(p_fn, q_fn, prefix, k, rng):
 
 def residual_swapped(p_fn, q_fn, prefix, k, rng):
     return _round(p_fn, q_fn, prefix, k, rng,
-                  recover=lambda p, q, x, rng: [_sample(residual(q, p), rng)])  # fmt: skip
+                  recover=lambda p, q, x, rng: [sample(residual(q, p), rng)])  # fmt: skip
 
 
 def residual_drafted_token_only(p_fn, q_fn, prefix, k, rng):
     """Subtracts q only at the drafted token: norm(max(0, p - q(x) e_x))."""
     def recover(p, q, x, rng):
-        return [_sample(residual(p, q[x] * one_hot(x, len(p))), rng)]
+        return [sample(residual(p, q[x] * one_hot(x, len(p))), rng)]
 
     return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
 
@@ -368,7 +367,7 @@ def residual_in_place(p_fn, q_fn, prefix, k, rng):
             p -= q
             np.maximum(p, 0.0, out=p)
             p /= p.sum()
-            return drafts[:i] + [_sample(p, rng)]
+            return drafts[:i] + [sample(p, rng)]
     return drafts + _bonus(p_fn, prefix, drafts, rng)
 
 
@@ -379,8 +378,8 @@ def residual_next_position_p(p_fn, q_fn, prefix, k, rng):
     ps = [model_output("p_fn", p_fn, prefix + tuple(drafts[:i])) for i in range(k + 1)]
     for i, (x, q) in enumerate(zip(drafts, qs)):
         if not accepts(ps[i], q, x, rng):
-            return drafts[:i] + [_sample(residual(ps[i + 1], q), rng)]
-    return drafts + [_sample(ps[k], rng)]
+            return drafts[:i] + [sample(residual(ps[i + 1], q), rng)]
+    return drafts + [sample(ps[k], rng)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -420,7 +419,7 @@ def typical_acceptance(p_fn, q_fn, prefix, k, rng):
         return p[x] > min(TYPICAL_EPSILON, TYPICAL_DELTA * np.exp(-entropy(p)))
 
     return _round(p_fn, q_fn, prefix, k, rng, accept=accept,
-                  recover=lambda p, q, x, rng: [_sample(p, rng)])  # fmt: skip
+                  recover=lambda p, q, x, rng: [sample(p, rng)])  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -459,7 +458,7 @@ def match_target_sample(p_fn, q_fn, prefix, k, rng):
     P(z) = q(z) p(z) + p(z) (1 - q(z)) = p(z)."""
 
     def accept_or_keep_y(p, q, x, rng):
-        y = _sample(p, rng)
+        y = sample(p, rng)
         if y != x:
             mismatch.append(y)
         return y == x
