@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import softmax
 
+from ..processing import check_sampling, process_logits
 from ..samplers.chain import LazyRows, accepts, residual, verify
 from ..validation import check_k, check_prob_vector
 from .loading import torch_modules
@@ -81,42 +81,7 @@ class Generation:
         return self.ids[self.n_prompt:]
 
 
-# ---------------------------------------------------------------------------- processing
-
-
-def check_sampling(temperature, top_k=None, top_p=None) -> tuple[float, int | None, float | None]:
-    t = float(temperature)
-    if not np.isfinite(t) or t < 0:
-        raise ValueError(f"temperature: must be a finite number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
-        raise ValueError(f"top_k: must be None or an integer >= 1, got {top_k!r}")
-    if top_p is not None and not 0 < float(top_p) <= 1:
-        raise ValueError(f"top_p: must be None or lie in (0, 1], got {top_p!r}")
-    return t, (int(top_k) if top_k is not None else None), (float(top_p) if top_p is not None else None)
-
-
-def process_logits(logits, temperature=1.0, top_k=None, top_p=None) -> np.ndarray:
-    """Next-token probabilities (float64) after temperature, then top-k, then top-p.
-
-    The order and the kept sets follow HF's TemperatureLogitsWarper / TopKLogitsWarper /
-    TopPLogitsWarper: top-k keeps every logit >= the k-th largest; top-p keeps the smallest set
-    of most likely tokens whose mass reaches top_p. The same function processes p and q.
-    """
-    t, top_k, top_p = check_sampling(temperature, top_k, top_p)
-    if t == 0:
-        raise ValueError("temperature: 0 is greedy decoding and has no probability vector")
-    z = np.asarray(logits, dtype=np.float64) / t
-    if top_k is not None and top_k < z.size:
-        kth = np.partition(z, -top_k)[-top_k]
-        z = np.where(z >= kth, z, -np.inf)
-    p = softmax(z)
-    if top_p is not None and top_p < 1:
-        order = np.argsort(-p, kind="stable")
-        n_keep = int(np.searchsorted(np.cumsum(p[order]), top_p)) + 1
-        kept = np.zeros_like(p)
-        kept[order[:n_keep]] = p[order[:n_keep]]
-        p = kept / kept.sum()
-    return check_prob_vector("processed logits", p)
+# ---------------------------------------------------------------------------- greedy
 
 
 def greedy_token(logits_row) -> int:
