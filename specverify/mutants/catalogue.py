@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
 from scipy.stats import entropy
 
+from ..processing import keep_top_k, keep_top_p, temper
 from ..samplers import get_sampler
 from ..samplers.chain import (accepts, draft, model_output, recover, residual, sample,
                               speculative_step)
@@ -121,24 +123,6 @@ def _draft_processed(process: Callable) -> Callable:
 
 def _normalized(v: np.ndarray) -> np.ndarray:
     return v / v.sum()
-
-
-def _tempered(q: np.ndarray) -> np.ndarray:
-    return _normalized(q ** (1.0 / DRAFT_TEMPERATURE))
-
-
-def _top_k_mask(q: np.ndarray, n: int) -> np.ndarray:
-    return np.isin(np.arange(len(q)), np.argsort(-q, kind="stable")[:n])
-
-
-def _top_k(q: np.ndarray) -> np.ndarray:
-    return _normalized(np.where(_top_k_mask(q, DRAFT_TOP_K), q, 0.0))
-
-
-def _top_p(q: np.ndarray) -> np.ndarray:
-    """Nucleus: the fewest most-likely tokens whose mass reaches DRAFT_TOP_P, renormalized."""
-    keep = int(np.searchsorted(np.cumsum(np.sort(q)[::-1]), DRAFT_TOP_P)) + 1
-    return _normalized(np.where(_top_k_mask(q, keep), q, 0.0))
 
 
 def _float16(q: np.ndarray) -> np.ndarray:
@@ -289,15 +273,18 @@ def accept_with_p(p_fn, q_fn, prefix, k, rng):
 
 
 def temperature_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(_tempered))
+    return _round(p_fn, q_fn, prefix, k, rng,
+                  drafter=_draft_processed(partial(temper, temperature=DRAFT_TEMPERATURE)))
 
 
 def top_k_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(_top_k))
+    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(
+        partial(keep_top_k, top_k=DRAFT_TOP_K, keep_ties=False)))
 
 
 def top_p_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(_top_p))
+    return _round(p_fn, q_fn, prefix, k, rng,
+                  drafter=_draft_processed(partial(keep_top_p, top_p=DRAFT_TOP_P)))
 
 
 def greedy_draft_softmax_q(p_fn, q_fn, prefix, k, rng):
