@@ -119,13 +119,15 @@ def call_hf(candidate_ids, candidate_logits, new_logits, seed: int, weight: floa
                                      new_logits, **kwargs)
 
 
-def _hf_round(p_fn, q_fn, prefix, k, rng, weight: float | None) -> list[int]:
+def _hf_round(p_fn, q_fn, prefix, k, rng, weight: float | None, built_in: bool = HAS_ENSEMBLE):
+    """One round through ``call_hf``; ``built_in=False`` hands the ensemble rule's mixed rows to
+    the plain function."""
     k = check_k(k)
     prefix = tuple(prefix)
     drafts, qs = draft(q_fn, prefix, k, rng)  # x_i ~ q(. | prefix, x_<i): genuinely sampled
     ps = _target_rows(p_fn, prefix, drafts, qs[0])
     seed = int(rng.integers(2**63))
-    if weight is not None and not HAS_ENSEMBLE:
+    if weight is not None and not built_in:
         target_rows, weight = _mixed_rows(ps, qs, weight), None
     else:
         target_rows = ps
@@ -146,14 +148,7 @@ def ensemble_speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
 
 def fallback_ensemble_speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
     """The documented ensemble rule through the plain function (what runs without the argument)."""
-    k = check_k(k)
-    prefix = tuple(prefix)
-    drafts, qs = draft(q_fn, prefix, k, rng)
-    ps = _target_rows(p_fn, prefix, drafts, qs[0])
-    seed = int(rng.integers(2**63))
-    rows = _mixed_rows(ps, qs, ENSEMBLE_WEIGHT)
-    valid, _ = call_hf(torch.tensor([drafts]), _log_probs(qs), _log_probs(rows), seed, None)
-    return [int(t) for t in valid[0].tolist()]
+    return _hf_round(p_fn, q_fn, prefix, k, rng, ENSEMBLE_WEIGHT, built_in=False)
 
 
 def documented_ensemble_step(p_fn, q_fn, prefix, k, rng, weight: float = ENSEMBLE_WEIGHT) -> list[int]:
