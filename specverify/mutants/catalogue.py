@@ -40,7 +40,7 @@ from scipy.stats import entropy
 from ..processing import keep_top_k, keep_top_p, temper
 from ..samplers import get_sampler
 from ..samplers.chain import (accepts, draft, model_output, recover, residual, sample,
-                              speculative_step)
+                              speculative_step, verify_drafts)
 from ..samplers.prompt_lookup import one_hot
 from ..validation import check_k, check_same_length
 
@@ -384,11 +384,8 @@ def bonus_after_rejection(p_fn, q_fn, prefix, k, rng):
     """Also appends the bonus row's sample (conditioned on all k drafts) after a rejection."""
     k, prefix = check_k(k), tuple(prefix)
     drafts, qs = draft(q_fn, prefix, k, rng)
-    for i, (x, q) in enumerate(zip(drafts, qs)):
-        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
-        if not accepts(p, q, x, rng):
-            return drafts[:i] + _recover(p, q, x, rng) + _bonus(p_fn, prefix, drafts, rng)
-    return drafts + _bonus(p_fn, prefix, drafts, rng)
+    out = verify_drafts(p_fn, prefix, drafts, qs, rng)
+    return out + (_bonus(p_fn, prefix, drafts, rng) if len(out) <= k else [])
 
 
 # ----------------------------------------------------------------------------------------------
