@@ -18,22 +18,19 @@ import numpy as np
 from .validation import check_prob_vector
 
 
-def _refuse(name: str, rule: str, value):
-    raise ValueError(f"{name}: must be {rule}, got {value!r}")
+def _is(value, kind) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
 def check_sampling(temperature, top_k=None, top_p=None) -> tuple[float, int | None, float | None]:
-    """(temperature >= 0, finite; top_k None or an int >= 1; top_p None or in (0, 1]) as plain
-    numbers. Bools, strings and floats for top_k are refused; ValueError names the argument."""
-    if (isinstance(temperature, bool) or not isinstance(temperature, numbers.Real)
-            or not math.isfinite(temperature) or temperature < 0):
-        _refuse("temperature", "a finite number >= 0 (0 means greedy)", temperature)
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral)
-                              or top_k < 1):
-        _refuse("top_k", "None or an integer >= 1", top_k)
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
-                              or not 0.0 < top_p <= 1.0):
-        _refuse("top_p", "None or lie in (0, 1]", top_p)
+    """The parameters as plain numbers; ValueError naming the argument otherwise (bools, strings
+    and a float top_k such as 2.0 are refused)."""
+    if not (_is(temperature, numbers.Real) and math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature: must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+    if top_k is not None and not (_is(top_k, numbers.Integral) and top_k >= 1):
+        raise ValueError(f"top_k: must be None or an integer >= 1, got {top_k!r}")
+    if top_p is not None and not (_is(top_p, numbers.Real) and 0.0 < top_p <= 1.0):
+        raise ValueError(f"top_p: must be None or lie in (0, 1], got {top_p!r}")
     return (float(temperature), None if top_k is None else int(top_k),
             None if top_p is None else float(top_p))
 
@@ -45,19 +42,15 @@ def mask_top_k(logits: np.ndarray, top_k: int) -> np.ndarray:
     return np.where(logits >= np.partition(logits, -top_k)[-top_k], logits, -np.inf)
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """exp(z - max z) / sum, as scipy.special.softmax computes it."""
-    e = np.exp(logits - logits.max())
-    return e / e.sum()
-
-
 def process_logits(logits, temperature=1.0, top_k=None, top_p=None) -> np.ndarray:
     """Probabilities (float64) after temperature, top-k, top-p; temperature 0 (greedy) refused."""
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     if t == 0:
         raise ValueError("temperature: 0 is greedy decoding and has no probability vector")
     z = np.asarray(logits, dtype=np.float64) / t
-    p = softmax(z if top_k is None else mask_top_k(z, top_k))
+    z = z if top_k is None else mask_top_k(z, top_k)
+    p = np.exp(z - z.max())  # softmax as scipy.special.softmax computes it
+    p = p / p.sum()
     return check_prob_vector("processed logits", p if top_p is None else keep_top_p(p, top_p))
 
 

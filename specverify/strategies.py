@@ -48,6 +48,7 @@ from hypothesis import strategies as st
 
 from .chains import TableModel
 from .processing import check_sampling, process_logits
+from .samplers.prompt_lookup import one_hot
 from .validation import check_alpha, check_prob_vector
 
 DEFAULT_VOCAB_SIZE = (1, 8)
@@ -355,9 +356,7 @@ def apply_processing(values, config: dict, *, kind: str = "logits") -> np.ndarra
     temperature, top_k, top_p = _check_config(config)
     z = _as_logits(values, kind)
     if temperature == 0.0:
-        greedy = np.zeros_like(z)
-        greedy[int(np.argmax(z))] = 1.0
-        return greedy
+        return one_hot(int(np.argmax(z)), z.size)
     return process_logits(z, temperature, top_k, top_p)
 
 

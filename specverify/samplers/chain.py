@@ -65,14 +65,9 @@ def recover(p: np.ndarray, q: np.ndarray, rng) -> int:
 
 
 def verify(ps, qs, drafts: list[int], rng) -> tuple[int, int]:
-    """The rule on precomputed rows: (accepted drafts j, the token emitted after them).
-
-    ``ps``: the k + 1 target rows (row i conditioned on drafts[:i]); ``qs``: the k draft rows the
-    drafts were sampled from (the row layout of gpt-fast's generate.py and vLLM's rejection
-    sampler). Draft i is kept while ``accepts``; the first rejection emits ``recover(p_i, q_i)``,
-    k acceptances a bonus ``sample(p_k)``. Each row of ``ps`` is read once, in order, so it may be
-    a ``LazyRows``.
-    """
+    """(accepted drafts j, the token after them) from the k + 1 target rows ``ps`` (row i
+    conditioned on drafts[:i]) and the k draft rows ``qs`` the drafts were sampled from, the rows
+    of gpt-fast's generate.py and vLLM's rejection sampler. Reads each row of ``ps`` once."""
     for i, (x, q) in enumerate(zip(drafts, qs)):
         p = ps[i]
         if not accepts(p, q, x, rng):
@@ -81,8 +76,7 @@ def verify(ps, qs, drafts: list[int], rng) -> tuple[int, int]:
 
 
 class LazyRows:
-    """The sequence row(0), row(1), ...; each row is computed when read, so ``verify`` calls a
-    model only for the positions the rule reaches."""
+    """row(0), row(1), ... computed when read: ``verify`` calls a model only where it gets."""
 
     def __init__(self, row):
         self.row = row
