@@ -40,7 +40,6 @@ this reason (huggingface/transformers issue #32867, PR #33534).
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import NamedTuple
 
@@ -48,6 +47,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from .chains import TableModel
+from .processing import check_sampling, process_logits
+from .samplers.prompt_lookup import one_hot
 from .validation import check_alpha, check_prob_vector
 
 DEFAULT_VOCAB_SIZE = (1, 8)
@@ -310,22 +311,17 @@ def processing_configs() -> st.SearchStrategy[dict]:
 
 
 def _check_config(config) -> tuple[float, int | None, float | None]:
+    """``processing.check_sampling`` on a config dict; errors name ``config`` and the key."""
     if not isinstance(config, dict):
         raise ValueError(f"config: expected a dict, got {type(config).__name__}")
     unknown = set(config) - {"temperature", "top_k", "top_p"}
     if unknown:
         raise ValueError(f"config: unknown keys {sorted(unknown)}")
-    t = config.get("temperature", 1.0)
-    k = config.get("top_k")
-    top_p = config.get("top_p")
-    if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t) or t < 0:
-        raise ValueError(f"config: temperature must be a finite number >= 0, got {t!r}")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1):
-        raise ValueError(f"config: top_k must be None or an integer >= 1, got {k!r}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
-                              or not 0.0 < top_p <= 1.0):
-        raise ValueError(f"config: top_p must be None or in (0, 1], got {top_p!r}")
-    return float(t), (None if k is None else int(k)), (None if top_p is None else float(top_p))
+    try:
+        return check_sampling(config.get("temperature", 1.0), config.get("top_k"),
+                              config.get("top_p"))
+    except ValueError as exc:
+        raise ValueError(f"config: {exc}") from None
 
 
 def _as_logits(values, kind: str) -> np.ndarray:
@@ -344,19 +340,8 @@ def _as_logits(values, kind: str) -> np.ndarray:
     return z
 
 
-def _keep_top_p(probs: np.ndarray, top_p: float) -> np.ndarray:
-    """Zero all but the smallest set of most likely tokens whose mass reaches top_p (ties in
-    probability are cut in index order, like a stable sort)."""
-    order = np.argsort(-probs, kind="stable")
-    cum = np.cumsum(probs[order])
-    n_keep = min(int(np.searchsorted(cum, top_p, side="left")) + 1, probs.size)
-    kept = np.zeros_like(probs)
-    kept[order[:n_keep]] = probs[order[:n_keep]]
-    return kept / kept.sum()
-
-
 def apply_processing(values, config: dict, *, kind: str = "logits") -> np.ndarray:
-    """Apply temperature, then top-k, then top-p to one vector; returns a probability vector.
+    """Apply temperature, then top-k, then top-p (``processing.process_logits``) to one vector.
 
     ``kind`` says whether ``values`` are logits (-inf allowed) or probabilities (zeros become
     -inf logits). Temperature 0 is greedy: one-hot at the first argmax. Top-k keeps every token
@@ -371,18 +356,8 @@ def apply_processing(values, config: dict, *, kind: str = "logits") -> np.ndarra
     temperature, top_k, top_p = _check_config(config)
     z = _as_logits(values, kind)
     if temperature == 0.0:
-        greedy = np.zeros_like(z)
-        greedy[int(np.argmax(z))] = 1.0
-        return greedy
-    z = z / temperature
-    if top_k is not None and top_k < z.size:
-        threshold = np.sort(z)[::-1][top_k - 1]
-        z = np.where(z >= threshold, z, -np.inf)
-    probs = np.exp(z - z.max())
-    probs /= probs.sum()
-    if top_p is not None and top_p < 1.0:
-        probs = _keep_top_p(probs, top_p)
-    return probs
+        return one_hot(int(np.argmax(z)), z.size)
+    return process_logits(z, temperature, top_k, top_p)
 
 
 class ProcessedPair(NamedTuple):

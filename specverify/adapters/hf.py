@@ -52,7 +52,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..models.loading import torch_modules
-from ..samplers.chain import accepts, draft, model_output, residual
+from ..samplers.chain import draft, model_output, verify
 from ..validation import check_k, check_same_length
 
 torch, transformers = torch_modules()
@@ -119,13 +119,15 @@ def call_hf(candidate_ids, candidate_logits, new_logits, seed: int, weight: floa
                                      new_logits, **kwargs)
 
 
-def _hf_round(p_fn, q_fn, prefix, k, rng, weight: float | None) -> list[int]:
+def _hf_round(p_fn, q_fn, prefix, k, rng, weight: float | None, built_in: bool = HAS_ENSEMBLE):
+    """One round through ``call_hf``; ``built_in=False`` hands the ensemble rule's mixed rows to
+    the plain function."""
     k = check_k(k)
     prefix = tuple(prefix)
     drafts, qs = draft(q_fn, prefix, k, rng)  # x_i ~ q(. | prefix, x_<i): genuinely sampled
     ps = _target_rows(p_fn, prefix, drafts, qs[0])
     seed = int(rng.integers(2**63))
-    if weight is not None and not HAS_ENSEMBLE:
+    if weight is not None and not built_in:
         target_rows, weight = _mixed_rows(ps, qs, weight), None
     else:
         target_rows = ps
@@ -146,33 +148,24 @@ def ensemble_speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
 
 def fallback_ensemble_speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
     """The documented ensemble rule through the plain function (what runs without the argument)."""
-    k = check_k(k)
-    prefix = tuple(prefix)
-    drafts, qs = draft(q_fn, prefix, k, rng)
-    ps = _target_rows(p_fn, prefix, drafts, qs[0])
-    seed = int(rng.integers(2**63))
-    rows = _mixed_rows(ps, qs, ENSEMBLE_WEIGHT)
-    valid, _ = call_hf(torch.tensor([drafts]), _log_probs(qs), _log_probs(rows), seed, None)
-    return [int(t) for t in valid[0].tolist()]
+    return _hf_round(p_fn, q_fn, prefix, k, rng, ENSEMBLE_WEIGHT, built_in=False)
 
 
 def documented_ensemble_step(p_fn, q_fn, prefix, k, rng, weight: float = ENSEMBLE_WEIGHT) -> list[int]:
     """The ensemble rule as transformers documents it, in NumPy, so the enumerator can follow it.
 
-    Accept draft x with probability min(1, v(x) / q(x)), v = w p + (1 - w) q; on rejection draw
-    from norm(max(0, p - q)) (= norm(max(0, v - q))); after k acceptances a bonus from p. Its
-    exact output law (specverify.exact) is what ``ensemble_speculative_step`` should sample, and
-    its exact TV from the target is the bias the relaxation buys.
+    The exact rule (``chain.verify``) on the fallback's rows: accept draft x with probability
+    min(1, v(x) / q(x)), v = w p + (1 - w) q; on rejection draw from norm(max(0, v - q))
+    (= norm(max(0, p - q)) to rounding); after k acceptances a bonus from p. Its exact output law
+    (specverify.exact) is what ``ensemble_speculative_step`` should sample, and its exact TV from
+    the target is the bias the relaxation buys.
     """
     k = check_k(k)
     prefix = tuple(prefix)
     drafts, qs = draft(q_fn, prefix, k, rng)
-    for i, (x, q) in enumerate(zip(drafts, qs)):
-        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
-        if not accepts(weight * p + (1.0 - weight) * q, q, x, rng):
-            return drafts[:i] + [int(rng.choice(len(p), p=residual(p, q)))]
-    p = model_output("p_fn", p_fn, prefix + tuple(drafts))
-    return drafts + [int(rng.choice(len(p), p=p))]
+    ps = _target_rows(p_fn, prefix, drafts, qs[0])
+    j, token = verify(_mixed_rows(ps, qs, weight), qs, drafts, rng)
+    return drafts[:j] + [token]
 
 
 # --------------------------------------------------------------------------- the r_i <= ratio finding

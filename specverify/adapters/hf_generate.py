@@ -7,7 +7,7 @@ downloaded) and one prompt, for each setting (temperature 1.0; temperature 0.7; 
 temperature 1.0; temperature 1.0 with ``pad_token_id`` an ordinary token):
 
 1. *Exactness.* The exact law of the target's first ``NEW_TOKENS`` (3) tokens under the same
-   processing (``specverify.models.decoding.process_logits``: HF's temperature, then top-k), from
+   processing (``specverify.processing.process_logits``: HF's temperature, then top-k), from
    the target's own logits over every continuation: the first token over the whole vocabulary,
    the next conditioned on each prefix (all prefixes when there are at most ``MAX_CONTEXTS``,
    else the most probable ones), in batched forwards. Sequences are grouped into cells of the
@@ -57,9 +57,9 @@ from scipy.stats import norm
 
 from .. import stats
 from ..detectors import Finding
-from ..validation import check_int, check_seed, count_argument, positive_int_argument, seed_argument
-from ..models.decoding import process_logits
 from ..models.loading import tiny_pair, torch_modules
+from ..processing import process_logits
+from ..validation import check_int, check_seed, count_argument, positive_int_argument, seed_argument
 from . import hf
 
 torch, transformers = torch_modules()

@@ -4,8 +4,8 @@ One round (Leviathan et al. 2023, arXiv 2211.17192, Algorithm 1; Chen et al. 202
 arXiv 2302.01318): the draft proposes k tokens one at a time on its own KV cache, the target
 scores the k + 1 new positions in one forward, the exact rule accepts a prefix, and both caches
 are cropped back to the accepted length (``DynamicCache.crop``) before a residual or bonus token
-is appended. The rule itself is not rewritten here: ``accepts`` and ``residual`` come from the
-reference sampler ``specverify.samplers.chain`` and run on NumPy float64 copies of the target and
+is appended. The rule itself is not rewritten here: ``verify`` comes from the
+reference sampler ``specverify.samplers.chain`` and runs on NumPy float64 copies of the target and
 draft distributions after the SAME temperature / top-k / top-p processing of both.
 
 Greedy (temperature 0) accepts while the draft equals the target's argmax. Batched verification
@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import softmax
 
-from ..samplers.chain import accepts, residual
+from ..processing import check_sampling, process_logits
+from ..samplers.chain import LazyRows, accepts, residual, verify
 from ..validation import check_k, check_prob_vector
 from .loading import torch_modules
 
@@ -81,42 +81,7 @@ class Generation:
         return self.ids[self.n_prompt:]
 
 
-# ---------------------------------------------------------------------------- processing
-
-
-def check_sampling(temperature, top_k=None, top_p=None) -> tuple[float, int | None, float | None]:
-    t = float(temperature)
-    if not np.isfinite(t) or t < 0:
-        raise ValueError(f"temperature: must be a finite number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1):
-        raise ValueError(f"top_k: must be None or an integer >= 1, got {top_k!r}")
-    if top_p is not None and not 0 < float(top_p) <= 1:
-        raise ValueError(f"top_p: must be None or lie in (0, 1], got {top_p!r}")
-    return t, (int(top_k) if top_k is not None else None), (float(top_p) if top_p is not None else None)
-
-
-def process_logits(logits, temperature=1.0, top_k=None, top_p=None) -> np.ndarray:
-    """Next-token probabilities (float64) after temperature, then top-k, then top-p.
-
-    The order and the kept sets follow HF's TemperatureLogitsWarper / TopKLogitsWarper /
-    TopPLogitsWarper: top-k keeps every logit >= the k-th largest; top-p keeps the smallest set
-    of most likely tokens whose mass reaches top_p. The same function processes p and q.
-    """
-    t, top_k, top_p = check_sampling(temperature, top_k, top_p)
-    if t == 0:
-        raise ValueError("temperature: 0 is greedy decoding and has no probability vector")
-    z = np.asarray(logits, dtype=np.float64) / t
-    if top_k is not None and top_k < z.size:
-        kth = np.partition(z, -top_k)[-top_k]
-        z = np.where(z >= kth, z, -np.inf)
-    p = softmax(z)
-    if top_p is not None and top_p < 1:
-        order = np.argsort(-p, kind="stable")
-        n_keep = int(np.searchsorted(np.cumsum(p[order]), top_p)) + 1
-        kept = np.zeros_like(p)
-        kept[order[:n_keep]] = p[order[:n_keep]]
-        p = kept / kept.sum()
-    return check_prob_vector("processed logits", p)
+# ---------------------------------------------------------------------------- greedy
 
 
 def greedy_token(logits_row) -> int:
@@ -266,12 +231,7 @@ def _verify(rows, drafts, qs, t, top_k, top_p, rng) -> tuple[int, int]:
                 return j, best
         return len(drafts), greedy_token(rows[len(drafts)])
     rows = rows.cpu().numpy()
-    for j, (x, q) in enumerate(zip(drafts, qs)):
-        p = process_logits(rows[j], t, top_k, top_p)
-        if not accepts(p, q, x, rng):
-            return j, int(rng.choice(p.size, p=residual(p, q)))
-    p = process_logits(rows[len(drafts)], t, top_k, top_p)
-    return len(drafts), int(rng.choice(p.size, p=p))
+    return verify(LazyRows(lambda j: process_logits(rows[j], t, top_k, top_p)), qs, drafts, rng)
 
 
 def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperature=0.0,

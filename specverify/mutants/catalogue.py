@@ -2,7 +2,8 @@
 
 Every entry is a sampler with the handout's signature ``fn(p_fn, q_fn, prefix, k, rng) ->
 list[int]`` that reads as "``specverify.samplers.chain.speculative_step`` but X": it reuses the
-reference's helpers (``model_output``, ``draft``, ``accepts``, ``residual``) and changes one thing.
+reference's helpers (``model_output``, ``draft``, ``accepts``, ``recover``, ``sample``,
+``residual``) and changes one thing.
 The detectors are judged by which mutants they kill; the negative controls (``CONTROLS``) are
 samplers that look wrong but are exact, and must never be flagged.
 
@@ -30,13 +31,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
 from scipy.stats import entropy
 
+from ..processing import keep_top_k, keep_top_p, temper
 from ..samplers import get_sampler
-from ..samplers.chain import accepts, draft, model_output, residual, speculative_step
+from ..samplers.chain import (accepts, draft, model_output, recover, residual, sample,
+                              speculative_step, verify_drafts)
 from ..samplers.prompt_lookup import one_hot
 from ..validation import check_k, check_same_length
 
@@ -72,24 +76,21 @@ class Mutant:
 
 
 # ----------------------------------------------------------------------------------------------
-# The reference with hooks: each default is the reference's own step, so a mutant that swaps one
-# hook differs from speculative_step in exactly that step.
+# The reference with hooks: each default is the rule's own piece from samplers.chain (accepts,
+# recover, sample), so a mutant that swaps one hook differs from speculative_step in exactly that
+# piece. Hooks return lists of tokens, so a mutant can also emit none or two.
 
 
 def _target_prefix(prefix: tuple, drafts: list, i: int) -> tuple:
     return prefix + tuple(drafts[:i])
 
 
-def _sample(p: np.ndarray, rng) -> int:
-    return int(rng.choice(len(p), p=p))
-
-
 def _recover(p, q, x, rng) -> list[int]:
-    return [_sample(residual(p, q), rng)]
+    return [recover(p, q, rng)]
 
 
 def _bonus(p_fn, prefix: tuple, drafts: list, rng) -> list[int]:
-    return [_sample(model_output("p_fn", p_fn, prefix + tuple(drafts)), rng)]
+    return [sample(model_output("p_fn", p_fn, prefix + tuple(drafts)), rng)]
 
 
 def _round(p_fn, q_fn, prefix, k, rng, *, drafter=draft, target_prefix=_target_prefix,
@@ -113,7 +114,7 @@ def _draft_processed(process: Callable) -> Callable:
         drafts, qs = [], []
         for _ in range(k):
             q = model_output("q_fn", q_fn, prefix + tuple(drafts))
-            drafts.append(_sample(process(q), rng))
+            drafts.append(sample(process(q), rng))
             qs.append(q)
         return drafts, qs
 
@@ -122,24 +123,6 @@ def _draft_processed(process: Callable) -> Callable:
 
 def _normalized(v: np.ndarray) -> np.ndarray:
     return v / v.sum()
-
-
-def _tempered(q: np.ndarray) -> np.ndarray:
-    return _normalized(q ** (1.0 / DRAFT_TEMPERATURE))
-
-
-def _top_k_mask(q: np.ndarray, n: int) -> np.ndarray:
-    return np.isin(np.arange(len(q)), np.argsort(-q, kind="stable")[:n])
-
-
-def _top_k(q: np.ndarray) -> np.ndarray:
-    return _normalized(np.where(_top_k_mask(q, DRAFT_TOP_K), q, 0.0))
-
-
-def _top_p(q: np.ndarray) -> np.ndarray:
-    """Nucleus: the fewest most-likely tokens whose mass reaches DRAFT_TOP_P, renormalized."""
-    keep = int(np.searchsorted(np.cumsum(np.sort(q)[::-1]), DRAFT_TOP_P)) + 1
-    return _normalized(np.where(_top_k_mask(q, keep), q, 0.0))
 
 
 def _float16(q: np.ndarray) -> np.ndarray:
@@ -191,7 +174,7 @@ def no_bonus_token(p_fn, q_fn, prefix, k, rng):
 
 
 def resample_from_p(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, recover=lambda p, q, x, rng: [_sample(p, rng)])
+    return _round(p_fn, q_fn, prefix, k, rng, recover=lambda p, q, x, rng: [sample(p, rng)])
 
 
 def continue_after_reject(p_fn, q_fn, prefix, k, rng):
@@ -201,7 +184,7 @@ def continue_after_reject(p_fn, q_fn, prefix, k, rng):
     out = []
     for i, (x, q) in enumerate(zip(drafts, qs)):
         p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
-        out.append(x if accepts(p, q, x, rng) else _sample(residual(p, q), rng))
+        out.append(x if accepts(p, q, x, rng) else recover(p, q, rng))
     return out + (_bonus(p_fn, prefix, drafts, rng) if out == drafts else [])
 
 
@@ -290,15 +273,18 @@ def accept_with_p(p_fn, q_fn, prefix, k, rng):
 
 
 def temperature_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(_tempered))
+    return _round(p_fn, q_fn, prefix, k, rng,
+                  drafter=_draft_processed(partial(temper, temperature=DRAFT_TEMPERATURE)))
 
 
 def top_k_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(_top_k))
+    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(
+        partial(keep_top_k, top_k=DRAFT_TOP_K, keep_ties=False)))
 
 
 def top_p_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(_top_p))
+    return _round(p_fn, q_fn, prefix, k, rng,
+                  drafter=_draft_processed(partial(keep_top_p, top_p=DRAFT_TOP_P)))
 
 
 def greedy_draft_softmax_q(p_fn, q_fn, prefix, k, rng):
@@ -315,7 +301,7 @@ def low_precision_draft(p_fn, q_fn, prefix, k, rng):
 
 def residual_not_clipped(p_fn, q_fn, prefix, k, rng):
     def recover(p, q, x, rng):
-        return [_sample(_normalized(np.abs(p - q)), rng)]
+        return [sample(_normalized(np.abs(p - q)), rng)]
 
     return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
 
@@ -325,7 +311,7 @@ def residual_softmax(p_fn, q_fn, prefix, k, rng):
 
     def recover(p, q, x, rng):
         e = np.exp(np.maximum(p - q, 0.0))
-        return [_sample(e / e.sum(), rng)]
+        return [sample(e / e.sum(), rng)]
 
     return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
 
@@ -346,13 +332,13 @@ def residual_unnormalized(p_fn, q_fn, prefix, k, rng):
 
 def residual_swapped(p_fn, q_fn, prefix, k, rng):
     return _round(p_fn, q_fn, prefix, k, rng,
-                  recover=lambda p, q, x, rng: [_sample(residual(q, p), rng)])  # fmt: skip
+                  recover=lambda p, q, x, rng: [sample(residual(q, p), rng)])  # fmt: skip
 
 
 def residual_drafted_token_only(p_fn, q_fn, prefix, k, rng):
     """Subtracts q only at the drafted token: norm(max(0, p - q(x) e_x))."""
     def recover(p, q, x, rng):
-        return [_sample(residual(p, q[x] * one_hot(x, len(p))), rng)]
+        return [sample(residual(p, q[x] * one_hot(x, len(p))), rng)]
 
     return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
 
@@ -368,7 +354,7 @@ def residual_in_place(p_fn, q_fn, prefix, k, rng):
             p -= q
             np.maximum(p, 0.0, out=p)
             p /= p.sum()
-            return drafts[:i] + [_sample(p, rng)]
+            return drafts[:i] + [sample(p, rng)]
     return drafts + _bonus(p_fn, prefix, drafts, rng)
 
 
@@ -379,8 +365,8 @@ def residual_next_position_p(p_fn, q_fn, prefix, k, rng):
     ps = [model_output("p_fn", p_fn, prefix + tuple(drafts[:i])) for i in range(k + 1)]
     for i, (x, q) in enumerate(zip(drafts, qs)):
         if not accepts(ps[i], q, x, rng):
-            return drafts[:i] + [_sample(residual(ps[i + 1], q), rng)]
-    return drafts + [_sample(ps[k], rng)]
+            return drafts[:i] + [sample(residual(ps[i + 1], q), rng)]
+    return drafts + [sample(ps[k], rng)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -398,11 +384,8 @@ def bonus_after_rejection(p_fn, q_fn, prefix, k, rng):
     """Also appends the bonus row's sample (conditioned on all k drafts) after a rejection."""
     k, prefix = check_k(k), tuple(prefix)
     drafts, qs = draft(q_fn, prefix, k, rng)
-    for i, (x, q) in enumerate(zip(drafts, qs)):
-        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
-        if not accepts(p, q, x, rng):
-            return drafts[:i] + _recover(p, q, x, rng) + _bonus(p_fn, prefix, drafts, rng)
-    return drafts + _bonus(p_fn, prefix, drafts, rng)
+    out = verify_drafts(p_fn, prefix, drafts, qs, rng)
+    return out + (_bonus(p_fn, prefix, drafts, rng) if len(out) <= k else [])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -420,7 +403,7 @@ def typical_acceptance(p_fn, q_fn, prefix, k, rng):
         return p[x] > min(TYPICAL_EPSILON, TYPICAL_DELTA * np.exp(-entropy(p)))
 
     return _round(p_fn, q_fn, prefix, k, rng, accept=accept,
-                  recover=lambda p, q, x, rng: [_sample(p, rng)])  # fmt: skip
+                  recover=lambda p, q, x, rng: [sample(p, rng)])  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -459,7 +442,7 @@ def match_target_sample(p_fn, q_fn, prefix, k, rng):
     P(z) = q(z) p(z) + p(z) (1 - q(z)) = p(z)."""
 
     def accept_or_keep_y(p, q, x, rng):
-        y = _sample(p, rng)
+        y = sample(p, rng)
         if y != x:
             mismatch.append(y)
         return y == x

@@ -5,6 +5,8 @@ Leviathan, Kalman, Matias 2023 (arXiv 2211.17192), Algorithm 1; Chen et al. 2023
 accept with probability min(1, p(x) / q(x)); on rejection emit one token from
 norm(max(0, p - q)) and end the round; when all k drafts are accepted emit a bonus token from p.
 The emitted sequence is then distributed exactly as sampling from p token by token.
+``verify`` holds the rule's loop on precomputed rows; ``verify_drafts``, ``models.decoding`` and
+``adapters.hf`` call it.
 """
 
 from __future__ import annotations
@@ -52,20 +54,49 @@ def accepts(p: np.ndarray, q: np.ndarray, x: int, rng) -> bool:
     return rng.random() < (1.0 if p[x] >= q[x] else p[x] / q[x])  # no overflow for tiny q(x)
 
 
-def verify_drafts(p_fn, prefix: tuple, drafts: list[int], qs: list[np.ndarray], rng) -> list[int]:
-    """Verify drafts (draft i sampled from qs[i]) left to right with the exact rule.
+def sample(p: np.ndarray, rng) -> int:
+    """One token from p: the bonus after k acceptances."""
+    return int(rng.choice(len(p), p=p))
 
-    The target for draft i is conditioned on the drafts before i, not including i. Returns the
-    accepted drafts plus one token: a residual sample at the first rejection, or a bonus token
-    from p when every draft is accepted.
-    """
+
+def recover(p: np.ndarray, q: np.ndarray, rng) -> int:
+    """One token from residual(p, q): what the round emits at its first rejection."""
+    return sample(residual(p, q), rng)
+
+
+def verify(ps, qs, drafts: list[int], rng) -> tuple[int, int]:
+    """(accepted drafts j, the token after them) from the k + 1 target rows ``ps`` (row i
+    conditioned on drafts[:i]) and the k draft rows ``qs`` the drafts were sampled from, the rows
+    of gpt-fast's generate.py and vLLM's rejection sampler. Reads each row of ``ps`` once."""
     for i, (x, q) in enumerate(zip(drafts, qs)):
-        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
-        check_same_length("p_fn output", p, "q_fn output", q)
+        p = ps[i]
         if not accepts(p, q, x, rng):
-            return drafts[:i] + [int(rng.choice(len(p), p=residual(p, q)))]
-    p = model_output("p_fn", p_fn, prefix + tuple(drafts))
-    return list(drafts) + [int(rng.choice(len(p), p=p))]
+            return i, recover(p, q, rng)
+    return len(drafts), sample(ps[len(drafts)], rng)
+
+
+class LazyRows:
+    """row(0), row(1), ... computed when read: ``verify`` calls a model only where it gets."""
+
+    def __init__(self, row):
+        self.row = row
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.row(i)
+
+
+def verify_drafts(p_fn, prefix: tuple, drafts: list[int], qs: list[np.ndarray], rng) -> list[int]:
+    """``verify`` with row i = p_fn(prefix + drafts[:i]), called lazily: the accepted drafts plus
+    one token."""
+
+    def row(i):
+        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
+        if i < len(qs):
+            check_same_length("p_fn output", p, "q_fn output", qs[i])
+        return p
+
+    j, token = verify(LazyRows(row), qs, drafts, rng)
+    return list(drafts[:j]) + [token]
 
 
 @register("chain")
