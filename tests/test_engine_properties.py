@@ -18,11 +18,11 @@ statistics).
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from specverify import acceptance_rate, expected_tokens, get_sampler, strategies as sst
-from specverify.chains import toy_chain
+from specverify.chains import TableModel, toy_chain
 from specverify.exact import round_length_distribution, sampler_distribution, sequence_distribution
 from specverify.exact import NotEnumerable, total_variation
 from specverify.samplers.batched import simulate_tokens
@@ -86,6 +86,7 @@ def first_m_tokens(sampler, model, prefix, k, m, rng) -> tuple:
 
 @settings(max_examples=40)
 @given(cases(), sst.seeds())
+@example((TableModel([[0.6, 0.4]], [[0.3, 0.7]], order=0), (), 5, 4), 0)  # > 30 paths
 def test_enumeration_or_statistics_as_the_checker_does(case, seed):
     """The checker's route on generated models: exact enumeration within a path budget and,
     when it refuses (NotEnumerable), a chi-square test of 2,000 sampled runs instead (false-fail
