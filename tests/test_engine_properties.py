@@ -70,9 +70,9 @@ def test_batched_chain_passes_chi_square(case, seed):
     assert result.passed, result.detail
 
 
-ENUMERATION_BUDGET = 30
-"""Paths; far below the checker's 100,000 on purpose, so that the larger generated cases take
-the statistics route and both routes are exercised."""
+ENUMERATION_BUDGETS = (2, 100_000)
+"""Paths: the checker's 100,000, or 2 (almost every case then refuses), drawn per example so
+that both routes are exercised and both labels appear whatever Hypothesis generates."""
 
 
 def first_m_tokens(sampler, model, prefix, k, m, rng) -> tuple:
@@ -85,9 +85,9 @@ def first_m_tokens(sampler, model, prefix, k, m, rng) -> tuple:
 
 
 @settings(max_examples=40)
-@given(cases(), sst.seeds())
-@example((TableModel([[0.6, 0.4]], [[0.3, 0.7]], order=0), (), 5, 4), 0)  # > 30 paths
-def test_enumeration_or_statistics_as_the_checker_does(case, seed):
+@given(cases(), sst.seeds(), st.sampled_from(ENUMERATION_BUDGETS))
+@example((TableModel([[0.6, 0.4]], [[0.3, 0.7]], order=0), (), 5, 4), 0, 2)  # > 2 paths
+def test_enumeration_or_statistics_as_the_checker_does(case, seed, max_paths):
     """The checker's route on generated models: exact enumeration within a path budget and,
     when it refuses (NotEnumerable), a chi-square test of 2,000 sampled runs instead (false-fail
     rate 1e-6 per example)."""
@@ -97,7 +97,7 @@ def test_enumeration_or_statistics_as_the_checker_does(case, seed):
     want = sequence_distribution(model.p_fn, prefix, m)
     try:
         got = sampler_distribution(sampler, model.p_fn, model.q_fn, prefix, k, m,
-                                   max_paths=ENUMERATION_BUDGET)
+                                   max_paths=max_paths)
     except NotEnumerable:
         event("fell back from enumeration to statistics")
         rng = np.random.default_rng(seed)
