@@ -38,6 +38,8 @@ from specverify.samplers.batched import (
 )
 from specverify.samplers.chain import speculative_step
 
+from hypothesis_labels import label_model
+
 FALSE_FAIL = 1e-6  # per chi-square assertion
 N_RUNS = 200_000
 
@@ -235,6 +237,7 @@ def test_rounds_are_well_formed_on_random_models(mpk, seed):
     and every emitted token has p > 0 in its own context."""
     model, prefix, k = mpk
     tokens, lengths = simulate_rounds(model, prefix, k, 40, np.random.default_rng(seed))
+    label_model(model, k, lengths=lengths)
     event(f"max length {lengths.max()} of {k + 1}")
     assert tokens.shape == (40, k + 1) and lengths.shape == (40,)
     assert np.all((1 <= lengths) & (lengths <= k + 1))
@@ -253,6 +256,7 @@ def test_token_streams_are_well_formed_on_random_models(mpk, m, seed):
     """simulate_tokens: shape (n, m), and every token is possible under p in its row's context
     (rows diverge in length, so a wrong context index shows up as a p = 0 token)."""
     model, prefix, k = mpk
+    label_model(model, k, m)
     out = simulate_tokens(model, prefix, k, m, 30, np.random.default_rng(seed))
     assert out.shape == (30, m)
     for row in out.tolist():
@@ -264,6 +268,7 @@ def test_token_streams_are_well_formed_on_random_models(mpk, m, seed):
 @given(sst.table_models(vocab_size=(2, 4), order=(0, 3), period=(1, 3)),
        st.lists(st.lists(st.integers(0, 3), max_size=6), min_size=1, max_size=8))
 def test_vectorized_context_index_matches_the_model(model, prefixes):
+    label_model(model)  # no sampler runs here: order, period and zeros only
     prefixes = [tuple(t % model.vocab_size for t in pre) for pre in prefixes]
     tables = _Tables.of(model)
     for pre in prefixes:
@@ -275,6 +280,7 @@ def test_vectorized_context_index_matches_the_model(model, prefixes):
 def test_columnwise_and_binary_search_draws_agree_exactly(mpk, seed):
     """Both inverse-CDF paths of the sampler map the same uniforms to the same tokens."""
     model, prefix, k = mpk
+    label_model(model, k, 4)
     columnwise = simulate_tokens(model, prefix, k, 4, 30, np.random.default_rng(seed))
     limit = batched._COLUMNWISE_MAX_VOCAB
     batched._COLUMNWISE_MAX_VOCAB = 0

@@ -1,7 +1,8 @@
 """Hypothesis properties of one round of speculative_step on i.i.d. p and q.
 
 Regimes are labelled with event() so `pytest --hypothesis-show-statistics` shows which were hit:
-all accepted, rejected at position i, p == q, disjoint supports.
+all accepted (the round reached the bonus token), rejected at position i, p == q, disjoint
+supports, zeros in p or q, k.
 """
 
 import numpy as np
@@ -9,6 +10,8 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from specverify import speculative_step
+
+from hypothesis_labels import label_zeros
 
 
 @st.composite
@@ -40,7 +43,10 @@ def label(p, q, out, k):
         event("p == q")
     if np.minimum(p, q).sum() == 0:
         event("disjoint supports")
-    event("all accepted" if len(out) == k + 1 else f"rejected at position {len(out) - 1}")
+    label_zeros(p, q)
+    event(f"k {k}")
+    event("all accepted: reached the bonus token" if len(out) == k + 1
+          else f"rejected at position {len(out) - 1}")
 
 
 @given(pq_and_k())

@@ -10,37 +10,29 @@
 - Non-i.i.d.: the exact expected tokens per round on a Markov chain equals an independent
   dynamic program, and differs from the formula at the average alpha (handout experiment 2).
 
-`pytest --hypothesis-show-statistics` shows which regimes (model order, position dependence,
-zeros, disjoint supports, p == q) were exercised.
+`pytest --hypothesis-show-statistics` shows which regimes were exercised (labels from
+tests/hypothesis_labels.py: model order, period, zeros, disjoint supports, p == q, k, whether
+the window reaches the bonus token, and whether a case fell back from enumeration to
+statistics).
 """
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from specverify import acceptance_rate, expected_tokens, get_sampler, strategies as sst
-from specverify.chains import toy_chain
+from specverify.chains import TableModel, toy_chain
 from specverify.exact import round_length_distribution, sampler_distribution, sequence_distribution
-from specverify.exact import total_variation
+from specverify.exact import NotEnumerable, total_variation
 from specverify.samplers.batched import simulate_tokens
 from specverify.samplers.chain import residual
 from specverify.stats import chi_square_test
 
+from hypothesis_labels import label_model
+
 EXACT_SAMPLERS = ["chain", "tree-iid", "tree-without-replacement", "adaptive-confidence",
                   "prompt-lookup"]
-
-
-def label(model):
-    event(f"order {model.order}")
-    event("position-dependent" if model.period > 1 else "same table at every position")
-    if np.any(model.p_table == 0) or np.any(model.q_table == 0):
-        event("zeros in p or q")
-    a = model.alphas()
-    if np.any(a == 0):
-        event("disjoint supports in some context")
-    if np.any(np.all(model.p_table == model.q_table, axis=1)):
-        event("p == q in some context")
 
 
 @st.composite
@@ -58,10 +50,10 @@ def cases(draw):
 @given(cases(), st.sampled_from(EXACT_SAMPLERS))
 def test_every_exact_sampler_matches_the_target_exactly(case, name):
     model, prefix, k, m = case
-    label(model)
-    event(f"sampler {name}")
     if name.startswith("tree"):
         k = min(k, 2)  # a width-2 tree of depth k has 2 + ... + 2^k nodes to enumerate
+    label_model(model, k, m)
+    event(f"sampler {name}")
     got = sampler_distribution(get_sampler(name), model.p_fn, model.q_fn, prefix, k, m,
                                max_paths=400_000)
     want = sequence_distribution(model.p_fn, prefix, m)
@@ -71,11 +63,50 @@ def test_every_exact_sampler_matches_the_target_exactly(case, name):
 @given(cases(), sst.seeds())
 def test_batched_chain_passes_chi_square(case, seed):
     model, prefix, k, m = case
-    label(model)
+    label_model(model, k, m)
     tokens = simulate_tokens(model, prefix, k, m, 20_000, np.random.default_rng(seed))
     want = sequence_distribution(model.p_fn, prefix, m)
     result = chi_square_test([tuple(row) for row in tokens.tolist()], want, false_fail_rate=1e-6)
     assert result.passed, result.detail
+
+
+ENUMERATION_BUDGETS = (2, 100_000)
+"""Paths: the checker's 100,000, or 2 (almost every case then refuses), drawn per example so
+that both routes are exercised and both labels appear whatever Hypothesis generates."""
+
+
+def first_m_tokens(sampler, model, prefix, k, m, rng) -> tuple:
+    out, ctx = [], tuple(prefix)
+    while len(out) < m:
+        new = [int(t) for t in sampler(model.p_fn, model.q_fn, ctx, k, rng)]
+        out += new
+        ctx += tuple(new)
+    return tuple(out[:m])
+
+
+@settings(max_examples=40)
+@given(cases(), sst.seeds(), st.sampled_from(ENUMERATION_BUDGETS))
+@example((TableModel([[0.6, 0.4]], [[0.3, 0.7]], order=0), (), 5, 4), 0, 2)  # > 2 paths
+def test_enumeration_or_statistics_as_the_checker_does(case, seed, max_paths):
+    """The checker's route on generated models: exact enumeration within a path budget and,
+    when it refuses (NotEnumerable), a chi-square test of 2,000 sampled runs instead (false-fail
+    rate 1e-6 per example)."""
+    model, prefix, k, m = case
+    label_model(model, k, m)
+    sampler = get_sampler("chain")
+    want = sequence_distribution(model.p_fn, prefix, m)
+    try:
+        got = sampler_distribution(sampler, model.p_fn, model.q_fn, prefix, k, m,
+                                   max_paths=max_paths)
+    except NotEnumerable:
+        event("fell back from enumeration to statistics")
+        rng = np.random.default_rng(seed)
+        runs = [first_m_tokens(sampler, model, prefix, k, m, rng) for _ in range(2000)]
+        result = chi_square_test(runs, want, false_fail_rate=1e-6)
+        assert result.passed, result.detail
+        return
+    event("enumerated exactly")
+    assert total_variation(got, want) < 1e-9
 
 
 @given(sst.adversarial_or_random_pairs(vocab_size=(1, 5)), st.integers(1, 5))

@@ -37,6 +37,8 @@ from specverify.samplers.prompt_lookup import lookup_drafts, prompt_lookup_step
 from specverify.samplers.tree import tree_nodes, tree_step
 from specverify.theory import expected_tokens as theory_tokens
 
+from hypothesis_labels import label_model
+
 TOL = 1e-9  # exact TV of a correct sampler is float rounding, ~1e-16
 EXACT_SAMPLERS = [
     "tree-iid", "tree-without-replacement", "adaptive-confidence", "adaptive-k", "prompt-lookup",
@@ -87,9 +89,11 @@ def test_exact_for_first_three_tokens(name, model_name, k):
 @settings(max_examples=12)
 @given(sst.table_models(vocab_size=(2, 3), order=(0, 1), period=(1, 2)))
 def test_exact_on_generated_models(model):
+    k, m = 2, 3  # m > k: the window reaches the first round's bonus token
+    label_model(model, k, m)
     for name in EXACT_SAMPLERS:
         for prefix in ((0,), (0, 1, 0)):
-            tv = exact_tv(get_sampler(name), model.p_fn, model.q_fn, prefix, 2, 2)
+            tv = exact_tv(get_sampler(name), model.p_fn, model.q_fn, prefix, k, m)
             assert tv < TOL, f"{name}, prefix {prefix}: TV {tv:.3g}"
 
 

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from specverify import strategies as sst
 from specverify.validation import check_prob_vector
 
+from hypothesis_labels import label_model
+
 
 def _label_vector(v: np.ndarray) -> None:
     event(f"vocab size {v.size}")
@@ -151,6 +153,7 @@ def test_adversarial_or_random_pairs_respects_arguments(pq):
 def test_table_models_have_the_right_shape(model):
     v, order, period = model.vocab_size, model.order, model.period
     event(f"order {order}, period {period}")
+    label_model(model)  # no sampler runs here: order, period and zeros only
     assert 2 <= v <= 4 and 0 <= order <= 3 and 1 <= period <= 3
     assert model.p_table.shape == model.q_table.shape == (v**order * period, v)
     for table in (model.p_table, model.q_table):
