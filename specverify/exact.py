@@ -37,7 +37,7 @@ from collections import defaultdict
 import numpy as np
 
 from .stats import total_variation  # noqa: F401  (re-exported: exact.total_variation)
-from .validation import check_k, check_prob_vector
+from .validation import check_int, check_k, check_prob_vector
 
 MAX_BRANCHING = 4096
 """Most outcomes one ``choice`` / ``integers`` call may branch over."""
@@ -98,6 +98,32 @@ def _constant(x, what: str, rng: EnumeratingRng) -> float:
     return float(x)
 
 
+_REFUSED = (
+    "__bool__", "__float__", "__int__", "__index__", "__complex__", "__round__", "__trunc__",
+    "__floor__", "__ceil__", "__abs__", "__pow__", "__rpow__", "__mod__", "__rmod__",
+    "__floordiv__", "__rfloordiv__", "__divmod__", "__rdivmod__", "__rtruediv__",
+    # numpy's object-dtype loops call these methods on the elements of random(size=n)
+    "log", "log1p", "log2", "log10", "exp", "expm1", "sqrt", "square", "reciprocal", "sin",
+    "cos", "tan", "tanh", "arctan", "floor", "ceil", "rint", "sign", "conjugate",
+)  # fmt: skip
+"""Every use of a symbolic uniform that would need its value: each raises NotEnumerable."""
+
+
+def _refusing(what: str):
+    def refuse(self, *args, **kwargs):
+        self._iv.rng._refuse(f"{what} of a symbolic uniform is not modelled")
+
+    return refuse
+
+
+def _refuses_unmodelled_uses(cls):
+    """Class decorator: every name in ``_REFUSED`` raises NotEnumerable (see ``_refusing``)."""
+    for name in _REFUSED:
+        setattr(cls, name, _refusing(name.strip("_")))
+    return cls
+
+
+@_refuses_unmodelled_uses
 class SymbolicUniform:
     """a * u + b for one u ~ U(0, 1); ``random()`` returns a = 1, b = 0.
 
@@ -114,6 +140,11 @@ class SymbolicUniform:
     def __repr__(self):
         iv = self._iv
         return f"{type(self).__name__}({self._a:g} * u + {self._b:g}, u in [{iv.lo:g}, {iv.hi:g}))"
+
+    def __format__(self, spec):
+        if spec:
+            self._iv.rng._refuse("formatting a symbolic uniform as a number is not modelled")
+        return repr(self)
 
     # -- comparisons ---------------------------------------------------------------------------
     def _compare(self, op: str, t) -> bool:
@@ -211,33 +242,6 @@ _UFUNC_OPERATORS = {
 }  # fmt: skip
 
 
-def _refusing(what: str):
-    def refuse(self, *args, **kwargs):
-        self._iv.rng._refuse(f"{what} of a symbolic uniform is not modelled")
-
-    return refuse
-
-
-for _name in (
-    "__bool__", "__float__", "__int__", "__index__", "__complex__", "__round__", "__trunc__",
-    "__floor__", "__ceil__", "__abs__", "__pow__", "__rpow__", "__mod__", "__rmod__",
-    "__floordiv__", "__rfloordiv__", "__divmod__", "__rdivmod__", "__rtruediv__",
-    # numpy's object-dtype loops call these methods on the elements of random(size=n)
-    "log", "log1p", "log2", "log10", "exp", "expm1", "sqrt", "square", "reciprocal", "sin",
-    "cos", "tan", "tanh", "arctan", "floor", "ceil", "rint", "sign", "conjugate",
-):  # fmt: skip
-    setattr(SymbolicUniform, _name, _refusing(_name.strip("_")))
-
-
-def _format(self, spec):
-    if spec:
-        self._iv.rng._refuse("formatting a symbolic uniform as a number is not modelled")
-    return repr(self)
-
-
-SymbolicUniform.__format__ = _format
-
-
 class AffineUniform(SymbolicUniform):
     """a * u + b with a != 0; comparisons are mapped back to u (flipped when a < 0)."""
 
@@ -256,7 +260,7 @@ class EnumeratingRng:
     """
 
     def __init__(self, max_branching: int = MAX_BRANCHING):
-        self._max_branching = _positive_int(max_branching, "max_branching")
+        self._max_branching = check_int("max_branching", max_branching, 1)
         self._run = 0
         self._chosen: list[int] = []  # branch taken at each decision of the current path
         self._weights: list[tuple] = []  # conditional weights of the branches of each decision
@@ -415,7 +419,7 @@ class _Budget:
     """Paths allowed over one or several enumerations."""
 
     def __init__(self, max_paths: int):
-        self.cap = _positive_int(max_paths, "max_paths")
+        self.cap = check_int("max_paths", max_paths, 1)
         self.used = 0
 
     def spend(self):
@@ -545,12 +549,6 @@ def exact_tv(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000) -> float:
     """TV between sampler_distribution and sequence_distribution(p_fn, prefix, m)."""
     got = sampler_distribution(sampler, p_fn, q_fn, prefix, k, m, max_paths=max_paths)
     return total_variation(got, sequence_distribution(p_fn, prefix, m))
-
-
-def _positive_int(x, name: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, (numbers.Integral, np.integer)) or x < 1:
-        raise ValueError(f"{name}: must be an integer >= 1, got {x!r}")
-    return int(x)
 
 
 def counted_round(sampler, p_fn, q_fn, prefix, k, rng) -> tuple[tuple[int, ...], int]:

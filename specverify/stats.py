@@ -58,6 +58,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
+from .validation import check_discrepancy, check_finite, check_int, check_rate
+
 DEFAULT_FALSE_FAIL_RATE = 1e-6  # total budget per run; split it with split_budget
 PROB_SUM_TOL = 1e-9  # expected-probability dicts must sum to 1 within this (absolute)
 MIN_EXPECTED_COUNT = 5.0  # chi-square cells below this expected count are pooled
@@ -81,32 +83,6 @@ class TestResult:
 
 
 # ----------------------------------------------------------------------------- input checks
-
-
-def _check_rate(name: str, x) -> float:
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not 0.0 < float(x) < 1.0:
-        raise ValueError(f"{name}: must be a probability strictly between 0 and 1, got {x!r}")
-    return float(x)
-
-
-def _check_count(name: str, n, minimum: int = 1) -> int:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {n!r}")
-    if n < minimum:
-        raise ValueError(f"{name}: must be >= {minimum}, got {n}")
-    return int(n)
-
-
-def _check_discrepancy(name: str, d) -> float:
-    if isinstance(d, bool) or not isinstance(d, numbers.Real) or not 0.0 < float(d) <= 1.0:
-        raise ValueError(f"{name}: must be a total-variation distance in (0, 1], got {d!r}")
-    return float(d)
-
-
-def _check_real(name: str, x) -> float:
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
-        raise ValueError(f"{name}: must be a finite real number, got {x!r}")
-    return float(x)
 
 
 def check_probability_dict(name: str, probs) -> dict:
@@ -170,8 +146,8 @@ def _counts(name: str, samples_or_counts) -> dict:
 def split_budget(total_false_fail_rate: float, n_checks: int) -> float:
     """Bonferroni: each of ``n_checks`` checks gets ``total / n_checks``, so that by the union
     bound the probability that any check fails a correct implementation is <= ``total``."""
-    total = _check_rate("total_false_fail_rate", total_false_fail_rate)
-    return total / _check_count("n_checks", n_checks)
+    total = check_rate("total_false_fail_rate", total_false_fail_rate)
+    return total / check_int("n_checks", n_checks, 1)
 
 
 def empirical_distribution(samples) -> dict:
@@ -186,7 +162,7 @@ def empirical_distribution(samples) -> dict:
 def total_variation(a: Mapping, b: Mapping) -> float:
     """0.5 * sum |a(x) - b(x)| over the union of keys (a missing key has probability 0); no
     input checks, for callers whose dicts are distributions by construction (specverify.exact)."""
-    return 0.5 * math.fsum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in a.keys() | b.keys())
+    return 0.5 * math.fsum(abs(a.get(x, 0.0) - b.get(x, 0.0)) for x in a.keys() | b.keys())
 
 
 def tv_distance(a: dict, b: dict) -> float:
@@ -266,7 +242,7 @@ def chi_square_test(
     """
     if method not in _LAMBDA:
         raise ValueError(f"method: must be one of {sorted(_LAMBDA)}, got {method!r}")
-    rate = _check_rate("false_fail_rate", false_fail_rate)
+    rate = check_rate("false_fail_rate", false_fail_rate)
     counts = _counts("samples_or_counts", samples_or_counts)
     expected = check_probability_dict("expected", expected)
     n = sum(counts.values())
@@ -328,10 +304,10 @@ def min_discrepancy_chi_square(n, expected: dict, false_fail_rate, false_pass_ra
     Every term is non-increasing in n, so the result is monotone and ``min_num_samples`` is
     its exact inverse. A value above 1 means no alternative is guaranteed to be detected.
     """
-    n = _check_count("n", n)
+    n = check_int("n", n, 1)
     expected = check_probability_dict("expected", expected)
-    ffr = _check_rate("false_fail_rate", false_fail_rate)
-    fpr = _check_rate("false_pass_rate", false_pass_rate)
+    ffr = check_rate("false_fail_rate", false_fail_rate)
+    fpr = check_rate("false_pass_rate", false_pass_rate)
     probs = np.array([v for v in expected.values() if v > 0])
     probs = probs / probs.sum()
     outside = math.log(1.0 / fpr) / n
@@ -346,10 +322,10 @@ def min_num_samples_chi_square(
     discrepancy, expected: dict, false_fail_rate, false_pass_rate
 ) -> int:
     """Smallest n at which ``min_discrepancy_chi_square(n, ...) <= discrepancy`` (TV)."""
-    d = _check_discrepancy("discrepancy", discrepancy)
+    d = check_discrepancy("discrepancy", discrepancy)
     expected = check_probability_dict("expected", expected)
-    _check_rate("false_fail_rate", false_fail_rate)
-    _check_rate("false_pass_rate", false_pass_rate)
+    check_rate("false_fail_rate", false_fail_rate)
+    check_rate("false_pass_rate", false_pass_rate)
     return _smallest_n(
         lambda n: min_discrepancy_chi_square(n, expected, false_fail_rate, false_pass_rate), d
     )
@@ -404,12 +380,12 @@ def tv_threshold(n: int, n_cells: int, false_fail_rate) -> float:
 
     With one cell p_hat = p always and the threshold is 0.
     """
-    n = _check_count("n", n)
-    k = _check_count("n_cells", n_cells)
-    rate = _check_rate("false_fail_rate", false_fail_rate)
-    if k == 1:
+    n = check_int("n", n, 1)
+    n_cells = check_int("n_cells", n_cells, 1)
+    rate = check_rate("false_fail_rate", false_fail_rate)
+    if n_cells == 1:
         return 0.0
-    return min(_tv_bounds(n, k, rate))
+    return min(_tv_bounds(n, n_cells, rate))
 
 
 def _tv_p_value(tv: float, n: int, n_cells: int, rate: float) -> float:
@@ -436,21 +412,21 @@ def tv_bound_test(
     seed 14): distribution-free, hence conservative (threshold 0.068; the exact TV's 95%
     quantile is 0.051 there).
     """
-    rate = _check_rate("false_fail_rate", false_fail_rate)
+    rate = check_rate("false_fail_rate", false_fail_rate)
     counts = _counts("samples_or_counts", samples_or_counts)
     expected = check_probability_dict("expected", expected)
     n = sum(counts.values())
     support, probs, observed, impossible = _split_support(counts, expected)
-    k = len(support)
-    threshold = tv_threshold(n, k, rate)
+    n_cells = len(support)
+    threshold = tv_threshold(n, n_cells, rate)
     outside = sum(counts[key] for key in impossible)
     tv = 0.5 * (float(np.abs(observed / n - probs).sum()) + outside / n)
     if impossible:
         return _impossible_result("tv-bound", counts, impossible, threshold, rate, tv)
-    p_value = _tv_p_value(tv, n, k, rate) if k > 1 else 1.0
+    p_value = _tv_p_value(tv, n, n_cells, rate) if n_cells > 1 else 1.0
     passed = tv <= threshold
     detail = (f"TV {tv:.4g} {'<=' if passed else '>'} {threshold:.4g} "
-              f"(distribution-free, {k} cells, n = {n}, false-fail rate {rate:.3g})")
+              f"(distribution-free, {n_cells} cells, n = {n}, false-fail rate {rate:.3g})")
     return TestResult("tv-bound", passed, tv, threshold, p_value, n, rate, detail)
 
 
@@ -464,18 +440,18 @@ def min_discrepancy_tv(n, n_cells, false_fail_rate, false_pass_rate) -> float:
     d = tv_threshold(n, K, ffr) + sqrt(ln(1/fpr) / (2 n)) fails w.p. >= 1 - fpr.
     Distribution-free; proportional to 1/sqrt(n). Values above 1 mean nothing is guaranteed.
     """
-    n = _check_count("n", n)
-    fpr = _check_rate("false_pass_rate", false_pass_rate)
+    n = check_int("n", n, 1)
+    fpr = check_rate("false_pass_rate", false_pass_rate)
     shortfall = _hoeffding_radius(n, 1.0, math.log(1.0 / fpr))  # of p_hat(A) below r(A)
     return tv_threshold(n, n_cells, false_fail_rate) + shortfall
 
 
 def min_num_samples_tv(discrepancy, n_cells, false_fail_rate, false_pass_rate) -> int:
     """Smallest n at which ``min_discrepancy_tv(n, ...) <= discrepancy``."""
-    d = _check_discrepancy("discrepancy", discrepancy)
-    _check_count("n_cells", n_cells)
-    _check_rate("false_fail_rate", false_fail_rate)
-    _check_rate("false_pass_rate", false_pass_rate)
+    d = check_discrepancy("discrepancy", discrepancy)
+    check_int("n_cells", n_cells, 1)
+    check_rate("false_fail_rate", false_fail_rate)
+    check_rate("false_pass_rate", false_pass_rate)
     return _smallest_n(
         lambda n: min_discrepancy_tv(n, n_cells, false_fail_rate, false_pass_rate), d
     )
@@ -485,7 +461,7 @@ def min_num_samples_tv(discrepancy, n_cells, false_fail_rate, false_pass_rate) -
 
 
 def _check_bounds(lower, upper) -> tuple[float, float]:
-    lo, hi = _check_real("lower", lower), _check_real("upper", upper)
+    lo, hi = check_finite("lower", lower), check_finite("upper", upper)
     if not lo < hi:
         raise ValueError(f"lower, upper: need lower < upper, got {lo!r} and {hi!r}")
     return lo, hi
@@ -508,9 +484,9 @@ def mean_bound_test(
     alpha 0.8, k = 4, n = 200, seed 15); Hoeffding ignores the variance (1.60^2 here vs the
     worst case 2^2 on [1, 5]), hence conservative.
     """
-    rate = _check_rate("false_fail_rate", false_fail_rate)
+    rate = check_rate("false_fail_rate", false_fail_rate)
     lo, hi = _check_bounds(lower, upper)
-    mu = _check_real("expected_mean", expected_mean)
+    mu = check_finite("expected_mean", expected_mean)
     if not lo <= mu <= hi:
         raise ValueError(f"expected_mean: {mu!r} lies outside [lower, upper] = [{lo!r}, {hi!r}]")
     try:
@@ -543,10 +519,10 @@ def min_discrepancy_mean(n, lower, upper, false_fail_rate, false_pass_rate) -> f
     expected mean, which one-sided Hoeffding bounds by exp(-2 n (d - t)^2 / w^2); so
     d = w (sqrt(ln(2/ffr) / (2n)) + sqrt(ln(1/fpr) / (2n))), with w = upper - lower.
     """
-    n = _check_count("n", n)
+    n = check_int("n", n, 1)
     lo, hi = _check_bounds(lower, upper)
-    ffr = _check_rate("false_fail_rate", false_fail_rate)
-    fpr = _check_rate("false_pass_rate", false_pass_rate)
+    ffr = check_rate("false_fail_rate", false_fail_rate)
+    fpr = check_rate("false_pass_rate", false_pass_rate)
     return _hoeffding_radius(n, hi - lo, math.log(2.0 / ffr)) + _hoeffding_radius(
         n, hi - lo, math.log(1.0 / fpr)
     )
@@ -554,12 +530,12 @@ def min_discrepancy_mean(n, lower, upper, false_fail_rate, false_pass_rate) -> f
 
 def min_num_samples_mean(discrepancy, lower, upper, false_fail_rate, false_pass_rate) -> int:
     """Smallest n with ``min_discrepancy_mean(n, ...) <= discrepancy`` (units of the values)."""
-    d = _check_real("discrepancy", discrepancy)
+    d = check_finite("discrepancy", discrepancy)
     if d <= 0:
         raise ValueError(f"discrepancy: must be > 0, got {d!r}")
     _check_bounds(lower, upper)
-    _check_rate("false_fail_rate", false_fail_rate)
-    _check_rate("false_pass_rate", false_pass_rate)
+    check_rate("false_fail_rate", false_fail_rate)
+    check_rate("false_pass_rate", false_pass_rate)
     return _smallest_n(
         lambda n: min_discrepancy_mean(n, lower, upper, false_fail_rate, false_pass_rate), d
     )
@@ -579,12 +555,12 @@ def binomial_test(
     Measured false-fail rate: 0.0469 at nominal 0.05 over 20,000 draws (p = 0.64, 400 trials
     each, seed 16); exact rate for that p and n: 0.0479.
     """
-    rate = _check_rate("false_fail_rate", false_fail_rate)
-    trials = _check_count("trials", trials)
-    successes = _check_count("successes", successes, minimum=0)
+    rate = check_rate("false_fail_rate", false_fail_rate)
+    trials = check_int("trials", trials, 1)
+    successes = check_int("successes", successes, minimum=0)
     if successes > trials:
         raise ValueError(f"successes: {successes} exceeds trials ({trials})")
-    p = _check_real("expected_p", expected_p)
+    p = check_finite("expected_p", expected_p)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"expected_p: must lie in [0, 1], got {p!r}")
     p_value = float(stats.binomtest(successes, trials, p, alternative="two-sided").pvalue)

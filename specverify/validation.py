@@ -86,6 +86,36 @@ def _real(x, name: str) -> float:
     return v
 
 
+def check_rate(name: str, x) -> float:
+    """A probability strictly between 0 and 1 (a false-fail or false-pass rate)."""
+    v = _number(name, x, "a probability strictly between 0 and 1")
+    if not 0.0 < v < 1.0:
+        raise ValueError(f"{name}: must be a probability strictly between 0 and 1, got {x!r}")
+    return v
+
+
+def check_discrepancy(name: str, d) -> float:
+    """A total-variation distance in (0, 1]."""
+    v = _number(name, d, "a total-variation distance in (0, 1]")
+    if not 0.0 < v <= 1.0:
+        raise ValueError(f"{name}: must be a total-variation distance in (0, 1], got {d!r}")
+    return v
+
+
+def check_finite(name: str, x) -> float:
+    """A finite real number."""
+    v = _number(name, x, "a finite real number")
+    if not math.isfinite(v):
+        raise ValueError(f"{name}: must be a finite real number, got {x!r}")
+    return v
+
+
+def _number(name: str, x, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"{name}: must be {what}, got {x!r} of type {type(x).__name__}")
+    return float(x)
+
+
 def check_positive_real(name: str, x) -> float:
     """A finite real number > 0 (a timeout, a time budget)."""
     v = _real(x, name)
