@@ -22,25 +22,7 @@ Tests and their bounds
 * ``mean_bound_test``: two-sided Hoeffding for a variable bounded in [lower, upper].
 * ``binomial_test``: exact two-sided binomial (scipy.stats.binomtest).
 
-The handout's fixed test, and what replaces it
-----------------------------------------------
-The handout fails when the empirical TV over 30,000 two-token runs (9 cells, the toy chain's
-p(a | 0) p(b | a)) reaches 0.015, a threshold calibrated by simulation for that one p. Its
-false-fail rate is not stated: a Monte Carlo of 2 * 10^7 exact multinomial draws (numpy
-seed 1) gives 302 exceedances, 1.5e-5 (95% interval 1.3e-5 to 1.7e-5), 15 times our default
-budget. What it detects, by the argument of ``min_discrepancy_tv``: every alternative with
-TV >= 0.015 + sqrt(ln(10^6) / 60000) = 0.0302 fails with probability >= 1 - 1e-6.
-
-Ours at the same n, false-pass rate 1e-6, no calibration to a particular p:
-
-* ``chi_square_test`` at the handout's false-fail rate (1.5e-5) detects TV >= 0.0303, the same;
-  at 1e-6 (15 times fewer false alarms) it detects TV >= 0.0319, and reaches 0.0302 at
-  n = 33,333 (``min_num_samples_chi_square``; asymptotic in the test's null and power);
-* ``tv_bound_test`` at 1e-6: threshold 0.0183, detects TV >= 0.0335 (distribution-free, no
-  asymptotics; 0.0302 at n = 36,815).
-
-Every bug in the handout's table (TV >= 0.17) is caught at false-fail and false-pass rates
-1e-6 from n = 1,181 (chi-square) or 1,162 (TV bound) runs.
+How these compare with the handout's fixed TV < 0.015 test, with the figures: docs/STATISTICS.md.
 
 Error budget: a run that performs m checks gives each ``split_budget(total, m)`` (Bonferroni),
 so the probability that any check fails a correct implementation is at most ``total``.

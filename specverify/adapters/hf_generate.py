@@ -71,7 +71,7 @@ K = 4
 ACCEPTANCE_NEW_TOKENS = 24
 MAX_CONTEXTS = 512
 MIN_CELL_COUNT = 5
-FALSE_FAIL_RATE = 1e-6
+FALSE_FAIL_RATE = stats.DEFAULT_FALSE_FAIL_RATE
 FALSE_PASS_RATE = 0.01
 MIN_ROUNDS = 30  # fewer verified drafts at a position: no z-test there
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..processing import check_sampling, process_logits
-from ..samplers.chain import LazyRows, accepts, residual, verify
-from ..validation import check_k, check_prob_vector
+from ..samplers.chain import LazyRows, verify
+from ..validation import check_k
 from .loading import torch_modules
 
 DEFECT_ID = "model/kv-cache-not-cropped"
@@ -355,27 +355,3 @@ def alpha_per_position(target, draft, ids, n_prompt, temperature=1.0, top_k=None
     return np.array([np.minimum(p, q).sum() for p, q in pairs])
 
 
-def one_step_output_distribution(p, q) -> np.ndarray:
-    """Exact law of one verified token: min(p, q) + (1 - alpha) * residual(p, q), which is p."""
-    p = check_prob_vector("p", p)
-    q = check_prob_vector("q", q)
-    alpha = np.minimum(p, q).sum()
-    return np.minimum(p, q) + (1.0 - alpha) * residual(p, q)
-
-
-def sample_one_step(p, q, n: int, rng) -> np.ndarray:
-    """Counts of n one-step outcomes of the rule: draft x ~ q, ``accepts`` it or draw ``residual``.
-
-    Runs on the union of the supports only, so a 150k-token vector costs no more than its top-k.
-    """
-    p = check_prob_vector("p", p)
-    q = check_prob_vector("q", q)
-    support = np.flatnonzero((p > 0) | (q > 0))
-    ps, qs = p[support] / p[support].sum(), q[support] / q[support].sum()
-    res = residual(ps, qs)
-    counts = np.zeros(p.size, dtype=np.int64)
-    for _ in range(check_k(n, "n")):
-        x = int(rng.choice(qs.size, p=qs))
-        y = x if accepts(ps, qs, x, rng) else int(rng.choice(ps.size, p=res))
-        counts[support[y]] += 1
-    return counts
