@@ -102,7 +102,8 @@ def human(report: dict) -> str:
              f"({len(report['findings'])} finding(s), {report['seconds']:.1f} s, budget "
              f"{report['budget']}: {report['coverage']})"]
     for f in report["findings"]:
-        lines.append(f"  [{f['kind']}] {f['check']} on {f['case']}: {f['message']}")
+        where = f" on {f['case']}" if f["case"] else ""
+        lines.append(f"  [{f['kind']}] {f['check']}{where}: {f['message']}")
     for s in report["shortfalls"]:
         lines.append(f"  [inconclusive] {s}")
     ce = report["counterexample"]

@@ -722,8 +722,9 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
     except OutOfTime:
         battery_run.result.timed_out = True
         battery_run.result.ran.append("stopped: the deadline passed")
-    except runner.SubjectFailed as exc:  # loading it failed
+    except (runner.SubjectFailed, ContractBreach) as exc:  # it died loading, or mid-stage
         battery_run.breach(str(exc), None)
+        battery_run.result.ran.append("contract: breached; the remaining detectors skipped")
     finally:
         battery_run.result.output = handle.output_excerpt()
         if own:

@@ -71,6 +71,14 @@ SUBJECTS = textwrap.dedent(
         table[...] = 1.0 / table.size  # make the target uniform, then sample from it exactly
         return speculative_step(p_fn, q_fn, prefix, k, rng)
 
+    CALLS = [0]
+
+    def exits_mid_run(p_fn, q_fn, prefix, k, rng):
+        CALLS[0] += 1
+        if CALLS[0] > 500:  # past the contract stage, inside exact enumeration
+            os._exit(3)
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
     def returns_a_dict(p_fn, q_fn, prefix, k, rng):
         return {0: 1}
 
@@ -107,6 +115,7 @@ def contract_message(report) -> str:
      ("calls_os_exit", "exited with code 0"),
      ("exits_with_message", "sampler gave up"),
      ("raises_keyboard_interrupt", "KeyboardInterrupt"),
+     ("exits_mid_run", "exited with code 3"),
      ("returns_a_dict", "returned dict"),
      ("returns_a_set", "returned set")],
 )
