@@ -116,7 +116,7 @@ def draft_tokens(state: State, draft, n: int, vocab: int, row=draft_row) -> tupl
     return drafts, qs
 
 
-def run_verify(state: State, ps, qs, drafts, draft_logits) -> tuple[int, int]:
+def run_verify(state: State, ps, qs, drafts, draft) -> tuple[int, int]:
     return verify(ps, qs, drafts, state.rng)
 
 
@@ -173,7 +173,7 @@ def loop_with(target, draft, requests, k, rng, *, rngs=make_rngs, drafts_for=n_d
                 return cache[i]
 
             ps = LazyRows(row)
-            j, token = verifier(s, ps, qs, drafts, None)
+            j, token = verifier(s, ps, qs, drafts, draft)
             emitted, accepted = cut(s, drafts, j, token)
             s.logprobs += [math.log(ps[lp_row(i, j)][t]) if ps[lp_row(i, j)][t] > 0 else -math.inf
                            for i, t in enumerate(emitted)]
