@@ -216,18 +216,23 @@ class LogitTable:
 
 @dataclass(frozen=True)
 class LastTokenGrammar:
-    """A grammar as a table: ``start`` is allowed first, then ``after[t]`` after token t."""
+    """A grammar as a table: ``start`` is allowed first, then ``after[t]`` after token t (or
+    ``after_odd[t]`` when the output so far has odd length, if given: a state beyond the last token)."""
 
     start: tuple
     after: tuple
+    after_odd: tuple | None = None
 
     def __post_init__(self):
-        for ids in (self.start, *self.after):
+        for ids in (self.start, *self.after, *(self.after_odd or ())):
             if not ids:
                 raise ValueError("allowed_tokens: the grammar allows no token at some state")
 
     def __call__(self, output) -> tuple:
-        return self.start if not output else self.after[output[-1]]
+        if not output:
+            return self.start
+        table = self.after_odd if self.after_odd is not None and len(output) % 2 else self.after
+        return table[output[-1]]
 
 
 __all__ = ["LastTokenGrammar", "LogitTable", "Output", "Request", "SamplingParams", "as_output",

@@ -96,7 +96,7 @@ def _table(seed: int, period: int, vocab: int, width: int, scale: float = 1.2) -
 
 @lru_cache(maxsize=1)
 def loop_cases() -> tuple[LoopCase, ...]:
-    target = LogitTable(_table(11, 2, 3, 3), "target V3 period 2")
+    target = LogitTable(_table(11, 2, 3, 3, 0.8), "target V3 period 2")
     same = LogitTable(_table(12, 1, 3, 3), "draft V3")
     padded = _table(13, 1, 3, 4)
     padded[..., 3] = 0.5  # a padding row with a finite logit, as real pairs have
@@ -106,25 +106,25 @@ def loop_cases() -> tuple[LoopCase, ...]:
     tiny_t[..., 2] = -1e4  # the target never emits token 2 ...
     tiny_d = _table(16, 1, 3, 3)
     tiny_d[..., 2] = np.log(1e-8) + tiny_d[..., :2].max(axis=-1)  # ... the draft rarely drafts it
-    grammar = LastTokenGrammar((0, 1), ((1, 2), (0, 2), (0, 1)))
-    penalties = SamplingParams(temperature=1.0, repetition_penalty=1.8, frequency_penalty=0.6,
-                               presence_penalty=0.4, min_p=0.3, logit_bias={0: 0.8},
+    grammar = LastTokenGrammar((0, 1), ((1, 2), (0, 2), (0, 1)), ((0, 1), (1, 2), (0, 1, 2)))
+    penalties = SamplingParams(temperature=1.0, repetition_penalty=1.4, frequency_penalty=0.5,
+                               presence_penalty=0.3, min_p=0.15, logit_bias={0: 0.5},
                                stop_token_ids=(2,), max_tokens=3)
     greedy = SamplingParams(temperature=0, repetition_penalty=2.5, logit_bias={1: 0.3}, max_tokens=2)
     short = SamplingParams(temperature=0.8, top_k=2, max_tokens=1)
     return (
         LoopCase("penalties, min-p, logit bias, stop; k=2", target, same,
                  (Request((0,), penalties),), 2),
-        LoopCase("grammar, top-k, top-p; draft with a padding row; k=2", target, wider,
+        LoopCase("grammar, top-k, top-p; narrower draft; k=2", target, narrower,
                  (Request((1,), SamplingParams(temperature=0.9, top_k=2, top_p=0.95, max_tokens=3,
                                                allowed_tokens=grammar)),), 2),
-        LoopCase("logit bias, stop; narrower draft; k=1", target, narrower,
+        LoopCase("logit bias, stop; draft with a padding row; k=1", target, wider,
                  (Request((2,), SamplingParams(temperature=1.3, logit_bias={2: -0.7, 1: 0.4},
                                                stop_token_ids=(1,), max_tokens=3)),), 1),
         LoopCase("draft q(2) = 1e-8 where the target has p(2) = 0; k=2", LogitTable(tiny_t, "target p(2) = 0"),
                  LogitTable(tiny_d, "draft q(2) = 1e-8"), (Request((0,), SamplingParams(max_tokens=2)),), 2),
         LoopCase("ragged batch: penalties + stop, greedy, one token; k=2", target, same,
-                 (Request((0,), replace(penalties, min_p=0.0, logit_bias={})), Request((1, 2), greedy),
+                 (Request((0,), replace(penalties, min_p=0.0, logit_bias={}, stop_token_ids=())), Request((1, 2), greedy),
                   Request((2,), short)), 2),
         LoopCase("seeded request beside an unseeded one; k=1", target, same,
                  (Request((0,), SamplingParams(max_tokens=3, repetition_penalty=1.3)),
