@@ -111,7 +111,7 @@ def loop_cases() -> tuple[LoopCase, ...]:
                                presence_penalty=0.3, min_p=0.15, logit_bias={0: 0.5},
                                stop_token_ids=(2,), max_tokens=3)
     greedy = SamplingParams(temperature=0, repetition_penalty=2.5, logit_bias={1: 0.3}, max_tokens=2)
-    short = SamplingParams(temperature=0.8, top_k=2, max_tokens=1)
+    short = SamplingParams(temperature=0.8, top_k=1, max_tokens=1)  # one token, no branching
     return (
         LoopCase("penalties, min-p, logit bias, stop; k=2", target, same,
                  (Request((0,), penalties),), 2),
