@@ -21,6 +21,8 @@ path of the loop's random decisions (``specverify.exact``, the subject drawing f
 - ``logprobs`` (contract): each returned log-probability equals the processed target's (1e-9);
 - ``seeded-reproducibility`` (contract): a seeded request's tokens are the same alone and in a
   batch with unseeded requests drawing from another rng;
+- ``tokens-per-pass`` (efficiency): exact mean tokens per target pass, E[tokens] / E[tokens -
+  accepted], against the reference loop's on the same case; only a shortfall is a finding;
 - ``contract``: raised, exited, returned junk; ``rng``: the same rng state replayed differently.
 
 Seeded requests draw from ``np.random.default_rng(seed)`` (not from the enumerating rng), so the
@@ -304,6 +306,7 @@ class _LoopBattery:
             return
         if status == "ok":
             self.contracts(case, value)
+            self.tokens_per_pass(case, value)
             for i in ids:
                 got: dict = {}
                 for outcome, w in value.items():
@@ -350,6 +353,21 @@ class _LoopBattery:
                           f"request {i}: sampled outputs differ from target-only sampling's: p-value {p:.3g} "
                           f"< {per_check:.3g} after {len(samples)} runs", case, {"request": i, "p_value": p})
 
+    def tokens_per_pass(self, case: LoopCase, law: dict) -> None:
+        """Per request, exact mean tokens per target pass (tokens / (tokens - accepted): every round
+        but one cut by a stop inside its accepted block ends with one token not drafted) against the
+        reference loop's; only a shortfall is a finding (efficiency). Skipped without counts."""
+        if any(row[3] is None for outcome in law for row in outcome):
+            self.result.ran.append(f"tokens-per-pass: {case.name}: no counts returned; skipped")
+            return
+        want = _reference_rates(case)
+        for i, (got, ref) in enumerate(zip(_rates(law, len(case.requests)), want)):
+            self.result.ran.append(f"tokens-per-pass: {case.name}: request {i}: {got:.4f} vs {ref:.4f}")
+            if got < ref - 1e-9:
+                self.find("tokens-per-pass", "efficiency",
+                          f"request {i}: {got:.4f} tokens per target pass, the reference loop gives {ref:.4f}",
+                          case, {"request": i, "measured": got, "expected": ref})
+
     def seeded_case(self, case: LoopCase) -> None:
         b = self.budget
         seeds = list(range(b.seeds))
@@ -389,6 +407,32 @@ class _LoopBattery:
             else:
                 self.law_case(case, per_check, exact_ok)
         return r
+
+
+def _rates(law: dict, n: int) -> list[float]:
+    """Exact E[tokens] / E[tokens - accepted] per request (inf when every token was a draft)."""
+    out = []
+    for i in range(n):
+        tokens = sum(w * len(o[i][0]) for o, w in law.items())
+        passes = sum(w * (len(o[i][0]) - min(o[i][3], len(o[i][0]))) for o, w in law.items())
+        out.append(tokens / passes if passes > 0 else (math.inf if tokens > 0 else 1.0))
+    return out
+
+
+_REFERENCE_RATES: dict = {}
+
+
+def _reference_rates(case: LoopCase) -> list[float]:
+    """The reference loop's tokens per target pass on the case, enumerated in the parent."""
+    from .samplers.loop import generate
+
+    key = id(case)
+    if key not in _REFERENCE_RATES:
+        law = exact.enumerate_distribution(
+            lambda rng: _outcome(generate(case.target, case.draft, list(case.requests), case.k, rng),
+                                 len(case.requests), case.vocab_size), max_paths=1_000_000)
+        _REFERENCE_RATES[key] = (case, _rates(law, len(case.requests)))
+    return _REFERENCE_RATES[key][1]
 
 
 def _top(dist: dict, limit: int = 12) -> dict:

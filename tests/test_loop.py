@@ -156,6 +156,9 @@ def test_loop_battery_passes_the_reference_and_target_only():
         result = run_loop_battery(loop)
         assert result.exact is True, result.findings
         assert result.exact_tv_max < 1e-12
+        slow = {f.check for f in result.flagged(("efficiency",))}
+        # target-only emits one token per target pass: exact, and less efficient than the rule
+        assert slow == (set() if loop is generate else {"tokens-per-pass"})
 
 
 def test_loop_battery_reports_a_subject_that_raises():
