@@ -40,8 +40,8 @@ from functools import lru_cache
 import numpy as np
 
 from . import exact, runner, stats
-from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, BatteryResult, ContractBreach,
-                        Finding, OutOfTime, time_limit)
+from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
+                        ContractBreach, Finding, OutOfTime, time_limit)
 from .loop import LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output, sequence_law
 from .loop import step_distribution
 
@@ -55,15 +55,17 @@ class LoopBudget:
     case_enumeration_s: float = 20.0
     samples: int = 4000  # runs per case the enumerator cannot follow
     statistics_s: float = 30.0
+    detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
     seeds: int = 12  # seeds of the reproducibility check
     call_limit_s: float = 2.0
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
 
 
 LOOP_BUDGETS = {
-    "quick": LoopBudget("quick", samples=2000, statistics_s=15.0, seeds=6),
+    "quick": LoopBudget("quick", samples=2000, statistics_s=15.0, seeds=6, detect_tv=0.15),
     "standard": LoopBudget("standard"),
-    "thorough": LoopBudget("thorough", max_paths=400_000, samples=16_000, statistics_s=120.0, seeds=40),
+    "thorough": LoopBudget("thorough", max_paths=400_000, samples=16_000, statistics_s=120.0, seeds=40,
+                           detect_tv=0.05),
 }
 
 
@@ -346,7 +348,14 @@ class _LoopBattery:
             test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
             p = test.p_value if test.p_value is not None else 0.0
             r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
-            r.ran.append(f"loop-chi-square: {case.name}: request {i}: p-value {p:.3g} after {len(samples)} runs")
+            tv = min(stats.min_discrepancy_chi_square(len(samples), want, per_check, POWER_FALSE_PASS_RATE), 1.0)
+            r.power.append({"case": case.name, "request": i, "runs": len(samples), "min_detectable_tv": tv,
+                            "false_fail_rate": per_check, "detection_probability": 1 - POWER_FALSE_PASS_RATE})
+            line = (f"loop-chi-square: {case.name}: request {i}: p-value {p:.3g} after {len(samples)} runs; "
+                    f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+            r.ran.append(line)
+            if test.passed and tv > b.detect_tv:
+                r.shortfalls.append(f"{line}, not the budget's {b.detect_tv:g}")
             if not test.passed:
                 r.samples_to_detect = len(samples)
                 self.find("loop-chi-square", "distribution",

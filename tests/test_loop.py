@@ -2,6 +2,7 @@
 request batches, target-only decoding against the DP law, bad requests, and the loop battery."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -181,3 +182,29 @@ def test_loop_catalogue_shape():
     assert all(m.interface == "loop" and m.reference for m in LOOP_MUTANTS)
     assert all(m.effect == "exact" for m in LOOP_CONTROLS)
     assert {m.id for m in LOOP_MUTANTS + LOOP_CONTROLS} <= {m.id for m in ALL}
+
+
+def test_a_loop_the_enumerator_cannot_follow_is_judged_by_statistics():
+    def opaque(t, d, reqs, k, rng):  # reproducible, but its own generator hides every decision
+        return generate(t, d, reqs, k, np.random.default_rng(int(rng.integers(2**62))))
+
+    result = run_loop_battery(opaque, samples=2000)
+    assert result.findings == [] and result.power
+    assert any("not enumerable" in line for line in result.ran)
+    assert result.exact in (True, None)  # None when 3000 runs cannot see the budget's TV
+
+    def biased(t, d, reqs, k, rng):  # plain token lists: no logprobs or counts to contradict
+        hot = [replace(r, params=replace(r.params, temperature=3.0)) if r.params.temperature else r
+               for r in reqs]
+        return [list(o.tokens) for o in opaque(t, d, hot, k, rng)]
+
+    result = run_loop_battery(biased, samples=2000, stop_on_first=True)
+    assert result.exact is False and result.findings[0].check == "loop-chi-square"
+
+
+def test_a_loop_that_ignores_its_rng_is_not_enumerated():
+    def unseeded(t, d, reqs, k, rng):
+        return generate(t, d, reqs, k, np.random.default_rng())
+
+    result = run_loop_battery(unseeded, samples=1000)
+    assert any(f.check == "rng" for f in result.findings) and result.exact is None
