@@ -8,8 +8,11 @@ logits (the models); ``temper``, ``keep_top_k``, ``keep_top_p`` on probabilities
 One function per step and one check per parameter. The speculative rule is exact only when p and
 q are processed alike.
 
-Request-level steps, on logits, in the order ``process_step`` applies them (vLLM v1's sampler
-order: allowed-token mask and logit bias, then penalties, then temperature and the truncations):
+Request-level steps, on logits, in the order ``process_step`` applies them: grammar mask and logit
+bias, then penalties, then temperature and the truncations. That order is this module's definition
+(the loop's reference and every loop check use it); engines agree that bias and penalties come
+before temperature, but differ on bias vs repetition penalty and on min-p vs top-k / top-p, which
+matters only when both are set:
 
 - ``mask_allowed``: -inf outside the ids a grammar allows (vLLM's structured-output bitmask);
 - ``add_logit_bias``: logits[t] += bias[t] (OpenAI ``logit_bias``; vLLM's LogitBiasLogitsProcessor);
@@ -20,7 +23,7 @@ order: allowed-token mask and logit bias, then penalties, then temperature and t
   the output only (OpenAI's API reference, "frequency and presence penalties"; vLLM);
 - then temperature, top-k, top-p (as above) and ``keep_min_p``: keep tokens whose probability is at
   least min_p times the largest (transformers' MinPLogitsWarper, applied after top-p as
-  ``GenerationMixin`` orders its warpers; vLLM's min_p). Temperature 0 is greedy: the argmax of the
+  ``GenerationMixin`` orders its warpers). Temperature 0 is greedy: the argmax of the
   processed logits (first index on ties), as a one-hot vector.
 """
 
