@@ -56,7 +56,7 @@ def cli(*args):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-@pytest.mark.parametrize("mutant", ALL, ids=lambda m: m.id)
+@pytest.mark.parametrize("mutant", [m for m in ALL if m.interface == "round"], ids=lambda m: m.id)
 def test_verdict_on_the_catalogue(mutant):
     report = check(mutant.fn, mutant.id, budget="quick", counterexample=False)
     if mutant.effect == "exact":

@@ -3,18 +3,22 @@ controls that are exact but less efficient. ``python -m specverify.mutants repor
 through the detector battery (specverify.detectors).
 
 - catalogue.py: the single-chain mutants and the controls (handout §5 and real engines' bugs);
-- multi_draft.py: tree, adaptive-k and greedy-verification mutants.
+- multi_draft.py: tree, adaptive-k and greedy-verification mutants;
+- loop.py: generation-loop mutants and controls (``interface="loop"``: the loop battery judges them).
 """
 
 from __future__ import annotations
 
 from .catalogue import CONTROLS, MUTANTS, Mutant
+from .loop import LOOP_CONTROLS, LOOP_MUTANTS
 from .multi_draft import MULTI_DRAFT_MUTANTS
 
 ALL: tuple[Mutant, ...] = (
     *MUTANTS,
     *(Mutant(**m) for m in MULTI_DRAFT_MUTANTS),
     *CONTROLS,
+    *LOOP_MUTANTS,
+    *LOOP_CONTROLS,
 )
 
 
@@ -26,4 +30,4 @@ def get(mutant_id: str) -> Mutant:
     raise ValueError(f"no mutant with id {mutant_id!r}; known ids: {known}")
 
 
-__all__ = ["ALL", "CONTROLS", "MUTANTS", "Mutant", "get"]
+__all__ = ["ALL", "CONTROLS", "LOOP_CONTROLS", "LOOP_MUTANTS", "MUTANTS", "Mutant", "get"]

@@ -46,6 +46,7 @@ from ..validation import check_k, check_same_length
 
 EFFECTS = ("biased", "contract", "fewer-tokens", "exact")
 SOURCES = ("handout", "real-world", "specverify")
+INTERFACES = ("round", "loop")  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.loop's generate
 _ID_PATTERN = re.compile(r"^[a-z0-9-]+/[a-z0-9-]+$")
 
 DRAFT_TEMPERATURE = 0.7  # draft/temperature-draft-only
@@ -63,6 +64,7 @@ class Mutant:
     fn: Callable
     reference: str | None = None  # handout section, arXiv id or owner/repo#number
     source: str = "specverify"  # one of SOURCES
+    interface: str = "round"  # one of INTERFACES: fn is a round sampler or a whole loop (generate)
 
     def __post_init__(self):
         if not _ID_PATTERN.match(self.id):
@@ -71,6 +73,8 @@ class Mutant:
             raise ValueError(f"effect: {self.effect!r} for {self.id} is not one of {EFFECTS}")
         if self.source not in SOURCES:
             raise ValueError(f"source: {self.source!r} for {self.id} is not one of {SOURCES}")
+        if self.interface not in INTERFACES:
+            raise ValueError(f"interface: {self.interface!r} for {self.id} is not one of {INTERFACES}")
         if not callable(self.fn):
             raise ValueError(f"fn: {self.id} has a non-callable fn")
 

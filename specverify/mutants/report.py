@@ -23,6 +23,7 @@ import polars as pl
 
 from .. import detectors, runner
 from ..files import write_atomically
+from ..loop_battery import run_loop_battery
 from ..samplers.chain import draft
 from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
 from . import ALL, Mutant, get
@@ -86,10 +87,12 @@ def judge(effect: str, result: detectors.BatteryResult) -> tuple[str, str]:
 def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float) -> tuple:
     """Run one subject in a worker; returns (status, detail, BatteryResult dict or None, seconds)."""
     fn = {BASELINE_ID: detectors.speculative_step, SANITY_ID: emit_drafts}.get(mutant_id)
+    loop = fn is None and get(mutant_id).interface == "loop"
     fn = fn or get(mutant_id).fn
+    battery = run_loop_battery if loop else detectors.run_battery
     t0 = time.perf_counter()
     try:
-        result = detectors.run_battery(
+        result = battery(
             fn, budget, seed, deadline=time.monotonic() + timeout,
             stop_on_first=effect not in ("exact", "fewer-tokens"), **REPORT_OVERRIDES)
     except Exception as exc:  # a bug of ours, never the mutant's (the battery catches those)

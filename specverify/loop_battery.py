@@ -1,0 +1,487 @@
+"""The loop battery: a generation loop (``specverify.loop``'s interface) judged on whole requests.
+
+``run_loop_battery(subject, budget, seed)`` returns the one ``detectors.BatteryResult`` (same
+findings, verdicts and JSON as the round battery). The subject runs only in its own process
+(``runner.Runner``), through the tasks below; every reference is computed in the parent from its
+own tables (``loop.sequence_law``, the DP over the processed target).
+
+Cases (``loop_cases``): logit tables on a vocabulary of 3 with drafts of the same width, wider
+(padding rows with finite logits, as real pairs have) and narrower; single requests and a ragged
+batch with different params and lengths; k 1 or 2; max_tokens 1 to 3, so that enumerating every
+path of the loop's random decisions (``specverify.exact``, the subject drawing from an
+``EnumeratingRng``) takes well under a second. Checks, each a ``Finding.check``:
+
+- ``sequence-law`` (distribution): each request's exact output law against the DP, TV > 1e-9;
+  ``loop-chi-square`` when the subject cannot be enumerated (pooled chi-square over sequences);
+- ``batch-isolation`` (distribution): a request whose law is exact alone but not in its batch;
+- ``stop-max-tokens`` (contract): on every reachable output, nothing after a stop token, never
+  more than max_tokens, fewer only when ending at a stop, ids in the vocabulary;
+- ``counts`` (contract): 0 <= accepted <= drafted and accepted <= tokens emitted (a stop inside an
+  accepted block counted once);
+- ``logprobs`` (contract): each returned log-probability equals the processed target's (1e-9);
+- ``seeded-reproducibility`` (contract): a seeded request's tokens are the same alone and in a
+  batch with unseeded requests drawing from another rng;
+- ``tokens-per-pass`` (efficiency): exact mean tokens per target pass, E[tokens] / E[tokens -
+  accepted], against the reference loop's on the same case; only a shortfall is a finding;
+- ``contract``: raised, exited, returned junk; ``rng``: the same rng state replayed differently.
+
+Seeded requests draw from ``np.random.default_rng(seed)`` (not from the enumerating rng), so the
+law cases use unseeded requests and seeding is checked by replay with real generators.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from . import exact, runner, stats
+from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
+                        ContractBreach, Finding, OutOfTime, time_limit)
+from .loop import LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output, sequence_law
+from .loop import step_distribution
+
+LOGPROB_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class LoopBudget:
+    name: str
+    max_paths: int = 60_000
+    case_enumeration_s: float = 20.0
+    samples: int = 4000  # runs per case the enumerator cannot follow
+    statistics_s: float = 30.0
+    detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
+    seeds: int = 12  # seeds of the reproducibility check
+    call_limit_s: float = 2.0
+    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+
+
+LOOP_BUDGETS = {
+    "quick": LoopBudget("quick", samples=2000, statistics_s=15.0, seeds=6, detect_tv=0.15),
+    "standard": LoopBudget("standard"),
+    "thorough": LoopBudget("thorough", max_paths=400_000, samples=16_000, statistics_s=120.0, seeds=40,
+                           detect_tv=0.05),
+}
+
+
+def get_loop_budget(budget) -> LoopBudget:
+    if isinstance(budget, LoopBudget):
+        return budget
+    name = getattr(budget, "name", budget)
+    if name not in LOOP_BUDGETS:
+        raise ValueError(f"budget: must be one of {', '.join(LOOP_BUDGETS)}, got {budget!r}")
+    return LOOP_BUDGETS[name]
+
+
+@dataclass(frozen=True)
+class LoopCase:
+    """A target and a draft (logit tables), a batch of requests and k."""
+
+    name: str
+    target: LogitTable
+    draft: LogitTable
+    requests: tuple
+    k: int
+    seeded: bool = False  # a reproducibility case: request 0 is seeded per run
+
+    @property
+    def vocab_size(self) -> int:
+        return self.target.width
+
+
+def _table(seed: int, period: int, vocab: int, width: int, scale: float = 1.2) -> np.ndarray:
+    return np.random.default_rng(seed).normal(scale=scale, size=(period, vocab, width)).round(3)
+
+
+@lru_cache(maxsize=1)
+def loop_cases() -> tuple[LoopCase, ...]:
+    target = LogitTable(_table(11, 2, 3, 3, 0.8), "target V3 period 2")
+    same = LogitTable(_table(12, 1, 3, 3), "draft V3")
+    padded = _table(13, 1, 3, 4)
+    padded[..., 3] = 0.5  # a padding row with a finite logit, as real pairs have
+    wider = LogitTable(padded, "draft V3 + 1 padding row")
+    narrower = LogitTable(_table(14, 1, 3, 2), "draft with 2 of the 3 ids")
+    tiny_t = _table(15, 1, 3, 3)
+    tiny_t[..., 2] = -1e4  # the target never emits token 2 ...
+    tiny_d = _table(16, 1, 3, 3)
+    tiny_d[..., 2] = np.log(1e-8) + tiny_d[..., :2].max(axis=-1)  # ... the draft rarely drafts it
+    grammar = LastTokenGrammar((0, 1), ((1, 2), (0, 2), (0, 1)), ((0, 1), (1, 2), (0, 1, 2)))
+    penalties = SamplingParams(temperature=1.0, repetition_penalty=1.4, frequency_penalty=0.5,
+                               presence_penalty=0.3, min_p=0.15, logit_bias={0: 0.5},
+                               stop_token_ids=(2,), max_tokens=3)
+    greedy = SamplingParams(temperature=0, repetition_penalty=2.5, logit_bias={1: 0.3}, max_tokens=2)
+    short = SamplingParams(temperature=0.8, top_k=1, max_tokens=1)  # one token, no branching
+    return (
+        LoopCase("penalties, min-p, logit bias, stop; k=2", target, same,
+                 (Request((0,), penalties),), 2),
+        LoopCase("grammar, top-k, top-p; narrower draft; k=2", target, narrower,
+                 (Request((1,), SamplingParams(temperature=0.9, top_k=2, top_p=0.95, max_tokens=3,
+                                               allowed_tokens=grammar)),), 2),
+        LoopCase("logit bias, stop; draft with a padding row; k=1", target, wider,
+                 (Request((2,), SamplingParams(temperature=1.3, logit_bias={2: -0.7, 1: 0.4},
+                                               stop_token_ids=(1,), max_tokens=3)),), 1),
+        LoopCase("draft q(2) = 1e-8 where the target has p(2) = 0; k=2", LogitTable(tiny_t, "target p(2) = 0"),
+                 LogitTable(tiny_d, "draft q(2) = 1e-8"), (Request((0,), SamplingParams(max_tokens=2)),), 2),
+        LoopCase("ragged batch: penalties + stop, greedy, one token; k=2", target, same,
+                 (Request((0,), replace(penalties, min_p=0.0, logit_bias={}, stop_token_ids=())), Request((1, 2), greedy),
+                  Request((2,), short)), 2),
+        LoopCase("seeded request beside an unseeded one; k=1", target, same,
+                 (Request((0,), SamplingParams(max_tokens=3, repetition_penalty=1.3)),
+                  Request((1,), SamplingParams(max_tokens=3))), 1, seeded=True),
+    )
+
+
+# --------------------------------------------------------------------------- the subject's side
+
+
+def _outcome(out, n: int, vocab: int) -> tuple:
+    """Per request (tokens, logprobs or None, drafted or None, accepted or None), or ContractBreach."""
+    if not isinstance(out, (list, tuple)) or len(out) != n:
+        raise ContractBreach(f"returned {type(out).__name__} of length {len(out) if hasattr(out, '__len__') else '?'}, "
+                             f"not a list of {n} outputs")
+    rows = []
+    for i, o in enumerate(out):
+        o = as_output(o)
+        toks = o.tokens.tolist() if hasattr(o.tokens, "tolist") else list(o.tokens)
+        for t in toks:
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= int(t) < vocab:
+                raise ContractBreach(f"request {i}: token {t!r} is not an id in [0, {vocab})")
+        lps = None if o.logprobs is None else tuple(float(x) for x in o.logprobs)
+        if lps is not None and len(lps) != len(toks):
+            raise ContractBreach(f"request {i}: {len(lps)} logprobs for {len(toks)} tokens")
+        counts = [None if c is None else int(c) for c in (o.drafted, o.accepted)]
+        rows.append((tuple(int(t) for t in toks), lps, *counts))
+    return tuple(rows)
+
+
+def _run(subject, case: LoopCase, requests, rng, call_limit=None) -> tuple:
+    try:
+        if call_limit is not None:
+            with time_limit(call_limit, "one generate call"):
+                out = subject(case.target, case.draft, list(requests), case.k, rng)
+        else:
+            out = subject(case.target, case.draft, list(requests), case.k, rng)
+    except (ContractBreach, exact.NotEnumerable):
+        raise
+    except KeyboardInterrupt as exc:
+        if not runner.IN_SUBJECT_PROCESS:
+            raise
+        raise ContractBreach("raised KeyboardInterrupt") from exc
+    except SystemExit as exc:
+        raise ContractBreach(f"called sys.exit({exc.code!r})") from exc
+    except BaseException as exc:  # noqa: BLE001 - the subject's failure is a finding
+        raise ContractBreach(f"raised {type(exc).__name__}: {exc}") from exc
+    return _outcome(out, len(requests), case.vocab_size)
+
+
+def _requests(case: LoopCase, ids) -> list:
+    return [case.requests[i] for i in ids]
+
+
+def loop_enumerate_task(subject, case: LoopCase, ids, max_paths: int, seconds: float):
+    """("ok", exact law of the joint outcome) | ("not-enumerable", why) | ("breach", what)."""
+    reqs = _requests(case, ids)
+    try:
+        with time_limit(seconds, "exact enumeration", exact.NotEnumerable):
+            return "ok", exact.enumerate_distribution(lambda rng: _run(subject, case, reqs, rng),
+                                                      max_paths=max_paths)
+    except exact.NotEnumerable as exc:
+        return "not-enumerable", str(exc)
+    except ContractBreach as exc:
+        return "breach", str(exc)
+
+
+def loop_sample_task(subject, case: LoopCase, ids, n: int, rng, seconds: float, call_limit: float):
+    """Up to n runs (fewer when ``seconds`` ran out); (outcomes, breach or None, replayed, rng)."""
+    reqs = _requests(case, ids)
+    out: list = []
+    stop = time.monotonic() + seconds
+    start = copy.deepcopy(rng)
+    try:
+        while len(out) < n and (not out or time.monotonic() < stop):
+            out.append(_run(subject, case, reqs, rng, call_limit))
+        replay = [_run(subject, case, reqs, start, call_limit) for _ in range(min(3, len(out)))]
+    except ContractBreach as exc:
+        return out, str(exc), True, rng
+    return out, None, replay == out[: len(replay)], rng
+
+
+def loop_seed_task(subject, case: LoopCase, seeds, call_limit: float):
+    """For each seed: request 0 seeded, run alone and in the batch (other rngs); the mismatches."""
+    mismatches = []
+    try:
+        for s in seeds:
+            seeded = replace(case.requests[0], params=replace(case.requests[0].params, seed=int(s)))
+            alone = _run(subject, case, [seeded], np.random.default_rng(10_000 + s), call_limit)
+            batch = _run(subject, case, [seeded, *case.requests[1:]], np.random.default_rng(20_000 + s),
+                         call_limit)
+            if alone[0][0] != batch[0][0]:
+                mismatches.append({"seed": int(s), "alone": list(alone[0][0]), "batched": list(batch[0][0])})
+    except ContractBreach as exc:
+        return mismatches, str(exc)
+    return mismatches, None
+
+
+# --------------------------------------------------------------------------- the parent's side
+
+
+def _law(case: LoopCase, i: int) -> dict:
+    return sequence_law(case.target, case.requests[i])
+
+
+def contract_problem(case: LoopCase, i: int, row: tuple) -> tuple[str, str] | None:
+    """(check, message) for the first contract breach in one request's outcome, or None."""
+    req = case.requests[i]
+    params, prompt = req.params, req.prompt
+    tokens, lps, drafted, accepted = row
+    stops = params.stop_token_ids
+    cut = next((j for j, t in enumerate(tokens) if t in stops), None)
+    if cut is not None and cut < len(tokens) - 1:
+        return "stop-max-tokens", f"request {i}: tokens {list(tokens)} continue after stop token {tokens[cut]}"
+    if len(tokens) > params.max_tokens:
+        return "stop-max-tokens", f"request {i}: {len(tokens)} tokens with max_tokens={params.max_tokens}"
+    if len(tokens) < params.max_tokens and cut is None:
+        return "stop-max-tokens", (f"request {i}: ended after {len(tokens)} < max_tokens={params.max_tokens} "
+                                   f"tokens without a stop token")
+    if drafted is not None and accepted is not None:
+        if not 0 <= accepted <= drafted:
+            return "counts", f"request {i}: accepted {accepted} of {drafted} drafted (acceptance above 1)"
+        if accepted > len(tokens):
+            return "counts", (f"request {i}: accepted {accepted} drafts but emitted only {len(tokens)} tokens "
+                              f"{list(tokens)}")
+    if lps is not None:
+        for j, (t, lp) in enumerate(zip(tokens, lps)):
+            p = step_distribution(case.target(prompt + tokens[:j]), params, prompt, tokens[:j])[t]
+            want = math.log(p) if p > 0 else -math.inf
+            if not (lp == want or abs(lp - want) <= LOGPROB_TOL):
+                return "logprobs", (f"request {i}: logprob of token {t} at position {j} of {list(tokens)} is "
+                                    f"{lp:.6g}, the processed target gives {want:.6g}")
+    return None
+
+
+class _LoopBattery:
+    def __init__(self, subject: runner.Runner, budget: LoopBudget, seed: int, deadline):
+        self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
+        self.result = BatteryResult(budget=budget.name)
+
+    def call(self, task, *args, seconds: float):
+        limit = seconds
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - time.monotonic())
+            if limit <= 0:
+                raise OutOfTime()
+        try:
+            return self.subject.call(task, *args, limit=limit)
+        except runner.SubjectFailed as exc:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise OutOfTime() from None
+            raise ContractBreach(str(exc)) from None
+
+    def find(self, check, kind, message, case, evidence=None):
+        self.result.findings.append(Finding(check, kind, message, case.name, evidence or {}))
+
+    def contracts(self, case: LoopCase, outcomes) -> None:
+        seen = set()
+        for outcome in outcomes:
+            for i, row in enumerate(outcome):
+                problem = contract_problem(case, i, row)
+                if problem and problem[0] not in seen:
+                    seen.add(problem[0])
+                    self.find(problem[0], "contract", problem[1], case, {"request": i})
+
+    def enumerate(self, case: LoopCase, ids):
+        b = self.budget
+        return self.call(loop_enumerate_task, case, tuple(ids), b.max_paths, b.case_enumeration_s,
+                         seconds=b.case_enumeration_s + b.call_limit_s)
+
+    def law_case(self, case: LoopCase, per_check: float, exact_ok: bool) -> None:
+        b, r = self.budget, self.result
+        ids = tuple(range(len(case.requests)))
+        status, value = self.enumerate(case, ids) if exact_ok else ("not-enumerable", "rng replay differed")
+        if status == "breach":
+            self.find("contract", "contract", value, case)
+            return
+        if status == "ok":
+            self.contracts(case, value)
+            self.tokens_per_pass(case, value)
+            for i in ids:
+                got: dict = {}
+                for outcome, w in value.items():
+                    got[outcome[i][0]] = got.get(outcome[i][0], 0.0) + w
+                want = _law(case, i)
+                tv = exact.total_variation(got, want)
+                r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
+                r.ran.append(f"sequence-law: {case.name}: request {i}: exact TV {tv:.3g}")
+                if tv <= EXACT_TV_TOL:
+                    continue
+                check = "sequence-law"
+                if len(ids) > 1:
+                    s2, alone = self.enumerate(case, (i,))
+                    if s2 == "ok":
+                        g2: dict = {}
+                        for outcome, w in alone.items():
+                            g2[outcome[0][0]] = g2.get(outcome[0][0], 0.0) + w
+                        if exact.total_variation(g2, want) <= EXACT_TV_TOL:
+                            check = "batch-isolation"
+                self.find(check, "distribution",
+                          f"request {i}: exact law of the output differs from target-only sampling's: TV {tv:.4g}"
+                          + (" (exact alone, biased in its batch)" if check == "batch-isolation" else ""),
+                          case, {"request": i, "exact_tv": tv, "got": _top(got), "expected": _top(want)})
+            return
+        r.ran.append(f"sequence-law: {case.name}: not enumerable ({value}); statistics instead")
+        rng = np.random.default_rng(self.seed + 7)
+        got, breach, _, _ = self.call(loop_sample_task, case, ids, b.samples, rng, b.statistics_s,
+                                      b.call_limit_s, seconds=b.statistics_s + 2 * b.call_limit_s)
+        if breach:
+            self.find("contract", "contract", breach, case)
+        self.contracts(case, got)
+        for i in ids:
+            samples = [o[i][0] for o in got]
+            if not samples:
+                continue
+            want = _law(case, i)
+            test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
+            p = test.p_value if test.p_value is not None else 0.0
+            r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
+            tv = min(stats.min_discrepancy_chi_square(len(samples), want, per_check, POWER_FALSE_PASS_RATE), 1.0)
+            r.power.append({"case": case.name, "request": i, "runs": len(samples), "min_detectable_tv": tv,
+                            "false_fail_rate": per_check, "detection_probability": 1 - POWER_FALSE_PASS_RATE})
+            line = (f"loop-chi-square: {case.name}: request {i}: p-value {p:.3g} after {len(samples)} runs; "
+                    f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+            r.ran.append(line)
+            if test.passed and tv > b.detect_tv:
+                r.shortfalls.append(f"{line}, not the budget's {b.detect_tv:g}")
+            if not test.passed:
+                r.samples_to_detect = len(samples)
+                self.find("loop-chi-square", "distribution",
+                          f"request {i}: sampled outputs differ from target-only sampling's: p-value {p:.3g} "
+                          f"< {per_check:.3g} after {len(samples)} runs", case, {"request": i, "p_value": p})
+
+    def tokens_per_pass(self, case: LoopCase, law: dict) -> None:
+        """Per request, exact mean tokens per target pass (tokens / (tokens - accepted): every round
+        but one cut by a stop inside its accepted block ends with one token not drafted) against the
+        reference loop's; only a shortfall is a finding (efficiency). Skipped without counts."""
+        if any(row[3] is None for outcome in law for row in outcome):
+            self.result.ran.append(f"tokens-per-pass: {case.name}: no counts returned; skipped")
+            return
+        want = _reference_rates(case)
+        for i, (got, ref) in enumerate(zip(_rates(law, len(case.requests)), want)):
+            self.result.ran.append(f"tokens-per-pass: {case.name}: request {i}: {got:.4f} vs {ref:.4f}")
+            if got < ref - 1e-9:
+                self.find("tokens-per-pass", "efficiency",
+                          f"request {i}: {got:.4f} tokens per target pass, the reference loop gives {ref:.4f}",
+                          case, {"request": i, "measured": got, "expected": ref})
+
+    def seeded_case(self, case: LoopCase) -> None:
+        b = self.budget
+        seeds = list(range(b.seeds))
+        mismatches, breach = self.call(loop_seed_task, case, seeds, b.call_limit_s,
+                                       seconds=2 * len(seeds) * b.call_limit_s + b.call_limit_s)
+        if breach:
+            self.find("contract", "contract", breach, case)
+        self.result.ran.append(f"seeded-reproducibility: {case.name}: {len(mismatches)} of {len(seeds)} seeds differ")
+        if mismatches:
+            self.find("seeded-reproducibility", "contract",
+                      f"a seeded request's tokens differ alone and in a batch (seed {mismatches[0]['seed']}: "
+                      f"{mismatches[0]['alone']} alone, {mismatches[0]['batched']} batched)", case,
+                      {"mismatches": mismatches[:5]})
+
+    def run(self, cases, stop_on_first: bool) -> BatteryResult:
+        r = self.result
+        law = [c for c in cases if not c.seeded]
+        per_check = stats.split_budget(self.budget.false_fail_rate, max(1, sum(len(c.requests) for c in law)))
+        # replay: the same rng state must give the same outputs, else enumeration would mislead
+        exact_ok = True
+        got, breach, replayed, _ = self.call(loop_sample_task, law[0], tuple(range(len(law[0].requests))), 3,
+                                             np.random.default_rng(self.seed), 5.0, self.budget.call_limit_s,
+                                             seconds=5.0 + 4 * self.budget.call_limit_s)
+        if breach:
+            self.find("contract", "contract", breach, law[0])
+            return r
+        if not replayed:
+            exact_ok = False
+            self.find("rng", "contract", "does not draw from rng: the same rng state replayed different "
+                      "outputs; enumeration skipped, laws judged by statistics", law[0])
+        for case in cases:
+            if stop_on_first and r.flagged():
+                r.ran.append("stopped after the first finding")
+                break
+            if case.seeded:
+                self.seeded_case(case)
+            else:
+                self.law_case(case, per_check, exact_ok)
+        return r
+
+
+def _rates(law: dict, n: int) -> list[float]:
+    """Exact E[tokens] / E[tokens - accepted] per request (inf when every token was a draft)."""
+    out = []
+    for i in range(n):
+        tokens = sum(w * len(o[i][0]) for o, w in law.items())
+        passes = sum(w * (len(o[i][0]) - min(o[i][3], len(o[i][0]))) for o, w in law.items())
+        out.append(tokens / passes if passes > 0 else (math.inf if tokens > 0 else 1.0))
+    return out
+
+
+_REFERENCE_RATES: dict = {}
+
+
+def _reference_rates(case: LoopCase) -> list[float]:
+    """The reference loop's tokens per target pass on the case, enumerated in the parent."""
+    from .samplers.loop import generate
+
+    key = id(case)
+    if key not in _REFERENCE_RATES:
+        law = exact.enumerate_distribution(
+            lambda rng: _outcome(generate(case.target, case.draft, list(case.requests), case.k, rng),
+                                 len(case.requests), case.vocab_size), max_paths=1_000_000)
+        _REFERENCE_RATES[key] = (case, _rates(law, len(case.requests)))
+    return _REFERENCE_RATES[key][1]
+
+
+def _top(dist: dict, limit: int = 12) -> dict:
+    top = sorted(dist.items(), key=lambda kv: -kv[1])[:limit]
+    return {" ".join(map(str, key)) or "(empty)": round(float(v), 12) for key, v in top}
+
+
+def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first: bool = False,
+                     deadline: float | None = None, cases=None, **overrides) -> BatteryResult:
+    """Every loop check on every loop case; never raises for a broken subject.
+
+    ``subject``: ``generate(target, draft, requests, k, rng)`` (a callable, handed to its process by
+    fork) or a started ``runner.Runner``; ``budget``: a name of ``LOOP_BUDGETS`` (or a round
+    ``detectors.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields."""
+    from .validation import check_seed
+
+    seed = check_seed(seed)
+    b = get_loop_budget(budget)
+    b = replace(b, **{k: v for k, v in overrides.items() if hasattr(b, k)}) if overrides else b
+    t0 = time.perf_counter()
+    own = not isinstance(subject, runner.Runner)
+    handle = runner.Runner.for_callable(subject) if own else subject
+    run = _LoopBattery(handle, b, seed, deadline)
+    try:
+        if own:
+            handle.start()
+        run.run(list(loop_cases() if cases is None else cases), stop_on_first)
+    except OutOfTime:
+        run.result.timed_out = True
+        run.result.ran.append("stopped: the deadline passed")
+    except ContractBreach as exc:
+        run.result.findings.append(Finding("contract", "contract", str(exc)))
+    except runner.SubjectFailed as exc:
+        run.result.findings.append(Finding("contract", "contract", str(exc)))
+    finally:
+        run.result.output = handle.output_excerpt()
+        if own:
+            handle.close()
+    run.result.seconds = time.perf_counter() - t0
+    return run.result
+
+
+__all__ = ["LOOP_BUDGETS", "LoopBudget", "LoopCase", "contract_problem", "loop_cases", "run_loop_battery"]

@@ -1,0 +1,210 @@
+"""The loop interface: request-level processing, the reference loop exact by enumeration on drawn
+request batches, target-only decoding against the DP law, bad requests, and the loop battery."""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+
+from specverify import exact, processing as pr, strategies as sst
+from specverify.loop import (LastTokenGrammar, LogitTable, Output, Request, SamplingParams,
+                             sequence_law, step_distribution)
+from specverify.loop_battery import contract_problem, loop_cases, run_loop_battery
+from specverify.mutants import ALL
+from specverify.mutants.loop import LOOP_CONTROLS, LOOP_MUTANTS
+from specverify.samplers.loop import fit_width, generate, target_only
+
+
+def marginals(dist: dict, n: int) -> list[dict]:
+    out = [dict() for _ in range(n)]
+    for outcome, w in dist.items():
+        for i in range(n):
+            out[i][outcome[i]] = out[i].get(outcome[i], 0.0) + w
+    return out
+
+
+def tokens_law(loop, setup, max_paths=60_000):
+    def run(rng):
+        return tuple(o.tokens for o in loop(rng))
+
+    return marginals(exact.enumerate_distribution(run, max_paths=max_paths), len(setup.requests))
+
+
+# ---------------------------------------------------------------------------- processing
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_logits():
+    z = np.array([2.0, -1.0, 0.5])
+    np.testing.assert_allclose(pr.penalize_repetition(z, [0, 1, 1], 2.0), [1.0, -2.0, 0.5])
+
+
+def test_frequency_and_presence_count_the_output():
+    z = np.zeros(3)
+    np.testing.assert_allclose(pr.penalize_frequency_presence(z, [1, 1, 2], 0.5, 0.25), [0, -1.25, -0.75])
+
+
+def test_min_p_keeps_tokens_above_a_fraction_of_the_largest():
+    p = np.array([0.6, 0.3, 0.1])
+    np.testing.assert_allclose(pr.keep_min_p(p, 0.4), [2 / 3, 1 / 3, 0.0])
+
+
+def test_process_step_order_and_greedy():
+    z = np.array([1.0, 1.2, 0.0])
+    assert pr.process_step(z, temperature=0, logit_bias={2: 5.0}).tolist() == [0, 0, 1]
+    assert pr.process_step(z, temperature=0, repetition_penalty=2.0, prompt=(1,)).tolist() == [1, 0, 0]
+    p = pr.process_step(z, allowed=(0, 2))
+    assert p[1] == 0 and abs(p.sum() - 1) < 1e-12
+
+
+def test_fit_width_drops_padding_and_masks_missing_ids():
+    assert fit_width([1.0, 2.0, 3.0, 9.0], 3).tolist() == [1.0, 2.0, 3.0]
+    assert fit_width([1.0], 3).tolist() == [1.0, -math.inf, -math.inf]
+
+
+# ---------------------------------------------------------------------------- bad requests
+
+
+@pytest.mark.parametrize("field, kwargs", [
+    ("max_tokens", {"max_tokens": -1}),
+    ("top_p", {"top_p": 0.0}),
+    ("top_p", {"top_p": 1.5}),
+    ("repetition_penalty", {"repetition_penalty": 0.0}),
+    ("repetition_penalty", {"repetition_penalty": -1.0}),
+    ("min_p", {"min_p": 1.5}),
+    ("temperature", {"temperature": -0.1}),
+    ("top_k", {"top_k": 0}),
+    ("frequency_penalty", {"frequency_penalty": math.inf}),
+    ("stop_token_ids", {"stop_token_ids": (-1,)}),
+    ("logit_bias", {"logit_bias": {0: math.nan}}),
+    ("seed", {"seed": -3}),
+])
+def test_bad_params_name_the_field(field, kwargs):
+    with pytest.raises(ValueError, match=field):
+        SamplingParams(**kwargs)
+
+
+def test_bad_requests_at_generation_name_the_field():
+    t = LogitTable(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        generate(t, t, [Request((0,), SamplingParams(stop_token_ids=(3,)))], 1, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="prompt"):
+        Request(())
+    with pytest.raises(ValueError, match="allowed_tokens"):
+        LastTokenGrammar((), ((0,), (0,), (0,)))
+    nothing = Request((0,), SamplingParams(allowed_tokens=lambda out: ()))
+    with pytest.raises(ValueError, match="allowed_tokens"):
+        generate(t, t, [nothing], 1, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="allowed_tokens"):
+        sequence_law(t, nothing)
+
+
+# ---------------------------------------------------------------------------- exactness
+
+
+@settings(max_examples=40)
+@given(sst.loop_setups())
+def test_reference_loop_is_exact_on_drawn_batches(setup):
+    t, d, reqs, k = setup
+    try:
+        got = tokens_law(lambda rng: generate(t, d, reqs, k, rng), setup)
+    except exact.NotEnumerable:
+        assume(False)
+    for i, r in enumerate(reqs):
+        assert exact.total_variation(got[i], sequence_law(t, r)) < 1e-9
+
+
+@settings(max_examples=30)
+@given(sst.loop_setups(batch=(1, 2)))
+def test_target_only_agrees_with_the_dp(setup):
+    t, _, reqs, _ = setup
+    got = tokens_law(lambda rng: target_only(t, reqs, rng), setup)
+    for i, r in enumerate(reqs):
+        law = sequence_law(t, r)
+        assert abs(sum(law.values()) - 1) < 1e-12
+        assert exact.total_variation(got[i], law) < 1e-9
+
+
+@settings(max_examples=30)
+@given(sst.loop_setups(seeded=True), sst.seeds())
+def test_reference_outputs_keep_the_contract_and_seeds_reproduce(setup, seed):
+    t, d, reqs, k = setup
+    outs = generate(t, d, reqs, k, np.random.default_rng(seed))
+    for i, (r, o) in enumerate(zip(reqs, outs)):
+        assert isinstance(o, Output)
+        case = type("C", (), {"requests": reqs, "target": t})
+        assert contract_problem(case, i, (o.tokens, o.logprobs, o.drafted, o.accepted)) is None
+        if r.params.seed is not None:
+            alone = generate(t, d, [r], k, np.random.default_rng(seed + 1))[0]
+            assert alone.tokens == o.tokens
+
+
+def test_step_distribution_counts_the_prompt_for_repetition_only():
+    params = SamplingParams(repetition_penalty=2.0, frequency_penalty=1.0)
+    z = np.array([1.0, 1.0])
+    p = step_distribution(z, params, (0,), ())
+    assert p[0] < p[1]  # the prompt's token penalized by the repetition penalty alone
+    q = step_distribution(z, params, (1,), (0,))
+    assert q[0] < q[1] - 0.3  # 0 is in the output: divided and frequency-penalized
+
+
+# ---------------------------------------------------------------------------- battery, mutants
+
+
+def test_loop_battery_passes_the_reference_and_target_only():
+    for loop in (generate, lambda t, d, reqs, k, rng: target_only(t, reqs, rng)):
+        result = run_loop_battery(loop)
+        assert result.exact is True, result.findings
+        assert result.exact_tv_max < 1e-12
+        slow = {f.check for f in result.flagged(("efficiency",))}
+        # target-only emits one token per target pass: exact, and less efficient than the rule
+        assert slow == (set() if loop is generate else {"tokens-per-pass"})
+
+
+def test_loop_battery_reports_a_subject_that_raises():
+    def broken(t, d, reqs, k, rng):
+        raise RuntimeError("boom")
+
+    result = run_loop_battery(broken)
+    assert result.exact is False and "boom" in result.findings[0].message
+
+
+def test_loop_cases_cover_widths_batches_and_seeds():
+    cases = loop_cases()
+    widths = {c.draft.width - c.target.width for c in cases}
+    assert {-1, 0, 1} <= widths
+    assert any(len(c.requests) > 1 and not c.seeded for c in cases) and any(c.seeded for c in cases)
+
+
+def test_loop_catalogue_shape():
+    assert len(LOOP_MUTANTS) >= 16 and len(LOOP_CONTROLS) >= 2
+    assert all(m.interface == "loop" and m.reference for m in LOOP_MUTANTS)
+    assert all(m.effect == "exact" for m in LOOP_CONTROLS)
+    assert {m.id for m in LOOP_MUTANTS + LOOP_CONTROLS} <= {m.id for m in ALL}
+
+
+def test_a_loop_the_enumerator_cannot_follow_is_judged_by_statistics():
+    def opaque(t, d, reqs, k, rng):  # reproducible, but its own generator hides every decision
+        return generate(t, d, reqs, k, np.random.default_rng(int(rng.integers(2**62))))
+
+    result = run_loop_battery(opaque, samples=2000)
+    assert result.findings == [] and result.power
+    assert any("not enumerable" in line for line in result.ran)
+    assert result.exact in (True, None)  # None when 3000 runs cannot see the budget's TV
+
+    def biased(t, d, reqs, k, rng):  # plain token lists: no logprobs or counts to contradict
+        hot = [replace(r, params=replace(r.params, temperature=3.0)) if r.params.temperature else r
+               for r in reqs]
+        return [list(o.tokens) for o in opaque(t, d, hot, k, rng)]
+
+    result = run_loop_battery(biased, samples=2000, stop_on_first=True)
+    assert result.exact is False and result.findings[0].check == "loop-chi-square"
+
+
+def test_a_loop_that_ignores_its_rng_is_not_enumerated():
+    def unseeded(t, d, reqs, k, rng):
+        return generate(t, d, reqs, k, np.random.default_rng())
+
+    result = run_loop_battery(unseeded, samples=1000)
+    assert any(f.check == "rng" for f in result.findings) and result.exact is None
