@@ -42,7 +42,7 @@ import numpy as np
 from . import exact, runner, stats
 from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
                         ContractBreach, Finding, OutOfTime, time_limit)
-from .loop import LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output, sequence_law
+from .loop import LastTokenGrammar, LogitTable, Request, SamplingParams, as_output, sequence_law
 from .loop import step_distribution
 
 LOGPROB_TOL = 1e-9

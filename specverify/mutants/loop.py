@@ -11,9 +11,6 @@ defect; the loop's bugs are modelled, not copied from those engines.
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
-
 import numpy as np
 
 from ..samplers import loop as ref
