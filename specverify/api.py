@@ -17,9 +17,13 @@ battery needs to see a TV of ``tv`` on every case (README, "Scale out").
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
-import math
+import os
+import sys
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 from . import detectors, runner
@@ -90,13 +94,11 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     (``interface(sampler)`` must return a function of the handout's). ``budget``: a name of
     ``detectors.BUDGETS`` or a ``detectors.Budget``. ``counterexample``: search for the smallest
     model that shows a distribution finding. Never raises for a broken sampler (its breaches are
-    findings); a TARGET that cannot be loaded raises ``checker.UsageError``.
+    findings); a TARGET that cannot be loaded raises ``UsageError``.
     """
     b = resolve_budget(budget)
     own = None
     if isinstance(sampler, str):
-        from .checker import start_target
-
         if interface is not None:
             raise TypeError("interface: give a callable sampler, not a TARGET string, to adapt it")
         target = target or sampler
@@ -193,6 +195,62 @@ def human(report: dict) -> str:
     lines.append("ran:")
     lines += [f"  {line}" for line in report["ran"]]
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- loading a TARGET
+
+
+class UsageError(Exception):
+    pass
+
+
+def load_target(target: str) -> Callable:
+    """Import ``module:function`` or ``file.py:function``; UsageError with one clear line.
+
+    Runs in the subject's process: whatever the import prints goes to its capture, an exit at
+    import is a usage error, not silence.
+    """
+    where, name = split_target(target)
+    try:
+        module = _import_file(where) if where.endswith(".py") else importlib.import_module(where)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
+        raise UsageError(f"TARGET {target!r}: cannot import {where!r} ({type(exc).__name__}: {exc})") from None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise UsageError(f"TARGET {target!r}: {where!r} has no attribute {name!r}")
+    if not callable(fn):
+        raise UsageError(f"TARGET {target!r}: {name!r} is a {type(fn).__name__}, not callable")
+    return fn
+
+
+def split_target(target: str) -> tuple[str, str]:
+    """(module or file, function name), checked in the parent before anything is imported."""
+    if ":" not in target:
+        raise UsageError(f"TARGET {target!r}: expected 'package.module:function' or 'path/file.py:function'")
+    where, _, name = target.rpartition(":")
+    if not where or not name:
+        raise UsageError(f"TARGET {target!r}: missing module or function name")
+    if where.endswith(".py") and not os.path.isfile(where):
+        raise UsageError(f"TARGET: no such file {where!r}")
+    return where, name
+
+
+def _import_file(path: str):
+    mod_name = "specverify_target_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def start_target(target: str) -> runner.Runner:
+    """The target loaded in its own process; UsageError when it cannot be loaded."""
+    split_target(target)
+    try:
+        return runner.Runner(partial(load_target, target)).start()
+    except runner.SubjectFailed as exc:
+        raise UsageError(f"TARGET {target!r}: loading it failed: {exc}") from None
 
 
 # --------------------------------------------------------------------------- campaign arithmetic

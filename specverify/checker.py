@@ -15,13 +15,8 @@ stderr), 3 inconclusive (no finding, but not every case could be judged to the b
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
-import os
 import sys
-from functools import partial
-from typing import Callable
 
 from . import api, detectors, runner
 from .files import json_default
@@ -31,57 +26,9 @@ EXIT_CODES = {True: 0, False: 1, None: 3}
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 
 
-class UsageError(Exception):
-    pass
-
-
-def load_target(target: str) -> Callable:
-    """Import ``module:function`` or ``file.py:function``; UsageError with one clear line.
-
-    Runs in the subject's process: whatever the import prints goes to its capture, an exit at
-    import is a usage error, not silence.
-    """
-    where, name = split_target(target)
-    try:
-        module = _import_file(where) if where.endswith(".py") else importlib.import_module(where)
-    except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
-        raise UsageError(f"TARGET {target!r}: cannot import {where!r} ({type(exc).__name__}: {exc})") from None
-    fn = getattr(module, name, None)
-    if fn is None:
-        raise UsageError(f"TARGET {target!r}: {where!r} has no attribute {name!r}")
-    if not callable(fn):
-        raise UsageError(f"TARGET {target!r}: {name!r} is a {type(fn).__name__}, not callable")
-    return fn
-
-
-def split_target(target: str) -> tuple[str, str]:
-    """(module or file, function name), checked in the parent before anything is imported."""
-    if ":" not in target:
-        raise UsageError(f"TARGET {target!r}: expected 'package.module:function' or 'path/file.py:function'")
-    where, _, name = target.rpartition(":")
-    if not where or not name:
-        raise UsageError(f"TARGET {target!r}: missing module or function name")
-    if where.endswith(".py") and not os.path.isfile(where):
-        raise UsageError(f"TARGET: no such file {where!r}")
-    return where, name
-
-
-def _import_file(path: str):
-    mod_name = "specverify_target_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def start_target(target: str) -> runner.Runner:
-    """The target loaded in its own process; UsageError when it cannot be loaded."""
-    split_target(target)
-    try:
-        return runner.Runner(partial(load_target, target)).start()
-    except runner.SubjectFailed as exc:
-        raise UsageError(f"TARGET {target!r}: loading it failed: {exc}") from None
+# loading a TARGET lives in api (specverify.check takes TARGET strings too); re-exported here
+UsageError, load_target, split_target, start_target = (
+    api.UsageError, api.load_target, api.split_target, api.start_target)
 
 
 def check(subject, target: str = "<sampler>", budget: str = "standard", seed: int = 0,

@@ -51,7 +51,10 @@ def ray_map(fn: Callable, calls: list[tuple], executor: str, num_cpus: int | Non
     ray = require_ray()
     started = False
     if not ray.is_initialized():
-        kwargs: dict = {"include_dashboard": False, "log_to_driver": False}
+        import logging
+
+        kwargs: dict = {"include_dashboard": False, "log_to_driver": False,
+                        "logging_level": logging.ERROR}  # stderr keeps the report's one-line errors
         if executor.startswith("ray://"):
             kwargs["address"] = executor
         elif not os.environ.get("RAY_ADDRESS") and num_cpus:

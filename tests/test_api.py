@@ -142,3 +142,26 @@ def test_a_survivor_is_a_junit_failure_carrying_why():
     assert case.outcome == "failure" and "survived" in case.message
     root = ET.fromstring(junit.to_xml("s", [case]))
     assert root.find("testsuite/testcase/failure").get("message").startswith("survived")
+
+
+def test_readme_property_example():
+    """The README's example of a user's own @given test over specverify.strategies."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from specverify import exact
+    from specverify import strategies as sst
+
+    @settings(max_examples=20, deadline=None)
+    @given(model=sst.table_models(vocab_size=(2, 3), order=(0, 1)), k=st.integers(1, 3))
+    def test_first_two_tokens_follow_the_target(model, k):
+        prefix = (0,) * max(model.order, 1)
+        got = exact.sampler_distribution(specverify.speculative_step, model.p_fn, model.q_fn, prefix, k, 2)
+        want = exact.sequence_distribution(model.p_fn, prefix, 2)
+        assert exact.total_variation(got, want) < 1e-9
+
+    test_first_two_tokens_follow_the_target()
+
+
+def test_strategies_stay_public():
+    assert specverify.strategies.table_models is not None
