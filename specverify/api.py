@@ -315,6 +315,8 @@ def resolve_budget(budget: str | detectors.Budget) -> detectors.Budget:
         if not 0 < tv < 1:
             raise ValueError(f"budget: tv=X needs 0 < X < 1, got {budget!r}")
         return campaign_budget(tv)
+    if isinstance(budget, str) and budget not in detectors.BUDGETS:
+        raise ValueError(f"budget: must be one of {', '.join(detectors.BUDGETS)} or tv=X, got {budget!r}")
     return detectors.get_budget(budget)
 
 
