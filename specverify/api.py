@@ -98,6 +98,10 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     """
     b = resolve_budget(budget)
     own = None
+    if target is None and not isinstance(sampler, (str, runner.Runner)):  # named before adapting
+        name = getattr(sampler, "__qualname__", None) or getattr(sampler, "__name__", None)
+        module = getattr(sampler, "__module__", None)
+        target = f"{module}:{name}" if module and name else name or "<sampler>"
     if isinstance(sampler, str):
         if interface is not None:
             raise TypeError("interface: give a callable sampler, not a TARGET string, to adapt it")
@@ -113,9 +117,7 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
                             f"{type(sampler).__name__}")
         subject = sampler
     if target is None:
-        target = getattr(sampler, "__qualname__", None) or getattr(sampler, "__name__", None) or "<sampler>"
-        module = getattr(sampler, "__module__", None)
-        target = f"{module}:{target}" if module and not isinstance(sampler, runner.Runner) else target
+        target = "<sampler>"
     try:
         result = detectors.run_battery(subject, b, seed)
         if counterexample and result.flagged(("distribution",)):

@@ -68,7 +68,8 @@ def test_interface_adapts_another_signature():
     def adapt(fn):
         return lambda p_fn, q_fn, prefix, k, rng: fn(p_fn=p_fn, q_fn=q_fn, prefix=prefix, k=k, rng=rng)
 
-    assert specverify.check(keyword_step, budget="quick", interface=adapt).exact is True
+    report = specverify.check(keyword_step, budget="quick", interface=adapt)
+    assert report.exact is True and report.target.endswith(":test_interface_adapts_another_signature.<locals>.keyword_step")
 
 
 def test_campaign_arithmetic_and_budget():
