@@ -24,6 +24,7 @@ import polars as pl
 from .. import detectors, runner
 from ..files import write_atomically
 from ..samplers.chain import draft
+from ..checker import budget_argument
 from ..executors import ExecutorUnavailable, executor_argument
 from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
 from . import ALL, Mutant, get
@@ -90,15 +91,27 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
     fn = fn or get(mutant_id).fn
     t0 = time.perf_counter()
     try:
+        b, overrides = report_budget(budget)
         result = detectors.run_battery(
-            fn, budget, seed, deadline=time.monotonic() + timeout,
-            stop_on_first=effect not in ("exact", "fewer-tokens"), **REPORT_OVERRIDES)
+            fn, b, seed, deadline=time.monotonic() + timeout,
+            stop_on_first=effect not in ("exact", "fewer-tokens"), **overrides)
     except Exception as exc:  # a bug of ours, never the mutant's (the battery catches those)
         return Status.ERROR, f"{type(exc).__name__}: {exc}", None, time.perf_counter() - t0
     if result.timed_out:
         return Status.TIMEOUT, f"the battery on {mutant_id} ran past {timeout:g} s", None, result.seconds
     status, detail = judge(effect, result)
     return status, detail, result.to_dict(), result.seconds
+
+
+def report_budget(budget: str) -> tuple:
+    """(budget, overrides) of one subject's battery: a named budget with the report's overrides,
+    or a campaign ``tv=X`` (specverify.api.campaign_budget) as it is: every case by statistics
+    up to the run count that sees TV X (set --timeout to match: see README, Scale out)."""
+    if budget.startswith("tv="):
+        from ..api import resolve_budget
+
+        return resolve_budget(budget), {}
+    return budget, REPORT_OVERRIDES
 
 
 def make_row(subject: Mutant, outcome: tuple) -> Row:
@@ -265,7 +278,9 @@ def parse_args(argv):
                      help="write the report to this file (atomically) as well")
     rep.add_argument("--mutant", metavar="ID", help="run one mutant (besides baseline and sanity)")
     rep.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
-    rep.add_argument("--budget", choices=list(detectors.BUDGETS), default="standard")
+    rep.add_argument("--budget", type=budget_argument, default="standard", metavar="BUDGET",
+                     help="quick, standard (default), thorough, or tv=X: a campaign that tests every "
+                          "case of the thorough budget until a TV of X is seen (with --timeout to match)")
     rep.add_argument("--workers", type=positive_int_argument, default=min(2, os.cpu_count() or 1))
     rep.add_argument("--timeout", type=positive_seconds_argument, default=120.0,
                      help="seconds per subject (> 0)")
