@@ -1,4 +1,4 @@
-"""python -m specverify check TARGET [--json] [--seed N] [--budget quick|standard|thorough]"""
+"""python -m specverify check TARGET [TARGET ...] [--json] [--seed N] [--budget quick|standard|thorough|tv=X] [--junit-xml FILE] [--executor local|ray|ray://ADDRESS]"""
 
 import sys
 

@@ -25,6 +25,8 @@ from .. import detectors, runner
 from ..files import write_atomically
 from ..loop_battery import run_loop_battery
 from ..samplers.chain import draft
+from ..checker import budget_argument
+from ..executors import ExecutorUnavailable, executor_argument
 from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
 from . import ALL, Mutant, get
 
@@ -92,15 +94,27 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
     battery = run_loop_battery if loop else detectors.run_battery
     t0 = time.perf_counter()
     try:
+        b, overrides = report_budget(budget)
         result = battery(
-            fn, budget, seed, deadline=time.monotonic() + timeout,
-            stop_on_first=effect not in ("exact", "fewer-tokens"), **REPORT_OVERRIDES)
+            fn, b, seed, deadline=time.monotonic() + timeout,
+            stop_on_first=effect not in ("exact", "fewer-tokens"), **overrides)
     except Exception as exc:  # a bug of ours, never the mutant's (the battery catches those)
         return Status.ERROR, f"{type(exc).__name__}: {exc}", None, time.perf_counter() - t0
     if result.timed_out:
         return Status.TIMEOUT, f"the battery on {mutant_id} ran past {timeout:g} s", None, result.seconds
     status, detail = judge(effect, result)
     return status, detail, result.to_dict(), result.seconds
+
+
+def report_budget(budget: str) -> tuple:
+    """(budget, overrides) of one subject's battery: a named budget with the report's overrides,
+    or a campaign ``tv=X`` (specverify.api.campaign_budget) as it is: every case by statistics
+    up to the run count that sees TV X (set --timeout to match: see README, Scale out)."""
+    if budget.startswith("tv="):
+        from ..api import resolve_budget
+
+        return resolve_budget(budget), {}
+    return budget, REPORT_OVERRIDES
 
 
 def make_row(subject: Mutant, outcome: tuple) -> Row:
@@ -126,9 +140,22 @@ def subjects(only: str | None) -> list[Mutant]:
 
 
 def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers: int,
-            progress: bool) -> list[Row]:
+            progress: bool, executor: str = "local") -> list[Row]:
+    """Every subject's battery: here (``workers`` 1), on local worker processes, or one Ray task
+    per subject (``executor`` ray or ray://ADDRESS; specverify.executors), each running
+    ``run_subject`` exactly as a local worker does, so the same seed gives the same verdicts."""
     args = [(m.id, m.effect, budget, seed, timeout) for m in items]
-    if workers <= 1:
+    if executor != "local":
+        from ..executors import ray_map
+
+        bar = _ray_progress(len(args)) if progress else None
+        try:
+            outcomes = ray_map(run_subject, args, executor, num_cpus=workers,
+                               on_done=bar.advance if bar else None)
+        finally:
+            if bar:
+                bar.stop()
+    elif workers <= 1:
         outcomes = [run_subject(*a) for a in _progress(args, progress)]
     else:
         # controls and the baseline run every case in full: start them first so that the two
@@ -165,6 +192,21 @@ def _progress(items, enabled: bool, total: int | None = None):
 
     yield from track(items, description="mutants", total=total, transient=True,
                      console=_stderr_console())
+
+
+class _ray_progress:
+    def __init__(self, total: int):
+        from rich.progress import Progress
+
+        self.progress = Progress(console=_stderr_console(), transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task("mutants (ray)", total=total)
+
+    def advance(self) -> None:
+        self.progress.advance(self.task)
+
+    def stop(self) -> None:
+        self.progress.stop()
 
 
 def _stderr_console():
@@ -239,10 +281,17 @@ def parse_args(argv):
                      help="write the report to this file (atomically) as well")
     rep.add_argument("--mutant", metavar="ID", help="run one mutant (besides baseline and sanity)")
     rep.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
-    rep.add_argument("--budget", choices=list(detectors.BUDGETS), default="standard")
+    rep.add_argument("--budget", type=budget_argument, default="standard", metavar="BUDGET",
+                     help="quick, standard (default), thorough, or tv=X: a campaign that tests every "
+                          "case of the thorough budget until a TV of X is seen (with --timeout to match)")
     rep.add_argument("--workers", type=positive_int_argument, default=min(2, os.cpu_count() or 1))
     rep.add_argument("--timeout", type=positive_seconds_argument, default=120.0,
                      help="seconds per subject (> 0)")
+    rep.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
+                     help="also write JUnit XML: one test case per subject (atomically)")
+    rep.add_argument("--executor", type=executor_argument, default="local",
+                     help="local (default: --workers processes here), ray (RAY_ADDRESS, or a local "
+                          "Ray instance of --workers CPUs) or ray://ADDRESS: one Ray task per subject")
     sub.add_parser("list", help="list the catalogue's ids")
     return ap.parse_args(argv)
 
@@ -265,7 +314,10 @@ def main(argv=None) -> int:
     progress = sys.stderr.isatty()
     try:
         rows = run_all(subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers,
-                       progress)
+                       progress, args.executor)
+    except ExecutorUnavailable as exc:
+        print(f"specverify.mutants: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         runner.kill_all()
         print("specverify.mutants: interrupted; workers stopped", file=sys.stderr)
@@ -282,4 +334,25 @@ def main(argv=None) -> int:
             print(f"specverify.mutants: --out: could not write {args.out!r} ({exc.strerror}); "
                   f"the report is printed above", file=sys.stderr)
             return 2
+    if args.junit_xml:
+        from .. import junit
+
+        written = junit.write(args.junit_xml, "specverify.mutants", [junit_case(r) for r in rows],
+                              "specverify.mutants: --junit-xml")
+        if written:
+            return written
     return 1 if bad else 0
+
+
+def junit_case(row: Row):
+    """A killed mutant or a passed control is a passing test case; a survivor or an accused
+    control a failure carrying the finding (or its absence); an error or a timeout an error."""
+    from .. import junit
+
+    line = f"{row.status}: {row.detail}" if row.detail else str(row.status)
+    text = (f"{row.id} ({row.effect}): {row.status}; {row.description}"
+            + (f" [{row.reference}]" if row.reference else "") + (f"\n{row.detail}" if row.detail else ""))
+    outcome = "passed" if row.ok else ("error" if row.status in (Status.ERROR, Status.TIMEOUT) else "failure")
+    if row.status == Status.SURVIVED:
+        line = f"survived: no detector flagged this {row.effect} mutant" + (f" ({row.detail})" if row.detail else "")
+    return junit.Case(row.id, f"specverify.mutants.{row.effect}", row.seconds, outcome, line, text)

@@ -1,0 +1,365 @@
+"""The Python API: ``specverify.check(sampler)`` and ``specverify.assert_exact(sampler)``.
+
+This is what the ``check`` command line (specverify.checker) and the pytest plugin
+(specverify.pytest_plugin) are thin layers over. It imports only what the battery needs (NumPy,
+SciPy through specverify.stats); the sampler runs in its own process (specverify.runner).
+
+    import specverify
+
+    report = specverify.check(my_step, budget="quick", seed=0)
+    report.exact          # True / False / None (inconclusive)
+    report.counterexample # the smallest model that shows a bias, or None
+    specverify.assert_exact(my_step)  # AssertionError with the counterexample side by side
+
+``campaign_runs(tv, budget)`` is the arithmetic of a thorough campaign: how many sampler runs a
+battery needs to see a TV of ``tv`` on every case (README, "Scale out").
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable
+
+from . import detectors, runner
+from .files import json_default
+
+VERDICT_WORDS = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}
+EXIT_CODES = {True: 0, False: 1, None: 3}
+
+
+@dataclass
+class Report:
+    """One sampler's verdict. ``exact``: True (exact), False (a distribution or contract finding),
+    None (inconclusive: no finding, but a case could not be judged to the budget's plan)."""
+
+    target: str
+    seed: int
+    budget: str
+    coverage: str
+    false_fail_rate: float
+    result: detectors.BatteryResult = field(repr=False)
+
+    @property
+    def exact(self) -> bool | None:
+        return self.result.exact
+
+    @property
+    def efficient(self) -> bool | None:
+        return self.result.efficient
+
+    @property
+    def findings(self) -> list[detectors.Finding]:
+        return self.result.findings
+
+    @property
+    def counterexample(self) -> dict | None:
+        return self.result.counterexample
+
+    @property
+    def exit_code(self) -> int:
+        """The ``check`` command's exit code: 0 exact, 1 not exact, 3 inconclusive."""
+        return EXIT_CODES[self.exact]
+
+    def to_dict(self) -> dict:
+        """The JSON object ``check --json`` prints (keys unchanged since the first release)."""
+        return {"target": self.target, "seed": self.seed, "coverage": self.coverage,
+                "false_fail_rate": self.false_fail_rate, **self.result.to_dict()}
+
+    def to_json(self, **kwargs) -> str:
+        return json.dumps(self.to_dict(), default=json_default, **kwargs)
+
+    def text(self) -> str:
+        """The human report ``check`` prints: the verdict first."""
+        return human(self.to_dict())
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
+          interface: Callable | None = None, counterexample: bool = True,
+          target: str | None = None) -> Report:
+    """Run the detector battery on ``sampler`` and return its ``Report``.
+
+    ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
+    list[int]``, a TARGET string (``package.module:function`` or ``path/file.py:function``,
+    imported only in the subject's process), or a started ``runner.Runner``. ``interface``: an
+    adapter applied to ``sampler`` first, for a sampler with another signature
+    (``interface(sampler)`` must return a function of the handout's). ``budget``: a name of
+    ``detectors.BUDGETS`` or a ``detectors.Budget``. ``counterexample``: search for the smallest
+    model that shows a distribution finding. Never raises for a broken sampler (its breaches are
+    findings); a TARGET that cannot be loaded raises ``UsageError``.
+    """
+    b = resolve_budget(budget)
+    own = None
+    if target is None and not isinstance(sampler, (str, runner.Runner)):  # named before adapting
+        name = getattr(sampler, "__qualname__", None) or getattr(sampler, "__name__", None)
+        module = getattr(sampler, "__module__", None)
+        target = f"{module}:{name}" if module and name else name or "<sampler>"
+    if isinstance(sampler, str):
+        if interface is not None:
+            raise TypeError("interface: give a callable sampler, not a TARGET string, to adapt it")
+        target = target or sampler
+        subject = own = start_target(sampler)
+    elif isinstance(sampler, runner.Runner):
+        subject = sampler
+    else:
+        if interface is not None:
+            sampler = interface(sampler)
+        if not callable(sampler):
+            raise TypeError(f"sampler: expected a callable, a TARGET string or a Runner, got "
+                            f"{type(sampler).__name__}")
+        subject = sampler
+    if target is None:
+        target = "<sampler>"
+    try:
+        result = detectors.run_battery(subject, b, seed)
+        if counterexample and result.flagged(("distribution",)):
+            result.counterexample = detectors.find_counterexample(subject, b, seed)
+    finally:
+        if own is not None:
+            own.close()
+    return Report(target=target, seed=seed, budget=b.name, coverage=b.coverage(),
+                  false_fail_rate=b.false_fail_rate, result=result)
+
+
+def assert_exact(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
+                 interface: Callable | None = None, allow_inconclusive: bool = False,
+                 target: str | None = None) -> Report:
+    """``check`` the sampler; AssertionError unless it is exact (and, unless
+    ``allow_inconclusive``, conclusively so). The message puts the verdict first, then each
+    finding, then the smallest counterexample side by side (tokens: sampler vs target). Returns
+    the report when the assertion holds."""
+    report = check(sampler, budget=budget, seed=seed, interface=interface, target=target)
+    if report.exact is False or (report.exact is None and not allow_inconclusive):
+        raise AssertionError(failure_message(report))
+    return report
+
+
+def failure_message(report: Report | dict) -> str:
+    """The verdict, every finding and shortfall, and the smallest counterexample side by side
+    (of a Report or of its ``to_dict()``)."""
+    d = report.to_dict() if isinstance(report, Report) else report
+    lines = [f"{d['target']}: {VERDICT_WORDS[d['exact']]} (seed {d['seed']}, budget {d['budget']}, "
+             f"false-fail rate {d['false_fail_rate']:g})"]
+    for f in d["findings"]:
+        where = f" on {f['case']}" if f["case"] else ""
+        lines.append(f"  [{f['kind']}] {f['check']}{where}: {f['message']}")
+    for s in d["shortfalls"]:
+        lines.append(f"  [inconclusive] {s}")
+    ce = d["counterexample"]
+    if ce:
+        lines += counterexample_lines(ce)
+    return "\n".join(lines)
+
+
+def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
+    """The smallest model and its distributions side by side, the largest differences first."""
+    tv = ce.get("exact_tv", ce.get("empirical_tv"))
+    lines = [f"  smallest counterexample ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
+             f"window {ce['window']} token(s), prefix {ce['prefix']}, model {ce['model']}, TV {tv:.4g}",
+             f"    p = {ce['p']}", f"    q = {ce['q']}",
+             f"    {'tokens':>12}  {'sampler':>10}  {'target':>10}  {'difference':>11}"]
+    dist = sorted(ce["distributions"], key=lambda r: -abs(r["sampler"] - r["target"]))
+    for r in dist[:rows]:
+        lines.append(f"    {' '.join(map(str, r['tokens'])):>12}  {r['sampler']:>10.6f}  "
+                     f"{r['target']:>10.6f}  {r['sampler'] - r['target']:>+11.6f}")
+    if len(dist) > rows:
+        lines.append(f"    ... {len(dist) - rows} more sequence(s)")
+    return lines
+
+
+def human(report: dict) -> str:
+    """The ``check`` command's human report of ``Report.to_dict()``: the verdict first."""
+    eff = {True: "efficient", False: "NOT efficient", None: "efficiency not established"}[report["efficient"]]
+    lines = [f"{report['target']}: {VERDICT_WORDS[report['exact']]}, {eff} "
+             f"({len(report['findings'])} finding(s), {report['seconds']:.1f} s, budget "
+             f"{report['budget']}: {report['coverage']})"]
+    for f in report["findings"]:
+        where = f" on {f['case']}" if f["case"] else ""
+        lines.append(f"  [{f['kind']}] {f['check']}{where}: {f['message']}")
+    for s in report["shortfalls"]:
+        lines.append(f"  [inconclusive] {s}")
+    ce = report["counterexample"]
+    if ce:
+        tv = ce.get("exact_tv", ce.get("empirical_tv"))
+        lines.append(f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
+                     f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {tv:.4g}")
+        for row in ce["distributions"][:8]:
+            lines.append(f"    {row['tokens']}: sampler {row['sampler']:.6f}  target {row['target']:.6f}")
+    if report["output"]:
+        lines.append("the sampler printed (last lines):")
+        lines += [f"  | {line}" for line in report["output"].splitlines()[-8:]]
+    lines.append("ran:")
+    lines += [f"  {line}" for line in report["ran"]]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- loading a TARGET
+
+
+class UsageError(Exception):
+    pass
+
+
+def load_target(target: str) -> Callable:
+    """Import ``module:function`` or ``file.py:function``; UsageError with one clear line.
+
+    Runs in the subject's process: whatever the import prints goes to its capture, an exit at
+    import is a usage error, not silence.
+    """
+    where, name = split_target(target)
+    try:
+        module = _import_file(where) if where.endswith(".py") else importlib.import_module(where)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
+        raise UsageError(f"TARGET {target!r}: cannot import {where!r} ({type(exc).__name__}: {exc})") from None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise UsageError(f"TARGET {target!r}: {where!r} has no attribute {name!r}")
+    if not callable(fn):
+        raise UsageError(f"TARGET {target!r}: {name!r} is a {type(fn).__name__}, not callable")
+    return fn
+
+
+def split_target(target: str) -> tuple[str, str]:
+    """(module or file, function name), checked in the parent before anything is imported."""
+    if ":" not in target:
+        raise UsageError(f"TARGET {target!r}: expected 'package.module:function' or 'path/file.py:function'")
+    where, _, name = target.rpartition(":")
+    if not where or not name:
+        raise UsageError(f"TARGET {target!r}: missing module or function name")
+    if where.endswith(".py") and not os.path.isfile(where):
+        raise UsageError(f"TARGET: no such file {where!r}")
+    return where, name
+
+
+def _import_file(path: str):
+    mod_name = "specverify_target_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def start_target(target: str) -> runner.Runner:
+    """The target loaded in its own process; UsageError when it cannot be loaded."""
+    split_target(target)
+    try:
+        return runner.Runner(partial(load_target, target)).start()
+    except runner.SubjectFailed as exc:
+        raise UsageError(f"TARGET {target!r}: loading it failed: {exc}") from None
+
+
+# --------------------------------------------------------------------------- campaign arithmetic
+
+
+def campaign_runs(tv: float, budget: str | detectors.Budget = "thorough",
+                  false_fail_rate: float | None = None) -> dict:
+    """Sampler runs one subject needs so that the chi-square detector sees a TV of ``tv`` (with
+    probability 1 - detectors.POWER_FALSE_PASS_RATE) on every case of ``budget``.
+
+    The statistical half of the battery's false-fail rate is split (Bonferroni) over every case
+    and every look of the sequential test, exactly as the battery splits it; the number of looks
+    depends on the run count, so the two are solved together. A correct subject runs every case
+    to the last look (``n_max``, the smallest look at or above the largest case's need), so
+    ``runs`` = cases x n_max. Returns {"tv", "budget", "cases", "looks", "n_max", "runs",
+    "per_case": {case: runs it needs}, "per_check_false_fail_rate"}.
+    """
+    from . import stats
+
+    b = detectors.get_budget(budget)
+    rate = b.false_fail_rate if false_fail_rate is None else false_fail_rate
+    cases = [detectors.all_cases()[i] for i in b.cases]
+    n_looks = 1
+    while True:
+        per_check = stats.split_budget(rate / 2, len(cases) * n_looks)
+        per_case = {c.name: stats.min_num_samples_chi_square(
+            tv, detectors._target_distribution(c), per_check, detectors.POWER_FALSE_PASS_RATE)
+            for c in cases}
+        need = max(max(per_case.values()), b.n_min)
+        sizes = detectors.looks(b.n_min, 2 * need - 1)  # up to the first look >= need
+        if len(sizes) <= n_looks:
+            break
+        n_looks = len(sizes)
+    n_max = sizes[-1]
+    return {"tv": tv, "budget": b.name, "cases": len(cases), "looks": len(sizes), "n_max": n_max,
+            "runs": len(cases) * n_max, "per_case": per_case, "per_check_false_fail_rate": per_check}
+
+
+CAMPAIGN_SECONDS = 7 * 24 * 3600.0
+"""A campaign budget's time limits: a week per subject, i.e. the run count decides, not the clock."""
+
+
+def campaign_budget(tv: float, base: str | detectors.Budget = "thorough") -> detectors.Budget:
+    """``base`` with every case tested by statistics up to the run count ``campaign_runs`` gives
+    for ``tv``, and time limits that do not cut it short (``--budget tv=0.001``)."""
+    from dataclasses import replace
+
+    b = detectors.get_budget(base)
+    c = campaign_runs(tv, b)
+    return replace(b, name=f"tv={tv:g}", stat_cases=len(b.cases), n_max=c["n_max"],
+                   detect_tv=min(b.detect_tv, tv), statistics_s=CAMPAIGN_SECONDS,
+                   fallback_statistics_s=CAMPAIGN_SECONDS)
+
+
+def resolve_budget(budget: str | detectors.Budget) -> detectors.Budget:
+    """A name of detectors.BUDGETS, ``tv=X`` (a campaign that sees TV X), or a Budget."""
+    if isinstance(budget, str) and budget.startswith("tv="):
+        try:
+            tv = float(budget[3:])
+        except ValueError:
+            tv = float("nan")
+        if not 0 < tv < 1:
+            raise ValueError(f"budget: tv=X needs 0 < X < 1, got {budget!r}")
+        return campaign_budget(tv)
+    if isinstance(budget, str) and budget not in detectors.BUDGETS:
+        raise ValueError(f"budget: must be one of {', '.join(detectors.BUDGETS)} or tv=X, got {budget!r}")
+    return detectors.get_budget(budget)
+
+
+def campaign_table(tv: float = 1e-3, budget: str = "thorough", subjects: int | None = None,
+                   runs_per_second: float | None = None, cores: int = 2) -> str:
+    """The README's campaign line: N subjects x M cases at TV ``tv`` = R runs, and the hours they
+    take on one ``cores``-core machine and on W one-core workers, at ``runs_per_second`` per core
+    (measured on the reference sampler when None). Subjects default to the mutant report's."""
+    if subjects is None:
+        from .mutants import ALL
+
+        subjects = len(ALL) + 2  # the catalogue, the baseline and the forced fail
+    c = campaign_runs(tv, budget)
+    rate = runs_per_second or measure_runs_per_second()
+    total = subjects * c["runs"]
+    core_hours = total / rate / 3600
+    return (f"{subjects} subjects x {c['cases']} cases at TV {tv:g} = {total:.3g} runs "
+            f"({c['runs']:.3g} per subject: {c['looks']} looks, the last at {c['n_max']:,} runs per "
+            f"case; per-check false-fail rate {c['per_check_false_fail_rate']:.2g}). At {rate:,.0f} "
+            f"runs per core-second: {core_hours / cores:,.0f} hours on one {cores}-core machine, "
+            f"about {core_hours:,.0f}/W hours on W one-core workers (W up to {subjects}: one task "
+            f"per subject; {core_hours / subjects:,.0f} hours per subject)")
+
+
+def measure_runs_per_second(seconds: float = 2.0) -> float:
+    """Runs of the reference sampler per CPU-second (process time, so a loaded machine does not
+    lower it), on the thorough budget's cases, through the battery's guard, in this process."""
+    import time
+
+    import numpy as np
+
+    cases = detectors.battery("thorough")
+    rng = np.random.default_rng(0)
+    n, t0 = 0, time.process_time()
+    while time.process_time() - t0 < seconds:
+        for case in cases:
+            detectors.sample_first_tokens(detectors.speculative_step, case, 20, rng)
+            n += 20
+    return n / (time.process_time() - t0)
+
+
+__all__ = ["Report", "assert_exact", "campaign_budget", "campaign_runs", "campaign_table", "check", "failure_message"]

@@ -1,0 +1,179 @@
+"""The Python API (specverify.check / assert_exact / Report), ``check`` of several targets,
+``--junit-xml`` on ``check`` and ``mutants report``, and the honest dependencies of the API.
+
+Statistical false-fail rate: the battery's 1e-6 per run at fixed seeds, so every verdict here is
+deterministic.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import specverify
+from specverify import api, detectors
+from specverify.mutants import get
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def cli(*args, module="specverify", env=ENV, timeout=300):
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_the_api_imports_only_what_it_needs():
+    code = ("import sys, specverify, specverify.api, specverify.checker; specverify.check; "
+            "specverify.assert_exact; specverify.Report; "
+            "print(sorted(m for m in ('polars', 'matplotlib', 'rich', 'torch', 'ray', 'transformers') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
+                         timeout=120, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_check_returns_a_typed_report():
+    report = specverify.check(specverify.speculative_step, budget="quick", seed=0)
+    assert isinstance(report, specverify.Report)
+    assert report.exact is True and report.efficient is True and report.findings == []
+    assert report.counterexample is None and report.exit_code == 0
+    d = json.loads(report.to_json())
+    assert d == json.loads(json.dumps(report.to_dict()))
+    assert {"target", "seed", "coverage", "false_fail_rate", "exact", "efficient", "findings",
+            "counterexample", "budget"} <= set(d)
+    assert report.target.endswith(":speculative_step") and str(report).startswith(report.target)
+
+
+def test_assert_exact_shows_the_smallest_counterexample_side_by_side():
+    with pytest.raises(AssertionError) as info:
+        specverify.assert_exact(get("ratio/inverted").fn, budget="quick", target="inverted")
+    message = str(info.value)
+    assert message.startswith("inverted: NOT EXACT")
+    assert "smallest counterexample (exact): vocab 2, k=1" in message
+    header = next(line for line in message.splitlines() if "sampler" in line and "target" in line)
+    assert header.split() == ["tokens", "sampler", "target", "difference"]
+    assert specverify.assert_exact(specverify.speculative_step, budget="quick").exact is True
+
+
+def test_interface_adapts_another_signature():
+    def keyword_step(*, p_fn, q_fn, prefix, k, rng):
+        return specverify.speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def adapt(fn):
+        return lambda p_fn, q_fn, prefix, k, rng: fn(p_fn=p_fn, q_fn=q_fn, prefix=prefix, k=k, rng=rng)
+
+    report = specverify.check(keyword_step, budget="quick", interface=adapt)
+    assert report.exact is True and report.target.endswith(":test_interface_adapts_another_signature.<locals>.keyword_step")
+
+
+def test_campaign_arithmetic_and_budget():
+    c = api.campaign_runs(1e-3, "thorough")
+    assert c["cases"] == len(detectors.BUDGETS["thorough"].cases)
+    assert c["n_max"] >= max(c["per_case"].values()) and c["runs"] == c["cases"] * c["n_max"]
+    assert len(detectors.looks(500, c["n_max"])) == c["looks"]
+    # the per-check rate is the statistical half split over every case and every look
+    assert c["per_check_false_fail_rate"] == pytest.approx(1e-6 / 2 / (c["cases"] * c["looks"]))
+    assert api.campaign_runs(1e-2, "thorough")["runs"] < c["runs"]
+    b = api.resolve_budget("tv=0.001")
+    assert b.n_max == c["n_max"] and b.stat_cases == c["cases"] and b.detect_tv == 1e-3
+    with pytest.raises(ValueError, match="tv=X"):
+        api.resolve_budget("tv=2")
+
+
+def test_check_of_several_targets_writes_junit_xml(tmp_path):
+    xml = tmp_path / "check.xml"
+    code, out, err = cli("check", "specverify:speculative_step", "specverify.mutants.catalogue:no_verification",
+                         "--budget", "quick", "--json", "--junit-xml", str(xml))
+    assert code == 1, err  # the worst of 0 and 1
+    reports = [json.loads(line) for line in out.splitlines()]
+    assert [r["exact"] for r in reports] == [True, False]
+    suite = ET.parse(xml).getroot().find("testsuite")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["specverify:speculative_step",
+                                              "specverify.mutants.catalogue:no_verification"]
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    assert cases[0].find("failure") is None
+    failure = cases[1].find("failure")
+    assert failure.get("message").startswith("[distribution] exact-tv on")
+    assert "smallest counterexample" in failure.text
+
+
+def test_several_targets_exit_with_the_worst_code(tmp_path):
+    code, out, err = cli("check", "specverify:speculative_step", "nosuch.module:f", "--budget", "quick")
+    assert code == 2 and "cannot import 'nosuch.module'" in err and ": EXACT" in out
+
+
+def test_executor_ray_without_ray_is_a_usage_error_naming_the_extra(tmp_path):
+    fake = tmp_path / "ray"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('no ray here')\n")
+    env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    for args, module in ((["check", "specverify:speculative_step"], "specverify"),
+                         (["report", "--mutant", "ratio/inverted"], "specverify.mutants")):
+        code, out, err = cli(*args, "--executor", "ray", module=module, env=env, timeout=60)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert "pip install -e '.[ray]'" in err
+    code, _, err = cli("check", "specverify:speculative_step", "--executor", "spark", timeout=60)
+    assert code == 2 and "ray://ADDRESS" in err
+
+
+def test_mutant_report_writes_junit_xml(tmp_path):
+    xml = tmp_path / "report.xml"
+    code, out, err = cli("report", "--mutant", "ratio/inverted", "--budget", "quick", "--workers", "1",
+                         "--format", "csv", "--junit-xml", str(xml), module="specverify.mutants")
+    assert code == 0, err
+    suite = ET.parse(xml).getroot().find("testsuite")
+    names = [c.get("name") for c in suite.findall("testcase")]
+    assert names == ["baseline/reference", "sanity/emit-drafts", "ratio/inverted"]
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
+
+
+def test_a_survivor_is_a_junit_failure_carrying_why():
+    from specverify import junit
+    from specverify.mutants.report import Row, Status, junit_case
+
+    row = Row("x/y", "biased", Status.SURVIVED, "", None, None, None, 1.0, "a bug", "")
+    case = junit_case(row)
+    assert case.outcome == "failure" and "survived" in case.message
+    root = ET.fromstring(junit.to_xml("s", [case]))
+    assert root.find("testsuite/testcase/failure").get("message").startswith("survived")
+
+
+def test_readme_property_example():
+    """The README's example of a user's own @given test over specverify.strategies."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from specverify import exact
+    from specverify import strategies as sst
+
+    @settings(max_examples=20, deadline=None)
+    @given(model=sst.table_models(vocab_size=(2, 3), order=(0, 1)), k=st.integers(1, 3))
+    def test_first_two_tokens_follow_the_target(model, k):
+        prefix = (0,) * max(model.order, 1)
+        got = exact.sampler_distribution(specverify.speculative_step, model.p_fn, model.q_fn, prefix, k, 2)
+        want = exact.sequence_distribution(model.p_fn, prefix, 2)
+        assert exact.total_variation(got, want) < 1e-9
+
+    test_first_two_tokens_follow_the_target()
+
+
+def test_strategies_stay_public():
+    assert specverify.strategies.table_models is not None
+
+
+def test_a_campaign_budget_reaches_the_report_without_its_overrides():
+    from specverify.mutants import report
+
+    b, overrides = report.report_budget("tv=0.001")
+    assert overrides == {} and b.n_max == api.campaign_runs(1e-3)["n_max"] and b.name == "tv=0.001"
+    assert report.report_budget("quick") == ("quick", report.REPORT_OVERRIDES)
+    assert report.parse_args(["report", "--budget", "tv=0.001"]).budget == "tv=0.001"
+    code, _, err = cli("report", "--budget", "huge", module="specverify.mutants", timeout=60)
+    assert code == 2 and "tv=X" in err
