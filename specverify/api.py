@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -82,16 +83,34 @@ class Report:
         return self.text()
 
 
+LOOP_PARAMETERS = ("target", "draft", "requests", "k", "rng")
+INTERFACES = ("auto", "round", "loop")
+
+
+def interface_of(fn) -> str:
+    """"loop" for ``generate(target, draft, requests, k, rng)``, else "round" (the handout's)."""
+    try:
+        names = tuple(inspect.signature(fn).parameters)[:5]
+    except (TypeError, ValueError):
+        return "round"
+    return "loop" if names == LOOP_PARAMETERS else "round"
+
+
+def _interface_task(subject) -> str:
+    return interface_of(subject)
+
+
 def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
-          interface: Callable | None = None, counterexample: bool = True,
+          interface: str | Callable | None = None, counterexample: bool = True,
           target: str | None = None) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
     list[int]``, a TARGET string (``package.module:function`` or ``path/file.py:function``,
-    imported only in the subject's process), or a started ``runner.Runner``. ``interface``: an
-    adapter applied to ``sampler`` first, for a sampler with another signature
-    (``interface(sampler)`` must return a function of the handout's). ``budget``: a name of
+    imported only in the subject's process), or a started ``runner.Runner``. ``interface``:
+    "round", "loop" (``generate(target, draft, requests, k, rng)``, judged by the loop battery),
+    None / "auto" (by the function's parameter names), or an adapter applied to ``sampler``
+    first (``interface(sampler)`` must return a function of the handout's). ``budget``: a name of
     ``detectors.BUDGETS`` or a ``detectors.Budget``. ``counterexample``: search for the smallest
     model that shows a distribution finding. Never raises for a broken sampler (its breaches are
     findings); a TARGET that cannot be loaded raises ``UsageError``.
@@ -102,15 +121,18 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
         name = getattr(sampler, "__qualname__", None) or getattr(sampler, "__name__", None)
         module = getattr(sampler, "__module__", None)
         target = f"{module}:{name}" if module and name else name or "<sampler>"
+    named = interface if isinstance(interface, str) or interface is None else None
+    if named is not None and named not in INTERFACES:
+        raise ValueError(f"interface: must be one of {', '.join(INTERFACES)} or an adapter, got {named!r}")
     if isinstance(sampler, str):
-        if interface is not None:
+        if named is None and interface is not None:
             raise TypeError("interface: give a callable sampler, not a TARGET string, to adapt it")
         target = target or sampler
         subject = own = start_target(sampler)
     elif isinstance(sampler, runner.Runner):
         subject = sampler
     else:
-        if interface is not None:
+        if named is None and interface is not None:
             sampler = interface(sampler)
         if not callable(sampler):
             raise TypeError(f"sampler: expected a callable, a TARGET string or a Runner, got "
@@ -119,13 +141,25 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     if target is None:
         target = "<sampler>"
     try:
-        result = detectors.run_battery(subject, b, seed)
-        if counterexample and result.flagged(("distribution",)):
-            result.counterexample = detectors.find_counterexample(subject, b, seed)
+        if named in (None, "auto"):
+            named = (subject.call(_interface_task, limit=10.0) if isinstance(subject, runner.Runner)
+                     else interface_of(subject))
+        coverage = b.coverage()
+        if named == "loop":
+            from .loop_battery import get_loop_budget, loop_cases, run_loop_battery
+
+            lb = get_loop_budget(b.name)
+            coverage = (f"loop battery: {len(loop_cases())} request batches; a request the "
+                        f"enumerator cannot follow must see TV {lb.detect_tv:g}")
+            result = run_loop_battery(subject, lb, seed)
+        else:
+            result = detectors.run_battery(subject, b, seed)
+            if counterexample and result.flagged(("distribution",)):
+                result.counterexample = detectors.find_counterexample(subject, b, seed)
     finally:
         if own is not None:
             own.close()
-    return Report(target=target, seed=seed, budget=b.name, coverage=b.coverage(),
+    return Report(target=target, seed=seed, budget=b.name, coverage=coverage,
                   false_fail_rate=b.false_fail_rate, result=result)
 
 

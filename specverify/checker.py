@@ -32,10 +32,10 @@ UsageError, load_target, split_target, start_target = (
 
 
 def check(subject, target: str = "<sampler>", budget: str = "standard", seed: int = 0,
-          counterexample: bool = True) -> dict:
+          counterexample: bool = True, interface: str = "auto") -> dict:
     """The verdict as the JSON object the CLI prints (subject: a callable or a started Runner)."""
     return api.check(subject, budget=budget, seed=seed, counterexample=counterexample,
-                     target=target).to_dict()
+                     target=target, interface=interface).to_dict()
 
 
 VERDICT_WORDS = api.VERDICT_WORDS
@@ -72,6 +72,10 @@ def parse_args(argv):
     ap.add_argument("--budget", type=budget_argument, default="standard", metavar="BUDGET",
                     help=f"how much to run ({coverage}; tv=X: every case by statistics until a TV "
                          f"of X is seen, see specverify.api.campaign_runs)")
+    ap.add_argument("--interface", choices=api.INTERFACES, default="auto",
+                    help="round: the handout's speculative_step(p_fn, q_fn, prefix, k, rng); loop: "
+                         "generate(target, draft, requests, k, rng); auto (default): by the "
+                         "function's parameter names")
     ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
                     help="also write JUnit XML: one test case per target (atomically)")
     ap.add_argument("--executor", type=executor_argument, default="local",
@@ -80,13 +84,13 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
-def check_target(target: str, budget: str, seed: int) -> tuple[str, object]:
+def check_target(target: str, budget: str, seed: int, interface: str = "auto") -> tuple[str, object]:
     """("ok", the report's dict) or ("usage", the one-line error): one target, start to end
     (the unit a Ray task runs)."""
     subject = None
     try:
         subject = start_target(target)
-        return "ok", check(subject, target, budget, seed)
+        return "ok", check(subject, target, budget, seed, interface=interface)
     except UsageError as exc:
         return "usage", str(exc)
     finally:
@@ -122,7 +126,7 @@ def main(argv=None) -> int:
     try:
         for target in args.targets:  # every TARGET string checked before anything runs
             split_target(target)
-        calls = [(t, args.budget, args.seed) for t in args.targets]
+        calls = [(t, args.budget, args.seed, args.interface) for t in args.targets]
         if args.executor == "local":
             outcomes = [check_target(*c) for c in calls]
         else:

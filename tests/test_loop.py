@@ -208,3 +208,32 @@ def test_a_loop_that_ignores_its_rng_is_not_enumerated():
 
     result = run_loop_battery(unseeded, samples=1000)
     assert any(f.check == "rng" for f in result.findings) and result.exact is None
+
+
+def test_check_recognises_the_loop_interface_by_signature_and_by_option(tmp_path):
+    """The CLI judges a loop by the loop battery: the reference exact (exit 0), a loop mutant not
+    exact (exit 1); auto-detection by parameter names and --interface loop agree. Fixed seed 0,
+    false-fail rate 1e-6 per run (exact enumeration here: no sampling noise)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    path = tmp_path / "myloop.py"
+    path.write_text("from specverify.samplers.loop import generate\n"
+                    "from specverify.mutants import get\n"
+                    "bias_bonus_only = get('loop-bias/bonus-only').fn\n")
+
+    def check(name, *extra):
+        proc = subprocess.run([sys.executable, "-m", "specverify", "check", f"{path}:{name}",
+                               "--json", "--budget", "quick", *extra], capture_output=True,
+                              text=True, timeout=600, env={**__import__("os").environ,
+                                                           "PYTHONPATH": str(root)})
+        return proc.returncode, json.loads(proc.stdout)
+
+    code, report = check("generate")
+    assert code == 0 and report["exact"] is True and report["coverage"].startswith("loop battery")
+    code, report = check("bias_bonus_only", "--interface", "loop")
+    assert code == 1 and report["exact"] is False
+    assert "sequence-law" in {f["check"] for f in report["findings"]}
