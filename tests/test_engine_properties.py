@@ -31,7 +31,7 @@ from specverify.stats import chi_square_test
 
 from hypothesis_labels import label_model
 
-EXACT_SAMPLERS = ["chain", "tree-iid", "tree-without-replacement", "adaptive-confidence",
+EXACT_SAMPLERS = ["chain", "block", "tree-iid", "tree-without-replacement", "adaptive-confidence",
                   "prompt-lookup"]
 
 
