@@ -3,18 +3,22 @@ controls that are exact but less efficient. ``python -m specverify.mutants repor
 through the detector battery (specverify.detectors).
 
 - catalogue.py: the single-chain mutants and the controls (handout §5 and real engines' bugs);
-- multi_draft.py: tree, adaptive-k and greedy-verification mutants.
+- multi_draft.py: tree, adaptive-k and greedy-verification mutants;
+- rules.py: block verification and multi-draft selection mutants, the match-target-sample dispute.
 """
 
 from __future__ import annotations
 
 from .catalogue import CONTROLS, MUTANTS, Mutant
 from .multi_draft import MULTI_DRAFT_MUTANTS
+from .rules import RULE_CONTROLS, RULE_MUTANTS
 
 ALL: tuple[Mutant, ...] = (
     *MUTANTS,
     *(Mutant(**m) for m in MULTI_DRAFT_MUTANTS),
+    *RULE_MUTANTS,
     *CONTROLS,
+    *RULE_CONTROLS,
 )
 
 
