@@ -106,7 +106,7 @@ def optimal_selection(p, q, m: int, replacement: bool = True) -> dict[frozenset,
         fill = np.zeros(len(p))
         fill[members] = q[members] / q[members].sum()
         psi = a + left * fill
-        out[s] = psi / psi.sum()
+        out[s] = psi / psi.sum() if psi.sum() > 0 else fill
     return out
 
 

@@ -24,7 +24,9 @@ import numpy as np
 from ..samplers.block import (accepted_length, acceptance_thresholds, block_weights,
                               target_rows, weighted_residual)
 from ..samplers import get_sampler
-from ..samplers.chain import draft, residual, sample
+from ..samplers.chain import accepts, draft, residual, sample
+from ..samplers.transport import _canonical, _key, _spectr
+from ..samplers.tree import tree_walk
 from ..validation import check_k
 from .catalogue import Mutant, _round, match_target_sample
 
@@ -94,6 +96,41 @@ def match_target_sample_emit_draft(p_fn, q_fn, prefix, k, rng):
                   recover=lambda p, q, x, rng: [x])  # fmt: skip
 
 
+def _spectr_q_over_unrejected(p, q, rng, width: int = 2):
+    """k-SEQ whose later tries use q renormalized over the tokens not yet rejected (the
+    without-replacement update), while the drafts are i.i.d. from the full q."""
+    rho, r = _spectr(_key(p), _key(q), width)
+    q_left = q
+    for _ in range(width):
+        x = int(rng.choice(len(q), p=q))
+        if rng.random() * rho * q_left[x] < p[x]:  # the bug: q_left, not q
+            return True, x
+        q_left = q_left.copy()
+        q_left[x] = 0.0
+        q_left = q_left / q_left.sum() if q_left.sum() > 0 else q
+    return False, int(rng.choice(len(r), p=r))
+
+
+def spectr_q_over_unrejected(p_fn, q_fn, prefix, k, rng):
+    return tree_walk(p_fn, q_fn, prefix, k, rng, _spectr_q_over_unrejected)
+
+
+def _canonical_selected_as_draft(p, q, rng, width: int = 2):
+    """The canonical rule whose second step treats the selected draft as a sample of q: the
+    token-wise test and residual use q instead of the selection's law r."""
+    drafts = [int(rng.choice(len(q), p=q)) for _ in range(width)]
+    selection, _ = _canonical(_key(p), _key(q), width)
+    psi = selection[frozenset(drafts)]
+    y = int(rng.choice(len(psi), p=psi))
+    if accepts(p, q, y, rng):  # the bug: q, not r
+        return True, y
+    return False, sample(residual(p, q), rng)
+
+
+def canonical_selected_as_draft(p_fn, q_fn, prefix, k, rng):
+    return tree_walk(p_fn, q_fn, prefix, k, rng, _canonical_selected_as_draft)
+
+
 RULE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("block/tokenwise-acceptance", "block verification built from the token-wise test "
            "min(1, p/q) per position and the ordinary residual", "biased",
@@ -105,6 +142,12 @@ RULE_MUTANTS: tuple[Mutant, ...] = (
            "real-world"),
     Mutant("block/weight-on-draft", "block verification with the residual weight on the wrong "
            "side: norm(max(0, p - w_tau q))", "biased", block_weight_on_draft, _BLOCK),
+    Mutant("spectr/q-over-unrejected", "SpecTr k-SEQ whose later tries renormalize q over the "
+           "tokens not yet rejected, though the drafts are i.i.d.", "biased",
+           spectr_q_over_unrejected, "arXiv 2310.15141"),
+    Mutant("canonical/selected-as-draft", "canonical OT rule whose second step verifies the "
+           "selected draft against q instead of the selection's law r", "biased",
+           canonical_selected_as_draft, "arXiv 2410.18234"),
     Mutant("verify/match-target-sample-emit-draft", "accept x only if an independent y ~ p "
            "equals it, else emit the draft x: first token ~ q", "biased",
            match_target_sample_emit_draft, "ml-explore/mlx-swift-lm#459; lablup/mlxcel#992",
