@@ -159,3 +159,20 @@ def test_optimum_tokens_per_round_is_block_on_the_tokens_per_round_cases():
         assert opt == pytest.approx(mean_tokens(get_sampler("block"), case.model, case.prefix,
                                                 case.k), abs=1e-12)
         assert opt >= expected_round_length(case) - 1e-12
+
+
+# ------------------------------------------------------------------------------ the comparison
+
+
+def test_compare_rules_block_never_loses_and_gains_where_the_paper_says(monkeypatch):
+    import specverify.compare_samplers as cs
+
+    monkeypatch.setattr(cs, "rules_models", lambda: [handout_iid(), toy_chain()])
+    monkeypatch.setattr(cs, "RULES", cs.RULES[:2])
+    monkeypatch.setattr(cs, "RULES_CHAIN_K", range(1, 4))
+    df = cs.compare_rules()
+    block = df.filter(df["rule"] == "block")
+    assert (block["vs_chain"] >= 1 - 1e-12).all()
+    gains = dict(zip(zip(block["model"], block["k"]), block["vs_chain"]))
+    assert gains[("handout-iid", 1)] == pytest.approx(1.0)  # one draft: the same rule
+    assert gains[("handout-iid", 3)] > 1.04 and gains[("toy-chain", 3)] > 1.10  # grows with k
