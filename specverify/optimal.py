@@ -135,3 +135,23 @@ def optimum_tokens_per_round(case) -> float:
     and k): block verification's exact expectation."""
     return block_expected_tokens(case.model.p_fn, case.model.q_fn, case.prefix, case.k)
 
+
+
+def nodewise_optimum_tokens_per_round(case, width: int = 2, max_paths: int = 200_000) -> float:
+    """For a tree of depth ``case.k`` with ``width`` i.i.d. drafts per node, verified node by node
+    (the structure of the tree-iid, spectr and canonical-ot samplers): the exact expected tokens
+    per round when every node reaches the transport LP's optimal acceptance (the canonical-ot
+    rule). On i.i.d. models it is the optimum among node-by-node rules for that draft structure
+    (each level accepts independently, so the most per node is the most per round); on Markov
+    models it is the greedy per-node optimum. It is not an optimum over every exact tree
+    verifier: sequence-level rules (traversal verification, arXiv 2505.12398) can accept more
+    from the same tree, as block verification does for a chain."""
+    from .exact import round_length_distribution
+    from .samplers.transport import canonical_step
+
+    def sampler(p_fn, q_fn, prefix, k, rng):
+        return canonical_step(p_fn, q_fn, prefix, k, rng, width=width)
+
+    dist = round_length_distribution(sampler, case.model.p_fn, case.model.q_fn,
+                                     tuple(case.prefix), check_k(case.k), max_paths=max_paths)
+    return float(sum(n * w for n, w in dist.items()))

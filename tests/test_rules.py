@@ -176,3 +176,15 @@ def test_compare_rules_block_never_loses_and_gains_where_the_paper_says(monkeypa
     gains = dict(zip(zip(block["model"], block["k"]), block["vs_chain"]))
     assert gains[("handout-iid", 1)] == pytest.approx(1.0)  # one draft: the same rule
     assert gains[("handout-iid", 3)] > 1.04 and gains[("toy-chain", 3)] > 1.10  # grows with k
+
+
+def test_nodewise_optimum_is_the_chain_at_width_one_and_above_the_tree_rules():
+    from specverify.detectors import Case
+    from specverify.optimal import nodewise_optimum_tokens_per_round
+
+    case = Case("toy chain k=2", toy_chain(), (0,), 2, 1)
+    assert nodewise_optimum_tokens_per_round(case, width=1) == pytest.approx(
+        expected_round_length(case), abs=1e-9)
+    opt = nodewise_optimum_tokens_per_round(case, width=2)
+    for name in ("tree-iid", "spectr"):
+        assert mean_tokens(get_sampler(name), case.model, case.prefix, case.k) <= opt + 1e-9
