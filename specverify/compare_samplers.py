@@ -30,8 +30,8 @@ the per-sequence means.
 Beyond the token-wise rule (``compare_rules``, a second table and docs/figures/rules.png): on
 the same models and draft budgets (k drafts in a chain; a width-2 tree of depth k), the token-wise
 chain, block verification (arXiv 2403.10444), the two tree rules, SpecTr's k-SEQ (arXiv
-2310.15141) and the canonical optimal-transport rule (arXiv 2410.18234), each at the same k, with
-the oracle: for a chain, block verification's tokens per round is the optimum over exact
+2310.15141), the canonical optimal-transport rule (arXiv 2410.18234) and traversal verification
+of the same two trees (arXiv 2505.12398), each at the same k, with the oracle: for a chain, block verification's tokens per round is the optimum over exact
 verifiers (its Theorem 2); for one node with 2 i.i.d. drafts, the transport LP's optimal
 acceptance (specverify.optimal), which the canonical rule reaches.
 
@@ -60,6 +60,7 @@ from .samplers.chain import speculative_step
 from .samplers.prompt_lookup import prompt_lookup_step
 from .samplers.block import block_step
 from .samplers.transport import canonical_step, spectr_step
+from .samplers.traversal import traversal_step
 from .samplers.tree import tree_nodes, tree_step
 from .validation import writable_file_argument
 
@@ -289,6 +290,8 @@ RULES_CHAIN_K = range(1, 5)
 RULES_TREE_K = range(1, 4)
 SPECTR = functools.partial(spectr_step, width=TREE_WIDTH)
 CANONICAL = functools.partial(canonical_step, width=TREE_WIDTH)
+TRAVERSAL_IID = functools.partial(traversal_step, width=TREE_WIDTH, without_replacement=False)
+TRAVERSAL_WOR = functools.partial(traversal_step, width=TREE_WIDTH, without_replacement=True)
 RULES = (  # name, sampler, tree-shaped
     ("chain (token-wise)", speculative_step, False),
     ("block", block_step, False),
@@ -296,6 +299,8 @@ RULES = (  # name, sampler, tree-shaped
     ("tree-without-replacement", TREE_WOR, True),
     ("spectr (k-SEQ)", SPECTR, True),
     ("canonical-ot", CANONICAL, True),
+    ("traversal-iid", TRAVERSAL_IID, True),
+    ("traversal-without-replacement", TRAVERSAL_WOR, True),
 )
 
 
@@ -334,7 +339,7 @@ def one_step_acceptance() -> pl.DataFrame:
         prefix = (0,)
         p, q = model.p_fn(prefix), model.q_fn(prefix)
         row = dict(model=model.name, alpha=float(np.minimum(p, q).sum()))
-        for name, sampler, tree in RULES[2:]:
+        for name, sampler, tree in RULES[2:6]:
             dist = round_length_distribution(sampler, model.p_fn, model.q_fn, prefix, 1)
             row[name] = dist.get(2, 0.0)
         row["optimum (2 i.i.d.)"] = optimal_acceptance(p, q, TREE_WIDTH)

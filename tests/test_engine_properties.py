@@ -32,8 +32,10 @@ from specverify.stats import chi_square_test
 from hypothesis_labels import label_model
 
 EXACT_SAMPLERS = ["chain", "block", "tree-iid", "tree-without-replacement", "adaptive-confidence",
-                  "prompt-lookup", "spectr", "canonical-ot"]
-MULTI_DRAFT = ("tree-iid", "tree-without-replacement", "spectr", "canonical-ot")
+                  "prompt-lookup", "spectr", "canonical-ot", "traversal-iid",
+                  "traversal-without-replacement"]
+MULTI_DRAFT = ("tree-iid", "tree-without-replacement", "spectr", "canonical-ot", "traversal-iid",
+               "traversal-without-replacement")
 
 
 @st.composite

@@ -188,3 +188,31 @@ def test_nodewise_optimum_is_the_chain_at_width_one_and_above_the_tree_rules():
     opt = nodewise_optimum_tokens_per_round(case, width=2)
     for name in ("tree-iid", "spectr"):
         assert mean_tokens(get_sampler(name), case.model, case.prefix, case.k) <= opt + 1e-9
+
+
+# ------------------------------------------------------------------------------ traversal
+
+
+@pytest.mark.parametrize("name", ["traversal-iid", "traversal-without-replacement"])
+@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.name)
+def test_traversal_is_exact_and_never_below_its_tree_rule(name, case):
+    k = min(case.k, 2)
+    small = type(case)(case.name, case.model, case.prefix, k, case.m)
+    assert tv(get_sampler(name), small) < TOL
+    tree = get_sampler(name.replace("traversal", "tree"))
+    assert mean_tokens(get_sampler(name), case.model, case.prefix, k) >= mean_tokens(
+        tree, case.model, case.prefix, k) - 1e-12
+
+
+def test_traversal_of_width_one_is_block_verification():
+    import functools
+
+    from specverify.samplers.traversal import traversal_step
+
+    width_one = functools.partial(traversal_step, width=1)
+    for case in all_cases()[:9]:
+        got = sampler_distribution(width_one, case.model.p_fn, case.model.q_fn, case.prefix,
+                                   case.k, case.m)
+        block = sampler_distribution(get_sampler("block"), case.model.p_fn, case.model.q_fn,
+                                     case.prefix, case.k, case.m)
+        assert total_variation(got, block) < 1e-12

@@ -26,6 +26,7 @@ from ..samplers.block import (accepted_length, acceptance_thresholds, block_weig
 from ..samplers import get_sampler
 from ..samplers.chain import accepts, draft, residual, sample
 from ..samplers.transport import _canonical, _key, _spectr
+from ..samplers import traversal
 from ..samplers.tree import tree_walk
 from ..validation import check_k
 from .catalogue import Mutant, _round, match_target_sample
@@ -83,6 +84,16 @@ def block_ordinary_residual(p_fn, q_fn, prefix, k, rng):
     prefix weight w_tau is left out of the residual."""
     return _block_round(p_fn, q_fn, prefix, k, rng, thresholds=_block_thresholds,
                         recover=lambda p, q, w, rng: sample(residual(p, q), rng))
+
+
+def traversal_node_before_siblings(p_fn, q_fn, prefix, k, rng):
+    """Traversal verification that, after a child is rejected, tests the parent as a leaf before
+    visiting the child's remaining siblings (the node ahead of its unvisited subtrees)."""
+    try:
+        return traversal.traverse(p_fn, q_fn, tuple(prefix), 1.0, 0, check_k(k), 2, rng,
+                                  False, order="node-first")
+    except traversal._Rejected:
+        raise RuntimeError("traversal verification rejected the root") from None
 
 
 def match_target_sample_emit_draft(p_fn, q_fn, prefix, k, rng):
@@ -148,6 +159,9 @@ RULE_MUTANTS: tuple[Mutant, ...] = (
     Mutant("canonical/selected-as-draft", "canonical OT rule whose second step verifies the "
            "selected draft against q instead of the selection's law r", "biased",
            canonical_selected_as_draft, "arXiv 2410.18234"),
+    Mutant("traversal/node-before-siblings", "traversal verification testing a node as a leaf "
+           "after its first rejected child, before the child's siblings", "biased",
+           traversal_node_before_siblings, "arXiv 2505.12398"),
     Mutant("verify/match-target-sample-emit-draft", "accept x only if an independent y ~ p "
            "equals it, else emit the draft x: first token ~ q", "biased",
            match_target_sample_emit_draft, "ml-explore/mlx-swift-lm#459; lablup/mlxcel#992",

@@ -42,5 +42,6 @@ from . import adaptive  # noqa: E402,F401  (registers "adaptive-confidence", "ad
 from . import prompt_lookup  # noqa: E402,F401  (registers "prompt-lookup")
 from . import block  # noqa: E402,F401  (registers "block")
 from . import transport  # noqa: E402,F401  (registers "spectr", "canonical-ot")
+from . import traversal  # noqa: E402,F401  (registers "traversal-iid", "traversal-without-replacement")
 
 __all__ = ["SAMPLERS", "Sampler", "get_sampler", "register", "speculative_step"]

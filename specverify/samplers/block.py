@@ -54,7 +54,7 @@ def acceptance_thresholds(ps, qs, w) -> list[float]:
     h = []
     for i in range(1, k):
         z = float(weighted_residual(w[i], ps[i], qs[i]).sum())
-        denom = z + 1.0 - w[i]
+        denom = z + (1.0 - w[i])  # not (z + 1) - w: that rounds w = 1 to 1 - 3e-16
         h.append(z / denom if denom > 0 else 1.0)
     h.append(w[k])
     return h
