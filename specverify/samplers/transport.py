@@ -31,7 +31,7 @@ import numpy as np
 
 from ..optimal import draft_sets, optimal_selection, selection_law
 from . import register
-from .chain import accepts, residual
+from .chain import residual
 from .tree import check_width, tree_walk
 
 
@@ -104,8 +104,8 @@ def canonical_verify(p, q, width: int, rng) -> tuple[bool, int]:
     selection, r = _canonical(_key(p), _key(q), width)
     psi = selection[frozenset(drafts)]
     y = int(rng.choice(len(psi), p=psi))
-    if accepts(p, r, y, rng):
-        return True, y
+    if rng.random() * r[y] < p[y]:  # u < min(1, p(y) / r(y)); r(y) may underflow to 0 when
+        return True, y  # the drafts' set had probability ~1e-308: no division
     res = residual(p, r)
     return False, int(rng.choice(len(res), p=res))
 
