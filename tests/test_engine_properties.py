@@ -31,8 +31,11 @@ from specverify.stats import chi_square_test
 
 from hypothesis_labels import label_model
 
-EXACT_SAMPLERS = ["chain", "tree-iid", "tree-without-replacement", "adaptive-confidence",
-                  "prompt-lookup"]
+EXACT_SAMPLERS = ["chain", "block", "tree-iid", "tree-without-replacement", "adaptive-confidence",
+                  "prompt-lookup", "spectr", "canonical-ot", "traversal-iid",
+                  "traversal-without-replacement"]
+MULTI_DRAFT = ("tree-iid", "tree-without-replacement", "spectr", "canonical-ot", "traversal-iid",
+               "traversal-without-replacement")
 
 
 @st.composite
@@ -50,7 +53,7 @@ def cases(draw):
 @given(cases(), st.sampled_from(EXACT_SAMPLERS))
 def test_every_exact_sampler_matches_the_target_exactly(case, name):
     model, prefix, k, m = case
-    if name.startswith("tree"):
+    if name in MULTI_DRAFT:
         k = min(k, 2)  # a width-2 tree of depth k has 2 + ... + 2^k nodes to enumerate
     label_model(model, k, m)
     event(f"sampler {name}")

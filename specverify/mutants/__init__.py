@@ -4,6 +4,7 @@ through the detector battery (specverify.detectors).
 
 - catalogue.py: the single-chain mutants and the controls (handout §5 and real engines' bugs);
 - multi_draft.py: tree, adaptive-k and greedy-verification mutants;
+- rules.py: block verification and multi-draft selection mutants, the match-target-sample dispute;
 - loop.py: generation-loop mutants and controls (``interface="loop"``: the loop battery judges them).
 """
 
@@ -12,11 +13,14 @@ from __future__ import annotations
 from .catalogue import CONTROLS, MUTANTS, Mutant
 from .loop import LOOP_CONTROLS, LOOP_MUTANTS
 from .multi_draft import MULTI_DRAFT_MUTANTS
+from .rules import RULE_CONTROLS, RULE_MUTANTS
 
 ALL: tuple[Mutant, ...] = (
     *MUTANTS,
     *(Mutant(**m) for m in MULTI_DRAFT_MUTANTS),
+    *RULE_MUTANTS,
     *CONTROLS,
+    *RULE_CONTROLS,
     *LOOP_MUTANTS,
     *LOOP_CONTROLS,
 )

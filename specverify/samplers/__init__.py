@@ -40,5 +40,8 @@ from . import greedy  # noqa: E402,F401  (registers "greedy")
 from . import tree  # noqa: E402,F401  (registers "tree-iid", "tree-without-replacement")
 from . import adaptive  # noqa: E402,F401  (registers "adaptive-confidence", "adaptive-k")
 from . import prompt_lookup  # noqa: E402,F401  (registers "prompt-lookup")
+from . import block  # noqa: E402,F401  (registers "block")
+from . import transport  # noqa: E402,F401  (registers "spectr", "canonical-ot")
+from . import traversal  # noqa: E402,F401  (registers "traversal-iid", "traversal-without-replacement")
 
 __all__ = ["SAMPLERS", "Sampler", "get_sampler", "register", "speculative_step"]

@@ -1,0 +1,219 @@
+"""The rules beyond the token-wise rule: block verification, the multi-draft rules, the
+optimal-acceptance oracle, and the match-target-sample dispute.
+
+Distributional claims use the exact enumerator (specverify.exact): no sampling noise, so a correct
+rule's TV from the target is float rounding and the 1e-9 threshold is not statistical.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from specverify import get_sampler, strategies as sst
+from specverify.chains import handout_iid, iid_model, toy_chain
+from specverify.detectors import all_cases, expected_round_length
+from specverify.exact import (NotEnumerable, round_length_distribution, sampler_distribution,
+                              sequence_distribution, total_variation)
+from specverify.mutants import ALL
+from specverify.mutants.catalogue import match_target_sample
+from specverify.mutants.rules import RULE_MUTANTS, match_target_sample_emit_draft
+from specverify.optimal import draft_sets, optimal_acceptance, optimum_tokens_per_round
+
+TOL = 1e-9
+
+
+def tv(sampler, case, max_paths=400_000):
+    got = sampler_distribution(sampler, case.model.p_fn, case.model.q_fn, case.prefix, case.k,
+                               case.m, max_paths=max_paths)
+    return total_variation(got, sequence_distribution(case.model.p_fn, case.prefix, case.m))
+
+
+def mean_tokens(sampler, model, prefix, k):
+    d = round_length_distribution(sampler, model.p_fn, model.q_fn, prefix, k)
+    return sum(n * w for n, w in d.items())
+
+
+# ------------------------------------------------------------------------------ block verification
+
+
+@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.name)
+def test_block_is_exact_and_never_below_the_chain_on_the_battery(case):
+    block = get_sampler("block")
+    assert tv(block, case) < TOL
+    got = mean_tokens(block, case.model, case.prefix, case.k)
+    assert got >= expected_round_length(case) - 1e-12
+
+
+@settings(max_examples=25, deadline=None)
+@given(sst.table_models(vocab_size=(2, 3), order=(0, 2), period=(1, 2)), st.integers(1, 3))
+def test_block_never_below_the_chain_on_generated_models(model, k):
+    prefix = tuple(t % model.vocab_size for t in range(model.order))
+    block = mean_tokens(get_sampler("block"), model, prefix, k)
+    chain = mean_tokens(get_sampler("chain"), model, prefix, k)
+    assert block >= chain - 1e-12
+
+
+def test_block_with_one_draft_is_the_token_wise_rule():
+    model = toy_chain()
+    for prefix in [(0,), (1,), (2,)]:
+        assert mean_tokens(get_sampler("block"), model, prefix, 1) == pytest.approx(
+            mean_tokens(get_sampler("chain"), model, prefix, 1), abs=1e-12)
+
+
+def test_block_beats_the_chain_on_the_handout_pair():
+    # arXiv 2403.10444 reports gains that grow with k; on the handout's i.i.d. alpha = 0.8 pair
+    # at k = 4 the token-wise rule gives 3.3616 tokens per round, block verification 3.6008
+    model = handout_iid()
+    assert mean_tokens(get_sampler("chain"), model, (), 4) == pytest.approx(3.3616, abs=1e-9)
+    assert mean_tokens(get_sampler("block"), model, (), 4) == pytest.approx(3.6008, abs=1e-4)
+
+
+# ------------------------------------------------------------------------------ mutants
+
+
+def enumerable_tvs(fn, cases):
+    for case in cases:
+        try:
+            yield tv(fn, case, 40_000)
+        except NotEnumerable:
+            continue
+
+
+@pytest.mark.parametrize("mutant", RULE_MUTANTS, ids=lambda m: m.id)
+def test_every_rule_mutant_is_biased_on_some_battery_case(mutant):
+    assert mutant in ALL
+    assert any(t > 1e-6 for t in enumerable_tvs(mutant.fn, all_cases()[:9]))
+
+
+def test_spectr_residual_over_undrafted_tokens_is_harmless():
+    """Renormalizing SpecTr's residual over the tokens not drafted changes nothing: at the
+    smallest feasible rho the accepted mass of a token with p < rho q is exactly p, so the
+    residual is already 0 on every token a draft could have been rejected at."""
+    from specverify.samplers.transport import spectr_residual, spectr_rho
+
+    for case in all_cases():
+        p, q = case.model.p_fn(case.prefix), case.model.q_fn(case.prefix)
+        rho = spectr_rho(p, q, 2)
+        r = spectr_residual(p, q, 2, rho)
+        assert np.all(r[p < rho * q] < 1e-12)
+
+
+# ------------------------------------------------------------------------------ the dispute
+
+
+def first_token(sampler, model, prefix, k):
+    d = sampler_distribution(sampler, model.p_fn, model.q_fn, prefix, k, 1)
+    return np.array([d.get((t,), 0.0) for t in range(model.vocab_size)])
+
+
+def test_match_target_sample_emitting_y_is_exact_emitting_the_draft_is_q():
+    model = iid_model([0.6, 0.3, 0.1], [0.2, 0.3, 0.5])
+    np.testing.assert_allclose(first_token(match_target_sample, model, (), 2), [0.6, 0.3, 0.1],
+                               atol=1e-12)
+    np.testing.assert_allclose(first_token(match_target_sample_emit_draft, model, (), 2),
+                               [0.2, 0.3, 0.5], atol=1e-12)
+
+
+# ------------------------------------------------------------------------------ the oracle
+
+
+def one_step_acceptance(name, p, q):
+    model = iid_model(p, q)
+    return round_length_distribution(get_sampler(name), model.p_fn, model.q_fn, (), 1).get(2, 0.0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(sst.pq_pairs(vocab_size=3))
+@example(([0.0, 0.0, 1.0], [0.0, 1.0, 2.2250738585072014e-308]))  # r(y) underflows to 0
+def test_oracle_is_alpha_for_one_draft_monotone_in_m_and_above_every_exact_rule(pq):
+    p, q = (np.array(v, dtype=np.float64) / np.sum(v) for v in pq)
+    alpha = float(np.minimum(p, q).sum())
+    assert optimal_acceptance(p, q, 1) == pytest.approx(alpha, abs=1e-9)
+    assert optimal_acceptance(p, q, 1, replacement=False) == pytest.approx(alpha, abs=1e-9)
+    iid = [optimal_acceptance(p, q, m) for m in (1, 2, 3)]
+    wor = [optimal_acceptance(p, q, m, replacement=False) for m in (1, 2, 3)]
+    assert iid[0] <= iid[1] + 1e-9 <= iid[2] + 2e-9
+    assert wor[0] <= wor[1] + 1e-9 <= wor[2] + 2e-9
+    assert all(i <= w + 1e-9 for i, w in zip(iid, wor))  # distinct drafts cover more
+    assert one_step_acceptance("tree-iid", p, q) <= iid[1] + 1e-9
+    assert one_step_acceptance("spectr", p, q) <= iid[1] + 1e-9
+    assert one_step_acceptance("tree-without-replacement", p, q) <= wor[1] + 1e-9
+    assert one_step_acceptance("canonical-ot", p, q) == pytest.approx(iid[1], abs=1e-7)
+
+
+def test_draft_set_laws_sum_to_one():
+    q = np.array([0.5, 0.3, 0.2, 0.0])
+    for m in (1, 2, 3):
+        for replacement in (True, False):
+            sets = draft_sets(q, m, replacement)
+            assert sum(sets.values()) == pytest.approx(1.0)
+            assert all(3 not in s for s in sets)
+    assert draft_sets(q, 3, False) == pytest.approx({frozenset({0, 1, 2}): 1.0})
+
+
+def test_optimum_tokens_per_round_is_block_on_the_tokens_per_round_cases():
+    from specverify.detectors import round_length_cases
+
+    for case in round_length_cases():
+        opt = optimum_tokens_per_round(case)
+        assert opt == pytest.approx(mean_tokens(get_sampler("block"), case.model, case.prefix,
+                                                case.k), abs=1e-12)
+        assert opt >= expected_round_length(case) - 1e-12
+
+
+# ------------------------------------------------------------------------------ the comparison
+
+
+def test_compare_rules_block_never_loses_and_gains_where_the_paper_says(monkeypatch):
+    import specverify.compare_samplers as cs
+
+    monkeypatch.setattr(cs, "rules_models", lambda: [handout_iid(), toy_chain()])
+    monkeypatch.setattr(cs, "RULES", cs.RULES[:2])
+    monkeypatch.setattr(cs, "RULES_CHAIN_K", range(1, 4))
+    df = cs.compare_rules()
+    block = df.filter(df["rule"] == "block")
+    assert (block["vs_chain"] >= 1 - 1e-12).all()
+    gains = dict(zip(zip(block["model"], block["k"]), block["vs_chain"]))
+    assert gains[("handout-iid", 1)] == pytest.approx(1.0)  # one draft: the same rule
+    assert gains[("handout-iid", 3)] > 1.04 and gains[("toy-chain", 3)] > 1.10  # grows with k
+
+
+def test_nodewise_optimum_is_the_chain_at_width_one_and_above_the_tree_rules():
+    from specverify.detectors import Case
+    from specverify.optimal import nodewise_optimum_tokens_per_round
+
+    case = Case("toy chain k=2", toy_chain(), (0,), 2, 1)
+    assert nodewise_optimum_tokens_per_round(case, width=1) == pytest.approx(
+        expected_round_length(case), abs=1e-9)
+    opt = nodewise_optimum_tokens_per_round(case, width=2)
+    for name in ("tree-iid", "spectr"):
+        assert mean_tokens(get_sampler(name), case.model, case.prefix, case.k) <= opt + 1e-9
+
+
+# ------------------------------------------------------------------------------ traversal
+
+
+@pytest.mark.parametrize("name", ["traversal-iid", "traversal-without-replacement"])
+@pytest.mark.parametrize("case", all_cases(), ids=lambda c: c.name)
+def test_traversal_is_exact_and_never_below_its_tree_rule(name, case):
+    k = min(case.k, 2)
+    small = type(case)(case.name, case.model, case.prefix, k, case.m)
+    assert tv(get_sampler(name), small) < TOL
+    tree = get_sampler(name.replace("traversal", "tree"))
+    assert mean_tokens(get_sampler(name), case.model, case.prefix, k) >= mean_tokens(
+        tree, case.model, case.prefix, k) - 1e-12
+
+
+def test_traversal_of_width_one_is_block_verification():
+    import functools
+
+    from specverify.samplers.traversal import traversal_step
+
+    width_one = functools.partial(traversal_step, width=1)
+    for case in all_cases()[:9]:
+        got = sampler_distribution(width_one, case.model.p_fn, case.model.q_fn, case.prefix,
+                                   case.k, case.m)
+        block = sampler_distribution(get_sampler("block"), case.model.p_fn, case.model.q_fn,
+                                     case.prefix, case.k, case.m)
+        assert total_variation(got, block) < 1e-12
