@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import exact, runner, stats
+from . import exact, optimal, runner, stats
 from .chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from .samplers.chain import speculative_step
 
@@ -195,6 +195,7 @@ class BatteryResult:
     chi2_p_value_min: float | None = None  # the smallest chi-square p-value
     samples_to_detect: int | None = None  # runs the chi-square needed to flag a bias
     mean_tokens_per_round: dict = field(default_factory=dict)  # case -> (measured, expected)
+    optimum_tokens_per_round: dict = field(default_factory=dict)  # case -> block verification's
     power: list[dict] = field(default_factory=list)  # statistically judged cases: runs, min TV
     shortfalls: list[str] = field(default_factory=list)  # why the verdict cannot be True
     ran: list[str] = field(default_factory=list)  # what was run, one line each
@@ -452,6 +453,11 @@ def _target_distribution(case: Case) -> dict:
     return exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
 
 
+_optimum_tokens_per_round = _cached(optimal.optimum_tokens_per_round)
+"""The most tokens per round any exact rule gets from the case's chain of k drafts (information:
+the token-wise rule stays the bar for ``efficient``)."""
+
+
 @_cached
 def expected_round_length(case: Case) -> float:
     """The exact rule's mean round length on the case (= expected_tokens(alpha, k) if i.i.d.)."""
@@ -672,6 +678,7 @@ class _Battery:
                                         f"{b.round_length_s:g} s see a shortfall of {power:.3g} "
                                         f"tokens, not the budget's {b.detect_tokens:g}")
             r.mean_tokens_per_round[case.name] = (got, want)
+            r.optimum_tokens_per_round[case.name] = _optimum_tokens_per_round(case)
             r.ran.append(f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
                          + (" (more than one chain of k drafts gives)" if differs and got > want else ""))
             if differs and got < want:

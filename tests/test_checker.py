@@ -73,6 +73,11 @@ def test_reference_is_exact_and_efficient_at_the_standard_budget():
     report = check(speculative_step, "reference")
     assert report["exact"] is True and report["efficient"] is True and report["findings"] == []
     assert report["exact_tv_max"] < 1e-12
+    # the optimum over exact chain rules (block verification) is information next to `efficient`
+    optimum = report["optimum_tokens_per_round"]
+    assert optimum["handout iid alpha=0.8, k=4"] == pytest.approx(3.6008, abs=1e-9)
+    for case, row in report["mean_tokens_per_round"].items():
+        assert optimum[case] >= row["measured"] - 1e-9
 
 
 @pytest.mark.parametrize(
