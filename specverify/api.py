@@ -182,15 +182,20 @@ def failure_message(report: Report | dict) -> str:
     d = report.to_dict() if isinstance(report, Report) else report
     lines = [f"{d['target']}: {VERDICT_WORDS[d['exact']]} (seed {d['seed']}, budget {d['budget']}, "
              f"false-fail rate {d['false_fail_rate']:g})"]
-    for f in d["findings"]:
-        where = f" on {f['case']}" if f["case"] else ""
-        lines.append(f"  [{f['kind']}] {f['check']}{where}: {f['message']}")
-    for s in d["shortfalls"]:
-        lines.append(f"  [inconclusive] {s}")
+    lines += finding_lines(d)
     ce = d["counterexample"]
     if ce:
         lines += counterexample_lines(ce)
     return "\n".join(lines)
+
+
+def finding_lines(report: dict) -> list[str]:
+    """One line per finding, then one per reason the verdict is inconclusive."""
+    lines = []
+    for f in report["findings"]:
+        where = f" on {f['case']}" if f["case"] else ""
+        lines.append(f"  [{f['kind']}] {f['check']}{where}: {f['message']}")
+    return lines + [f"  [inconclusive] {s}" for s in report["shortfalls"]]
 
 
 def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
@@ -215,11 +220,7 @@ def human(report: dict) -> str:
     lines = [f"{report['target']}: {VERDICT_WORDS[report['exact']]}, {eff} "
              f"({len(report['findings'])} finding(s), {report['seconds']:.1f} s, budget "
              f"{report['budget']}: {report['coverage']})"]
-    for f in report["findings"]:
-        where = f" on {f['case']}" if f["case"] else ""
-        lines.append(f"  [{f['kind']}] {f['check']}{where}: {f['message']}")
-    for s in report["shortfalls"]:
-        lines.append(f"  [inconclusive] {s}")
+    lines += finding_lines(report)
     ce = report["counterexample"]
     if ce:
         tv = ce.get("exact_tv", ce.get("empirical_tv"))

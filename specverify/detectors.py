@@ -313,6 +313,27 @@ def _check_untouched(handed: list) -> None:
                                  f"entry {i} was {original.flat[i]:.6g}, became {given.flat[i]:.6g}")
 
 
+def call_subject(fn: Callable, args: tuple, interrupt_after: float | None = None):
+    """``fn(*args)``; whatever it raises (SystemExit and, in the subject's process,
+    KeyboardInterrupt included) becomes ContractBreach; ``interrupt_after`` seconds interrupt it
+    (SIGALRM)."""
+    try:
+        if interrupt_after is None:
+            return fn(*args)
+        with time_limit(interrupt_after, "one call"):
+            return fn(*args)
+    except (ContractBreach, exact.NotEnumerable):
+        raise
+    except KeyboardInterrupt as exc:
+        if not runner.IN_SUBJECT_PROCESS:
+            raise
+        raise ContractBreach("raised KeyboardInterrupt") from exc
+    except SystemExit as exc:
+        raise ContractBreach(f"called sys.exit({exc.code!r}) (raised SystemExit)") from exc
+    except BaseException as exc:  # noqa: BLE001 - the subject's failure is a finding
+        raise ContractBreach(f"raised {type(exc).__name__}: {exc}") from exc
+
+
 def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
             interrupt: bool = False) -> Callable:
     """``sampler`` with every call checked: whatever it raises (SystemExit and, in the subject's
@@ -324,22 +345,7 @@ def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
         handed: list = []
         p, q = _handing_out("p_fn", p_fn, handed), _handing_out("q_fn", q_fn, handed)
         t0 = time.monotonic()
-        try:
-            if interrupt and call_limit is not None:
-                with time_limit(call_limit, "one call"):
-                    out = sampler(p, q, prefix, k, rng)
-            else:
-                out = sampler(p, q, prefix, k, rng)
-        except (ContractBreach, exact.NotEnumerable):
-            raise
-        except KeyboardInterrupt as exc:
-            if not runner.IN_SUBJECT_PROCESS:
-                raise
-            raise ContractBreach("raised KeyboardInterrupt") from exc
-        except SystemExit as exc:
-            raise ContractBreach(f"called sys.exit({exc.code!r}) (raised SystemExit)") from exc
-        except BaseException as exc:  # noqa: BLE001 - the subject's failure is a finding
-            raise ContractBreach(f"raised {type(exc).__name__}: {exc}") from exc
+        out = call_subject(sampler, (p, q, prefix, k, rng), call_limit if interrupt else None)
         if call_limit is not None and time.monotonic() - t0 > call_limit:
             raise ContractBreach(f"one call did not return within {call_limit:g} s "
                                  f"(took {time.monotonic() - t0:.2f} s)")

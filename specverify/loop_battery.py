@@ -41,7 +41,7 @@ import numpy as np
 
 from . import exact, runner, stats
 from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
-                        ContractBreach, Finding, OutOfTime, time_limit)
+                        ContractBreach, Finding, OutOfTime, _Battery, call_subject, time_limit)
 from .loop import LastTokenGrammar, LogitTable, Request, SamplingParams, as_output, sequence_law
 from .loop import step_distribution
 
@@ -160,22 +160,7 @@ def _outcome(out, n: int, vocab: int) -> tuple:
 
 
 def _run(subject, case: LoopCase, requests, rng, call_limit=None) -> tuple:
-    try:
-        if call_limit is not None:
-            with time_limit(call_limit, "one generate call"):
-                out = subject(case.target, case.draft, list(requests), case.k, rng)
-        else:
-            out = subject(case.target, case.draft, list(requests), case.k, rng)
-    except (ContractBreach, exact.NotEnumerable):
-        raise
-    except KeyboardInterrupt as exc:
-        if not runner.IN_SUBJECT_PROCESS:
-            raise
-        raise ContractBreach("raised KeyboardInterrupt") from exc
-    except SystemExit as exc:
-        raise ContractBreach(f"called sys.exit({exc.code!r})") from exc
-    except BaseException as exc:  # noqa: BLE001 - the subject's failure is a finding
-        raise ContractBreach(f"raised {type(exc).__name__}: {exc}") from exc
+    out = call_subject(subject, (case.target, case.draft, list(requests), case.k, rng), call_limit)
     return _outcome(out, len(requests), case.vocab_size)
 
 
@@ -264,23 +249,9 @@ def contract_problem(case: LoopCase, i: int, row: tuple) -> tuple[str, str] | No
     return None
 
 
-class _LoopBattery:
-    def __init__(self, subject: runner.Runner, budget: LoopBudget, seed: int, deadline):
-        self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
-        self.result = BatteryResult(budget=budget.name)
-
-    def call(self, task, *args, seconds: float):
-        limit = seconds
-        if self.deadline is not None:
-            limit = min(limit, self.deadline - time.monotonic())
-            if limit <= 0:
-                raise OutOfTime()
-        try:
-            return self.subject.call(task, *args, limit=limit)
-        except runner.SubjectFailed as exc:
-            if self.deadline is not None and time.monotonic() >= self.deadline:
-                raise OutOfTime() from None
-            raise ContractBreach(str(exc)) from None
+class _LoopBattery(_Battery):
+    """One run of every loop check on one subject (the parent's side); ``call`` as the round
+    battery's: killed past its limit, a death a ContractBreach, the deadline OutOfTime."""
 
     def find(self, check, kind, message, case, evidence=None):
         self.result.findings.append(Finding(check, kind, message, case.name, evidence or {}))

@@ -29,7 +29,7 @@ from ..samplers.transport import _canonical, _key, _spectr
 from ..samplers import traversal
 from ..samplers.tree import tree_walk
 from ..validation import check_k
-from .catalogue import Mutant, _round, match_target_sample
+from .catalogue import Mutant, _round
 
 _BLOCK = "arXiv 2403.10444"
 
