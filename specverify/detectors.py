@@ -724,14 +724,22 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
 
     seed = check_seed(seed)
     b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
+    return run_in_subject(subject, lambda handle: _Battery(handle, b, seed, deadline),
+                          lambda battery_run: battery_run.run(stop_on_first))
+
+
+def run_in_subject(subject, battery_for: Callable, run: Callable) -> BatteryResult:
+    """Start the subject's process (unless ``subject`` is a started Runner), ``run`` the battery
+    ``battery_for(runner)`` makes, and turn a deadline, a death or a breach that ended it into the
+    result; the subject's output and the seconds taken are recorded."""
     t0 = time.perf_counter()
     own = not isinstance(subject, runner.Runner)
     handle = runner.Runner.for_callable(subject) if own else subject
-    battery_run = _Battery(handle, b, seed, deadline)
+    battery_run = battery_for(handle)
     try:
         if own:
             handle.start()
-        battery_run.run(stop_on_first)
+        run(battery_run)
     except OutOfTime:
         battery_run.result.timed_out = True
         battery_run.result.ran.append("stopped: the deadline passed")

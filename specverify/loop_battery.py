@@ -39,9 +39,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import exact, runner, stats
+from . import exact, stats
 from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
-                        ContractBreach, Finding, OutOfTime, _Battery, call_subject, time_limit)
+                        ContractBreach, Finding, _Battery, call_subject, run_in_subject, time_limit)
 from .loop import LastTokenGrammar, LogitTable, Request, SamplingParams, as_output, sequence_law
 from .loop import step_distribution
 
@@ -432,27 +432,9 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
     seed = check_seed(seed)
     b = get_loop_budget(budget)
     b = replace(b, **{k: v for k, v in overrides.items() if hasattr(b, k)}) if overrides else b
-    t0 = time.perf_counter()
-    own = not isinstance(subject, runner.Runner)
-    handle = runner.Runner.for_callable(subject) if own else subject
-    run = _LoopBattery(handle, b, seed, deadline)
-    try:
-        if own:
-            handle.start()
-        run.run(list(loop_cases() if cases is None else cases), stop_on_first)
-    except OutOfTime:
-        run.result.timed_out = True
-        run.result.ran.append("stopped: the deadline passed")
-    except ContractBreach as exc:
-        run.result.findings.append(Finding("contract", "contract", str(exc)))
-    except runner.SubjectFailed as exc:
-        run.result.findings.append(Finding("contract", "contract", str(exc)))
-    finally:
-        run.result.output = handle.output_excerpt()
-        if own:
-            handle.close()
-    run.result.seconds = time.perf_counter() - t0
-    return run.result
+    return run_in_subject(subject, lambda handle: _LoopBattery(handle, b, seed, deadline),
+                          lambda run: run.run(list(loop_cases() if cases is None else cases),
+                                              stop_on_first))
 
 
 __all__ = ["LOOP_BUDGETS", "LoopBudget", "LoopCase", "contract_problem", "loop_cases", "run_loop_battery"]
