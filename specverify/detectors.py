@@ -196,6 +196,7 @@ class BatteryResult:
     samples_to_detect: int | None = None  # runs the chi-square needed to flag a bias
     mean_tokens_per_round: dict = field(default_factory=dict)  # case -> (measured, expected)
     optimum_tokens_per_round: dict = field(default_factory=dict)  # case -> block verification's
+    tree_optimum_tokens_per_round: dict = field(default_factory=dict)  # case -> width-2 nodes at the LP optimum
     power: list[dict] = field(default_factory=list)  # statistically judged cases: runs, min TV
     shortfalls: list[str] = field(default_factory=list)  # why the verdict cannot be True
     ran: list[str] = field(default_factory=list)  # what was run, one line each
@@ -463,6 +464,10 @@ _optimum_tokens_per_round = _cached(optimal.optimum_tokens_per_round)
 """The most tokens per round any exact rule gets from the case's chain of k drafts (information:
 the token-wise rule stays the bar for ``efficient``)."""
 
+_tree_optimum_tokens_per_round = _cached(optimal.nodewise_optimum_tokens_per_round)
+"""For multi-draft samplers: a tree of depth k with 2 i.i.d. drafts per node, every node at the
+transport LP's optimal acceptance (optimal.nodewise_optimum_tokens_per_round)."""
+
 
 @_cached
 def expected_round_length(case: Case) -> float:
@@ -685,6 +690,7 @@ class _Battery:
                                         f"tokens, not the budget's {b.detect_tokens:g}")
             r.mean_tokens_per_round[case.name] = (got, want)
             r.optimum_tokens_per_round[case.name] = _optimum_tokens_per_round(case)
+            r.tree_optimum_tokens_per_round[case.name] = _tree_optimum_tokens_per_round(case)
             r.ran.append(f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
                          + (" (more than one chain of k drafts gives)" if differs and got > want else ""))
             if differs and got < want:

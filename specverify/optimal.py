@@ -146,6 +146,10 @@ def nodewise_optimum_tokens_per_round(case, width: int = 2, max_paths: int = 200
     models it is the greedy per-node optimum. It is not an optimum over every exact tree
     verifier: sequence-level rules (traversal verification, arXiv 2505.12398) can accept more
     from the same tree, as block verification does for a chain."""
+    model, k = case.model, check_k(case.k)
+    if model.order == 0 and model.period == 1:  # i.i.d.: every node alike, sum of a^i in closed form
+        a = optimal_acceptance(model.p_fn(()), model.q_fn(()), width)
+        return float(sum(a**i for i in range(k + 1)))
     from .exact import round_length_distribution
     from .samplers.transport import canonical_step
 

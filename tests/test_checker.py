@@ -78,6 +78,10 @@ def test_reference_is_exact_and_efficient_at_the_standard_budget():
     assert optimum["handout iid alpha=0.8, k=4"] == pytest.approx(3.6008, abs=1e-9)
     for case, row in report["mean_tokens_per_round"].items():
         assert optimum[case] >= row["measured"] - 1e-9
+    # and for multi-draft samplers, width-2 trees with every node at the LP optimum
+    tree = report["tree_optimum_tokens_per_round"]
+    assert set(tree) == set(optimum)
+    assert tree["handout iid alpha=0.8, k=4"] == pytest.approx(5.0, abs=1e-9)
 
 
 @pytest.mark.parametrize(

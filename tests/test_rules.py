@@ -217,3 +217,19 @@ def test_traversal_of_width_one_is_block_verification():
         block = sampler_distribution(get_sampler("block"), case.model.p_fn, case.model.q_fn,
                                      case.prefix, case.k, case.m)
         assert total_variation(got, block) < 1e-12
+
+
+def test_nodewise_optimum_closed_form_on_iid_models_matches_enumeration():
+    """On an i.i.d. model every node is alike: the closed form sum(a^i) equals the enumerated
+    canonical rule's tokens per round on the same model written as period 2 (which takes the
+    enumeration route). Exact, no sampling."""
+    from specverify import detectors, optimal
+    from specverify.chains import TableModel
+
+    model = iid_model([0.5, 0.3, 0.2], [0.6, 0.3, 0.1])
+    closed = optimal.nodewise_optimum_tokens_per_round(detectors.Case("iid", model, (), 2, 1), width=2)
+    a = optimal.optimal_acceptance(model.p_fn(()), model.q_fn(()), 2)
+    assert 0 < a < 1 and closed == pytest.approx(1 + a + a * a, abs=1e-12)
+    twice = TableModel(np.vstack([model.p_table] * 2), np.vstack([model.q_table] * 2), order=0, period=2)
+    enumerated = optimal.nodewise_optimum_tokens_per_round(detectors.Case("iid", twice, (), 2, 1), width=2)
+    assert enumerated == pytest.approx(closed, abs=1e-9)
