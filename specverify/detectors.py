@@ -764,10 +764,8 @@ def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budg
                    **overrides) -> BatteryResult:
     """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
     b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
-    with runner.Runner.for_callable(subject) as handle:
-        run = _Battery(handle, b, seed, None)
-        run.statistics(cases, cases, b.false_fail_rate)
-    return run.result
+    return run_in_subject(subject, lambda handle: _Battery(handle, b, seed, None),
+                          lambda run: run.statistics(cases, cases, b.false_fail_rate))
 
 
 def _table(dist: dict, limit: int = 16) -> dict:
