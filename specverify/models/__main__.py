@@ -26,12 +26,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--target-gguf", help="GGUF file of the target (a path, or a name inside --target)")
     m.add_argument("--draft-gguf", help="GGUF file of the draft (a path, or a name inside --draft)")
     m.add_argument("--tiny", action="store_true", help="a tiny random Qwen2 pair (CPU, offline)")
-    m.add_argument("--workload", choices=["code", "chat", "all"], default="all")
+    m.add_argument("--workload", choices=[*measure.WORKLOADS, "all"], default="all")
+    m.add_argument("--drafter", action="append", choices=[*measure.DRAFTERS, "all"],
+                   help="drafters to run besides the draft model at fixed k (repeatable; default: model)")
+    m.add_argument("--mode", choices=["greedy", "sampled", "all"], default="all",
+                   help=f"greedy, sampled (T = {measure.SAMPLED_T}) or both")
+    m.add_argument("--sweep", action="store_true", help="the draft model at every fixed k in 1..K")
     m.add_argument("--max-new-tokens", type=positive_int_argument, default=64)
-    m.add_argument("--k", type=positive_int_argument, default=4, help="drafted tokens per round (the handout's gamma)")
+    m.add_argument("--k", type=positive_int_argument, default=4,
+                   help="drafted tokens per round (the handout's gamma); the most a policy may choose")
     m.add_argument("--n-prompts", type=positive_int_argument, default=5, help="prompts per workload (built-in list)")
     m.add_argument("--seed", type=seed_argument, default=0)
-    m.add_argument("--c-steps", type=positive_int_argument, default=100, help="cached decode steps timed for c")
+    m.add_argument("--repeats", type=positive_int_argument, default=20,
+                   help="timed forwards per cost (medians): c and v(0..K)")
     m.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     m.add_argument("--static-cache", action="store_true", help="decode on StaticCache objects")
     m.add_argument("--compile", action="store_true",
@@ -68,15 +75,19 @@ def maybe_compile(pair, args) -> None:
 
 
 def run_measure(args) -> dict:
-    for name in ("max_new_tokens", "k", "n_prompts", "c_steps"):
+    for name in ("max_new_tokens", "k", "n_prompts", "repeats"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
     pair = load_from_args(args)
     maybe_compile(pair, args)
     workloads = measure.WORKLOADS if args.workload == "all" else (args.workload,)
+    drafters = args.drafter or ["model"]
+    drafters = list(measure.DRAFTERS) if "all" in drafters else list(dict.fromkeys(drafters))
+    modes = {"greedy": (0.0,), "sampled": (measure.SAMPLED_T,), "all": (0.0, measure.SAMPLED_T)}
     rows = measure.measure(pair, workloads, k=args.k, max_new_tokens=args.max_new_tokens,
-                           n_prompts=args.n_prompts, seed=args.seed, c_steps=args.c_steps,
-                           static_cache=args.static_cache)
+                           n_prompts=args.n_prompts, seed=args.seed, repeats=args.repeats,
+                           static_cache=args.static_cache, drafters=drafters,
+                           modes=modes[args.mode], sweep=args.sweep)
     return {"pair": pair.name, "device": pair.device, "dtype": str(pair.dtype),
             "vocab_size": pair.vocab_size, "max_new_tokens": args.max_new_tokens, "rows": rows}
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..processing import check_sampling, process_logits
 from ..samplers.chain import LazyRows, verify
+from ..samplers.prompt_lookup import check_ngram, lookup_drafts, one_hot
 from ..validation import check_k
 from .loading import torch_modules
 
@@ -127,12 +128,26 @@ def crop_to(cache, length: int) -> None:
         cache.crop(-extra)
 
 
-def forward(model, token_ids: list[int], cache):
-    """Logits (float32, [len(token_ids), width]) of feeding ``token_ids`` after what ``cache`` holds."""
+def accepts_logits_to_keep(model) -> bool:
+    """Whether the model's forward can compute the LM head on the last rows only."""
+    return "logits_to_keep" in inspect.signature(type(model).forward).parameters
+
+
+def forward(model, token_ids: list[int], cache, keep: int | None = None):
+    """Logits (float32, [rows, width]) of feeding ``token_ids`` after what ``cache`` holds.
+
+    ``keep`` = n computes the LM head on the last n positions only (transformers'
+    ``logits_to_keep``; sliced afterwards on models without it): a prefill needs one row, a
+    verification k + 1. None keeps every row.
+    """
     torch, _ = torch_modules()
     ids = torch.tensor([token_ids], dtype=torch.long, device=model.device)
-    out = model(input_ids=ids, use_cache=True, **{cache_kwarg(model): cache})
-    return out.logits[0].float()
+    kwargs = {cache_kwarg(model): cache}
+    if keep is not None and accepts_logits_to_keep(model):
+        kwargs["logits_to_keep"] = int(keep)
+    out = model(input_ids=ids, use_cache=True, **kwargs)
+    logits = out.logits[0] if keep is None else out.logits[0, -int(keep):]
+    return logits.float()
 
 
 def _sync(model) -> None:
@@ -190,7 +205,7 @@ def target_only_generate(target, input_ids, max_new_tokens, temperature=0.0, top
         start = time.perf_counter()
         feed = ids
         while len(ids) - n_prompt < n_new:
-            row = forward(target, feed, cache)[-1, :width]
+            row = forward(target, feed, cache, keep=1)[-1, :width]
             token = greedy_token(row) if t == 0 else int(
                 rng.choice(width, p=process_logits(row.cpu().numpy(), t, top_k, top_p)))
             ids.append(token)
@@ -204,26 +219,72 @@ def target_only_generate(target, input_ids, max_new_tokens, temperature=0.0, top
     return Generation(ids, n_prompt, stats)
 
 
-def _draft_round(draft, ids, d_len, d_cache, k, width, t, top_k, top_p, rng):
-    """k drafts from the draft model: the tokens, their q vectors (None at greedy), new d_len."""
-    drafts, qs = [], []
-    feed = ids[d_len:]
-    for _ in range(k):
-        row = forward(draft, feed, d_cache)[-1, :width]
-        d_len += len(feed)
-        if t == 0:
-            x, q = greedy_token(row), None
-        else:
-            q = process_logits(row.cpu().numpy(), t, top_k, top_p)
-            x = int(rng.choice(width, p=q))
-        drafts.append(x)
-        qs.append(q)
-        feed = [x]
-    return drafts, qs, d_len
+class ModelDrafter:
+    """Drafts with a draft model on its own KV cache, one cached forward per token.
+
+    Invariant: the cache holds ``length`` positions, a prefix of the accepted ids. After a round
+    with no drafting (k = 0) it lags behind; the next ``propose`` feeds the missing ids at once.
+    """
+
+    def __init__(self, model, width: int, static_len: int | None = None, crop_cache: bool = True):
+        self.model, self.width, self.crop_cache = model, width, crop_cache
+        self.cache = new_cache(model, static_len)
+        self.length = 0
+        self.steps = 0  # draft forwards so far, for the cost model
+
+    def prefill(self, ids: list[int]) -> None:
+        if len(ids) > 1:
+            forward(self.model, ids[:-1], self.cache, keep=1)
+            self.length = len(ids) - 1
+
+    def propose(self, ids, k, t, top_k, top_p, rng):
+        """k drafts and their q vectors (None at greedy: the rule then needs only argmaxes)."""
+        drafts, qs = [], []
+        feed = ids[self.length:]
+        for _ in range(k):
+            row = forward(self.model, feed, self.cache, keep=1)[-1, :self.width]
+            self.length += len(feed)
+            self.steps += 1
+            if t == 0:
+                x, q = greedy_token(row), None
+            else:
+                q = process_logits(row.cpu().numpy(), t, top_k, top_p)
+                x = int(rng.choice(self.width, p=q))
+            drafts.append(x)
+            qs.append(q)
+            feed = [x]
+        return drafts, qs
+
+    def accept(self, n_ids: int) -> None:
+        """The accepted ids now number ``n_ids``: forget cached positions past n_ids - 1."""
+        self.length = min(self.length, n_ids - 1)
+        if self.crop_cache:
+            crop_to(self.cache, self.length)
+
+
+class LookupDrafter:
+    """Prompt lookup (``samplers.prompt_lookup.lookup_drafts``): up to k copied tokens, no model.
+
+    The drafts are a function of the accepted ids, so q is one-hot at each draft and the chain
+    rule with that q is exact (see ``specverify.samplers.prompt_lookup``).
+    """
+
+    def __init__(self, width: int, ngram: int = 2):
+        self.width, self.ngram, self.steps = width, check_ngram(ngram), 0
+
+    def prefill(self, ids: list[int]) -> None:
+        pass
+
+    def propose(self, ids, k, t, top_k, top_p, rng):
+        drafts = [x for x in lookup_drafts(ids, k, self.ngram) if x < self.width]
+        return drafts, [None if t == 0 else one_hot(x, self.width) for x in drafts]
+
+    def accept(self, n_ids: int) -> None:
+        pass
 
 
 def _verify(rows, drafts, qs, t, top_k, top_p, rng) -> tuple[int, int]:
-    """(accepted drafts j, the token emitted after them) from the target's k + 1 logit rows."""
+    """(accepted drafts j, the token emitted after them) from the target's len(drafts) + 1 rows."""
     if t == 0:
         for j, x in enumerate(drafts):
             best = greedy_token(rows[j])
@@ -231,13 +292,27 @@ def _verify(rows, drafts, qs, t, top_k, top_p, rng) -> tuple[int, int]:
                 return j, best
         return len(drafts), greedy_token(rows[len(drafts)])
     rows = rows.cpu().numpy()
+    if not drafts:
+        p = process_logits(rows[0], t, top_k, top_p)
+        return 0, int(rng.choice(p.size, p=p))
     return verify(LazyRows(lambda j: process_logits(rows[j], t, top_k, top_p)), qs, drafts, rng)
+
+
+def _drafter(draft, width, static_len, crop_caches):
+    if hasattr(draft, "propose"):
+        return draft
+    return ModelDrafter(draft, width, static_len, crop_caches)
 
 
 def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperature=0.0,
                          top_k=None, top_p=None, rng=None, crop_caches=True, vocab_size=None,
-                         eos_token_id=None, static_len=None) -> Generation:
+                         eos_token_id=None, static_len=None, policy=None) -> Generation:
     """Draft-target decoding with both KV caches; the output is distributed as the target's.
+
+    ``draft`` is a draft model or a drafter (``ModelDrafter``, ``LookupDrafter``: anything with
+    ``prefill``, ``propose``, ``accept``). ``k`` is the drafts per round, or with ``policy`` (a
+    ``specverify.models.costs.KPolicy``) the most it may choose; the policy picks each round's k
+    in 0..k from past rounds only (k = 0: a plain target step), so every round stays exact.
 
     Invariant between rounds: the target cache holds every token but the last, the draft cache
     a prefix of that (it lacks the last draft after a fully accepted round). ``crop_caches=False``
@@ -250,30 +325,40 @@ def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperatur
     n_new = _check_new_tokens(max_new_tokens)
     ids = _prompt_list(input_ids)
     n_prompt, rng = len(ids), _rng(rng)
-    width = min(_width(target, vocab_size), _width(draft, vocab_size))
+    width = _width(target, vocab_size)
+    if not hasattr(draft, "propose"):
+        width = min(width, _width(draft, vocab_size))
+    drafter = _drafter(draft, width, static_len, crop_caches)
     stats = DecodeStats()
-    t_cache, d_cache = new_cache(target, static_len), new_cache(draft, static_len)
+    t_cache = new_cache(target, static_len)
     with torch.no_grad():
         _sync(target)
         start = time.perf_counter()
-        t_len = d_len = 0
+        t_len = 0
         if len(ids) > 1:
-            forward(target, ids[:-1], t_cache)
-            forward(draft, ids[:-1], d_cache)
-            t_len = d_len = len(ids) - 1
+            forward(target, ids[:-1], t_cache, keep=1)
+            t_len = len(ids) - 1
+        drafter.prefill(ids)
         while len(ids) - n_prompt < n_new and (eos_token_id is None or eos_token_id not in ids[n_prompt:]):
-            drafts, qs, d_len = _draft_round(draft, ids, d_len, d_cache, k, width, t, top_k, top_p, rng)
-            rows = forward(target, ids[t_len:] + drafts, t_cache)[-(k + 1):, :width]
+            k_round = k if policy is None else policy.choose(k)
+            tick = time.perf_counter()
+            drafts, qs = drafter.propose(ids, k_round, t, top_k, top_p, rng) if k_round else ([], [])
+            _sync(target)
+            tock = time.perf_counter()
+            rows = forward(target, ids[t_len:] + drafts, t_cache, keep=len(drafts) + 1)[:, :width]
             j, token = _verify(rows, drafts, qs, t, top_k, top_p, rng)
+            _sync(target)
+            if policy is not None:
+                policy.observe(len(drafts), j, draft_s=tock - tick, verify_s=time.perf_counter() - tock)
             ids += drafts[:j] + [token]
-            t_len, d_len = len(ids) - 1, min(d_len, len(ids) - 1)
+            t_len = len(ids) - 1
             if crop_caches:
                 crop_to(t_cache, t_len)
-                crop_to(d_cache, d_len)
+            drafter.accept(len(ids))
             stats.rounds += 1
-            stats.drafted += k
+            stats.drafted += len(drafts)
             stats.accepted += j
-            stats.rejections += j < k
+            stats.rejections += j < len(drafts)
             stats.emitted += j + 1
         _sync(target)
         stats.wall_s = time.perf_counter() - start

@@ -1,12 +1,17 @@
 """Predict, then measure, speculative decoding on a real draft/target pair (handout "GPU scale-up").
 
-1. Predict: the target writes answers to code and chat prompts; both models are teacher-forced
-   over that text to get alpha per workload (``alpha_per_position``); c is timed over cached
-   single-token decode steps of each model; ``specverify.theory`` turns (alpha, k, c) into tokens
-   per pass, speedup and the best k (Leviathan et al. 2023, arXiv 2211.17192, eq. 1 and §3.4).
-2. Measure: the KV-cached speculative loop (``decoding.speculative_generate``) against
-   target-only decoding, greedy and at T = 0.7, plus HF transformers' assisted generation
-   (``target.generate(..., assistant_model=draft)``) at the same k with a constant schedule.
+1. Costs: ``costs.measure_step_costs`` times, on the first prompt's context, the target's and the
+   draft's cached single steps (c = draft / target) and the target's forward over k + 1 positions
+   (v(k), in target steps; on a CPU it is far from 1, issue 16).
+2. Predict: the target writes answers to code, chat and edit prompts (target-only, the
+   reference); both models are teacher-forced over that text to get alpha
+   (``alpha_per_position``); ``theory.speedup_with_costs`` gives E[tokens] / (k c + v(k)).
+3. Measure, side by side in one run, per workload and mode (greedy, T = 0.7): every drafter in
+   ``DRAFTERS`` (the draft model with k chosen by the cost model, adaptive k, prompt lookup,
+   ...), the draft model at fixed k (all k in 1..K with ``sweep``), target-only decoding and HF
+   transformers' assisted generation (``target.generate(..., assistant_model=draft)``, k drafts
+   a round, constant schedule). Greedy outputs are compared with target-only (``compare_greedy``).
+   Predictions use the ks the rounds actually ran, so measured / predicted tests the cost model.
 
 At batch 1 in eager PyTorch small models are launch-bound, so c can sit far above the parameter
 ratio; ``static_cache`` + ``compile`` (GPU only) cut that overhead.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -24,10 +30,11 @@ from .. import theory
 from ..files import json_default, write_atomically
 from ..validation import check_k
 from . import decoding
+from .costs import KPolicy, StepCosts, measure_step_costs
 from .loading import torch_modules
 
 SAMPLED_T = 0.7
-WORKLOADS = ("code", "chat")
+WORKLOADS = ("code", "chat", "edit")
 CODE_PROMPTS = [
     "Add type hints to this function:\n\ndef scale(values, factor):\n    return [v * factor for v in values]",
     "Add type hints to this function:\n\ndef merge(a, b):\n    out = dict(a)\n    out.update(b)\n    return out",
@@ -48,9 +55,17 @@ CHAT_PROMPTS = [
     "How do I make a good first impression at a new job?",
     "Tell me a short story about a lighthouse keeper.",
 ]
-PROMPTS = {"code": CODE_PROMPTS, "chat": CHAT_PROMPTS}
+EDIT_PROMPTS = [  # the answer repeats most of the prompt: where prompt lookup shines
+    "Rename the variable `xs` to `values` and return the whole function:\n\ndef mean(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total / len(xs)",
+    "Add a `verbose` parameter that prints each item, and return the whole function:\n\ndef total_price(items, tax):\n    subtotal = sum(item.price for item in items)\n    return subtotal * (1 + tax)",
+    "Replace the for loop with a while loop and return the whole function:\n\ndef countdown(n):\n    out = []\n    for i in range(n, 0, -1):\n        out.append(i)\n    return out",
+    "Make this function return None instead of raising on an empty list, and return the whole function:\n\ndef largest(numbers):\n    best = numbers[0]\n    for n in numbers[1:]:\n        if n > best:\n            best = n\n    return best",
+    "Rename the class `Box` to `Container` and return the whole code:\n\nclass Box:\n    def __init__(self, items):\n        self.items = list(items)\n\n    def add(self, item):\n        self.items.append(item)\n\n    def size(self):\n        return len(self.items)",
+    "Change the default greeting to 'Hi' and return the whole function:\n\ndef greet(name, greeting='Hello'):\n    message = f'{greeting}, {name}!'\n    print(message)\n    return message",
+]
+PROMPTS = {"code": CODE_PROMPTS, "chat": CHAT_PROMPTS, "edit": EDIT_PROMPTS}
 REQUIRED_FIELDS = (
-    "workload", "mode", "k", "alpha_predicted", "alpha_measured", "c", "tokens_per_pass_predicted",
+    "workload", "mode", "drafter", "k", "v_k", "target_only_tokens_per_s", "vs_hf_assisted", "alpha_predicted", "alpha_measured", "c", "tokens_per_pass_predicted",
     "tokens_per_pass_measured", "speedup_predicted", "speedup_measured", "tokens_per_s",
     "hf_assisted_tokens_per_s", "greedy_identical", "near_ties",
 )
@@ -73,30 +88,6 @@ def select_prompts(workload: str, n_prompts: int) -> list[str]:
     if n > len(PROMPTS[workload]):
         raise ValueError(f"n_prompts: at most {len(PROMPTS[workload])} built-in {workload} prompts, got {n}")
     return PROMPTS[workload][:n]
-
-
-def time_decode_step(model, ids: list[int], n_steps: int = 100, warmup: int = 5) -> float:
-    """Mean seconds of one cached single-token forward after a prefill of ``ids``."""
-    torch, _ = torch_modules()
-    cache = decoding.new_cache(model)
-    with torch.no_grad():
-        decoding.forward(model, ids, cache)
-        token = ids[-1]
-        for _ in range(warmup):
-            decoding.forward(model, [token], cache)
-        decoding._sync(model)
-        start = time.perf_counter()
-        for _ in range(n_steps):
-            decoding.forward(model, [token], cache)
-        decoding._sync(model)
-    return (time.perf_counter() - start) / n_steps
-
-
-def cost_ratio(pair, ids: list[int], n_steps: int = 100) -> dict:
-    """c = draft step time / target step time, each the mean of ``n_steps`` cached steps."""
-    t_step = time_decode_step(pair.target, ids, n_steps)
-    d_step = time_decode_step(pair.draft, ids, n_steps)
-    return {"c": d_step / t_step, "target_step_s": t_step, "draft_step_s": d_step}
 
 
 def hf_assisted_tokens_per_s(pair, prompts: list[list[int]], k: int, max_new_tokens: int,
@@ -150,61 +141,170 @@ def _greedy_verdicts(pair, spec, ref, rel_margin) -> list[dict]:
     return verdicts
 
 
-def measure_mode(pair, workload, prompts, k, max_new_tokens, temperature, c, seed=0,
-                 static_len=None) -> dict:
-    """One row: predicted vs measured alpha, tokens per pass and speedup for one decoding mode."""
-    common = {"vocab_size": pair.vocab_size, "eos_token_id": pair.eos_token_id,
-              "max_new_tokens": max_new_tokens, "temperature": temperature, "static_len": static_len}
-    ref = _run_all(decoding.target_only_generate, prompts, target=pair.target,
-                   rng=np.random.default_rng(seed), **common)
-    alphas = np.concatenate([
-        decoding.alpha_per_position(pair.target, pair.draft, g.ids, g.n_prompt, temperature,
-                                    vocab_size=pair.vocab_size)
-        for g in ref if len(g.new_ids) > 0])
-    alpha_pred = float(alphas.mean())
-    spec = _run_all(decoding.speculative_generate, prompts, target=pair.target, draft=pair.draft,
-                    k=k, rng=np.random.default_rng(seed + 1), **common)
-    accepted = sum(g.stats.accepted for g in spec)
-    verified = accepted + sum(g.stats.rejections for g in spec)
-    rounds = sum(g.stats.rounds for g in spec)
-    tps, ref_tps = _tokens_per_s(spec), _tokens_per_s(ref)
+@dataclass
+class Setting:
+    """What every drafter of one (workload, mode) shares: prompts, references, costs, prediction."""
+
+    pair: object
+    workload: str
+    prompts: list
+    temperature: float
+    k: int
+    max_new_tokens: int
+    costs: StepCosts
+    seed: int = 0
+    static_len: int | None = None
+    head: object = None
+    ref: list = field(default_factory=list)
+    alpha_predicted: float = float("nan")
+
+    @property
+    def common(self) -> dict:
+        return {"vocab_size": self.pair.vocab_size, "eos_token_id": self.pair.eos_token_id,
+                "max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
+
+
+@dataclass
+class Run:
+    """One drafter's generations, the k it used per round, and whether drafting had a model cost."""
+
+    gens: list
+    ks: list
+    draft_free: bool = False
+    alpha_predicted: float | None = None
+
+
+def _spec(setting: Setting, draft, k: int, policy=None, rng_offset: int = 1) -> list:
+    return _run_all(decoding.speculative_generate, setting.prompts, target=setting.pair.target,
+                    draft=draft, k=k, policy=policy, static_len=setting.static_len,
+                    rng=np.random.default_rng(setting.seed + rng_offset), **setting.common)
+
+
+def run_model(setting: Setting) -> Run:
+    """The draft model, k in 0..K chosen by the cost model from the predicted alpha, re-chosen
+    every round as the running alpha estimate moves (costs as measured before generation)."""
+    policy = KPolicy(setting.costs, alpha0=setting.alpha_predicted)
+    return Run(_spec(setting, setting.pair.draft, setting.k, policy), policy.chosen,
+               alpha_predicted=setting.alpha_predicted)
+
+
+def run_fixed(setting: Setting, k: int) -> Run:
+    """The draft model at a fixed k (the handout's loop; what the sweep and HF compare)."""
+    gens = _spec(setting, setting.pair.draft, k)
+    return Run(gens, [k] * sum(g.stats.rounds for g in gens), alpha_predicted=setting.alpha_predicted)
+
+
+def run_adaptive(setting: Setting) -> Run:
+    """The draft model, k from running estimates of alpha AND of the step costs, from a flat
+    prior alpha0 = 0.5 (no prediction used): ``KPolicy(learn_costs=True)``."""
+    policy = KPolicy(setting.costs, alpha0=0.5, learn_costs=True)
+    return Run(_spec(setting, setting.pair.draft, setting.k, policy), policy.chosen)
+
+
+def run_prompt_lookup(setting: Setting) -> Run:
+    """Prompt lookup (no draft model; drafts free), k in 0..K from running alpha and the costs."""
+    policy = KPolicy(setting.costs, alpha0=0.5, draft_free=True)
+    drafter = decoding.LookupDrafter(setting.pair.vocab_size)
+    return Run(_spec(setting, drafter, setting.k, policy), policy.chosen, draft_free=True)
+
+
+DRAFTERS = {
+    "model": run_model,
+    "adaptive": run_adaptive,
+    "prompt-lookup": run_prompt_lookup,
+}
+
+
+def _prediction(setting: Setting, run: Run) -> dict:
+    """Tokens per pass and speedup the cost model predicts for the rounds' ks, at predicted alpha."""
+    if run.alpha_predicted is None or not run.ks:
+        return {"tokens_per_pass_predicted": None, "speedup_predicted": None}
+    c = 0.0 if run.draft_free else setting.costs.c
+    v = setting.costs.v
+    tokens = [1.0 if k == 0 else theory.expected_tokens(run.alpha_predicted, k) for k in run.ks]
+    cost = [k * c + v[k] for k in run.ks]
+    return {"tokens_per_pass_predicted": sum(tokens) / len(tokens),
+            "speedup_predicted": sum(tokens) / sum(cost)}
+
+
+def drafter_row(setting: Setting, name: str, run: Run, hf_tps, ref_tps) -> dict:
+    gens = run.gens
+    accepted = sum(g.stats.accepted for g in gens)
+    verified = accepted + sum(g.stats.rejections for g in gens)
+    rounds = sum(g.stats.rounds for g in gens)
+    tps = _tokens_per_s(gens)
+    ks = np.bincount(run.ks) if run.ks else np.zeros(1)
+    k_mode = int(ks.argmax())
     row = {
-        "workload": workload,
-        "mode": "greedy" if temperature == 0 else f"T={temperature:g}",
-        "k": k,
-        "alpha_predicted": alpha_pred,
+        "workload": setting.workload,
+        "mode": "greedy" if setting.temperature == 0 else f"T={setting.temperature:g}",
+        "drafter": name,
+        "k": k_mode,
+        "k_mean": float(np.mean(run.ks)) if run.ks else None,
+        "alpha_predicted": run.alpha_predicted,
         "alpha_measured": accepted / verified if verified else float("nan"),
-        "c": c,
-        "best_k_predicted": theory.best_k(alpha_pred, c),
-        "tokens_per_pass_predicted": theory.expected_tokens(alpha_pred, k),
-        "tokens_per_pass_measured": sum(g.stats.emitted for g in spec) / rounds,
-        "speedup_predicted": theory.expected_speedup(alpha_pred, k, c),
+        "c": 0.0 if run.draft_free else setting.costs.c,
+        "v_k": setting.costs.v[min(k_mode, len(setting.costs.v) - 1)],
+        "tokens_per_pass_measured": sum(g.stats.emitted for g in gens) / rounds,
         "speedup_measured": tps / ref_tps,
         "tokens_per_s": tps,
         "target_only_tokens_per_s": ref_tps,
-        "hf_assisted_tokens_per_s": hf_assisted_tokens_per_s(pair, prompts, k, max_new_tokens, temperature),
+        "hf_assisted_tokens_per_s": hf_tps,
+        "vs_hf_assisted": tps / hf_tps if hf_tps else None,
         "greedy_identical": None,
         "near_ties": None,
         "real_mismatches": None,
-        "n_prompts": len(prompts),
+        "n_prompts": len(setting.prompts),
     }
-    if temperature == 0:
+    row.update(_prediction(setting, run))
+    if setting.temperature == 0:
+        pair = setting.pair
         rel = 1e-3 if pair.dtype is None or "float32" in str(pair.dtype) else 2**-6
-        verdicts = _greedy_verdicts(pair, spec, ref, rel)
+        verdicts = _greedy_verdicts(pair, gens, setting.ref, rel)
         row["greedy_identical"] = all(v["kind"] == "identical" for v in verdicts)
         row["near_ties"] = sum(v["kind"] == "near-tie" for v in verdicts)
         row["real_mismatches"] = sum(v["kind"] == "mismatch" for v in verdicts)
     return row
 
 
+def predicted_alpha(pair, ref, temperature) -> float:
+    """Mean teacher-forced alpha over the target-only outputs (the i.i.d. model's alpha)."""
+    alphas = np.concatenate([
+        decoding.alpha_per_position(pair.target, pair.draft, g.ids, g.n_prompt, temperature,
+                                    vocab_size=pair.vocab_size)
+        for g in ref if len(g.new_ids) > 0])
+    return float(alphas.mean())
+
+
+def measure_setting(setting: Setting, drafters, sweep: bool = False) -> list[dict]:
+    """Rows for one (workload, mode): every drafter, side by side with target-only and HF assisted."""
+    pair = setting.pair
+    setting.ref = _run_all(decoding.target_only_generate, setting.prompts, target=pair.target,
+                           rng=np.random.default_rng(setting.seed), static_len=setting.static_len,
+                           **setting.common)
+    setting.alpha_predicted = predicted_alpha(pair, setting.ref, setting.temperature)
+    ref_tps = _tokens_per_s(setting.ref)
+    hf_tps = hf_assisted_tokens_per_s(pair, setting.prompts, setting.k, setting.max_new_tokens,
+                                      setting.temperature)
+    rows = [drafter_row(setting, name, DRAFTERS[name](setting), hf_tps, ref_tps) for name in drafters]
+    for k in range(1, setting.k + 1) if sweep else [setting.k]:
+        rows.append(drafter_row(setting, f"model k={k}", run_fixed(setting, k), hf_tps, ref_tps))
+    return rows
+
+
 def measure(pair, workloads=WORKLOADS, k: int = 4, max_new_tokens: int = 64, n_prompts: int = 5,
-            seed: int = 0, c_steps: int = 100, static_cache: bool = False) -> list[dict]:
-    """Rows for each workload x (greedy, T = 0.7); c is timed once per pair on the first prompt.
+            seed: int = 0, repeats: int = 20, static_cache: bool = False, drafters=("model",),
+            modes=(0.0, SAMPLED_T), sweep: bool = False) -> list[dict]:
+    """Rows for each workload x mode x drafter, plus the draft model at fixed k = ``k`` (or at
+    every k in 1..``k`` with ``sweep``); the step costs are timed once per pair on the first prompt.
 
     ``static_cache`` decodes on StaticCache objects sized for the longest prompt plus
     ``max_new_tokens + k + 1`` (what torch.compile needs to avoid recompiling every step).
     """
     k = check_k(k)
+    unknown = sorted(set(drafters) - set(DRAFTERS))
+    if unknown:
+        raise ValueError(f"drafters: unknown {unknown}; expected some of {sorted(DRAFTERS)}")
     texts = {w: select_prompts(w, n_prompts) for w in workloads}
     ids = {w: [prompt_ids(pair.tokenizer, t) for t in texts[w]] for w in workloads}
     first = ids[workloads[0]][0]
@@ -213,20 +313,20 @@ def measure(pair, workloads=WORKLOADS, k: int = 4, max_new_tokens: int = 64, n_p
     for _ in range(2):  # warm-up (and, with torch.compile, compilation) outside every timing
         decoding.speculative_generate(pair.target, pair.draft, first, k, 2 * k + 2,
                                       vocab_size=pair.vocab_size, static_len=static_len)
-    c = cost_ratio(pair, first, c_steps)["c"]
+    costs = measure_step_costs(pair.target, pair.draft, first, k, repeats)
     rows = []
     for w in workloads:
-        for temperature in (0.0, SAMPLED_T):
-            rows.append(measure_mode(pair, w, ids[w], k, max_new_tokens, temperature, c, seed,
-                                     static_len))
+        for temperature in modes:
+            setting = Setting(pair, w, ids[w], temperature, k, max_new_tokens, costs, seed, static_len)
+            rows.extend(measure_setting(setting, drafters, sweep))
     return rows
 
 
 def table(rows: list[dict]) -> pl.DataFrame:
-    cols = ["workload", "mode", "k", "alpha_predicted", "alpha_measured", "c", "best_k_predicted",
+    cols = ["workload", "mode", "drafter", "k", "alpha_predicted", "alpha_measured", "c", "v_k",
             "tokens_per_pass_predicted", "tokens_per_pass_measured", "speedup_predicted",
-            "speedup_measured", "tokens_per_s", "hf_assisted_tokens_per_s", "greedy_identical",
-            "near_ties"]
+            "speedup_measured", "tokens_per_s", "target_only_tokens_per_s",
+            "hf_assisted_tokens_per_s", "vs_hf_assisted", "greedy_identical"]
     return pl.DataFrame([{c: r.get(c) for c in cols} for r in rows]).with_columns(
         pl.col(pl.Float64).round(3))
 
