@@ -162,17 +162,21 @@ def test_process_logits_top_k_top_p():
 def test_measure_cli_json_rows(tmp_path, capsys):
     out = tmp_path / "tiny.json"
     rc = main(["measure", "--tiny", "--json", "--max-new-tokens", "16", "--n-prompts", "2",
-               "--c-steps", "20", "--out", str(out)])
+               "--repeats", "3", "--workload", "edit", "--drafter", "all", "--out", str(out)])
     assert rc == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert json.loads(out.read_text()) == printed
     rows = printed["rows"]
-    assert {(r["workload"], r["mode"]) for r in rows} == {
-        (w, m) for w in ("code", "chat") for m in ("greedy", "T=0.7")}
+    drafters = [*measure.DRAFTERS, "model k=4"]
+    assert {(r["workload"], r["mode"], r["drafter"]) for r in rows} == {
+        ("edit", m, d) for m in ("greedy", "T=0.7") for d in drafters}
     for row in rows:
         assert set(measure.REQUIRED_FIELDS) <= set(row)
-        assert 0 < row["alpha_predicted"] < 1 and 0 <= row["alpha_measured"] <= 1
-        assert 1 <= row["tokens_per_pass_measured"] <= row["k"] + 1
+        assert 0 <= row["alpha_measured"] <= 1 or row["alpha_measured"] is None  # null: nothing drafted
+        assert 1 <= row["tokens_per_pass_measured"] <= 4 + 1
+        assert row["v_k"] >= 1.0 and row["tokens_per_s"] > 0
+        if row["drafter"] in ("model", "model k=4"):
+            assert 0 < row["alpha_predicted"] < 1 and row["speedup_predicted"] > 0
         if row["mode"] == "greedy":
             assert row["greedy_identical"] is True and row["near_ties"] == 0
         else:
