@@ -93,13 +93,6 @@ class Tree:
         self.children_of(parent).append(len(self.nodes) - 1)
         return len(self.nodes) - 1
 
-    def path_to(self, node: int) -> list[int]:
-        path = []
-        while node >= 0:
-            path.append(node)
-            node = self.nodes[node].parent
-        return path[::-1]
-
 
 def check_shape(shape) -> str:
     if shape not in SHAPES:
@@ -152,7 +145,8 @@ def tree_forward(model, tokens: list[int], parents: list[int], start: int, cache
         raise ValueError(f"tokens: expected {n_new} new tokens for parents[{start}:], got {len(tokens)}")
     n_past = decoding.cache_length(cache) - start
     if n_past < 0:
-        raise ValueError(f"start: the cache holds {decoding.cache_length(cache)} slots, fewer than start={start}")
+        held = decoding.cache_length(cache)
+        raise ValueError(f"start: the cache holds {held} slots, fewer than start={start}")
     device, dtype = model.device, model.dtype
     ids = torch.tensor([tokens], dtype=torch.long, device=device)
     pos = torch.tensor([tree_positions(n_past, parents, start)], dtype=torch.long, device=device)
@@ -361,7 +355,7 @@ def walk_tree(tree: Tree, rows, sampling: Sampling) -> tuple[list[int], int, boo
 
 
 @dataclass
-class _State:
+class TreeState:
     """Both caches and how many of ``ids`` each holds (the target's: all but the last token)."""
 
     t_cache: object
@@ -369,8 +363,26 @@ class _State:
     t_len: int = 0
     d_len: int = 0
 
+    def rewind(self, length: int) -> None:
+        """Forget everything past the first ``length`` tokens (to reuse one prefill)."""
+        if not 0 <= length <= self.t_len:
+            raise ValueError(f"length: must lie in 0..{self.t_len}, got {length}")
+        self.t_len, self.d_len = length, min(self.d_len, length)
+        decoding.crop_to(self.t_cache, self.t_len)
+        decoding.crop_to(self.d_cache, self.d_len)
 
-def _target_rows(target, ids, state: _State, tree: Tree, vocab: int):
+
+def prefill(target, draft, ids: list[int]) -> TreeState:
+    """Fresh caches holding all of ``ids`` but the last token (the round feeds that one)."""
+    state = TreeState(decoding.new_cache(target), decoding.new_cache(draft))
+    if len(ids) > 1:
+        decoding.forward(target, ids[:-1], state.t_cache)
+        decoding.forward(draft, ids[:-1], state.d_cache)
+        state.t_len = state.d_len = len(ids) - 1
+    return state
+
+
+def _target_rows(target, ids, state: TreeState, tree: Tree, vocab: int):
     """One target forward over the pending tokens and every node: rows at the root, then nodes."""
     pending = ids[state.t_len:]
     root = len(pending) - 1
@@ -380,19 +392,21 @@ def _target_rows(target, ids, state: _State, tree: Tree, vocab: int):
     return tree_forward(target, tokens, parents, 0, state.t_cache)[root:, :vocab]
 
 
-def _crop_to_path(state: _State, n_target_pending: int, n_draft_pending: int, path, d_slot) -> None:
+def _crop_to_path(state: TreeState, n_target_pending: int, n_draft_pending: int, path, d_slot) -> None:
     base = state.t_len + n_target_pending
     keep_slots(state.t_cache, list(range(base)) + [base + n for n in path])
-    keep_d = list(range(state.d_len + n_draft_pending)) + [state.d_len + d_slot[n] for n in path if n in d_slot]
+    fed_path = [state.d_len + d_slot[n] for n in path if n in d_slot]  # the leaf may not be fed
+    keep_d = list(range(state.d_len + n_draft_pending)) + fed_path
     keep_slots(state.d_cache, keep_d)
     state.t_len += n_target_pending + len(path)
     state.d_len = len(keep_d)
 
 
-def tree_round(target, draft, ids: list[int], state: _State, k: int, sampling: Sampling, shape: str,
+def tree_round(target, draft, ids: list[int], state: TreeState, k: int, sampling: Sampling, shape: str,
                stats: decoding.DecodeStats) -> list[int]:
-    """One round: draft a tree, verify it in one target pass, walk it, crop both caches to the
-    path. Returns the emitted tokens (accepted path then one more) and updates ``stats``."""
+    """One round after ``ids`` (whose caches ``state`` holds): draft a tree, verify it in one
+    target pass, walk it, crop both caches to the path. Returns the emitted tokens (accepted
+    path then one more) and updates ``stats``; call it under ``torch.no_grad()``."""
     n_t, n_d = len(ids) - state.t_len, len(ids) - state.d_len
     tree, d_slot = draft_tree(draft, ids[state.d_len:], state.d_cache, k, sampling, shape)
     rows = _target_rows(target, ids, state, tree, sampling.vocab)
@@ -432,15 +446,11 @@ def tree_generate(target, draft, input_ids, k, max_new_tokens, width=2, temperat
     vocab = min(decoding._width(target, vocab_size), decoding._width(draft, vocab_size))
     sampling = Sampling(t, top_k, top_p, width, vocab, decoding._rng(rng), bool(without_replacement))
     n_prompt, stats = len(ids), decoding.DecodeStats()
-    state = _State(decoding.new_cache(target), decoding.new_cache(draft))
     with torch.no_grad():
         decoding._sync(target)
         start = time.perf_counter()
-        if len(ids) > 1:
-            decoding.forward(target, ids[:-1], state.t_cache)
-            decoding.forward(draft, ids[:-1], state.d_cache)
-            state.t_len = state.d_len = len(ids) - 1
-        while len(ids) - n_prompt < n_new and (eos_token_id is None or eos_token_id not in ids[n_prompt:]):
+        state = prefill(target, draft, ids)
+        while len(ids) - n_prompt < n_new and eos_token_id not in ids[n_prompt:]:
             ids += tree_round(target, draft, ids, state, k, sampling, shape, stats)
         decoding._sync(target)
         stats.wall_s = time.perf_counter() - start
@@ -468,10 +478,11 @@ def measure_tree(pair, prompts, k, width, max_new_tokens, temperature=0.0, *, sh
     common = dict(temperature=temperature, vocab_size=pair.vocab_size, eos_token_id=pair.eos_token_id)
     trees = [tree_generate(pair.target, pair.draft, ids, k, max_new_tokens, width, rng=rng,
                            shape=shape, **common).stats for ids in encoded]
-    out = {"tree": dict(_sum_stats(trees).as_dict(), k=k, width=width, shape=shape,
-                        nodes_per_round=sum(s.drafted for s in trees) / max(1, sum(s.rounds for s in trees)))}
+    total = _sum_stats(trees)
+    out = {"tree": dict(total.as_dict(), k=k, width=width, shape=shape,
+                        nodes_per_round=total.drafted / max(1, total.rounds))}
     if chain:
-        chains = [decoding.speculative_generate(pair.target, pair.draft, ids, k, max_new_tokens, rng=rng,
-                                                **common).stats for ids in encoded]
+        chains = [decoding.speculative_generate(pair.target, pair.draft, ids, k, max_new_tokens,
+                                                rng=rng, **common).stats for ids in encoded]
         out["chain"] = dict(_sum_stats(chains).as_dict(), k=k)
     return out
