@@ -70,14 +70,22 @@ def _masked_rows(model, prompt):
     return rows.numpy(), cache
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("role", ["target", "draft"])
-def test_tree_mask_rows_equal_separate_path_forwards(pair, role):
+def test_tree_mask_rows_equal_separate_path_forwards(pair, role, attention):
+    """Row i of the masked forward = the last row of an uncached forward of phase token i's
+    root-to-node path, to 1e-4, under both attention implementations that take the mask."""
     model = getattr(pair, role)
-    prompt = pair.tokenizer.encode(PROMPTS[0])
-    rows, _ = _masked_rows(model, prompt)
-    for i, path in enumerate(_phase_paths(prompt)):
-        alone = decoding.teacher_forced_logits(model, path)[-1]
-        np.testing.assert_allclose(rows[i], alone, rtol=0, atol=1e-4, err_msg=f"phase token {i}")
+    before = model.config._attn_implementation
+    model.set_attn_implementation(attention)
+    try:
+        prompt = pair.tokenizer.encode(PROMPTS[0])
+        rows, _ = _masked_rows(model, prompt)
+        for i, path in enumerate(_phase_paths(prompt)):
+            alone = decoding.teacher_forced_logits(model, path)[-1]
+            np.testing.assert_allclose(rows[i], alone, rtol=0, atol=1e-4, err_msg=f"phase token {i}")
+    finally:
+        model.set_attn_implementation(before)
 
 
 def test_tree_positions_are_past_plus_depth():
@@ -92,19 +100,43 @@ def test_keep_slots_equals_prefilling_the_path(pair):
     n_past = len(prompt) - 1
     path_phase = [0, 2, 5]  # root, its second child, that child's child
     tree.keep_slots(cache, list(range(n_past)) + [n_past + j for j in path_phase])
-    fresh = decoding.new_cache(pair.target)
     with torch.no_grad():
-        decoding.forward(pair.target, prompt + [TREE_TOKENS[1], TREE_TOKENS[4]], fresh)
-    assert decoding.cache_length(cache) == decoding.cache_length(fresh) == len(prompt) + 2
-    for got, want in zip(cache.layers, fresh.layers):
-        torch.testing.assert_close(got.keys, want.keys, rtol=0, atol=1e-5)
-        torch.testing.assert_close(got.values, want.values, rtol=0, atol=1e-5)
+        _assert_cache_is_prefill(pair.target, cache, prompt + [TREE_TOKENS[1], TREE_TOKENS[4]])
 
 
 def test_keep_slots_refuses_bad_slots(pair):
     _, cache = _masked_rows(pair.target, pair.tokenizer.encode(PROMPTS[0]))
     with pytest.raises(ValueError, match="keep"):
         tree.keep_slots(cache, [3, 2])
+
+
+def _assert_cache_is_prefill(model, cache, ids):
+    """Keys/values equal a fresh prefill's to 1e-4 (different batch shapes round differently,
+    ~1e-5 here; a wrong or misplaced slot differs by O(0.1))."""
+    fresh = decoding.new_cache(model)
+    decoding.forward(model, ids, fresh)
+    assert decoding.cache_length(cache) == len(ids)
+    for got, want in zip(cache.layers, fresh.layers):
+        torch.testing.assert_close(got.keys, want.keys, rtol=0, atol=1e-4)
+        torch.testing.assert_close(got.values, want.values, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_rounds_leave_both_caches_equal_to_a_prefill_of_the_output(pair, temperature):
+    """After every round the target cache holds the output but its last token and the draft
+    cache a prefix of that, key for key as a fresh prefill (greedy identity alone would not
+    catch a wrong draft cache: it only lowers acceptance)."""
+    sampling = tree.Sampling(temperature, None, None, 2, pair.vocab_size, np.random.default_rng(3), True)
+    ids = pair.tokenizer.encode(PROMPTS[2])
+    totals = decoding.DecodeStats()
+    with torch.no_grad():
+        state = tree.prefill(pair.target, pair.draft, ids)
+        for _ in range(6):
+            ids += tree.tree_round(pair.target, pair.draft, ids, state, 3, sampling, "full", totals)
+            assert state.t_len == len(ids) - 1 and len(ids) - 2 <= state.d_len <= state.t_len
+            _assert_cache_is_prefill(pair.target, state.t_cache, ids[: state.t_len])
+            _assert_cache_is_prefill(pair.draft, state.d_cache, ids[: state.d_len])
+    assert totals.accepted > 0
 
 
 def _tree(pair, ids, k, max_new_tokens=NEW_TOKENS, **kwargs):
@@ -127,6 +159,16 @@ def test_greedy_tree_matches_target_only(pair, references, k, shape):
     if near_ties:
         print(f"k={k} {shape}: near-ties (excused, reported): {near_ties}")
     assert [v for v in verdicts if v["kind"] == "mismatch"] == [], verdicts
+
+
+def test_greedy_tree_stops_at_eos_like_target_only(pair, references):
+    ref, _ = references[0]
+    eos = ref.new_ids[7]
+    prompt = ref.ids[: ref.n_prompt]
+    want = decoding.target_only_generate(pair.target, prompt, NEW_TOKENS, vocab_size=pair.vocab_size,
+                                         eos_token_id=eos)
+    got = _tree(pair, prompt, 3, eos_token_id=eos)
+    assert got.ids == want.ids and got.ids[-1] == eos and len(got.new_ids) <= 8
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
