@@ -165,8 +165,8 @@ def chain_parents(n: int) -> list[int]:
 
 
 def _layers(cache):
-    """(get, set) pairs over a cache's key/value tensors: ``cache.layers`` (transformers 5) or
-    ``key_cache`` / ``value_cache`` lists (4.x)."""
+    """(holder, keys, values) per layer: a 5.x ``cache.layers[i]`` with its ``keys`` / ``values``
+    attributes, or (4.x) the cache with (``key_cache``, i) / (``value_cache``, i) list entries."""
     if hasattr(cache, "layers"):
         for layer in cache.layers:
             if getattr(layer, "is_sliding", False):
@@ -224,6 +224,10 @@ def top_candidates(row, width: int) -> list[int]:
 
 @dataclass
 class Sampling:
+    """How a round draws: the processing applied alike to p and q (temperature 0 = greedy), the
+    candidates per node (``width``), how many logits are compared (``vocab``), the rng, and the
+    sibling scheme (without replacement, or i.i.d.)."""
+
     temperature: float
     top_k: int | None
     top_p: float | None
