@@ -172,9 +172,9 @@ def test_measure_cli_json_rows(tmp_path, capsys):
         ("edit", m, d) for m in ("greedy", "T=0.7") for d in drafters}
     for row in rows:
         assert set(measure.REQUIRED_FIELDS) <= set(row)
-        assert 0 <= row["alpha_measured"] <= 1 or row["alpha_measured"] is None  # null: nothing drafted
+        assert row["alpha_measured"] is None or 0 <= row["alpha_measured"] <= 1  # null: nothing drafted
         assert 1 <= row["tokens_per_pass_measured"] <= 4 + 1
-        assert row["v_k"] >= 1.0 and row["tokens_per_s"] > 0
+        assert (row["v_k"] is None) == (row["drafter"] == "tree") and row["tokens_per_s"] > 0
         if row["drafter"] in ("model", "model k=4"):
             assert 0 < row["alpha_predicted"] < 1 and row["speedup_predicted"] > 0
         if row["mode"] == "greedy":

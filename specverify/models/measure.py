@@ -29,7 +29,7 @@ import polars as pl
 from .. import theory
 from ..files import json_default, write_atomically
 from ..validation import check_k
-from . import decoding
+from . import decoding, tree
 from .costs import KPolicy, StepCosts, measure_step_costs
 from .loading import torch_modules
 
@@ -172,6 +172,7 @@ class Run:
     ks: list
     draft_free: bool = False
     alpha_predicted: float | None = None
+    tree_nodes: int | None = None  # drafts verified per target pass, for a tree
 
 
 def _spec(setting: Setting, draft, k: int, policy=None, rng_offset: int = 1) -> list:
@@ -208,10 +209,23 @@ def run_prompt_lookup(setting: Setting) -> Run:
     return Run(_spec(setting, drafter, setting.k, policy), policy.chosen, draft_free=True)
 
 
+def run_tree(setting: Setting) -> Run:
+    """Tree drafts (``models.tree``, shape "spine", width 2: every node of the draft's greedy or
+    sampled chain also carries one sibling), verified in one target forward with a tree mask. Its
+    depth is the cost model's k at the predicted alpha, at least 1 (each node adds a row to the
+    target's forward, which is not free on a CPU)."""
+    depth = max(1, setting.costs.best_k(setting.alpha_predicted, setting.k))
+    gens = _run_all(tree.tree_generate, setting.prompts, target=setting.pair.target,
+                    draft=setting.pair.draft, k=depth, width=2, shape="spine",
+                    rng=np.random.default_rng(setting.seed + 1), **setting.common)
+    return Run(gens, [depth] * sum(g.stats.rounds for g in gens), tree_nodes=2 * depth)
+
+
 DRAFTERS = {
     "model": run_model,
     "adaptive": run_adaptive,
     "prompt-lookup": run_prompt_lookup,
+    "tree": run_tree,
 }
 
 
@@ -244,7 +258,8 @@ def drafter_row(setting: Setting, name: str, run: Run, hf_tps, ref_tps) -> dict:
         "alpha_predicted": run.alpha_predicted,
         "alpha_measured": accepted / verified if verified else float("nan"),
         "c": 0.0 if run.draft_free else setting.costs.c,
-        "v_k": setting.costs.v[min(k_mode, len(setting.costs.v) - 1)],
+        "v_k": None if run.tree_nodes else setting.costs.v[min(k_mode, len(setting.costs.v) - 1)],
+        "tree_nodes": run.tree_nodes,
         "tokens_per_pass_measured": sum(g.stats.emitted for g in gens) / rounds,
         "speedup_measured": tps / ref_tps,
         "tokens_per_s": tps,
