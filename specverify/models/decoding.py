@@ -24,6 +24,7 @@ target-only greedy decoding.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from dataclasses import dataclass, field
@@ -93,10 +94,15 @@ def greedy_token(logits_row) -> int:
 # ---------------------------------------------------------------------------- caches
 
 
+@functools.lru_cache(maxsize=64)
+def _forward_parameters(model_class) -> frozenset:
+    """The class's forward parameters (the class's: an instance's forward may be compiled)."""
+    return frozenset(inspect.signature(model_class.forward).parameters)
+
+
 def cache_kwarg(model) -> str:
     """transformers >= 5 names the forward's cache argument ``cache``; 4.x ``past_key_values``."""
-    params = inspect.signature(type(model).forward).parameters  # the class's: forward may be compiled
-    return "cache" if "cache" in params else "past_key_values"
+    return "cache" if "cache" in _forward_parameters(type(model)) else "past_key_values"
 
 
 def new_cache(model, static_len: int | None = None):
@@ -130,7 +136,7 @@ def crop_to(cache, length: int) -> None:
 
 def accepts_logits_to_keep(model) -> bool:
     """Whether the model's forward can compute the LM head on the last rows only."""
-    return "logits_to_keep" in inspect.signature(type(model).forward).parameters
+    return "logits_to_keep" in _forward_parameters(type(model))
 
 
 def forward(model, token_ids: list[int], cache, keep: int | None = None):
