@@ -233,3 +233,128 @@ def test_nodewise_optimum_closed_form_on_iid_models_matches_enumeration():
     twice = TableModel(np.vstack([model.p_table] * 2), np.vstack([model.q_table] * 2), order=0, period=2)
     enumerated = optimal.nodewise_optimum_tokens_per_round(detectors.Case("iid", twice, (), 2, 1), width=2)
     assert enumerated == pytest.approx(closed, abs=1e-9)
+
+
+# ------------------------------------------------------------------------------ traversal, any tree
+# (arXiv 2505.12398, Algorithm 3; shapes are samplers.tree's nested tuples)
+
+
+def tree_shapes(max_depth: int = 2, max_width: int = 3):
+    """Decoding-tree shapes (Definition 3.1 of arXiv 2505.12398): nested tuples, depth 1..max_depth,
+    1..max_width children per node, leaves at any depth (sparse trees)."""
+    def node(depth):
+        if depth == 0:
+            return st.just(())
+        return st.lists(st.one_of(st.just(()), node(depth - 1)), min_size=1,
+                        max_size=max_width).map(tuple)
+
+    return st.integers(1, max_depth).flatmap(node)
+
+
+def shaped(fn, shape, without_replacement):
+    import functools
+
+    return functools.partial(fn, shape=shape, without_replacement=without_replacement)
+
+
+def test_traversal_formulas_reproduce_the_papers_worked_example():
+    """arXiv 2505.12398, section 3.2: p = [0.3, 0.4, 0.3], q = [0.6, 0.3, 0.1] (tokens a, b, c);
+    X1 = a with children X3 = b, X4 = c (drafted without replacement). The chain X1 X3 is accepted
+    with min(min(r(a), 1) r(b), 1) = 2/3 (token level: 1/2); after X3 is rejected eqs. (1)-(3)
+    give p(. | X1) = [0, 0, 1], q(. | X1) = [6/7, 0, 1/7], a(X1) = 0.05 / (0.05 + 1 - 0.5) = 1/11,
+    so X1 X4 is accepted with 7/11; after X4 is rejected a(X1) is 0, "it cannot be accepted any
+    more", as the paper says."""
+    from specverify.samplers.traversal import child_weight, parent_update
+    from specverify.samplers.tree import without_token
+
+    p, q = np.array([0.3, 0.4, 0.3]), np.array([0.6, 0.3, 0.1])
+    a1 = child_weight(1.0, p, q, 0)
+    assert a1 == pytest.approx(0.5, abs=1e-15)
+    assert child_weight(a1, p, q, 1) == pytest.approx(2 / 3, abs=1e-15)
+    a1, p1 = parent_update(a1, p, q)
+    q1 = without_token(q, 1)
+    assert a1 == pytest.approx(1 / 11, abs=1e-15)
+    np.testing.assert_allclose(p1, [0, 0, 1], atol=1e-15)
+    np.testing.assert_allclose(q1, [6 / 7, 0, 1 / 7], atol=1e-15)
+    assert child_weight(a1, p1, q1, 2) == pytest.approx(7 / 11, abs=1e-15)
+    assert parent_update(a1, p1, q1)[0] == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(sst.table_models(vocab_size=(2, 3), order=(0, 1), period=(1, 2)), tree_shapes(),
+       st.booleans())
+def test_traversal_is_exact_on_generated_models_and_tree_shapes(model, shape, without_replacement):
+    from specverify.samplers.traversal import traversal_step
+    from specverify.samplers.tree import shape_depth
+
+    prefix = tuple(t % model.vocab_size for t in range(model.order))
+    k = shape_depth(shape)
+    got = sampler_distribution(shaped(traversal_step, shape, without_replacement), model.p_fn,
+                               model.q_fn, prefix, k, k + 1)
+    assert total_variation(got, sequence_distribution(model.p_fn, prefix, k + 1)) < TOL
+
+
+@settings(max_examples=60, deadline=None)
+@given(sst.table_models(vocab_size=(2, 3), order=(0, 1), period=(1, 2)), tree_shapes(),
+       st.booleans())
+def test_traversal_never_accepts_less_than_token_level_on_the_same_tree(model, shape,
+                                                                        without_replacement):
+    """The paper proves optimality only for chains (Theorem 3.4) and measures trees; by
+    enumeration, on every generated model and shape traversal's expected tokens per round is at
+    least token-level verification's (RRS down the same tree), and equal at depth 1, where the two
+    rules are the same."""
+    from specverify.samplers.traversal import traversal_step
+    from specverify.samplers.tree import shape_depth, tree_shape_step
+
+    prefix = tuple(t % model.vocab_size for t in range(model.order))
+    k = shape_depth(shape)
+    traversal = mean_tokens(shaped(traversal_step, shape, without_replacement), model, prefix, k)
+    token_level = mean_tokens(shaped(tree_shape_step, shape, without_replacement), model, prefix, k)
+    assert traversal >= token_level - 1e-12
+    if k == 1:
+        assert traversal == pytest.approx(token_level, abs=1e-12)
+
+
+def test_token_level_walk_on_full_shapes_is_the_tree_rule():
+    from specverify.samplers.tree import full_shape, tree_shape_step, tree_step
+    import functools
+
+    for case in all_cases()[:6]:
+        k = min(case.k, 2)
+        for wor in (False, True):
+            shaped_rule = shaped(tree_shape_step, full_shape((2,) * k), wor)
+            tree = functools.partial(tree_step, width=2, without_replacement=wor)
+            a, b = (sampler_distribution(s, case.model.p_fn, case.model.q_fn, case.prefix, k, k + 1)
+                    for s in (shaped_rule, tree))
+            assert total_variation(a, b) < 1e-12
+
+
+def test_traversal_against_the_tree_rules_and_the_nodewise_optimum():
+    """Tokens per round from a state, width-2 trees of depth 2 with i.i.d. drafts, exact:
+
+        model (state)          tree-iid  traversal-iid  canonical-ot = nodewise optimum
+        handout-iid (0,)       2.5996    2.6276         3.0
+        toy-chain (0,)         2.262     2.31           2.4412
+        context-varying (2,)   1.3348    1.3551         1.3464
+
+    Traversal always beats token-level RRS on the same tree. Against the per-node transport
+    optimum it can go either way: on i.i.d. models the canonical rule's joint use of both drafts
+    wins (there the nodewise optimum is the optimum over node-by-node rules), but on a Markov model
+    sequence-level acceptance can beat node-by-node optimal transport (the nodewise figure is only
+    greedy there; optimal.nodewise_optimum_tokens_per_round's docstring says so)."""
+    from specverify.compare_samplers import context_varying_chain
+    from specverify.detectors import Case
+    from specverify.optimal import nodewise_optimum_tokens_per_round
+
+    cases = [(handout_iid(), (0,), (2.5996, 2.6276, 3.0)),
+             (toy_chain(), (0,), (2.2620, 2.3100, 2.4412)),
+             (context_varying_chain(), (2,), (1.3348, 1.3551, 1.3464))]
+    got = []
+    for model, prefix, expected in cases:
+        tree, trav = (mean_tokens(get_sampler(n), model, prefix, 2)
+                      for n in ("tree-iid", "traversal-iid"))
+        opt = nodewise_optimum_tokens_per_round(Case(model.name, model, prefix, 2, 1), width=2)
+        assert (tree, trav, opt) == pytest.approx(expected, abs=1e-4)
+        assert tree < trav
+        got.append(trav - opt)
+    assert got[0] < 0 and got[1] < 0 and got[2] > 0

@@ -27,7 +27,7 @@ from ..samplers import get_sampler
 from ..samplers.chain import accepts, draft, residual, sample
 from ..samplers.transport import _canonical, _key, _spectr
 from ..samplers import traversal
-from ..samplers.tree import tree_walk
+from ..samplers.tree import full_shape, tree_walk
 from ..validation import check_k
 from .catalogue import Mutant, _round
 
@@ -90,8 +90,8 @@ def traversal_node_before_siblings(p_fn, q_fn, prefix, k, rng):
     """Traversal verification that, after a child is rejected, tests the parent as a leaf before
     visiting the child's remaining siblings (the node ahead of its unvisited subtrees)."""
     try:
-        return traversal.traverse(p_fn, q_fn, tuple(prefix), 1.0, 0, check_k(k), 2, rng,
-                                  False, order="node-first")
+        return traversal.traverse(p_fn, q_fn, tuple(prefix), 1.0, full_shape((2,) * check_k(k)),
+                                  rng, False, order="node-first")
     except traversal._Rejected:
         raise RuntimeError("traversal verification rejected the root") from None
 

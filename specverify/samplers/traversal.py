@@ -1,31 +1,45 @@
-"""Traversal verification of a draft tree: leaf to root, sequence level (Weng et al., "Traversal
-Verification for Speculative Tree Decoding", arXiv 2505.12398).
+"""Traversal verification of a draft tree: leaf to root, sequence level (Weng, Hu, Chen, Liu, Mei,
+Qiu, Tian, Shi, "Traversal Verification for Speculative Tree Decoding", arXiv 2505.12398,
+NeurIPS 2025). Written from the paper's Algorithm 3 and Appendices E and F, in this project's
+notation (the paper's M_b is the target p, M_s the draft q, p_alpha the weight a below).
 
-The tree: depth k (the interface's k), ``width`` children per node drafted from q at that node's
-prefix, i.i.d. or without replacement (the structures of tree-iid and tree-without-replacement).
-Every node X carries a weight a(X) and, for its children, a target row P(. | X) and a draft row
-Q(. | X) (initially p and q at X's prefix); the root has a = 1. A child x of X gets
+The tree: any decoding tree of the paper's Definition 3.1, i.e. every node's children drafted from
+q at the node's prefix, i.i.d. or without replacement. ``shape`` (samplers.tree: nested tuples,
+``full_shape``) gives its form; by default the full width-``width`` tree of depth k.
 
-    a(x) = min(1, a(X) P(x | X) / Q(x | X))          (block verification's running weight)
+Algorithm 3, line by line:
+  line 1-2  every node X gets a weight (its sequence-level acceptance rate), a(root) = 1 and for a
+            child x of X
+                a(x) = min(1, a(X) p(x | X) / q(x | X)),
+            p(. | X), q(. | X) being X's *current* target and draft rows (initially the models').
+  line 4    the node tested is the first leaf in post-order DFS (Appendix E): children in drafting
+            order, a node only after all its children have been deleted, so in the paper's Figure 1
+            the order is X3 -> X4 -> X1 -> X5 -> X2.
+  line 5-8  it is accepted with probability a(leaf); then the round emits the path root..leaf
+  line 16   plus one token from the leaf's current p(. | leaf): the model's p for a leaf that never
+            had children (the bonus token at depth k), the residual below for a node whose
+            children were all deleted.
+  line 10   otherwise the leaf x is deleted and its parent X updated, with
+            Z = sum_y max(0, a(X) p(y | X) - q(y | X)) from X's values before the update:
+  line 11   eq. (1)  p(. | X) <- max(0, a(X) p(. | X) - q(. | X)) / Z
+            eq. (2)  q(. | X) <- q(. | X) with x removed, renormalized (drafts without replacement;
+                     i.i.d. drafts keep q)
+  line 12   eq. (3)  a(X) <- Z / (Z + 1 - a(X))
+  line 13   the remaining chains through X get their weights from X's updated values (here: the
+            next sibling's weight is computed when it is reached).
+Eq. (3) is the "sequence-level RRSw" of Appendix F: X's children are recursive rejection sampling
+towards the target a(X) p(. | X) plus a pseudo-child of mass 1 - a(X) that stands for "accept X
+itself", so after rejections the pseudo-child's share of the residual mass is a(X)'s new value.
 
-when the traversal reaches it. The traversal is depth first and tests leaves: a node at depth k
-is accepted with probability a; a node whose children have all been rejected is then a leaf and
-is accepted with probability a (its updated weight). Accepting a node emits the path to it plus
-one token from its P (p itself at depth k: the bonus token). Rejecting child x of X deletes it and
-updates X, with Z = sum_y max(0, a(X) P(y | X) - Q(y | X)) from X's current values:
-
-    P(. | X) <- max(0, a(X) P(. | X) - Q(. | X)) / Z,   a(X) <- Z / (Z + 1 - a(X)),
-    Q(. | X) <- Q without x, renormalized (drafts without replacement only).
-
-Then the next sibling (its a computed from X's updated values) or, when none is left, X itself
-is tested. With width 1 this is block verification (arXiv 2403.10444, Algorithm 2, read from the
-last draft back); with depth 1 it is recursive rejection sampling (SpecInfer's rule for i.i.d.
-siblings, RSD's without replacement): the paper's two special cases. The rule here is written from
-those two and the paper's description and checked by exact enumeration, not copied from code;
-tests/test_rules.py and tests/test_engine_properties.py hold the exactness evidence.
+Special cases (tests/test_rules.py): a chain (width 1) is block verification (arXiv 2403.10444,
+Algorithm 2), the paper's Theorem 3.4; depth 1 is recursive rejection sampling over the root's
+children (SpecInfer's rule for i.i.d. drafts, RSD's without replacement). Exactness for every shape
+(the paper's Theorem 3.3) is checked by exact enumeration on generated models.
 
 Children are drafted when the traversal first reaches them (a sibling's draws are independent of
-everything visited before it), so the exact enumerator visits only the paths the walk takes.
+everything visited before it, and a child is reached only after its earlier siblings are
+deleted, when q(. | X) is exactly the law it would have been drafted from), so the exact
+enumerator visits only the paths the walk takes.
 """
 
 from __future__ import annotations
@@ -34,18 +48,24 @@ import functools
 
 import numpy as np
 
-from ..validation import check_k, check_same_length
+from ..validation import check_same_length
 from . import register
 from .chain import model_output, sample
-from .tree import check_width, without_token
+from .tree import round_shape, without_token
 
 
 class _Rejected(Exception):
     pass
 
 
+def child_weight(a: float, P: np.ndarray, Q: np.ndarray, x: int) -> float:
+    """a(x) = min(1, a(X) p(x | X) / q(x | X)): Algorithm 3, lines 1 and 13."""
+    return 1.0 if a * P[x] >= Q[x] else a * P[x] / Q[x]  # no overflow for tiny q(x)
+
+
 def parent_update(a: float, P: np.ndarray, Q: np.ndarray) -> tuple[float, np.ndarray]:
-    """X's (a, P) after one of its children is rejected."""
+    """X's (a, p) after one of its children is rejected: Algorithm 3, line 11 eq. (1) and line 12
+    eq. (3), both from X's values before the update."""
     r = np.maximum(a * P - Q, 0.0)
     z = float(r.sum())
     denom = z + (1.0 - a)  # not (z + 1) - a: that rounds a = 1 to 1 - 3e-16
@@ -53,43 +73,45 @@ def parent_update(a: float, P: np.ndarray, Q: np.ndarray) -> tuple[float, np.nda
     return a_new, (r / z if z > 0 else P)
 
 
-def traverse(p_fn, q_fn, path: tuple, a: float, depth: int, k: int, width: int, rng,
-             without_replacement: bool, order: str = "siblings-first") -> list[int]:
-    """Tokens after ``path`` if this node's subtree (or the node) is accepted; _Rejected if not."""
-    if depth == k:
+def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_replacement: bool,
+             order: str = "siblings-first") -> list[int]:
+    """Tokens after ``path`` if this node's subtree (or the node) is accepted; _Rejected if not.
+
+    ``shape`` is this node's children's shapes. ``order="node-first"`` is for the mutants only:
+    it tests the node after each rejected child, before the remaining siblings.
+    """
+    if not shape:  # a leaf of the drafted tree: line 6, then line 16 with the model's p
         if rng.random() < a:
             return [sample(model_output("p_fn", p_fn, path), rng)]
         raise _Rejected
     P = model_output("p_fn", p_fn, path)
     Q = model_output("q_fn", q_fn, path)
     check_same_length("p_fn output", P, "q_fn output", Q)
-    q_draw = Q
-    for _ in range(width):
-        x = int(rng.choice(len(q_draw), p=q_draw))
-        child_a = min(1.0, a * P[x] / Q[x])
+    for child in shape:  # post-order: the children, in drafting order, before the node
+        x = int(rng.choice(len(Q), p=Q))
         try:
-            return [x] + traverse(p_fn, q_fn, path + (x,), child_a, depth + 1, k, width, rng,
+            return [x] + traverse(p_fn, q_fn, path + (x,), child_weight(a, P, Q, x), child, rng,
                                   without_replacement, order)
         except _Rejected:
             a, P = parent_update(a, P, Q)
-        if order == "node-first" and rng.random() < a:  # mutants: the node before its siblings
+        if order == "node-first" and rng.random() < a:
             return [sample(P, rng)]
-        if without_replacement:
+        if without_replacement:  # eq. (2)
             Q = without_token(Q, x)
             if Q is None:
                 break
-            q_draw = Q
-    if rng.random() < a:
+    if rng.random() < a:  # every child deleted: the node is now a leaf (line 4)
         return [sample(P, rng)]
     raise _Rejected
 
 
 def traversal_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2,
-                   without_replacement: bool = False) -> list[int]:
-    """One traversal-verification round of a depth-k tree: 1 to k + 1 tokens."""
-    width, k = check_width(width), check_k(k)
+                   without_replacement: bool = False, shape=None) -> list[int]:
+    """One traversal-verification round: 1 to k + 1 tokens. The draft tree is ``shape`` (depth
+    <= k; see samplers.tree.full_shape) or, by default, the full width-``width`` tree of depth k."""
+    shape = round_shape(k, width, shape)
     try:
-        return traverse(p_fn, q_fn, tuple(prefix), 1.0, 0, k, width, rng, without_replacement)
+        return traverse(p_fn, q_fn, tuple(prefix), 1.0, shape, rng, without_replacement)
     except _Rejected:  # the root's weight stays 1: unreachable up to rounding
         raise RuntimeError("traversal verification rejected the root") from None
 

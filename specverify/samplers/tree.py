@@ -120,6 +120,88 @@ def tree_nodes(width: int, k: int) -> int:
     return sum(width**d for d in range(1, k + 1))
 
 
+# ------------------------------------------------------------------------------ any tree shape
+#
+# A draft tree's shape is a nested tuple: a node is the tuple of its children's shapes, a leaf is
+# (). ``full_shape((2, 2))`` is the width-2 tree of depth 2, ``((), ((),))`` a root with a leaf
+# child and a child that has one child. The children of a node are drafted in order from q at the
+# node's prefix (i.i.d. or without replacement), the i-th child carrying the i-th subshape: the
+# decoding trees of arXiv 2505.12398, Definition 3.1 (sparse trees such as EAGLE's included, as
+# long as the children are sampled rather than taken top-k).
+
+
+def full_shape(widths) -> tuple:
+    """The tree with ``widths[d]`` children at every node of depth d (depth = len(widths))."""
+    widths = tuple(check_width(w) for w in widths)
+    shape: tuple = ()
+    for w in reversed(widths):
+        shape = (shape,) * w
+    return shape
+
+
+def check_shape(shape) -> tuple:
+    """A tree shape (nested tuples of tuples); its depth must be >= 1."""
+
+    def check(node, depth):
+        if not isinstance(node, tuple):
+            raise TypeError(f"shape: nodes must be tuples of child shapes, got {node!r}")
+        if depth > 64:
+            raise ValueError("shape: deeper than 64 levels")
+        for child in node:
+            check(child, depth + 1)
+
+    check(shape, 0)
+    if not shape:
+        raise ValueError("shape: the root needs at least one child")
+    return shape
+
+
+def shape_depth(shape: tuple) -> int:
+    """The longest root-to-leaf path, in draft tokens."""
+    return 1 + max(map(shape_depth, shape)) if shape else 0
+
+
+def round_shape(k, width: int = 2, shape=None) -> tuple:
+    """The draft tree of one round: ``shape`` if given (its depth must be <= k, so the round emits
+    at most k + 1 tokens), else the full width-``width`` tree of depth k."""
+    k = check_k(k)
+    if shape is None:
+        return full_shape((check_width(width),) * k)
+    shape = check_shape(shape)
+    if shape_depth(shape) > k:
+        raise ValueError(f"shape: depth {shape_depth(shape)} exceeds k = {k}")
+    return shape
+
+
+def shaped_walk(p_fn, q_fn, path: tuple, shape: tuple, rng, without_replacement: bool) -> list:
+    """Token-level verification of a draft tree of any shape (the baseline of arXiv 2505.12398,
+    section 2.2 and Algorithm 2, applied top-down): recursive rejection sampling over the node's
+    children in drafting order; an accepted child is descended into with its own subshape; when
+    every child fails one token comes from the final residual; at a leaf, one token from p."""
+    p = model_output("p_fn", p_fn, path)
+    if not shape:
+        return [int(rng.choice(len(p), p=p))]
+    q = model_output("q_fn", q_fn, path)
+    check_same_length("p_fn output", p, "q_fn output", q)
+    r = p
+    for child in shape:
+        x = int(rng.choice(len(q), p=q))
+        if accepts(r, q, x, rng):
+            return [x] + shaped_walk(p_fn, q_fn, path + (x,), child, rng, without_replacement)
+        r = residual(r, q)
+        if without_replacement:
+            q = without_token(q, x)
+            if q is None:
+                break
+    return [int(rng.choice(len(r), p=r))]
+
+
+def tree_shape_step(p_fn, q_fn, prefix, k, rng, *, shape, without_replacement: bool = False):
+    """One token-level round over a draft tree of the given ``shape`` (depth <= k)."""
+    shape = round_shape(k, shape=shape)
+    return shaped_walk(p_fn, q_fn, tuple(prefix), shape, rng, without_replacement)
+
+
 register("tree-iid", functools.partial(tree_step, width=2, without_replacement=False))
 register(
     "tree-without-replacement", functools.partial(tree_step, width=2, without_replacement=True)
