@@ -554,7 +554,8 @@ def describe_loop(case: LoopCase, finding: Finding, laws: dict) -> dict:
     method, got, want, runs = laws.get(i, ("exact", {}, sequence_law(case.target, req), None))
     tv = (exact.total_variation(got, want) if method == "exact" else stats.tv_distance(got, want)) if got else 0.0
     return {
-        "method": method, "check": finding.check, "kind": finding.kind, "message": finding.message,
+        "method": method, "case": case.name, "check": finding.check, "kind": finding.kind,
+        "message": finding.message,
         "evidence": {key: v for key, v in finding.evidence.items() if key not in ("got", "expected")},
         "vocab_size": case.vocab_size, "k": case.k, "window": req.params.max_tokens, "prefix": list(req.prompt),
         "request": i, "requests": [{"prompt": list(r.prompt), "params": params_text(r.params)} for r in case.requests],
@@ -567,7 +568,8 @@ def describe_loop(case: LoopCase, finding: Finding, laws: dict) -> dict:
 
 
 def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=None,
-                             exact_ok: bool = True, cases=None, **overrides) -> dict | None:
+                             exact_ok: bool = True, cases=None, judged: list | None = None,
+                             **overrides) -> dict | None:
     """The smallest request and model (``small_loop_cases`` order) on which the loop subject shows
     a finding of one of ``checks`` (default: any law or contract check; the law checks count as one;
     seeded candidates only when ``checks`` holds "seeded-reproducibility"), a law finding preferred.
@@ -575,7 +577,8 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
     Each candidate is judged by the loop battery's own ``law_case``: exact enumeration when the
     subject replays its rng (``exact_ok``), else ``counterexample_samples`` runs and the battery's
     chi-square at the false-fail rate split over every candidate (``"method": "statistical"``).
-    None when no candidate shows it within ``counterexample_s``, or the subject breaks the search."""
+    None when no candidate shows it within ``counterexample_s``, or the subject breaks the search;
+    ``judged``, when a list, receives the name of every candidate judged to the end."""
     from .validation import check_seed
 
     seed = check_seed(seed)
@@ -599,6 +602,8 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
             hits = sorted((f for f in battery.result.findings if f.kind in ("distribution", "contract")
                            and f.check != "rng" and (wanted is None or _family(f.check) in wanted)),
                           key=lambda f: f.kind != "distribution")  # a law finding first
+            if judged is not None:
+                judged.append(case.name)
             if hits:
                 found.append(describe_loop(case, hits[0], battery.laws))
                 return
