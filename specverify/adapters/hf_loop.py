@@ -220,7 +220,9 @@ def check_setting(subject, setting: LoopSetting, n: int, seed: int, rate: float,
     budget = LoopBudget("hf-loop", samples=n, statistics_s=3600.0, detect_tv=detect_tv, call_limit_s=20.0,
                         false_fail_rate=rate)
     t0 = time.perf_counter()
-    result = run_loop_battery(subject, budget, seed, cases=[setting.case()])
+    case = setting.case()
+    model_for(case.target, "target"), model_for(case.draft, "draft")  # built once; the subject's fork inherits them
+    result = run_loop_battery(subject, budget, seed, cases=[case])
     power = result.power[0] if result.power else {}
     d = result.to_dict()
     verdict = {False: "finding", True: "exact", None: "underpowered"}[result.exact]
