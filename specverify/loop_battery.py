@@ -27,6 +27,10 @@ path of the loop's random decisions (``specverify.exact``, the subject drawing f
 
 Seeded requests draw from ``np.random.default_rng(seed)`` (not from the enumerating rng), so the
 law cases use unseeded requests and seeding is checked by replay with real generators.
+
+With a finding, ``find_loop_counterexample`` gives the smallest request and model that show it
+(``small_loop_cases``, smallest first; each candidate judged by ``_LoopBattery.law_case``, the
+battery's own enumeration or chi-square), in the shape of ``detectors.describe`` plus the requests.
 """
 
 from __future__ import annotations
@@ -446,7 +450,6 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
                                               stop_on_first))
 
 
-
 # --------------------------------------------------------------------------- counterexamples
 
 LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation")
@@ -597,6 +600,8 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
                 if wanted is not None and "seeded-reproducibility" not in wanted:
                     continue
                 battery.seeded_case(case)
+            elif wanted == {"seeded-reproducibility"}:
+                continue  # only a seeded case can show it
             else:
                 battery.law_case(case, per_check, exact_ok, efficiency=False)
             hits = sorted((f for f in battery.result.findings if f.kind in ("distribution", "contract")
