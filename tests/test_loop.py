@@ -278,6 +278,10 @@ def test_loop_counterexample_is_small_and_genuine(mutant_id, checks):
     ce = find_loop_counterexample(loop, "quick", 0, checks)
     assert ce is not None and ce["method"] == "exact" and ce["check"] in checks
     assert ce["vocab_size"] == 2 and ce["window"] <= 3 and ce["k"] <= 2 and len(ce["requests"]) == 1
+    from specverify.api import counterexample_lines
+
+    text = "\n".join(counterexample_lines(ce))
+    assert "request 0: prompt [0]" in text and f"shows [{ce['kind']}] {ce['check']}" in text
     case = _candidate(ce)
     law = marginals(_joint_law(loop, case), 1)[0]
     want = sequence_law(case.target, case.requests[0])
