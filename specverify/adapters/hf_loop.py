@@ -29,7 +29,9 @@ own ``generate`` call; torch's global generator is seeded, inside ``torch.random
 the same alone and in any batch, and the caller's torch state is untouched.
 
 ``LOOP_SETTINGS`` are the settings ``python -m specverify check-hf-generate --loop`` runs, one loop
-battery each; ``LOOP_CONTROL`` is transformers' ``assistant_ensemble_weight=0.5`` (biased by design)
+battery each (``python -m specverify check specverify.adapters.hf_loop:generate`` would run the
+standard loop cases instead, which it refuses: their target depends on the position and some drafts
+have other widths, so each run is a contract finding, not a verdict on transformers); ``LOOP_CONTROL`` is transformers' ``assistant_ensemble_weight=0.5`` (biased by design)
 under the last setting's params, which must be flagged at the same n. What it finds in transformers
 5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023 (arXiv 2211.17192); transformers'
 ``GenerationMixin._assisted_decoding`` and ``_get_logits_processor`` (the processing order:
