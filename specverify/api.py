@@ -112,8 +112,9 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     None / "auto" (by the function's parameter names), or an adapter applied to ``sampler``
     first (``interface(sampler)`` must return a function of the handout's). ``budget``: a name of
     ``detectors.BUDGETS`` or a ``detectors.Budget``. ``counterexample``: search for the smallest
-    model that shows a distribution finding. Never raises for a broken sampler (its breaches are
-    findings); a TARGET that cannot be loaded raises ``UsageError``.
+    model that shows a distribution finding (a loop subject: the smallest request and model that
+    show its law or contract finding, ``loop_battery.find_loop_counterexample``). Never raises for a
+    broken sampler (its breaches are findings); a TARGET that cannot be loaded raises ``UsageError``.
     """
     b = resolve_budget(budget)
     own = None
@@ -146,12 +147,17 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
                      else interface_of(subject))
         coverage = b.coverage()
         if named == "loop":
-            from .loop_battery import get_loop_budget, loop_cases, run_loop_battery
+            from .loop_battery import (counterexample_checks, find_loop_counterexample, get_loop_budget,
+                                       loop_cases, run_loop_battery)
 
             lb = get_loop_budget(b.name)
             coverage = (f"loop battery: {len(loop_cases())} request batches; a request the "
                         f"enumerator cannot follow must see TV {lb.detect_tv:g}")
             result = run_loop_battery(subject, lb, seed)
+            checks = counterexample_checks(result)
+            if counterexample and checks:
+                exact_ok = not any(f.check == "rng" for f in result.findings)
+                result.counterexample = find_loop_counterexample(subject, lb, seed, checks, exact_ok)
         else:
             result = detectors.run_battery(subject, b, seed)
             if counterexample and result.flagged(("distribution",)):
@@ -203,8 +209,11 @@ def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
     tv = ce.get("exact_tv", ce.get("empirical_tv"))
     lines = [f"  smallest counterexample ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
              f"window {ce['window']} token(s), prefix {ce['prefix']}, model {ce['model']}, TV {tv:.4g}",
-             f"    p = {ce['p']}", f"    q = {ce['q']}",
-             f"    {'tokens':>12}  {'sampler':>10}  {'target':>10}  {'difference':>11}"]
+             f"    p = {ce['p']}", f"    q = {ce['q']}"]
+    if "requests" in ce:  # a loop counterexample: p and q are logit tables; the requests and what they show
+        lines += [f"    request {j}: prompt {r['prompt']}, params {r['params']}" for j, r in enumerate(ce["requests"])]
+        lines.append(f"    shows [{ce['kind']}] {ce['check']}: {ce['message']}")
+    lines.append(f"    {'tokens':>12}  {'sampler':>10}  {'target':>10}  {'difference':>11}")
     dist = sorted(ce["distributions"], key=lambda r: -abs(r["sampler"] - r["target"]))
     for r in dist[:rows]:
         lines.append(f"    {' '.join(map(str, r['tokens'])):>12}  {r['sampler']:>10.6f}  "
@@ -226,6 +235,8 @@ def human(report: dict) -> str:
         tv = ce.get("exact_tv", ce.get("empirical_tv"))
         lines.append(f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
                      f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {tv:.4g}")
+        if "requests" in ce:
+            lines.append(f"    requests {ce['requests']}; shows [{ce['kind']}] {ce['check']}: {ce['message']}")
         for row in ce["distributions"][:8]:
             lines.append(f"    {row['tokens']}: sampler {row['sampler']:.6f}  target {row['target']:.6f}")
     if report["output"]:

@@ -27,6 +27,10 @@ path of the loop's random decisions (``specverify.exact``, the subject drawing f
 
 Seeded requests draw from ``np.random.default_rng(seed)`` (not from the enumerating rng), so the
 law cases use unseeded requests and seeding is checked by replay with real generators.
+
+With a finding, ``find_loop_counterexample`` gives the smallest request and model that show it
+(``small_loop_cases``, smallest first; each candidate judged by ``_LoopBattery.law_case``, the
+battery's own enumeration or chi-square), in the shape of ``detectors.describe`` plus the requests.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class LoopBudget:
     seeds: int = 12  # seeds of the reproducibility check
     call_limit_s: float = 2.0
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+    counterexample_s: float = 20.0  # the whole counterexample search
+    counterexample_samples: int = 1000  # runs per candidate the enumerator cannot follow
 
 
 LOOP_BUDGETS = {
@@ -270,8 +276,12 @@ class _LoopBattery(_Battery):
         return self.call(loop_enumerate_task, case, tuple(ids), b.max_paths, b.case_enumeration_s,
                          seconds=b.case_enumeration_s + b.call_limit_s)
 
-    def law_case(self, case: LoopCase, per_check: float, exact_ok: bool) -> None:
+    def law_case(self, case: LoopCase, per_check: float, exact_ok: bool, efficiency: bool = True) -> None:
+        """Judge every request of the case: exact law by enumeration (``exact_ok``), else the
+        chi-square over whole outputs; contracts on every outcome; tokens per pass when
+        ``efficiency``. Each request's (method, law got, law wanted, runs) goes to ``self.laws``."""
         b, r = self.budget, self.result
+        self.laws: dict = {}
         ids = tuple(range(len(case.requests)))
         status, value = self.enumerate(case, ids) if exact_ok else ("not-enumerable", "rng replay differed")
         if status == "breach":
@@ -279,13 +289,15 @@ class _LoopBattery(_Battery):
             return
         if status == "ok":
             self.contracts(case, value)
-            self.tokens_per_pass(case, value)
+            if efficiency:
+                self.tokens_per_pass(case, value)
             for i in ids:
                 got: dict = {}
                 for outcome, w in value.items():
                     got[outcome[i][0]] = got.get(outcome[i][0], 0.0) + w
                 want = _law(case, i)
                 tv = exact.total_variation(got, want)
+                self.laws[i] = ("exact", got, want, None)
                 r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
                 r.ran.append(f"sequence-law: {case.name}: request {i}: exact TV {tv:.3g}")
                 if tv <= EXACT_TV_TOL:
@@ -316,6 +328,7 @@ class _LoopBattery(_Battery):
             if not samples:
                 continue
             want = _law(case, i)
+            self.laws[i] = ("statistical", stats.empirical_distribution(samples), want, len(samples))
             test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
             p = test.p_value if test.p_value is not None else 0.0
             r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
@@ -437,4 +450,173 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
                                               stop_on_first))
 
 
-__all__ = ["LOOP_BUDGETS", "LoopBudget", "LoopCase", "contract_problem", "loop_cases", "run_loop_battery"]
+# --------------------------------------------------------------------------- counterexamples
+
+LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation")
+"""The checks that judge a request's output law: one family for the counterexample search."""
+
+
+def _family(check: str) -> str:
+    return "law" if check in LAW_CHECKS else check
+
+
+def counterexample_checks(result: BatteryResult) -> set | None:
+    """What the counterexample must show: the law when the battery found a distribution finding
+    (the round battery's rule), else the contract checks it flagged; None when it flagged nothing."""
+    flagged = result.flagged(("distribution", "contract"))
+    if not flagged:
+        return None
+    law = [f.check for f in flagged if f.kind == "distribution"]
+    return set(law) if law else {f.check for f in flagged}
+
+
+def _small_models(vocab: int) -> list[tuple[LogitTable, LogitTable]]:
+    """(target, draft) pairs on ``vocab`` ids, simplest first: a same-width draft; a draft with a
+    padding row (finite logit, as real pairs have); a draft lacking the last id; a target that
+    gives the last id probability 0 where the draft gives it 1e-8; a position-dependent target."""
+    target = LogitTable(_table(300 + vocab, 1, vocab, vocab, 1.0), f"target V{vocab}")
+    draft = LogitTable(_table(310 + vocab, 1, vocab, vocab, 1.0), f"draft V{vocab}")
+    padded = _table(320 + vocab, 1, vocab, vocab + 1, 1.0)
+    padded[..., vocab] = 0.5
+    zero_t, tiny_d = _table(330 + vocab, 1, vocab, vocab, 1.0), _table(340 + vocab, 1, vocab, vocab, 1.0)
+    zero_t[..., vocab - 1] = -1e4
+    tiny_d[..., vocab - 1] = np.log(1e-8) + tiny_d[..., :vocab - 1].max(axis=-1)
+    return [
+        (target, draft),
+        (target, LogitTable(padded, f"draft V{vocab} + 1 padding row")),
+        (target, LogitTable(_table(350 + vocab, 1, vocab, vocab - 1, 1.0), f"draft with {vocab - 1} of {vocab} ids")),
+        (LogitTable(zero_t, f"target V{vocab}, p({vocab - 1}) = 0"),
+         LogitTable(tiny_d, f"draft V{vocab}, q({vocab - 1}) = 1e-8")),
+        (LogitTable(_table(360 + vocab, 2, vocab, vocab, 1.0), f"target V{vocab} period 2"), draft),
+    ]
+
+
+def _small_params(vocab: int, m: int) -> list[SamplingParams]:
+    """One parameter at a time, simplest first, each with max_tokens m."""
+    last = vocab - 1
+    # even lengths: never the last token again; odd lengths: anything (a state beyond the last token)
+    grammar = LastTokenGrammar(tuple(range(vocab)), tuple(tuple(u for u in range(vocab) if u != t)
+                                                          for t in range(vocab)),
+                               tuple(tuple(range(vocab)) for _ in range(vocab)))
+    return [SamplingParams(max_tokens=m), SamplingParams(repetition_penalty=1.5, max_tokens=m),
+            SamplingParams(frequency_penalty=0.5, presence_penalty=0.3, max_tokens=m),
+            SamplingParams(min_p=0.3, max_tokens=m), SamplingParams(logit_bias={0: 1.0}, max_tokens=m),
+            SamplingParams(stop_token_ids=(last,), max_tokens=m), SamplingParams(top_p=0.7, max_tokens=m),
+            SamplingParams(temperature=0.7, top_k=vocab - 1, max_tokens=m),
+            SamplingParams(allowed_tokens=grammar, max_tokens=m),
+            SamplingParams(temperature=0, repetition_penalty=2.0, max_tokens=m)]
+
+
+@lru_cache(maxsize=1)
+def small_loop_cases() -> tuple[LoopCase, ...]:
+    """Candidate cases for the counterexample search, smallest first: one request before a batch,
+    a vocabulary of 2 before 3, max_tokens 1 to 3, k 1 then 2; within those, one parameter at a
+    time on the plain pair (``_small_params``), then the plain request on the other pairs
+    (``_small_models``). Batches: two requests with different prompt lengths, params and
+    max_tokens on the plain pair; last, seeded-reproducibility cases (request 0 seeded)."""
+    single, batch, seeded = [], [], []
+    for vocab in (2, 3):
+        models = _small_models(vocab)
+        for m in (1, 2, 3):
+            for k in (1, 2):
+                for j, params in enumerate(_small_params(vocab, m)):
+                    single.append(LoopCase(f"counterexample V{vocab} m={m} k={k} params {j}", *models[0],
+                                           (Request((0,), params),), k))
+                for j, (target, draft) in enumerate(models[1:], 1):
+                    single.append(LoopCase(f"counterexample V{vocab} m={m} k={k} model {j}", target, draft,
+                                           (Request((0,), SamplingParams(max_tokens=m)),), k))
+            if m >= 2:
+                for k in (1, 2):
+                    reqs = (Request((0,), SamplingParams(repetition_penalty=1.5, max_tokens=m)),
+                            Request((1, 0), SamplingParams(temperature=0.7, max_tokens=m - 1)))
+                    batch.append(LoopCase(f"counterexample V{vocab} m={m} k={k} batch of 2", *models[0], reqs, k))
+                seeded.append(LoopCase(f"counterexample V{vocab} m={m} k=1 seeded beside unseeded", *models[0],
+                                       (Request((0,), SamplingParams(max_tokens=m)),
+                                        Request((1,), SamplingParams(max_tokens=m))), 1, seeded=True))
+    return tuple(single + batch + seeded)
+
+
+def params_text(params: SamplingParams) -> dict:
+    """The fields of ``params`` that differ from the defaults (JSON-ready)."""
+    default = SamplingParams()
+    out = {}
+    for name in params.__dataclass_fields__:
+        value = getattr(params, name)
+        if value != getattr(default, name):
+            out[name] = repr(value) if name == "allowed_tokens" else (
+                {str(t): b for t, b in value.items()} if isinstance(value, dict) else value)
+    return out
+
+
+def describe_loop(case: LoopCase, finding: Finding, laws: dict) -> dict:
+    """The counterexample as ``detectors.describe`` shapes it (vocab_size, k, window = the
+    request's max_tokens, prefix = its prompt, p / q = the target's / draft's raw logit tables,
+    the sampler's and the target's law side by side), plus the requests and what they show."""
+    i = int(finding.evidence.get("request", 0))
+    req = case.requests[i]
+    method, got, want, runs = laws.get(i, ("exact", {}, sequence_law(case.target, req), None))
+    tv = (exact.total_variation(got, want) if method == "exact" else stats.tv_distance(got, want)) if got else 0.0
+    return {
+        "method": method, "case": case.name, "check": finding.check, "kind": finding.kind,
+        "message": finding.message,
+        "evidence": {key: v for key, v in finding.evidence.items() if key not in ("got", "expected")},
+        "vocab_size": case.vocab_size, "k": case.k, "window": req.params.max_tokens, "prefix": list(req.prompt),
+        "request": i, "requests": [{"prompt": list(r.prompt), "params": params_text(r.params)} for r in case.requests],
+        "model": f"{case.target.name} / {case.draft.name}", "order": 1, "period": case.target.table.shape[0],
+        "p": case.target.table.round(6).tolist(), "q": case.draft.table.round(6).tolist(),
+        ("exact_tv" if method == "exact" else "empirical_tv"): float(tv), "samples": runs,
+        "distributions": [{"tokens": list(key), "sampler": round(float(got.get(key, 0.0)), 9),
+                           "target": round(float(want.get(key, 0.0)), 9)} for key in sorted(set(got) | set(want))],
+    }
+
+
+def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=None,
+                             exact_ok: bool = True, cases=None, judged: list | None = None,
+                             **overrides) -> dict | None:
+    """The smallest request and model (``small_loop_cases`` order) on which the loop subject shows
+    a finding of one of ``checks`` (default: any law or contract check; the law checks count as one;
+    seeded candidates only when ``checks`` holds "seeded-reproducibility"), a law finding preferred.
+
+    Each candidate is judged by the loop battery's own ``law_case``: exact enumeration when the
+    subject replays its rng (``exact_ok``), else ``counterexample_samples`` runs and the battery's
+    chi-square at the false-fail rate split over every candidate (``"method": "statistical"``).
+    None when no candidate shows it within ``counterexample_s``, or the subject breaks the search;
+    ``judged``, when a list, receives the name of every candidate judged to the end."""
+    from .validation import check_seed
+
+    seed = check_seed(seed)
+    b = get_loop_budget(budget)
+    b = replace(b, **{k: v for k, v in overrides.items() if hasattr(b, k)}) if overrides else b
+    b = replace(b, samples=b.counterexample_samples, statistics_s=b.counterexample_s)
+    candidates = list(small_loop_cases() if cases is None else cases)
+    wanted = None if checks is None else {_family(c) for c in checks}
+    per_check = stats.split_budget(b.false_fail_rate, max(1, sum(len(c.requests) for c in candidates)))
+    found: list = []
+
+    def search(battery: _LoopBattery) -> None:
+        for case in candidates:
+            battery.result, battery.laws = BatteryResult(budget=b.name), {}
+            if case.seeded:
+                if wanted is not None and "seeded-reproducibility" not in wanted:
+                    continue
+                battery.seeded_case(case)
+            elif wanted == {"seeded-reproducibility"}:
+                continue  # only a seeded case can show it
+            else:
+                battery.law_case(case, per_check, exact_ok, efficiency=False)
+            hits = sorted((f for f in battery.result.findings if f.kind in ("distribution", "contract")
+                           and f.check != "rng" and (wanted is None or _family(f.check) in wanted)),
+                          key=lambda f: f.kind != "distribution")  # a law finding first
+            if judged is not None:
+                judged.append(case.name)
+            if hits:
+                found.append(describe_loop(case, hits[0], battery.laws))
+                return
+
+    run_in_subject(subject, lambda handle: _LoopBattery(handle, b, seed, time.monotonic() + b.counterexample_s),
+                   search)
+    return found[0] if found else None
+
+__all__ = ["LOOP_BUDGETS", "LoopBudget", "LoopCase", "contract_problem", "counterexample_checks", "describe_loop",
+           "find_loop_counterexample",
+           "loop_cases", "run_loop_battery", "small_loop_cases"]

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import assume, given, settings
 
 from specverify import exact, processing as pr, strategies as sst
-from specverify.loop import (LastTokenGrammar, LogitTable, Output, Request, SamplingParams,
+from specverify.loop import (LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output,
                              sequence_law, step_distribution)
-from specverify.loop_battery import contract_problem, loop_cases, run_loop_battery
+from specverify.loop_battery import (LAW_CHECKS, contract_problem, find_loop_counterexample, loop_cases,
+                                     run_loop_battery, small_loop_cases)
 from specverify.mutants import ALL
 from specverify.mutants.loop import LOOP_CONTROLS, LOOP_MUTANTS
 from specverify.samplers.loop import fit_width, generate, target_only
@@ -237,3 +238,86 @@ def test_check_recognises_the_loop_interface_by_signature_and_by_option(tmp_path
     code, report = check("bias_bonus_only", "--interface", "loop")
     assert code == 1 and report["exact"] is False
     assert "sequence-law" in {f["check"] for f in report["findings"]}
+    ce = report["counterexample"]  # the smallest request and model that show the law's bias
+    assert ce["method"] == "exact" and ce["check"] == "sequence-law" and ce["exact_tv"] > 1e-9
+    assert ce["vocab_size"] == 2 and ce["window"] <= 3 and "logit_bias" in ce["requests"][0]["params"]
+
+
+# ---------------------------------------------------------------------------- loop counterexamples
+
+
+def _candidate(ce: dict):
+    return next(c for c in small_loop_cases() if c.name == ce["case"])
+
+
+def _joint_law(loop, case):
+    def run(rng):
+        return tuple(o.tokens for o in map(as_output, loop(case.target, case.draft, list(case.requests), case.k, rng)))
+
+    return exact.enumerate_distribution(run, max_paths=100_000)
+
+
+def test_loop_candidates_grow_smallest_first():
+    keys = [(len(c.requests), c.vocab_size, max(r.params.max_tokens for r in c.requests))
+            for c in small_loop_cases() if not c.seeded]
+    assert keys == sorted(keys) and keys[0] == (1, 2, 1)
+    assert {c.draft.width - c.target.width for c in small_loop_cases()} == {-1, 0, 1}
+
+
+@pytest.mark.parametrize("mutant_id, checks", [
+    ("loop-minp/bonus-only", set(LAW_CHECKS)),
+    ("loop-vocab/draft-padding-probability", set(LAW_CHECKS)),
+    ("loop-stop/tokens-after-stop", {"stop-max-tokens"}),
+])
+def test_loop_counterexample_is_small_and_genuine(mutant_id, checks):
+    """Exact enumeration (no sampling: the TV tolerance 1e-9 is the only threshold). The found
+    case is re-enumerated here, in this process, and shows the finding again."""
+    from specverify.mutants import get
+
+    loop = get(mutant_id).fn
+    ce = find_loop_counterexample(loop, "quick", 0, checks)
+    assert ce is not None and ce["method"] == "exact" and ce["check"] in checks
+    assert ce["vocab_size"] == 2 and ce["window"] <= 3 and ce["k"] <= 2 and len(ce["requests"]) == 1
+    from specverify.api import counterexample_lines
+
+    text = "\n".join(counterexample_lines(ce))
+    assert "request 0: prompt [0]" in text and f"shows [{ce['kind']}] {ce['check']}" in text
+    case = _candidate(ce)
+    law = marginals(_joint_law(loop, case), 1)[0]
+    want = sequence_law(case.target, case.requests[0])
+    if ce["check"] in LAW_CHECKS:
+        assert exact.total_variation(law, want) == pytest.approx(ce["exact_tv"], abs=1e-12) and ce["exact_tv"] > 1e-9
+        assert sum(r["sampler"] for r in ce["distributions"]) == pytest.approx(1.0, abs=1e-6)
+    else:
+        assert any(contract_problem(case, 0, (out, None, None, None)) for out in law)
+
+
+def test_an_exact_loop_has_no_counterexample():
+    """The reference over every vocabulary-2 candidate, each enumerated exactly: nothing to show."""
+    cases = [c for c in small_loop_cases() if c.vocab_size == 2]
+    judged: list = []
+    assert find_loop_counterexample(generate, "quick", 0, cases=cases, judged=judged) is None
+    assert judged == [c.name for c in cases]  # every candidate judged: none timed out
+
+
+def test_loop_counterexample_by_statistics_when_the_loop_cannot_be_enumerated():
+    """1000 runs per candidate, chi-square at false-fail rate 1e-6 split over the 2 candidates'
+    requests: the exact candidate (no logit bias) is flagged with probability <= 5e-7; the biased one
+    (exact TV 0.184, above the 0.116 the test sees with probability 0.95 at n = 1000, asserted) is
+    missed with probability <= 0.05; seed 0 fixes the run."""
+    from specverify.mutants import get
+    from specverify.stats import min_discrepancy_chi_square
+
+    biased = get("loop-bias/bonus-only").fn
+
+    def opaque(t, d, reqs, k, rng):  # reproducible, but its own generator hides every decision
+        own = np.random.default_rng(int(rng.integers(2**62)))
+        return [list(as_output(o).tokens) for o in biased(t, d, reqs, k, own)]
+
+    cases = [c for c in small_loop_cases() if c.name in ("counterexample V2 m=2 k=1 params 0",
+                                                         "counterexample V2 m=2 k=1 params 4")]
+    want = sequence_law(cases[1].target, cases[1].requests[0])
+    assert min_discrepancy_chi_square(1000, want, 1e-6 / 2, 0.05) < 0.12
+    ce = find_loop_counterexample(opaque, "quick", 0, set(LAW_CHECKS), exact_ok=False, cases=cases)
+    assert ce["method"] == "statistical" and ce["samples"] == 1000 and ce["case"] == cases[1].name
+    assert ce["empirical_tv"] > 0.1

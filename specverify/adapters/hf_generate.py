@@ -1,6 +1,9 @@
 """End-to-end check of transformers' ``generate(assistant_model=draft, do_sample=True)``.
 
 ``python -m specverify check-hf-generate [--json] [--n N] [--seed S] [--n-acceptance N] [--no-control]``
+``python -m specverify check-hf-generate --loop [--json] [--n N] [--seed S] [--no-control]``: the
+loop settings instead (repetition_penalty, min_p, sequence_bias, eos_token_id, max_new_tokens through
+the loop battery; ``specverify.adapters.hf_loop``), exit 0 / 1 / 3 for exact / finding / underpowered.
 
 On the tiny random Qwen2 pair (``specverify.models.loading.tiny_pair``: 320 logits, nothing
 downloaded) and one prompt, for each setting (temperature 1.0; temperature 0.7; top-k 20 at
@@ -484,6 +487,10 @@ def parse_args(argv):
     ap.add_argument("--n-acceptance", type=count_argument, default=100,
                     help=f"{ACCEPTANCE_NEW_TOKENS}-token generations per setting for acceptance (default 100)")
     ap.add_argument("--no-control", action="store_true", help="skip the biased control setting")
+    ap.add_argument("--loop", action="store_true",
+                    help="instead, run generate as a loop subject through the loop battery (repetition_penalty, "
+                         "min_p, sequence_bias, eos_token_id, max_new_tokens: specverify.adapters.hf_loop); "
+                         "--n is then the runs per setting")
     return ap.parse_args(argv)
 
 
@@ -492,6 +499,12 @@ def main(argv=None) -> int:
         args = parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error
         return 0 if exc.code == 0 else 2
+    if args.loop:
+        from . import hf_loop
+
+        report = hf_loop.check_loop(args.n, args.seed, control=not args.no_control)
+        sys.stdout.write(json.dumps(report) + "\n" if args.json else hf_loop.human(report))
+        return {True: 0, False: 1, None: 3}[report["exact"]]
     report = check_generate(args.n, args.seed, args.n_acceptance, control=not args.no_control)
     sys.stdout.write(json.dumps(report) + "\n" if args.json else human(report))
     return 0 if not report["findings"] else 1
