@@ -5,18 +5,21 @@ round (here k = 1), alpha = sum_x min(p(x), q(x)).
 
 The head
 --------
-``MedusaHead`` is Medusa's residual block on the target's last hidden state h_t (position t):
+``MedusaHead`` is a residual block, as Medusa's heads are, on the target's last hidden state h_t
+(position t), feeding the TARGET's own, frozen LM head:
 
-    q_head(. | x_<=t) = softmax(LM_head(h_t + SiLU(W h_t + b)))      (W, b zero-initialised)
+    q_head(. | x_<=t) = softmax(LM_head(h'_t)),   h'_t = h_t + W2 SiLU(W1 h_t + b1) + b2,
 
-feeding the TARGET's own, frozen LM head. In transformers 5.x the base model's
+W1: hidden -> intermediate (default intermediate = hidden), W2, b2 zero-initialised
+(``n_blocks`` such blocks in sequence). In transformers 5.x the base model's
 ``last_hidden_state`` (= ``output_hidden_states[-1]``) of Qwen2 / Llama is taken AFTER the final
 RMSNorm, and ``lm_head(last_hidden_state)`` is bit-identical to the model's logits (checked in
-tests/test_models_medusa.py), so no norm is re-applied. With W = b = 0 the block is the identity:
+tests/test_models_medusa.py), so no norm is re-applied. With W2 = b2 = 0 the head is the identity:
 the untrained head proposes the target's own next-token distribution p_{t+1} as its guess for
-token t + 2 ("say the next token again"), the baseline that training must beat. Medusa-1 gives each
-head its own copy of the LM head; here only W, b (hidden^2 + hidden parameters) are trained and
-saved, the LM head stays the target's.
+token t + 2 ("say the next token again"), the baseline that training must beat. Medusa-1 gives
+each head its own copy of the LM head; here only the block is trained and saved (2 hidden x
+intermediate + hidden + intermediate parameters: 4.7 M for the 1.5B's hidden 1536), the LM head
+stays the target's.
 
 Training data and the loss
 --------------------------
@@ -528,7 +531,10 @@ def medusa_generate(target, head, input_ids, max_new_tokens, temperature=0.0, to
     rng = rng if hasattr(rng, "random") else np.random.default_rng(rng)
     stats = decoding.DecodeStats()
     cache = decoding.new_cache(target)
-    done = lambda: len(ids) - n_prompt >= n_new or (eos_token_id is not None and eos_token_id in ids[n_prompt:])  # noqa: E731
+
+    def done() -> bool:
+        return len(ids) - n_prompt >= n_new or (eos_token_id is not None and eos_token_id in ids[n_prompt:])
+
     with torch.no_grad():
         start = time.perf_counter()
         draft = None
@@ -653,6 +659,8 @@ def train_head_command(args) -> dict:
         result["greedy_generation"] = {
             "prompts": len(gens), "max_new_tokens": 32,
             "identical": sum(r.ids == m.ids for r, m in gens),
+            "verdicts": [{"kind": "identical"} if r.ids == m.ids else decoding.compare_greedy(
+                m.ids, r.ids, decoding.teacher_forced_logits(target, r.ids, vocab), r.n_prompt) for r, m in gens],
             "tokens_per_pass": sum(m.stats.emitted for _, m in gens) / sum(m.stats.rounds for _, m in gens),
             "acceptance_rate": sum(m.stats.accepted for _, m in gens) / max(1, sum(m.stats.drafted for _, m in gens)),
             "medusa_tokens_per_s": sum(len(m.new_ids) for _, m in gens) / sum(m.stats.wall_s for _, m in gens),
@@ -682,7 +690,9 @@ def run_train_head(args) -> int:
             print(f"{label:>9}: held-out top-1 {r['top1']:.3f}, alpha {alphas}")
         if "greedy_generation" in result:
             g = result["greedy_generation"]
-            print(f"greedy medusa_generate: {g['tokens_per_pass']:.2f} tokens/pass, identical to target-only "
-                  f"{g['identical']}/{g['prompts']}")
+            kinds = ", ".join(v["kind"] for v in g["verdicts"])
+            print(f"greedy medusa_generate: {g['tokens_per_pass']:.2f} tokens/pass, acceptance "
+                  f"{g['acceptance_rate']:.3f}, {g['medusa_tokens_per_s']:.2f} tokens/s vs target-only "
+                  f"{g['target_only_tokens_per_s']:.2f}; vs target-only: {kinds}")
         print(f"saved {result['out']} ({result['total_s']:.1f} s in all)")
     return 0
