@@ -327,12 +327,13 @@ def _rollout(target, prompt: list[int], n_new: int, temperature: float, rng, wid
 class HeadData:
     """Positions of target-generated text: h_t and the target's p_{t+2} (temperature 1).
 
-    ``logp[i]`` are log p_{t+2} at ``idx[i]`` (its top K, most likely first; all W ids when the
-    full rows were kept, then ``full`` is True). ``greedy[i]`` is argmax p_{t+2}.
+    ``logp[i]`` are log p_{t+2} at ``idx[i]`` (its top K, most likely first); when the full rows
+    were kept, ``full`` is True, ``idx`` is None and ``logp[i]`` is the whole row in id order.
+    ``greedy[i]`` is argmax p_{t+2}.
     """
 
     hidden: object  # torch float32 [N, H]
-    idx: object  # torch int64 [N, K]
+    idx: object  # torch int64 [N, K], or None for full rows
     logp: object  # torch float32 [N, K]
     greedy: object  # torch int64 [N]
     width: int
@@ -390,12 +391,15 @@ def collect_training_data(target, tokenizer, prompts, n_positions: int, max_new_
             lp = torch.log_softmax(rows.double(), -1).float()
             top = torch.topk(lp, k, dim=-1) if k < width else None
             hs.append(h)
-            idx.append(top.indices if top is not None else torch.arange(width).expand(len(h), width))
+            if top is not None:
+                idx.append(top.indices)
             logp.append(top.values if top is not None else lp)
             greedy.append(rows.argmax(-1))
             n += len(h)
+    if n == 0:
+        raise ValueError("prompts: the target stopped at once on every prompt; no position to learn from")
     cat = lambda xs: torch.cat(xs)[:n_positions]  # noqa: E731
-    return HeadData(cat(hs), cat(idx).contiguous(), cat(logp), cat(greedy), width, k == width, n_seq,
+    return HeadData(cat(hs), cat(idx) if idx else None, cat(logp), cat(greedy), width, k == width, n_seq,
                     time.perf_counter() - start,
                     {"temperature": t, "max_new_tokens": n_new, "top_k_targets": k, "seed": seed})
 
@@ -407,7 +411,9 @@ def _kl(head, target, data: HeadData, rows, width: int):
     """Mean KL(p~_{t+2} || q_head) over ``rows`` of ``data`` (p~: kept ids, renormalised)."""
     torch, _ = torch_modules()
     lm = head.logits(target, data.hidden[rows].to(target.device))[:, :width].float()
-    logq = torch.log_softmax(lm, -1).gather(1, data.idx[rows].to(lm.device))
+    logq = torch.log_softmax(lm, -1)
+    if data.idx is not None:
+        logq = logq.gather(1, data.idx[rows].to(lm.device))
     logp = torch.log_softmax(data.logp[rows].to(lm.device), -1)  # renormalise to the kept ids
     return (logp.exp() * (logp - logq)).sum(-1).mean()
 
