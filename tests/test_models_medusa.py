@@ -89,6 +89,28 @@ def test_last_hidden_state_is_post_norm_and_feeds_the_lm_head(pair):
     assert torch.equal(pair.target.get_output_embeddings()(h), out.logits)
 
 
+def test_positions_pair_h_t_with_p_t_plus_2(pair):
+    """Greedy data: hidden[i] is h at position n_prompt - 1 + i, logp[i] is log p of the token two
+    further (the teacher-forced row at n_prompt + i), greedy[i] the greedy token there."""
+    ids = pair.tokenizer.encode(GREEDY_PROMPTS[0])
+    data = medusa.collect_training_data(pair.target, pair.tokenizer, [ids], 100, max_new_tokens=10,
+                                        temperature=0.0, top_k_targets=None, vocab_size=pair.vocab_size)
+    ref = decoding.target_only_generate(pair.target, ids, 10, vocab_size=pair.vocab_size)
+    n = len(ids)
+    assert len(data) == 9 and data.full and data.idx is None and data.n_sequences == 1
+    assert data.greedy.tolist() == ref.ids[n + 1:]
+    with torch.no_grad():
+        h = pair.target.base_model(input_ids=torch.tensor([ref.ids])).last_hidden_state[0]
+    torch.testing.assert_close(data.hidden, h[n - 1:n + 8], rtol=1e-4, atol=1e-4)
+    logits = torch.from_numpy(decoding.teacher_forced_logits(pair.target, ref.ids, pair.vocab_size))
+    torch.testing.assert_close(data.logp, torch.log_softmax(logits[n:n + 9].double(), -1).float(),
+                               rtol=1e-4, atol=1e-4)
+    top = medusa.collect_training_data(pair.target, pair.tokenizer, [ids], 100, max_new_tokens=10,
+                                       temperature=0.0, top_k_targets=5, vocab_size=pair.vocab_size)
+    assert top.idx.shape == (9, 5) and top.idx[:, 0].tolist() == data.greedy.tolist()
+    assert 0 < top.target_mass < 1 and data.target_mass == pytest.approx(1.0)
+
+
 def test_untrained_head_is_the_identity(pair, held_data):
     head = medusa.head_for(pair.target)
     h = held_data.hidden[:5]
