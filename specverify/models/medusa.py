@@ -70,13 +70,12 @@ import math
 import os
 import pickle
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from ..files import atomic_path
 from ..processing import check_sampling, process_logits
 from ..samplers.chain import LazyRows, verify
 from ..validation import check_int, check_k, positive_int_argument, seed_argument, writable_file_argument
@@ -145,6 +144,7 @@ def _head_class():
             """Logits (full LM-head width) of token t + 2; gradients reach only the head."""
             lm = target.get_output_embeddings()
             bias = None if getattr(lm, "bias", None) is None else lm.bias.detach()
+            hidden = hidden.to(device=lm.weight.device, dtype=lm.weight.dtype)
             return torch.nn.functional.linear(self(hidden), lm.weight.detach(), bias)
 
     return MedusaHead
@@ -198,23 +198,15 @@ def check_head_matches(head, target) -> None:
 
 
 def save_head(head, path) -> None:
-    """torch.save of {"format", "meta", "state_dict"} to ``path``, atomically (temp file in the
-    same folder, then os.replace), so a reader never sees half a head."""
+    """torch.save of {"format", "meta", "state_dict"} to ``path``, atomically (``files.atomic_path``:
+    a temporary file in the same folder, then os.replace), so a reader never sees half a head."""
     torch, _ = torch_modules()
-    path = Path(path)
     meta = dict(head.meta, hidden_size=head.hidden_size, vocab_size=head.vocab_size, n_blocks=head.n_blocks,
                 intermediate_size=head.intermediate_size)
     payload = {"format": FORMAT, "meta": json.loads(json.dumps(meta, default=_json_default)),
                "state_dict": {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def load_head(path, target=None):
