@@ -15,6 +15,7 @@ import sys
 from ..files import json_default
 from ..validation import positive_int_argument, seed_argument, writable_file_argument
 from . import loading, measure
+from .medusa import add_train_head_parser, run_train_head
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile both forwards (CUDA only; pair it with --static-cache)")
     m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     m.add_argument("--out", type=writable_file_argument, help="also write the JSON object to this file (atomically)")
+    add_train_head_parser(sub)
     return parser
 
 
@@ -94,6 +96,8 @@ def run_measure(args) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "train-head":
+        return run_train_head(args)
     try:
         result = run_measure(args)
     except (ValueError, RuntimeError, ImportError) as exc:
