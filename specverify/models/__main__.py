@@ -15,6 +15,7 @@ import sys
 from ..files import json_default
 from ..validation import positive_int_argument, seed_argument, writable_file_argument
 from . import loading, measure
+from . import medusa
 from .medusa import add_train_head_parser, run_train_head
 
 
@@ -33,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--mode", choices=["greedy", "sampled", "all"], default="all",
                    help=f"greedy, sampled (T = {measure.SAMPLED_T}) or both")
     m.add_argument("--sweep", action="store_true", help="the draft model at every fixed k in 1..K")
+    m.add_argument("--head", help="a Medusa head for --drafter medusa (from train-head; --tiny trains one "
+                                  "in seconds when none is given)")
     m.add_argument("--max-new-tokens", type=positive_int_argument, default=64)
     m.add_argument("--k", type=positive_int_argument, default=4,
                    help="drafted tokens per round (the handout's gamma); the most a policy may choose")
@@ -76,6 +79,33 @@ def maybe_compile(pair, args) -> None:
         model.forward = torch.compile(model.forward, mode="reduce-overhead", dynamic=False)
 
 
+def tiny_head(pair, seed: int):
+    """A Medusa head for the tiny pair, trained in seconds on 256 positions of its own text."""
+    data = medusa.collect_training_data(pair.target, pair.tokenizer, medusa.TRAIN_PROMPTS, 256,
+                                        max_new_tokens=32, seed=seed, vocab_size=pair.vocab_size)
+    head = medusa.head_for(pair.target, seed=seed, target_name=pair.name)
+    medusa.train_head(head, pair.target, data, epochs=2, seed=seed)
+    return head
+
+
+def choose_drafters(args, pair) -> tuple[list[str], object]:
+    """The drafters to run and the Medusa head (or None). ``all`` leaves medusa out, with a note on
+    stderr, when there is no head and the pair is not the tiny one (training takes minutes)."""
+    asked = args.drafter or ["model"]
+    drafters = list(measure.DRAFTERS) if "all" in asked else list(dict.fromkeys(asked))
+    if "medusa" not in drafters:
+        return drafters, None
+    if args.head:
+        return drafters, medusa.load_head(args.head, pair.target)
+    if args.tiny:
+        return drafters, tiny_head(pair, args.seed)
+    if "all" in asked:
+        print("note: --drafter all without --head: medusa left out (train a head with "
+              "python -m specverify.models train-head)", file=sys.stderr)
+        return [d for d in drafters if d != "medusa"], None
+    raise ValueError("--drafter medusa: needs --head HEAD.pt (python -m specverify.models train-head)")
+
+
 def run_measure(args) -> dict:
     for name in ("max_new_tokens", "k", "n_prompts", "repeats"):
         if getattr(args, name) < 1:
@@ -83,13 +113,12 @@ def run_measure(args) -> dict:
     pair = load_from_args(args)
     maybe_compile(pair, args)
     workloads = measure.WORKLOADS if args.workload == "all" else (args.workload,)
-    drafters = args.drafter or ["model"]
-    drafters = list(measure.DRAFTERS) if "all" in drafters else list(dict.fromkeys(drafters))
+    drafters, head = choose_drafters(args, pair)
     modes = {"greedy": (0.0,), "sampled": (measure.SAMPLED_T,), "all": (0.0, measure.SAMPLED_T)}
     rows = measure.measure(pair, workloads, k=args.k, max_new_tokens=args.max_new_tokens,
                            n_prompts=args.n_prompts, seed=args.seed, repeats=args.repeats,
                            static_cache=args.static_cache, drafters=drafters,
-                           modes=modes[args.mode], sweep=args.sweep)
+                           modes=modes[args.mode], sweep=args.sweep, head=head)
     return {"pair": pair.name, "device": pair.device, "dtype": str(pair.dtype),
             "vocab_size": pair.vocab_size, "max_new_tokens": args.max_new_tokens, "rows": rows}
 

@@ -29,7 +29,7 @@ import polars as pl
 from .. import theory
 from ..files import json_default, write_atomically
 from ..validation import check_k
-from . import decoding, tree
+from . import decoding, medusa, tree
 from .costs import KPolicy, StepCosts, measure_step_costs
 from .loading import torch_modules
 
@@ -173,6 +173,7 @@ class Run:
     draft_free: bool = False
     alpha_predicted: float | None = None
     tree_nodes: int | None = None  # drafts verified per target pass, for a tree
+    head: bool = False  # drafted by a head on the target (its cost is not in c)
 
 
 def _spec(setting: Setting, draft, k: int, policy=None, rng_offset: int = 1) -> list:
@@ -221,11 +222,23 @@ def run_tree(setting: Setting) -> Run:
     return Run(gens, [depth] * sum(g.stats.rounds for g in gens), tree_nodes=2 * depth)
 
 
+def run_medusa(setting: Setting) -> Run:
+    """The target's own Medusa-style t + 2 head (``models.medusa``) as a one-token drafter: k = 1,
+    no draft model. Needs ``setting.head`` (``measure --head``, trained by ``train-head``)."""
+    if setting.head is None:
+        raise ValueError("--drafter medusa: needs a head (--head HEAD.pt, from "
+                         "python -m specverify.models train-head)")
+    gens = _run_all(medusa.medusa_generate, setting.prompts, target=setting.pair.target,
+                    head=setting.head, rng=np.random.default_rng(setting.seed + 1), **setting.common)
+    return Run(gens, [1] * sum(g.stats.rounds for g in gens), head=True)
+
+
 DRAFTERS = {
     "model": run_model,
     "adaptive": run_adaptive,
     "prompt-lookup": run_prompt_lookup,
     "tree": run_tree,
+    "medusa": run_medusa,
 }
 
 
@@ -257,7 +270,7 @@ def drafter_row(setting: Setting, name: str, run: Run, hf_tps, ref_tps) -> dict:
         "k_mean": float(np.mean(run.ks)) if run.ks else None,
         "alpha_predicted": run.alpha_predicted,
         "alpha_measured": accepted / verified if verified else float("nan"),
-        "c": 0.0 if run.draft_free else setting.costs.c,
+        "c": None if run.head else 0.0 if run.draft_free else setting.costs.c,
         "v_k": None if run.tree_nodes else setting.costs.v[min(k_mode, len(setting.costs.v) - 1)],
         "tree_nodes": run.tree_nodes,
         "tokens_per_pass_measured": sum(g.stats.emitted for g in gens) / rounds,
@@ -309,7 +322,7 @@ def measure_setting(setting: Setting, drafters, sweep: bool = False) -> list[dic
 
 def measure(pair, workloads=WORKLOADS, k: int = 4, max_new_tokens: int = 64, n_prompts: int = 5,
             seed: int = 0, repeats: int = 20, static_cache: bool = False, drafters=("model",),
-            modes=(0.0, SAMPLED_T), sweep: bool = False) -> list[dict]:
+            modes=(0.0, SAMPLED_T), sweep: bool = False, head=None) -> list[dict]:
     """Rows for each workload x mode x drafter, plus the draft model at fixed k = ``k`` (or at
     every k in 1..``k`` with ``sweep``); the step costs are timed once per pair on the first prompt.
 
@@ -332,7 +345,7 @@ def measure(pair, workloads=WORKLOADS, k: int = 4, max_new_tokens: int = 64, n_p
     rows = []
     for w in workloads:
         for temperature in modes:
-            setting = Setting(pair, w, ids[w], temperature, k, max_new_tokens, costs, seed, static_len)
+            setting = Setting(pair, w, ids[w], temperature, k, max_new_tokens, costs, seed, static_len, head)
             rows.extend(measure_setting(setting, drafters, sweep))
     return rows
 
