@@ -102,7 +102,7 @@ def _interface_task(subject) -> str:
 
 def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
           interface: str | Callable | None = None, counterexample: bool = True,
-          target: str | None = None) -> Report:
+          target: str | None = None, prefetched: dict | None = None) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
@@ -113,7 +113,8 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     first (``interface(sampler)`` must return a function of the handout's). ``budget``: a name of
     ``detectors.BUDGETS`` or a ``detectors.Budget``. ``counterexample``: search for the smallest
     model that shows a distribution finding. Never raises for a broken sampler (its breaches are
-    findings); a TARGET that cannot be loaded raises ``UsageError``.
+    findings); a TARGET that cannot be loaded raises ``UsageError``. ``prefetched``: the round
+    battery's enumerations computed elsewhere (specverify.units; the Ray executor), replayed.
     """
     b = resolve_budget(budget)
     own = None
@@ -153,7 +154,7 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
                         f"enumerator cannot follow must see TV {lb.detect_tv:g}")
             result = run_loop_battery(subject, lb, seed)
         else:
-            result = detectors.run_battery(subject, b, seed)
+            result = detectors.run_battery(subject, b, seed, prefetched=prefetched)
             if counterexample and result.flagged(("distribution",)):
                 result.counterexample = detectors.find_counterexample(subject, b, seed)
     finally:
