@@ -62,7 +62,8 @@ def test_check_of_several_targets_on_ray(local_ray):
              ("specverify.mutants.catalogue:no_verification", "quick", 0)]
     from specverify.executors import ray_map
 
-    outcomes = ray_map(checker.check_target, calls, "ray")
+    outcomes = ray_map(checker.check_target, calls, "ray",  # as the CLI: with per-case units
+                       units=[checker.target_units(t, b) for t, b, _ in calls])
     assert [(s, r["exact"]) for s, r in outcomes] == [("ok", True), ("ok", False)]
     assert outcomes[1][1]["counterexample"]["vocab_size"] == 2
 
