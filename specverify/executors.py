@@ -62,7 +62,7 @@ def ray_map(fn: Callable, calls: list[tuple], executor: str, num_cpus: int | Non
     started = _connect(ray, executor, num_cpus)
     refs: list = []
     try:
-        refs = _submit(ray, fn, calls, units)
+        _submit(ray, fn, calls, units, refs)
         _wait(ray, refs[len(refs) - len(calls):], on_done, poll_s)
         return ray.get(refs[len(refs) - len(calls):])
     except KeyboardInterrupt:
@@ -93,9 +93,10 @@ def _connect(ray, executor: str, num_cpus: int | None) -> bool:
     return True
 
 
-def _submit(ray, fn: Callable, calls: list[tuple], units) -> list:
+def _submit(ray, fn: Callable, calls: list[tuple], units, refs: list) -> None:
     """Every unit's task, then every call's (its units' refs as trailing arguments: Ray starts
-    it when they are ready and passes their values). Returns the refs, the calls' last."""
+    it when they are ready and passes their values), appended to ``refs`` as they are submitted
+    (so that Ctrl-C cancels what was), the calls' last."""
     remote = ray.remote(num_cpus=1, max_retries=0)
     main = remote(fn)
     unit_refs, remotes = [], {}
@@ -105,9 +106,9 @@ def _submit(ray, fn: Callable, calls: list[tuple], units) -> list:
             if unit_fn not in remotes:
                 remotes[unit_fn] = remote(unit_fn)
             mine.append(remotes[unit_fn].remote(*unit_args))
+            refs.append(mine[-1])
         unit_refs.append(mine)
-    flat = [r for mine in unit_refs for r in mine]
-    return flat + [main.remote(*args, *mine) for args, mine in zip(calls, unit_refs)]
+    refs.extend(main.remote(*args, *mine) for args, mine in zip(calls, unit_refs))
 
 
 def _wait(ray, refs: list, on_done: Callable[[], None] | None, poll_s: float) -> None:
