@@ -102,7 +102,7 @@ def _interface_task(subject) -> str:
 
 def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
           interface: str | Callable | None = None, counterexample: bool = True,
-          target: str | None = None) -> Report:
+          target: str | None = None, prefetched: dict | None = None) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
@@ -115,6 +115,8 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     model that shows a distribution finding (a loop subject: the smallest request and model that
     show its law or contract finding, ``loop_battery.find_loop_counterexample``). Never raises for a
     broken sampler (its breaches are findings); a TARGET that cannot be loaded raises ``UsageError``.
+    ``prefetched``: the round battery's enumerations computed elsewhere (specverify.units; the Ray
+    executor), replayed.
     """
     b = resolve_budget(budget)
     own = None
@@ -159,7 +161,7 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
                 exact_ok = not any(f.check == "rng" for f in result.findings)
                 result.counterexample = find_loop_counterexample(subject, lb, seed, checks, exact_ok)
         else:
-            result = detectors.run_battery(subject, b, seed)
+            result = detectors.run_battery(subject, b, seed, prefetched=prefetched)
             if counterexample and result.flagged(("distribution",)):
                 result.counterexample = detectors.find_counterexample(subject, b, seed)
     finally:

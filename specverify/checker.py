@@ -5,7 +5,7 @@ handout's signature ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]`
 imported and run only in its own process (specverify.runner); this module is the command line
 over ``specverify.api.check`` (``detectors.run_battery`` and ``detectors.find_counterexample``);
 ``--junit-xml FILE`` writes one JUnit test case per target, ``--executor ray`` runs one Ray task
-per target (specverify.executors).
+per target and one per case enumeration (specverify.executors, specverify.units).
 
 Exit codes: 0 exact, 1 not exact (a distribution or contract finding), 2 usage error (one line on
 stderr), 3 inconclusive (no finding, but not every case could be judged to the budget's plan),
@@ -32,10 +32,10 @@ UsageError, load_target, split_target, start_target = (
 
 
 def check(subject, target: str = "<sampler>", budget: str = "standard", seed: int = 0,
-          counterexample: bool = True, interface: str = "auto") -> dict:
+          counterexample: bool = True, interface: str = "auto", prefetched: dict | None = None) -> dict:
     """The verdict as the JSON object the CLI prints (subject: a callable or a started Runner)."""
     return api.check(subject, budget=budget, seed=seed, counterexample=counterexample,
-                     target=target, interface=interface).to_dict()
+                     target=target, interface=interface, prefetched=prefetched).to_dict()
 
 
 VERDICT_WORDS = api.VERDICT_WORDS
@@ -80,22 +80,46 @@ def parse_args(argv):
                     help="also write JUnit XML: one test case per target (atomically)")
     ap.add_argument("--executor", type=executor_argument, default="local",
                     help="local (default: one target after another here), ray (RAY_ADDRESS or a "
-                         "local Ray instance) or ray://ADDRESS: one Ray task per target")
+                         "local Ray instance) or ray://ADDRESS: Ray tasks per target and per case "
+                         "enumeration")
     return ap.parse_args(argv)
 
 
-def check_target(target: str, budget: str, seed: int, interface: str = "auto") -> tuple[str, object]:
+def check_target(target: str, budget: str, seed: int, interface: str = "auto", *units) -> tuple[str, object]:
     """("ok", the report's dict) or ("usage", the one-line error): one target, start to end
-    (the unit a Ray task runs)."""
+    (a Ray task; ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
+    from .units import merge_output, prefetched
+
     subject = None
     try:
         subject = start_target(target)
-        return "ok", check(subject, target, budget, seed, interface=interface)
+        report = check(subject, target, budget, seed, interface=interface,
+                       prefetched=prefetched(units) if units else None)
+        if units:
+            extra = detectors.BatteryResult(output=report["output"], seconds=report["seconds"])
+            merge_output(extra, units)
+            report["output"], report["seconds"] = extra.output, extra.seconds
+        return "ok", report
     except UsageError as exc:
         return "usage", str(exc)
     finally:
         if subject is not None:
             subject.close()
+
+
+def target_units(target: str, budget: str, interface: str = "auto") -> list[tuple]:
+    """The target's enumeration units for the Ray executor (``(enumeration_unit, args)`` pairs;
+    none for ``--interface loop``: the loop battery runs whole). With ``auto`` a loop target's
+    units find a contract breach nobody asks for: wasted, never used."""
+    from functools import partial
+
+    from .units import enumeration_calls, enumeration_unit
+
+    if interface == "loop":
+        return []
+    b = api.resolve_budget(budget)
+    return [(enumeration_unit, (partial(load_target, target), b, lengths, i))
+            for lengths, i in enumeration_calls(b)]
 
 
 def junit_case(target: str, outcome: tuple[str, object]):
@@ -132,7 +156,8 @@ def main(argv=None) -> int:
         else:
             from .executors import ray_map
 
-            outcomes = ray_map(check_target, calls, args.executor)
+            outcomes = ray_map(check_target, calls, args.executor,
+                               units=[target_units(t, args.budget, args.interface) for t in args.targets])
     except UsageError as exc:
         print(f"specverify check: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -496,15 +496,20 @@ class _Battery:
         """The task in the subject's process, killed past ``seconds`` (or the deadline)."""
         limit = seconds
         if self.deadline is not None:
-            limit = min(limit, self.deadline - time.monotonic())
+            limit = min(limit, self.deadline - self.now())
             if limit <= 0:
                 raise OutOfTime()
         try:
             return self.subject.call(task, *args, limit=limit)
         except runner.SubjectFailed as exc:
-            if self.deadline is not None and time.monotonic() >= self.deadline:
+            if self.deadline is not None and self.now() >= self.deadline:
                 raise OutOfTime() from None
             raise ContractBreach(str(exc)) from None
+
+    def now(self) -> float:
+        """The battery's clock (``time.monotonic``; a prefetched battery adds the time its
+        prefetched calls took elsewhere, see ``_PrefetchedBattery``)."""
+        return time.monotonic()
 
     def breach(self, message: str, case: Case | None) -> None:
         self.result.findings.append(Finding("contract", "contract", message, case and case.name))
@@ -548,7 +553,7 @@ class _Battery:
     def exact(self, cases, stop_on_first: bool) -> list[Case]:
         """Exact TV per case; returns the cases left to statistics."""
         b, r = self.budget, self.result
-        stop = time.monotonic() + b.enumeration_s
+        stop = self.now() + b.enumeration_s
         if any(f.check == "rng" for f in r.findings):
             r.ran.append("exact: skipped (the sampler does not draw from rng)")
             return list(cases)
@@ -557,7 +562,7 @@ class _Battery:
             if stop_on_first and r.flagged():
                 r.ran.append("exact: stopped after the first finding")
                 break
-            if time.monotonic() > stop:
+            if self.now() > stop:
                 r.ran.append(f"exact: {case.name}: not enumerated (enumeration time "
                              f"{b.enumeration_s:g} s spent); statistics instead")
                 fallback.append(case)
@@ -716,22 +721,88 @@ class _Battery:
         return r
 
 
+def enumeration_key(case: Case, budget: Budget, seconds: float, lengths: bool) -> tuple:
+    """What makes two ``enumerate_task`` calls the same call: the case, what is enumerated
+    (the window's distribution, or the round length's with ``lengths``), and the limits that
+    decide its outcome. ``_PrefetchedBattery`` serves a prefetched result only for its key."""
+    return (case.name, bool(lengths), float(seconds), budget.max_paths, budget.call_limit_s)
+
+
+class _PrefetchedBattery(_Battery):
+    """A battery whose enumerations were computed elsewhere, each in its own subject process
+    (specverify.units: one Ray task per case), and are replayed here in the battery's order.
+
+    ``prefetched`` maps ``enumeration_key`` to ``{"outcome": ("ok", value) | ("failed", why)
+    | ("error", traceback), "seconds": s}``. An enumeration is a deterministic function of the
+    subject and the case (no rng: every random decision is enumerated), so its result is the
+    one the subject's own process would have returned. Every other call (contract, the
+    sequential chi-square's looks, sampled tokens per round: everything that draws from the
+    seeded streams) runs live, in order, as in ``_Battery``. The clock (``now``) is charged the
+    seconds each served call took where it ran, so the enumeration budget, the per-call limits
+    and the deadline decide as they would have in one process; results the run never asks for
+    (cases after ``stop_on_first``'s first finding, cases past the enumeration budget) are
+    discarded, as the local run never computes them.
+    """
+
+    def __init__(self, subject, budget: Budget, seed: int, deadline: float | None, prefetched: dict):
+        super().__init__(subject, budget, seed, deadline)
+        self.prefetched, self.charged = prefetched, 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self.charged
+
+    def call(self, task, *args, seconds: float):
+        if task is not enumerate_task:
+            return super().call(task, *args, seconds=seconds)
+        case, budget, case_seconds, *rest = args
+        unit = self.prefetched.get(enumeration_key(case, budget, case_seconds, bool(rest and rest[0])))
+        if unit is None:  # not prefetched (or not for these limits): run it here
+            return super().call(task, *args, seconds=seconds)
+        return self._serve(unit, seconds)
+
+    def _serve(self, unit: dict, seconds: float):
+        """The prefetched outcome, as ``_Battery.call`` would have returned or raised it."""
+        limit = seconds
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - self.now())
+            if limit <= 0:
+                raise OutOfTime()
+        status, value = unit["outcome"]
+        if unit["seconds"] > limit + runner.KILL_MARGIN_S:  # killed here at the limit
+            status, value = "failed", f"a call did not return within {limit + runner.KILL_MARGIN_S:g} s; its process was killed"
+            self.charged += limit + runner.KILL_MARGIN_S
+        else:
+            self.charged += unit["seconds"]
+        if status == "ok":
+            return value
+        if status == "error":
+            raise runner.RunnerError(f"enumerate_task failed in the subject's process:\n{value}")
+        if self.deadline is not None and self.now() >= self.deadline:
+            raise OutOfTime()
+        raise ContractBreach(value)
+
+
 def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
                 stop_on_first: bool = False, deadline: float | None = None,
-                **overrides) -> BatteryResult:
+                prefetched: dict | None = None, **overrides) -> BatteryResult:
     """Every detector on every case of the budget. Never raises for a broken subject.
 
     ``subject``: a callable (handed to its process by fork) or a started ``runner.Runner``.
     ``overrides`` replace fields of the budget (e.g. ``n_max=8000``); ``deadline`` (a
     ``time.monotonic()`` value) ends the run with ``timed_out`` set; ``stop_on_first`` stops
-    enumeration at the first biased case (enough to kill a mutant).
+    enumeration at the first biased case (enough to kill a mutant). ``prefetched``: enumerations
+    computed elsewhere (specverify.units, the Ray executor), replayed by ``_PrefetchedBattery``:
+    the same result as without them.
     """
     from .validation import check_seed
 
     seed = check_seed(seed)
     b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
-    return run_in_subject(subject, lambda handle: _Battery(handle, b, seed, deadline),
-                          lambda battery_run: battery_run.run(stop_on_first))
+    if prefetched is None:
+        make = lambda handle: _Battery(handle, b, seed, deadline)  # noqa: E731
+    else:
+        make = lambda handle: _PrefetchedBattery(handle, b, seed, deadline, prefetched)  # noqa: E731
+    return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
 
 
 def run_in_subject(subject, battery_for: Callable, run: Callable) -> BatteryResult:
@@ -875,7 +946,7 @@ def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples:
 
 __all__ = [
     "BUDGETS", "BatteryResult", "Budget", "Case", "ContractBreach", "EXACT_TV_TOL", "Finding",
-    "all_cases", "battery", "exact_case", "find_counterexample", "first_tokens", "get_budget",
+    "all_cases", "battery", "enumeration_key", "exact_case", "find_counterexample", "first_tokens", "get_budget",
     "guarded", "reference_case", "run_battery", "run_statistics", "sample_first_tokens", "time_limit",
     "validate_round",
 ]

@@ -2,7 +2,8 @@
 here (``ray.init(num_cpus=2)``): the same verdicts as the local executor for the same seed.
 Skipped with one line when the ray extra is not installed (``pip install -e '.[ray]'``).
 
-Each subject's battery runs whole in one Ray task (specverify.executors), as in a local worker;
+On Ray each case enumeration of a round subject is its own task (specverify.units) and the
+subject's task replays them with its seeded detectors run in order, as in a local worker:
 verdicts at fixed seeds and a false-fail rate of 1e-6 are deterministic (a look's runs are
 bounded by time, so an exact subject's p-values may differ on a loaded machine, not its verdict).
 """
@@ -13,6 +14,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from dataclasses import replace
+from functools import partial
 
 import pytest
 
@@ -58,7 +62,8 @@ def test_check_of_several_targets_on_ray(local_ray):
              ("specverify.mutants.catalogue:no_verification", "quick", 0)]
     from specverify.executors import ray_map
 
-    outcomes = ray_map(checker.check_target, calls, "ray")
+    outcomes = ray_map(checker.check_target, calls, "ray",  # as the CLI: with per-case units
+                       units=[checker.target_units(t, b) for t, b, _ in calls])
     assert [(s, r["exact"]) for s, r in outcomes] == [("ok", True), ("ok", False)]
     assert outcomes[1][1]["counterexample"]["vocab_size"] == 2
 
@@ -71,3 +76,62 @@ def test_the_cli_starts_its_own_local_ray():
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["exact"] is True
+
+
+def compared(result) -> dict:
+    """A BatteryResult's dict without the wall-clock seconds and the subject's printed output."""
+    d = result.to_dict()
+    d.pop("seconds"), d.pop("output")
+    return d
+
+
+def battery_dict(mutant_id: str, budget, seed: int, stop_on_first: bool, *got) -> dict:
+    """A Ray task: the subject's battery with its units (``got``) replayed."""
+    from specverify import detectors, units
+
+    return compared(detectors.run_battery(report.subject_fn(mutant_id), budget, seed,
+                                          stop_on_first=stop_on_first, prefetched=units.prefetched(got)))
+
+
+SPLIT_SUBJECTS = (("control/unknown-draft-probs", "exact"), ("ratio/inverted", "biased"),
+                  ("bonus/no-bonus-token", "fewer-tokens"))
+
+
+def test_the_per_case_split_on_ray_gives_the_local_battery_results(local_ray):
+    from specverify import detectors, units
+    from specverify.executors import ray_map
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not importable there
+    b = replace(detectors.get_budget("quick"), **report.REPORT_OVERRIDES)
+    calls, unit_lists, here = [], [], []
+    for mutant_id, effect in SPLIT_SUBJECTS:
+        stop = report.stops_on_first(effect)
+        calls.append((mutant_id, b, 5, stop))
+        unit_lists.append([(units.enumeration_unit, (partial(report.subject_fn, mutant_id), b, lengths, i))
+                           for lengths, i in units.enumeration_calls(b, stop)])
+        here.append(compared(detectors.run_battery(report.subject_fn(mutant_id), b, 5, stop_on_first=stop)))
+    there = ray_map(battery_dict, calls, "ray", units=unit_lists)
+    assert [d["exact"] for d in there] == [True, False, True]
+    assert there[2]["efficient"] is False  # the fewer-tokens mutant: killed by tokens per round
+    whole = 0
+    for a, b_ in zip(here, there):
+        assert (a["exact"], a["efficient"], a["findings"]) == (b_["exact"], b_["efficient"], b_["findings"])
+        if not any("time limit" in line for line in a["ran"] + b_["ran"]):
+            assert a == b_  # the same samples per look, the same decisions, the same log
+            whole += 1
+    assert whole >= 2, "looks were cut by time on both sides: the machine is too loaded to compare"
+
+
+def test_the_report_cli_on_ray_gives_the_local_rows():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    rows = {}
+    for executor in ("local", "ray"):
+        proc = subprocess.run([sys.executable, "-m", "specverify.mutants", "report", "--mutant",
+                               "bonus/no-bonus-token", "--budget", "quick", "--seed", "1", "--format",
+                               "json", "--executor", executor],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        rows[executor] = [(r["id"], r["status"], r["killed_by"]) for r in json.loads(proc.stdout)["rows"]]
+    assert rows["ray"] == rows["local"]
+    assert [s for _, s, _ in rows["ray"]] == ["passed", "killed", "killed"]

@@ -17,7 +17,8 @@ import os
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import polars as pl
 
@@ -25,6 +26,7 @@ from .. import detectors, runner
 from ..files import write_atomically
 from ..loop_battery import run_loop_battery
 from ..samplers.chain import draft
+from ..units import enumeration_calls, enumeration_unit, merge_output, prefetched
 from ..checker import budget_argument
 from ..executors import ExecutorUnavailable, executor_argument
 from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
@@ -86,18 +88,36 @@ def judge(effect: str, result: detectors.BatteryResult) -> tuple[str, str]:
     return (Status.KILLED, (wrong or slow)[0].message) if (wrong or slow) else (Status.SURVIVED, "")
 
 
-def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float) -> tuple:
-    """Run one subject in a worker; returns (status, detail, BatteryResult dict or None, seconds)."""
-    fn = {BASELINE_ID: detectors.speculative_step, SANITY_ID: emit_drafts}.get(mutant_id)
-    loop = fn is None and get(mutant_id).interface == "loop"
-    fn = fn or get(mutant_id).fn
+def subject_fn(mutant_id: str):
+    """The subject's function: the baseline, the forced fail or a catalogued mutant."""
+    return {BASELINE_ID: detectors.speculative_step, SANITY_ID: emit_drafts}.get(mutant_id) or get(mutant_id).fn
+
+
+def is_loop(mutant_id: str) -> bool:
+    """Whether the subject is judged by the loop battery (no per-case units)."""
+    return mutant_id not in (BASELINE_ID, SANITY_ID) and get(mutant_id).interface == "loop"
+
+
+def stops_on_first(effect: str) -> bool:
+    """A mutant's battery stops enumerating at its first finding; controls run every case."""
+    return effect not in ("exact", "fewer-tokens")
+
+
+def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float, *units) -> tuple:
+    """Run one subject in a worker; returns (status, detail, BatteryResult dict or None, seconds).
+    ``units``: its enumerations, computed by other workers (specverify.units; Ray), replayed."""
+    fn, loop = subject_fn(mutant_id), is_loop(mutant_id)
     battery = run_loop_battery if loop else detectors.run_battery
     t0 = time.perf_counter()
     try:
         b, overrides = report_budget(budget)
+        if units:
+            overrides = {**overrides, "prefetched": prefetched(units)}
         result = battery(
             fn, b, seed, deadline=time.monotonic() + timeout,
-            stop_on_first=effect not in ("exact", "fewer-tokens"), **overrides)
+            stop_on_first=stops_on_first(effect), **overrides)
+        if units:
+            merge_output(result, units)
     except Exception as exc:  # a bug of ours, never the mutant's (the battery catches those)
         return Status.ERROR, f"{type(exc).__name__}: {exc}", None, time.perf_counter() - t0
     if result.timed_out:
@@ -115,6 +135,18 @@ def report_budget(budget: str) -> tuple:
 
         return resolve_budget(budget), {}
     return budget, REPORT_OVERRIDES
+
+
+def subject_units(mutant_id: str, effect: str, budget: str) -> list[tuple]:
+    """The subject's enumeration units as ``(specverify.units.enumeration_unit, args)`` pairs
+    (none for a loop subject: the loop battery runs whole)."""
+    if is_loop(mutant_id):
+        return []
+    b, overrides = report_budget(budget)
+    b = replace(detectors.get_budget(b), **overrides)
+    load = partial(subject_fn, mutant_id)
+    return [(enumeration_unit, (load, b, lengths, i))
+            for lengths, i in enumeration_calls(b, stops_on_first(effect))]
 
 
 def make_row(subject: Mutant, outcome: tuple) -> Row:
@@ -141,9 +173,10 @@ def subjects(only: str | None) -> list[Mutant]:
 
 def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers: int,
             progress: bool, executor: str = "local") -> list[Row]:
-    """Every subject's battery: here (``workers`` 1), on local worker processes, or one Ray task
-    per subject (``executor`` ray or ray://ADDRESS; specverify.executors), each running
-    ``run_subject`` exactly as a local worker does, so the same seed gives the same verdicts."""
+    """Every subject's battery: here (``workers`` 1), on local worker processes, or on Ray
+    (``executor`` ray or ray://ADDRESS; specverify.executors): one task per case enumeration
+    (``subject_units``), then one per subject that runs ``run_subject`` as a local worker does,
+    with those enumerations replayed, so the same seed gives the same verdicts."""
     args = [(m.id, m.effect, budget, seed, timeout) for m in items]
     if executor != "local":
         from ..executors import ray_map
@@ -151,7 +184,8 @@ def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers
         bar = _ray_progress(len(args)) if progress else None
         try:
             outcomes = ray_map(run_subject, args, executor, num_cpus=workers,
-                               on_done=bar.advance if bar else None)
+                               on_done=bar.advance if bar else None,
+                               units=[subject_units(m.id, m.effect, budget) for m in items])
         finally:
             if bar:
                 bar.stop()
@@ -291,7 +325,8 @@ def parse_args(argv):
                      help="also write JUnit XML: one test case per subject (atomically)")
     rep.add_argument("--executor", type=executor_argument, default="local",
                      help="local (default: --workers processes here), ray (RAY_ADDRESS, or a local "
-                          "Ray instance of --workers CPUs) or ray://ADDRESS: one Ray task per subject")
+                          "Ray instance of --workers CPUs) or ray://ADDRESS: Ray tasks per case "
+                          "enumeration and per subject")
     sub.add_parser("list", help="list the catalogue's ids")
     return ap.parse_args(argv)
 

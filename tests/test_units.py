@@ -1,0 +1,101 @@
+"""The battery's independent units (specverify.units) without Ray: each case's enumeration in its
+own subject process, replayed by ``run_battery(prefetched=...)``, gives the local battery's
+verdict, findings and run log for the same seed; the clock is charged with the units' seconds;
+a subject that dies in a unit is a finding, as in one process."""
+
+import os
+from dataclasses import replace
+from functools import partial
+
+import numpy as np
+import pytest
+
+from specverify import detectors, units
+from specverify.mutants import report
+
+QUICK = replace(detectors.get_budget("quick"), **report.REPORT_OVERRIDES)
+
+
+def compared(result: detectors.BatteryResult) -> dict:
+    """Everything but the wall-clock seconds and the subject's printed output."""
+    d = result.to_dict()
+    d.pop("seconds"), d.pop("output")
+    return d
+
+
+def run_units(load, budget, stop_on_first=False) -> list[dict]:
+    return [units.enumeration_unit(load, budget, lengths, i)
+            for lengths, i in units.enumeration_calls(budget, stop_on_first)]
+
+
+@pytest.mark.parametrize("mutant_id, effect", [
+    (report.BASELINE_ID, "exact"),
+    ("control/unknown-draft-probs", "exact"),
+    ("ratio/inverted", "biased"),
+    ("bonus/no-bonus-token", "fewer-tokens"),
+])
+def test_prefetched_units_give_the_local_battery_result(mutant_id, effect):
+    fn, stop = report.subject_fn(mutant_id), report.stops_on_first(effect)
+    here = detectors.run_battery(fn, QUICK, 3, stop_on_first=stop)
+    got = run_units(partial(report.subject_fn, mutant_id), QUICK, stop)
+    assert all(u["outcome"][0] == "ok" for u in got)
+    split = detectors.run_battery(fn, QUICK, 3, stop_on_first=stop, prefetched=units.prefetched(got))
+    if any("time limit" in line for line in here.ran + split.ran):
+        pytest.skip("a look was cut by time on this loaded machine: its runs are not comparable")
+    assert compared(split) == compared(here)
+    assert split.exact is {"exact": True, "fewer-tokens": True, "biased": False}[effect]
+
+
+def test_units_cover_only_what_the_battery_surely_asks_for():
+    assert units.enumeration_calls(QUICK) == [(False, i) for i in QUICK.cases] + [(True, 0), (True, 1), (True, 2)]
+    assert units.enumeration_calls(QUICK, stop_on_first=True) == [(False, QUICK.cases[0]), (True, 0), (True, 1), (True, 2)]
+
+
+def test_the_enumeration_budget_is_charged_with_the_units_seconds():
+    """Units that took 6 s each spend the quick budget's 15 s of enumeration after three cases:
+    the fourth goes to statistics, as it would have in one process."""
+    got = run_units(lambda: detectors.speculative_step, QUICK)
+    for u in got:
+        u["seconds"] = 6.0
+    result = detectors.run_battery(detectors.speculative_step, QUICK, 0, prefetched=units.prefetched(got))
+    fourth = detectors.all_cases()[QUICK.cases[3]].name
+    assert f"exact: {fourth}: not enumerated (enumeration time 15 s spent); statistics instead" in result.ran
+    assert any(line.startswith(f"chi-square: {fourth}:") for line in result.ran)
+    assert result.exact is True
+
+
+def test_a_unit_past_the_deadline_ends_the_run_as_timed_out():
+    got = run_units(lambda: detectors.speculative_step, QUICK)
+    for u in got:
+        u["seconds"] = 6.0
+    import time
+
+    result = detectors.run_battery(detectors.speculative_step, QUICK, 0, prefetched=units.prefetched(got),
+                                   deadline=time.monotonic() + 9.0)
+    assert result.timed_out and result.exact is None
+
+
+def dies_when_enumerated(p_fn, q_fn, prefix, k, rng):
+    """Exact when sampled; exits its process when the enumerator drives it."""
+    if not isinstance(rng, np.random.Generator):
+        os._exit(3)
+    return detectors.speculative_step(p_fn, q_fn, prefix, k, rng)
+
+
+def test_a_subject_that_exits_in_a_unit_is_the_local_finding():
+    here = detectors.run_battery(dies_when_enumerated, QUICK, 0)
+    got = run_units(lambda: dies_when_enumerated, QUICK)
+    assert got[0]["outcome"] == ("failed", "its process exited with code 3 during a call "
+                                           "(os._exit or a C-level exit)")
+    split = detectors.run_battery(dies_when_enumerated, QUICK, 0, prefetched=units.prefetched(got))
+    assert compared(split) == compared(here)
+    assert split.exact is False and split.findings[0].kind == "contract"
+
+
+def test_a_subject_that_cannot_load_leaves_its_units_unused():
+    def load():
+        raise ImportError("no such engine")
+
+    got = run_units(load, QUICK, stop_on_first=True)
+    assert {u["outcome"][0] for u in got} == {"load-failed"}
+    assert units.prefetched(got) == {}
