@@ -14,25 +14,13 @@ from specverify import stats, theory
 INSTALL = "pip install -e '.[models]'"
 torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: {INSTALL}")
 pytest.importorskip("transformers", reason=f"the real-model stage needs transformers: {INSTALL}")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-from specverify.models import costs, decoding, loading  # noqa: E402
+from specverify.models import costs, decoding  # noqa: E402
 from specverify.processing import process_logits  # noqa: E402
 
 PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "a = [1, 2, 3]\nb = [1, 2, 3]\n"]
 NEW_TOKENS = 24
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def pair():
-    return loading.tiny_pair(seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +111,7 @@ def test_policy_rejects_bad_arguments(kwargs, match):
 # ---------------------------------------------------------------------------- exactness of the loops
 
 
-@pytest.mark.parametrize("drafter", ["cycle", "policy", "lookup"])
+@pytest.mark.parametrize("drafter", ["cycle", "policy", "lookup", "confident"])
 def test_greedy_output_identical_to_target_only(pair, step_costs, drafter):
     for text in PROMPTS:
         ids = pair.tokenizer.encode(text)
@@ -133,8 +121,10 @@ def test_greedy_output_identical_to_target_only(pair, step_costs, drafter):
             policy = Cycle([0, 3, 1, 0, 2])
         elif drafter == "policy":
             policy = costs.KPolicy(step_costs, alpha0=0.5, learn_costs=True, probe_every=2)
-        else:
+        elif drafter == "lookup":
             draft = decoding.LookupDrafter(pair.vocab_size)
+        else:
+            draft = decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=0.4)
         gen = decoding.speculative_generate(pair.target, draft, ids, 3, NEW_TOKENS,
                                             vocab_size=pair.vocab_size, policy=policy)
         assert gen.ids == ref.ids, (drafter, text)
@@ -166,7 +156,8 @@ TOP_K = 4  # at most 16 two-token cells, so 600 runs have power
 def test_sampled_law_of_the_first_two_tokens(pair, drafter):
     """600 generations of 2 tokens at T = 0.7, top-k 4: k switching between 0, 1 and 2 (the first round
     drafts 0 tokens, the second 2, or 1 then 0, ...) and prompt lookup (one-hot q) both follow the
-    target's exact two-token law. Pearson chi-square with pooled cells at false-fail rate 1e-4
+    target's exact two-token law, the draft model also stopping after a draft below confidence
+    0.5 (``ModelDrafter(min_confidence=0.5)``). Pearson chi-square with pooled cells at false-fail rate 1e-4
     (fixed seeds: deterministic). It also checks the TV this n detects with probability 0.95
     (``min_discrepancy_chi_square``) is below the TV of the classic bug "emit the draft's own
     sample" (0.38 here), so a loop with that bug could not pass."""
@@ -175,8 +166,9 @@ def test_sampled_law_of_the_first_two_tokens(pair, drafter):
     rng = np.random.default_rng(11)
     counts = {}
     for i in range(N_SAMPLED):
-        if drafter == "cycle":
-            draft, policy = pair.draft, Cycle([[0, 2], [1, 0], [2, 1]][i % 3])
+        if drafter == "cycle":  # a draft model that also stops at its own low confidence
+            draft = decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=0.5)
+            policy = Cycle([[0, 2], [1, 0], [2, 1]][i % 3])
         else:
             draft, policy = decoding.LookupDrafter(pair.vocab_size), None
         gen = decoding.speculative_generate(pair.target, draft, ids, 2, 2, temperature=0.7,
@@ -190,3 +182,16 @@ def test_sampled_law_of_the_first_two_tokens(pair, drafter):
     draft_law = _two_token_law(pair.draft, pair.vocab_size, ids, 0.7, TOP_K)
     tv = 0.5 * sum(abs(law.get(c, 0.0) - draft_law.get(c, 0.0)) for c in set(law) | set(draft_law))
     assert tv > detectable, "the control must be visible at this n for the test to mean anything"
+
+
+def test_confidence_stop_drafts_fewer_and_is_validated(pair):
+    ids = pair.tokenizer.encode(PROMPTS[0])
+    never = decoding.speculative_generate(pair.target, decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=0.0),
+                                          ids, 3, NEW_TOKENS, vocab_size=pair.vocab_size)
+    always = decoding.speculative_generate(pair.target, decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=1.0),
+                                           ids, 3, NEW_TOKENS, vocab_size=pair.vocab_size)
+    assert never.ids == always.ids
+    assert always.stats.drafted == always.stats.rounds  # q(x) < 1 always: one draft a round
+    assert never.stats.drafted == 3 * never.stats.rounds
+    with pytest.raises(ValueError, match="min_confidence"):
+        decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=1.5)

@@ -19,27 +19,14 @@ from scipy import stats as sps
 INSTALL = "pip install -e '.[models]'"
 torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: {INSTALL}")
 pytest.importorskip("transformers", reason=f"the real-model stage needs transformers: {INSTALL}")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify import stats  # noqa: E402
-from specverify.models import decoding, loading, medusa  # noqa: E402
+from specverify.models import decoding, medusa  # noqa: E402
 from specverify.models.__main__ import main  # noqa: E402
 
 GREEDY_PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "import numpy as np\n"]
 NEW_TOKENS = 48
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models are launch-bound; on a shared 2-core machine one thread is ~10x faster."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def pair():
-    return loading.tiny_pair(seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -13,39 +13,15 @@ import pytest
 INSTALL = "pip install -e '.[models]'"
 torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: {INSTALL}")
 pytest.importorskip("transformers", reason=f"the real-model stage needs transformers: {INSTALL}")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify import stats  # noqa: E402
-from specverify.models import decoding, loading, tree  # noqa: E402
+from specverify.models import decoding, tree  # noqa: E402
 from specverify.processing import process_logits  # noqa: E402
 from specverify.samplers.tree import tree_nodes  # noqa: E402
 
 PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "import numpy as np\n"]
 NEW_TOKENS = 24
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models are launch-bound; on a shared 2-core machine one thread is ~10x faster."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def pair():
-    return loading.tiny_pair(seed=0)
-
-
-@pytest.fixture(scope="module")
-def references(pair):
-    """Target-only greedy generations and the target's teacher-forced logits over them."""
-    out = []
-    for text in PROMPTS:
-        gen = decoding.target_only_generate(pair.target, pair.tokenizer.encode(text), NEW_TOKENS,
-                                            vocab_size=pair.vocab_size)
-        out.append((gen, decoding.teacher_forced_logits(pair.target, gen.ids, pair.vocab_size)))
-    return out
 
 
 # A hand-made tree after the prompt: phase 0 is the prompt's last token (the root), then nodes.

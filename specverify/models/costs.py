@@ -8,7 +8,9 @@ the costs are measured, in seconds, on the context the generation will actually 
 - ``target_step_s``: the median of cached single-token target forwards (the unit);
 - ``draft_step_s``: the same for the draft model (c = draft_step_s / target_step_s);
 - ``verify_s[k]``: the median of cached target forwards over k + 1 new positions (v(k) =
-  verify_s[k] / target_step_s, v(0) = 1).
+  verify_s[k] / target_step_s, v(0) = 1);
+- the prefill of a prompt by each model, per prompt token: a generation of n tokens pays it
+  once, and the draft model's prefill is a cost target-only decoding does not have.
 
 ``theory.speedup_with_costs`` turns (alpha, k, c, v(k)) into a speedup, and ``KPolicy`` picks k
 in 0..K before every round from a running alpha estimate, exactly as an engine that switches
@@ -40,6 +42,8 @@ class StepCosts:
     target_step_s: float
     draft_step_s: float
     verify_s: tuple[float, ...]  # verify_s[k] for k = 0..K; verify_s[0] is a single step
+    prefill_target_s_per_token: float = 0.0  # a prompt's prefill, per prompt token
+    prefill_draft_s_per_token: float = 0.0
 
     @property
     def c(self) -> float:
@@ -59,9 +63,16 @@ class StepCosts:
         v = self.v if max_k is None else self.v[: check_k(max_k, "max_k") + 1]
         return theory.best_k_with_costs(alpha, 0.0 if draft_free else self.c, v)
 
+    def prefill_steps(self, n_tokens: int, draft: bool = True) -> float:
+        """Prefill of an n-token prompt, by the target (and the draft), in target steps."""
+        per_token = self.prefill_target_s_per_token + (self.prefill_draft_s_per_token if draft else 0.0)
+        return n_tokens * per_token / self.target_step_s
+
     def as_dict(self) -> dict:
         return {"target_step_s": self.target_step_s, "draft_step_s": self.draft_step_s,
-                "c": self.c, "v": list(self.v)}
+                "c": self.c, "v": list(self.v),
+                "prefill_target_s_per_token": self.prefill_target_s_per_token,
+                "prefill_draft_s_per_token": self.prefill_draft_s_per_token}
 
 
 def _timed_forward_s(model, cache, base: int, feed: list[int]) -> float:
@@ -102,7 +113,25 @@ def measure_step_costs(target, draft, ids: list[int], max_k: int, repeats: int =
                     times[(which, n)].append(elapsed)
     verify = np.maximum.accumulate([statistics.median(times[(0, n)]) for n in range(1, max_k + 2)])
     draft_s = 0.0 if draft is None else statistics.median(times[(1, 1)])
-    return StepCosts(float(verify[0]), draft_s, tuple(float(v) for v in verify))
+    prefill = [_prefill_s(m, ids) / len(ids) for m in models]
+    return StepCosts(float(verify[0]), draft_s, tuple(float(v) for v in verify), prefill[0],
+                     prefill[1] if draft is not None else 0.0)
+
+
+def _prefill_s(model, ids: list[int], repeats: int = 3) -> float:
+    """Median seconds of prefilling ``ids`` into an empty cache (last logit row only)."""
+    torch, _ = torch_modules()
+    times = []
+    with torch.no_grad():
+        for i in range(repeats + 1):  # the first is a warm-up
+            cache = decoding.new_cache(model)
+            decoding._sync(model)
+            start = time.perf_counter()
+            decoding.forward(model, ids, cache, keep=1)
+            decoding._sync(model)
+            if i:
+                times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 @dataclass

@@ -230,10 +230,19 @@ class ModelDrafter:
 
     Invariant: the cache holds ``length`` positions, a prefix of the accepted ids. After a round
     with no drafting (k = 0) it lags behind; the next ``propose`` feeds the missing ids at once.
+
+    ``min_confidence``: stop drafting after a draft x whose own probability q(x) (at greedy, of
+    the draft's softmax at T = 1) is below it, as transformers' ``assistant_confidence_threshold``
+    does (default 0.4 there). Still exact: whether position i + 1 is drafted depends only on the
+    drafts so far and the draft's own q, never on the target (samplers/adaptive.py's argument).
     """
 
-    def __init__(self, model, width: int, static_len: int | None = None, crop_cache: bool = True):
+    def __init__(self, model, width: int, static_len: int | None = None, crop_cache: bool = True,
+                 min_confidence: float | None = None):
         self.model, self.width, self.crop_cache = model, width, crop_cache
+        if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
+            raise ValueError(f"min_confidence: must lie in [0, 1], got {min_confidence!r}")
+        self.min_confidence = min_confidence
         self.cache = new_cache(model, static_len)
         self.length = 0
         self.steps = 0  # draft forwards so far, for the cost model
@@ -259,7 +268,17 @@ class ModelDrafter:
             drafts.append(x)
             qs.append(q)
             feed = [x]
+            if self.min_confidence is not None and self._confidence(row, x, q) < self.min_confidence:
+                break
         return drafts, qs
+
+    @staticmethod
+    def _confidence(row, x: int, q) -> float:
+        """q(x), the draft's probability of its own draft (softmax at T = 1 when greedy)."""
+        if q is not None:
+            return float(q[x])
+        torch, _ = torch_modules()
+        return float(torch.softmax(row, dim=-1)[x])
 
     def accept(self, n_ids: int) -> None:
         """The accepted ids now number ``n_ids``: forget cached positions past n_ids - 1."""

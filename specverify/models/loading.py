@@ -77,6 +77,16 @@ class ByteTokenizer:
         return data.decode("utf-8", errors="replace")
 
 
+def prompt_ids(tokenizer, text: str) -> list[int]:
+    """Token ids of a user turn, through the chat template when the tokenizer has one."""
+    if getattr(tokenizer, "chat_template", None):
+        out = tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                            add_generation_prompt=True, tokenize=True)
+        out = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
+        return [int(i) for i in out]
+    return [int(i) for i in tokenizer.encode(text)]
+
+
 def torch_modules():
     """Import torch and transformers, or raise an ImportError that says how to install them."""
     try:

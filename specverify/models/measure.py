@@ -31,7 +31,7 @@ from ..files import json_default, write_atomically
 from ..validation import check_k
 from . import decoding, medusa, tree
 from .costs import KPolicy, StepCosts, measure_step_costs
-from .loading import torch_modules
+from .loading import prompt_ids, torch_modules
 
 SAMPLED_T = 0.7
 WORKLOADS = ("code", "chat", "edit")
@@ -69,16 +69,6 @@ REQUIRED_FIELDS = (
     "tokens_per_pass_measured", "speedup_predicted", "speedup_measured", "tokens_per_s",
     "hf_assisted_tokens_per_s", "greedy_identical", "near_ties",
 )
-
-
-def prompt_ids(tokenizer, text: str) -> list[int]:
-    """Token ids of a user turn, through the chat template when the tokenizer has one."""
-    if getattr(tokenizer, "chat_template", None):
-        out = tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                            add_generation_prompt=True, tokenize=True)
-        out = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
-        return [int(i) for i in out]
-    return [int(i) for i in tokenizer.encode(text)]
 
 
 def select_prompts(workload: str, n_prompts: int) -> list[str]:
@@ -243,15 +233,25 @@ DRAFTERS = {
 
 
 def _prediction(setting: Setting, run: Run) -> dict:
-    """Tokens per pass and speedup the cost model predicts for the rounds' ks, at predicted alpha."""
+    """Tokens per pass and speedup the cost model predicts, at the predicted alpha and the ks the
+    rounds ran. Speedup = (target-only time) / (speculative time), both in target steps and both
+    with their prefills: sum_i (P_t(n_i) + N_i) / sum_i (P_t(n_i) + P_d(n_i) + N_i / E * C), with
+    n_i the prompt length, N_i the tokens target-only emitted, E and C the mean tokens and cost
+    (k c + v(k)) of a round over the ks run."""
     if run.alpha_predicted is None or not run.ks:
-        return {"tokens_per_pass_predicted": None, "speedup_predicted": None}
-    c = 0.0 if run.draft_free else setting.costs.c
-    v = setting.costs.v
-    tokens = [1.0 if k == 0 else theory.expected_tokens(run.alpha_predicted, k) for k in run.ks]
-    cost = [k * c + v[k] for k in run.ks]
-    return {"tokens_per_pass_predicted": sum(tokens) / len(tokens),
-            "speedup_predicted": sum(tokens) / sum(cost)}
+        return {"tokens_per_pass_predicted": None, "speedup_predicted": None,
+                "speedup_predicted_decode_only": None}
+    costs = setting.costs
+    c = 0.0 if run.draft_free else costs.c
+    tokens = float(np.mean([1.0 if k == 0 else theory.expected_tokens(run.alpha_predicted, k) for k in run.ks]))
+    cost = float(np.mean([k * c + costs.v[k] for k in run.ks]))
+    lengths = [len(p) for p in setting.prompts]
+    emitted = [max(1, len(g.new_ids)) for g in setting.ref]
+    target_only = sum(costs.prefill_steps(n, draft=False) + m for n, m in zip(lengths, emitted))
+    spec = sum(costs.prefill_steps(n, draft=not run.draft_free) + m / tokens * cost
+               for n, m in zip(lengths, emitted))
+    return {"tokens_per_pass_predicted": tokens, "speedup_predicted": target_only / spec,
+            "speedup_predicted_decode_only": tokens / cost}
 
 
 def drafter_row(setting: Setting, name: str, run: Run, hf_tps, ref_tps) -> dict:

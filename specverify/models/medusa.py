@@ -278,29 +278,6 @@ def _lm(target, hidden, width: int):
     return target.get_output_embeddings()(hidden)[..., :width].float()
 
 
-def _prompt_ids(tokenizer, text: str) -> list[int]:
-    """A user turn through the chat template when the tokenizer has one, else plain encoding."""
-    if getattr(tokenizer, "chat_template", None):
-        out = tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                            add_generation_prompt=True, tokenize=True)
-        out = out["input_ids"] if hasattr(out, "keys") else out
-        return [int(i) for i in out]
-    return [int(i) for i in tokenizer.encode(text)]
-
-
-def _as_ids(input_ids) -> list[int]:
-    if hasattr(input_ids, "tolist"):
-        input_ids = input_ids.tolist()
-    if input_ids and isinstance(input_ids[0], list):
-        if len(input_ids) != 1:
-            raise ValueError(f"input_ids: batch size must be 1, got {len(input_ids)}")
-        input_ids = input_ids[0]
-    ids = [int(i) for i in input_ids]
-    if not ids:
-        raise ValueError("input_ids: the prompt must hold at least one token")
-    return ids
-
-
 def _pick(row, t, top_k, top_p, rng) -> int:
     if t == 0:
         return decoding.greedy_token(row)
@@ -389,7 +366,7 @@ def collect_training_data(target, tokenizer, prompts, n_positions: int, max_new_
     with torch.no_grad():
         while n < n_positions and not (t == 0 and n_seq == len(prompts)):
             text = prompts[n_seq % len(prompts)]
-            prompt = _prompt_ids(tokenizer, text) if isinstance(text, str) else _as_ids(text)
+            prompt = loading.prompt_ids(tokenizer, text) if isinstance(text, str) else decoding._prompt_list(text)
             _, h, rows = _rollout(target, prompt, n_new, t, rng, width, eos_token_id)
             n_seq += 1
             h, rows = h[:-1], rows[1:]  # h_t with the row that predicts t + 2
@@ -541,7 +518,7 @@ def medusa_generate(target, head, input_ids, max_new_tokens, temperature=0.0, to
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     n_new = check_k(max_new_tokens, "max_new_tokens")
     check_head_matches(head, target)
-    ids = _as_ids(input_ids)
+    ids = decoding._prompt_list(input_ids)
     n_prompt, width = len(ids), decoding._width(target, vocab_size)
     rng = rng if hasattr(rng, "random") else np.random.default_rng(rng)
     stats = decoding.DecodeStats()
@@ -675,7 +652,7 @@ def train_head_command(args) -> dict:
               "untrained": untrained, "trained": trained}
     gens = []
     for text in HELD_OUT_PROMPTS[: args.generate_prompts]:
-        prompt = _prompt_ids(tokenizer, text)
+        prompt = loading.prompt_ids(tokenizer, text)
         ref = decoding.target_only_generate(target, prompt, 32, vocab_size=vocab, eos_token_id=eos)
         med = medusa_generate(target, head, prompt, 32, vocab_size=vocab, eos_token_id=eos)
         gens.append((ref, med))
