@@ -6,6 +6,7 @@ false-fail rate: the battery's 1e-6 per run at fixed seeds, so each verdict here
 except where a test says it depends on time (the slow sampler: any machine gives it too few runs).
 """
 
+import dataclasses
 import json
 import os
 import signal
@@ -16,6 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+import specverify
+from specverify import detectors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,9 +158,14 @@ def test_another_random_source_is_inconclusive_never_not_exact(subjects, name):
 
 
 def test_slow_but_exact_is_inconclusive_with_a_power_statement(subjects):
-    # 0.1 s per call is well inside the 2 s limit: never a finding, only too few runs
-    code, report, _ = check(f"{subjects}:slow_but_exact", "--budget", "quick")
-    assert code == 3 and report["exact"] is None and report["findings"] == []
+    # 0.1 s per call is well inside the 2 s limit: never a finding, only too few runs. The quick
+    # budget's power (same detect_tv) on two of its cases with its time limits cut, so the test
+    # waits ~12 s instead of the quick budget's ~70 s; the API is what the command runs.
+    budget = dataclasses.replace(detectors.BUDGETS["quick"], cases=(0, 4), case_enumeration_s=1.0,
+                                 enumeration_s=2.0, fallback_statistics_s=4.0, round_length_s=1.0)
+    result = specverify.check(f"{subjects}:slow_but_exact", budget=budget)
+    report = result.to_dict()
+    assert result.exit_code == 3 and report["exact"] is None and report["findings"] == []
     assert report["shortfalls"] and report["power"]
     for row in report["power"]:
         assert row["runs"] >= 1 and 0 < row["min_detectable_tv"] <= 1

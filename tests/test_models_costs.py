@@ -147,14 +147,14 @@ def _two_token_law(model, width, ids, temperature, top_k):
     return law
 
 
-N_SAMPLED = 600
+N_SAMPLED = 400
 FALSE_FAIL = 1e-4
-TOP_K = 4  # at most 16 two-token cells, so 600 runs have power
+TOP_K = 4  # at most 16 two-token cells, so 400 runs have power
 
 
 @pytest.mark.parametrize("drafter", ["cycle", "lookup"])
 def test_sampled_law_of_the_first_two_tokens(pair, drafter):
-    """600 generations of 2 tokens at T = 0.7, top-k 4: k switching between 0, 1 and 2 (the first round
+    """400 generations of 2 tokens at T = 0.7, top-k 4: k switching between 0, 1 and 2 (the first round
     drafts 0 tokens, the second 2, or 1 then 0, ...) and prompt lookup (one-hot q) both follow the
     target's exact two-token law, the draft model also stopping after a draft below confidence
     0.5 (``ModelDrafter(min_confidence=0.5)``). Pearson chi-square with pooled cells at false-fail rate 1e-4
@@ -178,7 +178,7 @@ def test_sampled_law_of_the_first_two_tokens(pair, drafter):
     result = stats.chi_square_test(counts, law, FALSE_FAIL)
     assert result.passed, result.detail
     detectable = stats.min_discrepancy_chi_square(N_SAMPLED, law, FALSE_FAIL, 0.05)
-    assert detectable < 0.2, detectable  # 0.165: the TV this n sees with probability 0.95
+    assert detectable < 0.25, detectable  # 0.22: the TV this n sees with probability 0.95
     draft_law = _two_token_law(pair.draft, pair.vocab_size, ids, 0.7, TOP_K)
     tv = 0.5 * sum(abs(law.get(c, 0.0) - draft_law.get(c, 0.0)) for c in set(law) | set(draft_law))
     assert tv > detectable, "the control must be visible at this n for the test to mean anything"
