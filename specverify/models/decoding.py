@@ -91,6 +91,22 @@ def greedy_token(logits_row) -> int:
     return int(logits_row.argmax())
 
 
+def sample_token(logits_row, t, top_k, top_p, rng) -> int:
+    """One token from a torch logit row: its argmax at t = 0, else a draw from the processed row."""
+    if t == 0:
+        return greedy_token(logits_row)
+    p = process_logits(logits_row.cpu().numpy(), t, top_k, top_p)
+    return int(rng.choice(p.size, p=p))
+
+
+def finish_ids(ids: list[int], n_prompt: int, n_new: int, eos_token_id) -> list[int]:
+    """The ids cut to ``n_new`` new tokens, and after the first ``eos_token_id`` (kept) among them."""
+    ids = ids[: n_prompt + n_new]
+    if eos_token_id is not None and eos_token_id in ids[n_prompt:]:
+        ids = ids[: ids.index(eos_token_id, n_prompt) + 1]
+    return ids
+
+
 # ---------------------------------------------------------------------------- caches
 
 
@@ -211,9 +227,7 @@ def target_only_generate(target, input_ids, max_new_tokens, temperature=0.0, top
         start = time.perf_counter()
         feed = ids
         while len(ids) - n_prompt < n_new:
-            row = forward(target, feed, cache, keep=1)[-1, :width]
-            token = greedy_token(row) if t == 0 else int(
-                rng.choice(width, p=process_logits(row.cpu().numpy(), t, top_k, top_p)))
+            token = sample_token(forward(target, feed, cache, keep=1)[-1, :width], t, top_k, top_p, rng)
             ids.append(token)
             feed = [token]
             stats.rounds += 1
@@ -316,10 +330,9 @@ def _verify(rows, drafts, qs, t, top_k, top_p, rng) -> tuple[int, int]:
             if x != best:
                 return j, best
         return len(drafts), greedy_token(rows[len(drafts)])
-    rows = rows.cpu().numpy()
     if not drafts:
-        p = process_logits(rows[0], t, top_k, top_p)
-        return 0, int(rng.choice(p.size, p=p))
+        return 0, sample_token(rows[0], t, top_k, top_p, rng)
+    rows = rows.cpu().numpy()
     return verify(LazyRows(lambda j: process_logits(rows[j], t, top_k, top_p)), qs, drafts, rng)
 
 
@@ -387,10 +400,7 @@ def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperatur
             stats.emitted += j + 1
         _sync(target)
         stats.wall_s = time.perf_counter() - start
-    ids = ids[: n_prompt + n_new]
-    if eos_token_id is not None and eos_token_id in ids[n_prompt:]:
-        ids = ids[: ids.index(eos_token_id, n_prompt) + 1]
-    return Generation(ids, n_prompt, stats)
+    return Generation(finish_ids(ids, n_prompt, n_new, eos_token_id), n_prompt, stats)
 
 
 # ---------------------------------------------------------------------------- greedy comparison

@@ -278,12 +278,6 @@ def _lm(target, hidden, width: int):
     return target.get_output_embeddings()(hidden)[..., :width].float()
 
 
-def _pick(row, t, top_k, top_p, rng) -> int:
-    if t == 0:
-        return decoding.greedy_token(row)
-    return int(rng.choice(row.shape[-1], p=process_logits(row.cpu().numpy(), t, top_k, top_p)))
-
-
 def _rollout(target, prompt: list[int], n_new: int, temperature: float, rng, width: int, eos):
     """The target generates up to n_new tokens; returns (ids, hidden [n, H], logit rows [n, W])
     where hidden[i] is at position len(prompt) - 1 + i and rows[i] predicts the token after it."""
@@ -295,7 +289,7 @@ def _rollout(target, prompt: list[int], n_new: int, temperature: float, rng, wid
         row = _lm(target, h, width)[0]
         hs.append(h[0].float().cpu())
         rows.append(row.cpu())
-        token = _pick(row, temperature, None, None, rng)
+        token = decoding.sample_token(row, temperature, None, None, rng)
         ids.append(token)
         feed = [token]
         if token == eos:
@@ -537,7 +531,7 @@ def medusa_generate(target, head, input_ids, max_new_tokens, temperature=0.0, to
             hidden = _hidden(target, feed, cache)
             rows = _lm(target, hidden, width)
             if draft is None:
-                ids.append(_pick(rows[0], t, top_k, top_p, rng))
+                ids.append(decoding.sample_token(rows[0], t, top_k, top_p, rng))
                 h_next, added = hidden[0], 1
             else:
                 x, q = draft
@@ -558,10 +552,7 @@ def medusa_generate(target, head, input_ids, max_new_tokens, temperature=0.0, to
             stats.emitted += added
             draft = None if done() else _propose(head, target, h_next, width, t, top_k, top_p, rng)
         stats.wall_s = time.perf_counter() - start
-    ids = ids[: n_prompt + n_new]
-    if eos_token_id is not None and eos_token_id in ids[n_prompt:]:
-        ids = ids[: ids.index(eos_token_id, n_prompt) + 1]
-    return decoding.Generation(ids, n_prompt, stats)
+    return decoding.Generation(decoding.finish_ids(ids, n_prompt, n_new, eos_token_id), n_prompt, stats)
 
 
 # ---------------------------------------------------------------------------- the command

@@ -424,13 +424,6 @@ def tree_round(target, draft, ids: list[int], state: TreeState, k: int, sampling
     return [tree.nodes[n].token for n in path] + [int(token)]
 
 
-def _finish(ids: list[int], n_prompt: int, n_new: int, eos_token_id) -> list[int]:
-    ids = ids[: n_prompt + n_new]
-    if eos_token_id is not None and eos_token_id in ids[n_prompt:]:
-        ids = ids[: ids.index(eos_token_id, n_prompt) + 1]
-    return ids
-
-
 def tree_generate(target, draft, input_ids, k, max_new_tokens, width=2, temperature=0.0, top_k=None,
                   top_p=None, rng=None, vocab_size=None, eos_token_id=None, *, shape="full",
                   without_replacement=True) -> decoding.Generation:
@@ -458,7 +451,7 @@ def tree_generate(target, draft, input_ids, k, max_new_tokens, width=2, temperat
             ids += tree_round(target, draft, ids, state, k, sampling, shape, stats)
         decoding._sync(target)
         stats.wall_s = time.perf_counter() - start
-    return decoding.Generation(_finish(ids, n_prompt, n_new, eos_token_id), n_prompt, stats)
+    return decoding.Generation(decoding.finish_ids(ids, n_prompt, n_new, eos_token_id), n_prompt, stats)
 
 
 # ---------------------------------------------------------------------------- measurement
