@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
-from . import detectors, runner
+from . import detectors, interfaces, runner
 from .files import json_default
 
 VERDICT_WORDS = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}
@@ -83,21 +83,26 @@ class Report:
         return self.text()
 
 
-LOOP_PARAMETERS = ("target", "draft", "requests", "k", "rng")
-INTERFACES = ("auto", "round", "loop")
+INTERFACES = ("auto", *interfaces.NAMES)
 
 
 def interface_of(fn) -> str:
-    """"loop" for ``generate(target, draft, requests, k, rng)``, else "round" (the handout's)."""
+    """The interface ``fn`` is written for (``interfaces.detect``): "round" for the handout's
+    ``(p_fn, q_fn, prefix, k, rng)``, "loop" for ``generate(target, draft, requests, k, rng)``,
+    "kernel" for ``kernel(draft_ids, draft_probs, target_probs, uniforms)``; UsageError naming
+    ``--interface`` when the parameter names do not tell."""
     try:
-        names = tuple(inspect.signature(fn).parameters)[:5]
-    except (TypeError, ValueError):
-        return "round"
-    return "loop" if names == LOOP_PARAMETERS else "round"
+        return interfaces.detect(fn)
+    except interfaces.InterfaceError as exc:
+        raise UsageError(str(exc)) from None
 
 
-def _interface_task(subject) -> str:
-    return interface_of(subject)
+def _interface_task(subject) -> tuple[str, str]:
+    """In the subject's process: ("ok", its interface) or ("usage", why it cannot be told)."""
+    try:
+        return "ok", interfaces.detect(subject)
+    except interfaces.InterfaceError as exc:
+        return "usage", str(exc)
 
 
 def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
@@ -136,7 +141,7 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
         subject = sampler
     else:
         if named is None and interface is not None:
-            sampler = interface(sampler)
+            sampler, named = interface(sampler), "round"  # an adapter returns a round sampler
         if not callable(sampler):
             raise TypeError(f"sampler: expected a callable, a TARGET string or a Runner, got "
                             f"{type(sampler).__name__}")
@@ -145,25 +150,17 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
         target = "<sampler>"
     try:
         if named in (None, "auto"):
-            named = (subject.call(_interface_task, limit=10.0) if isinstance(subject, runner.Runner)
-                     else interface_of(subject))
-        coverage = b.coverage()
-        if named == "loop":
-            from .loop_battery import (counterexample_checks, find_loop_counterexample, get_loop_budget,
-                                       loop_cases, run_loop_battery)
-
-            lb = get_loop_budget(b.name)
-            coverage = (f"loop battery: {len(loop_cases())} request batches; a request the "
-                        f"enumerator cannot follow must see TV {lb.detect_tv:g}")
-            result = run_loop_battery(subject, lb, seed)
-            checks = counterexample_checks(result)
-            if counterexample and checks:
-                exact_ok = not any(f.check == "rng" for f in result.findings)
-                result.counterexample = find_loop_counterexample(subject, lb, seed, checks, exact_ok)
-        else:
-            result = detectors.run_battery(subject, b, seed, prefetched=prefetched)
-            if counterexample and result.flagged(("distribution",)):
-                result.counterexample = detectors.find_counterexample(subject, b, seed)
+            if isinstance(subject, runner.Runner):
+                status, named = subject.call(_interface_task, limit=10.0)
+                if status == "usage":
+                    raise UsageError(named)
+            else:
+                named = interface_of(subject)
+        kind = interfaces.get(named)
+        coverage = kind.coverage(b)
+        result = kind.run(subject, b, seed, prefetched=prefetched)
+        if counterexample:
+            result.counterexample = kind.counterexample(subject, b, seed, result)
     finally:
         if own is not None:
             own.close()

@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from . import api, detectors, runner
+from . import api, detectors, interfaces, runner
 from .files import json_default
 from .validation import seed_argument
 
@@ -74,8 +74,9 @@ def parse_args(argv):
                          f"of X is seen, see specverify.api.campaign_runs)")
     ap.add_argument("--interface", choices=api.INTERFACES, default="auto",
                     help="round: the handout's speculative_step(p_fn, q_fn, prefix, k, rng); loop: "
-                         "generate(target, draft, requests, k, rng); auto (default): by the "
-                         "function's parameter names")
+                         "generate(target, draft, requests, k, rng); kernel: kernel(draft_ids, "
+                         "draft_probs, target_probs, uniforms); auto (default): by the function's "
+                         "parameter names")
     ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
                     help="also write JUnit XML: one test case per target (atomically)")
     ap.add_argument("--executor", type=executor_argument, default="local",
@@ -100,7 +101,7 @@ def check_target(target: str, budget: str, seed: int, interface: str = "auto", *
             merge_output(extra, units)
             report["output"], report["seconds"] = extra.output, extra.seconds
         return "ok", report
-    except UsageError as exc:
+    except (UsageError, interfaces.InterfaceError) as exc:
         return "usage", str(exc)
     finally:
         if subject is not None:
@@ -113,13 +114,10 @@ def target_units(target: str, budget: str, interface: str = "auto") -> list[tupl
     units find a contract breach nobody asks for: wasted, never used."""
     from functools import partial
 
-    from .units import enumeration_calls, enumeration_unit
+    from . import interfaces
 
-    if interface == "loop":
-        return []
-    b = api.resolve_budget(budget)
-    return [(enumeration_unit, (partial(load_target, target), b, lengths, i))
-            for lengths, i in enumeration_calls(b)]
+    kind = interfaces.get("round" if interface == "auto" else interface)
+    return kind.units(partial(load_target, target), api.resolve_budget(budget))
 
 
 def junit_case(target: str, outcome: tuple[str, object]):

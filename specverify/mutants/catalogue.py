@@ -46,7 +46,7 @@ from ..validation import check_k, check_same_length
 
 EFFECTS = ("biased", "contract", "fewer-tokens", "exact")
 SOURCES = ("handout", "real-world", "specverify")
-INTERFACES = ("round", "loop")  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.loop's generate
+INTERFACES = ("round", "loop", "kernel")  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.loop's generate; kernel: specverify.interfaces.kernel
 _ID_PATTERN = re.compile(r"^[a-z0-9-]+/[a-z0-9-]+$")
 
 DRAFT_TEMPERATURE = 0.7  # draft/temperature-draft-only

@@ -22,11 +22,10 @@ from functools import partial
 
 import polars as pl
 
-from .. import detectors, runner
+from .. import detectors, interfaces, runner
 from ..files import write_atomically
-from ..loop_battery import run_loop_battery
 from ..samplers.chain import draft
-from ..units import enumeration_calls, enumeration_unit, merge_output, prefetched
+from ..units import merge_output, prefetched
 from ..checker import budget_argument
 from ..executors import ExecutorUnavailable, executor_argument
 from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
@@ -93,9 +92,9 @@ def subject_fn(mutant_id: str):
     return {BASELINE_ID: detectors.speculative_step, SANITY_ID: emit_drafts}.get(mutant_id) or get(mutant_id).fn
 
 
-def is_loop(mutant_id: str) -> bool:
-    """Whether the subject is judged by the loop battery (no per-case units)."""
-    return mutant_id not in (BASELINE_ID, SANITY_ID) and get(mutant_id).interface == "loop"
+def interface_of(mutant_id: str) -> str:
+    """The interface the subject is judged through (specverify.interfaces)."""
+    return "round" if mutant_id in (BASELINE_ID, SANITY_ID) else get(mutant_id).interface
 
 
 def stops_on_first(effect: str) -> bool:
@@ -106,14 +105,13 @@ def stops_on_first(effect: str) -> bool:
 def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float, *units) -> tuple:
     """Run one subject in a worker; returns (status, detail, BatteryResult dict or None, seconds).
     ``units``: its enumerations, computed by other workers (specverify.units; Ray), replayed."""
-    fn, loop = subject_fn(mutant_id), is_loop(mutant_id)
-    battery = run_loop_battery if loop else detectors.run_battery
+    fn, kind = subject_fn(mutant_id), interfaces.get(interface_of(mutant_id))
     t0 = time.perf_counter()
     try:
         b, overrides = report_budget(budget)
         if units:
             overrides = {**overrides, "prefetched": prefetched(units)}
-        result = battery(
+        result = kind.run(
             fn, b, seed, deadline=time.monotonic() + timeout,
             stop_on_first=stops_on_first(effect), **overrides)
         if units:
@@ -138,15 +136,13 @@ def report_budget(budget: str) -> tuple:
 
 
 def subject_units(mutant_id: str, effect: str, budget: str) -> list[tuple]:
-    """The subject's enumeration units as ``(specverify.units.enumeration_unit, args)`` pairs
-    (none for a loop subject: the loop battery runs whole)."""
-    if is_loop(mutant_id):
-        return []
+    """The subject's independent units as ``(unit function, args)`` pairs (specverify.units;
+    none where its interface's battery runs whole)."""
     b, overrides = report_budget(budget)
-    b = replace(detectors.get_budget(b), **overrides)
-    load = partial(subject_fn, mutant_id)
-    return [(enumeration_unit, (load, b, lengths, i))
-            for lengths, i in enumeration_calls(b, stops_on_first(effect))]
+    kind = interfaces.get(interface_of(mutant_id))
+    if kind.NAME == "round":
+        b = replace(detectors.get_budget(b), **overrides)
+    return kind.units(partial(subject_fn, mutant_id), b, stops_on_first(effect))
 
 
 def make_row(subject: Mutant, outcome: tuple) -> Row:

@@ -1,0 +1,643 @@
+"""The kernel interface: a batched verification kernel, as engines ship them.
+
+    kernel(draft_ids, draft_probs, target_probs, uniforms) -> (output_ids, num_accepted)
+
+- ``draft_ids`` int64 [B, k]: the drafts; a row with k_b < k drafts is padded with -1.
+- ``draft_probs`` float32 [B, k, V]: the q rows the drafts claim to be drawn from.
+- ``target_probs`` float32 [B, k + 1, V]: the p rows, row i conditioned on drafts[:i]; a ragged
+  row's bonus row is k_b.
+- ``uniforms`` float32 [B, k + 1] in [0, 1): column i < k is draft i's acceptance coin, the last
+  column the uniform the emitted token (recovered or bonus) is read from by inverse CDF in
+  vocabulary order. A kernel whose fourth parameter is named ``generator`` (or ``rng``) gets a
+  ``numpy.random.Generator`` / ``torch.Generator`` instead and draws its own.
+- returns ``output_ids`` [B, k + 1] (the accepted drafts, the emitted token, then -1) and
+  ``num_accepted`` [B]. NumPy arrays by default; torch tensors when the kernel fails on NumPy
+  input (it is retried once with torch, and the report says so).
+
+How it is judged (``run``), the claimed rule being the token-wise one (Leviathan et al., arXiv
+2211.17192, Algorithm 1; batched as vLLM's and SGLang's kernels do):
+
+1. **contract**: shapes, ids, the accepted prefix equal to the drafts, -1 padding, inputs left
+   untouched, the same uniforms giving the same outputs.
+2. **exact from uniforms** (kernels that take uniforms): along each coin, and along the final
+   uniform given each accepted count, the output is found piece by piece on the float32 grid
+   (``specverify.uniform_cells``: the rule's thresholds probed on both sides and in the middle,
+   any change bisected to neighbouring floats); the law is the product of the pieces' measures,
+   compared with ``kernel_cases.rule_law`` (TV above ``tolerance``: a distribution finding). A
+   spot check of random uniform rows against that factorization guards its assumption (the
+   output depends on coins only through the first rejection); where it fails the instance is
+   judged by statistics.
+3. **measure-zero events**: u = 0 and u = 1 - 2^-24 on every coin and final uniform; what a
+   kernel does there (a p(x) = 0 draft accepted, a p >= q draft rejected, a token of zero
+   probability emitted) is reported with its probability on the float32 grid (kind "edge"),
+   separately from the law; so is what it does with a draft whose q(x) = 0.
+4. **statistics at kernel speed** (generator kernels, or where the factorization failed):
+   ``n_min`` to ``n_max`` rows per instance per look, Pearson chi-square on (accepted, token)
+   with cells below 5 expected pooled, the false-fail rate split over instances and looks.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .. import runner, stats
+from ..detectors import (POWER_FALSE_PASS_RATE, BatteryResult, ContractBreach, Finding, OutOfTime,
+                         call_subject, run_in_subject)
+from ..uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
+from . import kernel_cases as kc
+
+NAME = "kernel"
+PARAMETERS = ("draft_ids", "draft_probs", "target_probs", "uniforms")
+ALIASES = {"draft_ids": ("draft_token_ids",), "draft_probs": ("q",), "target_probs": ("p",),
+           "uniforms": ("generator", "rng", "uniform_samples", "gen")}
+GENERATOR_NAMES = ("generator", "rng", "gen")
+GRID_PROBABILITY = 2.0 ** -24
+"""One float32 value's probability under ``torch.rand`` (multiples of 2^-24 in [0, 1))."""
+
+
+@dataclass(frozen=True)
+class KernelBudget:
+    name: str
+    generated: int = 4  # cases drawn from the seed besides the fixed ones
+    engine_scale: bool = True  # the V = 1000 k = 8, tile and wide-id cases
+    spot_rows: int = 256  # random uniform rows per instance checked against the factorization
+    n_min: int = 20_000  # rows per instance at the first look of the sequential chi-square
+    n_max: int = 160_000
+    detect_tv: float = 0.02  # statistics must see this TV per instance (w.p. 1 - POWER_FALSE_PASS_RATE)
+    chunk_bytes: int = 64 << 20  # input bytes per kernel call
+    call_limit_s: float = 30.0  # one kernel call
+    false_fail_rate: float = stats.DEFAULT_FALSE_FAIL_RATE
+
+
+KERNEL_BUDGETS = {
+    "quick": KernelBudget("quick", generated=2, engine_scale=False, n_max=40_000, detect_tv=0.04),
+    "standard": KernelBudget("standard"),
+    "thorough": KernelBudget("thorough", generated=24, n_max=1_280_000, detect_tv=0.006),
+}
+
+
+def get_budget(budget) -> KernelBudget:
+    """The kernel section of a budget: by name, ``tv=X`` (statistics sized to see TV X), or a
+    KernelBudget as it is."""
+    if isinstance(budget, KernelBudget):
+        return budget
+    name = getattr(budget, "name", budget)
+    if isinstance(name, str) and name.startswith("tv="):
+        tv = float(name[3:])
+        return replace(KERNEL_BUDGETS["thorough"], name=name, detect_tv=tv, n_max=1 << 62)
+    if name not in KERNEL_BUDGETS:
+        from . import InterfaceError
+
+        raise InterfaceError(f"budget: the kernel interface has the budgets {', '.join(KERNEL_BUDGETS)} "
+                             f"or tv=X, got {name!r}")
+    return KERNEL_BUDGETS[name]
+
+
+def cases(budget: KernelBudget, seed: int) -> list[kc.KernelCase]:
+    fixed = [kc.every_draft_case(), kc.adversarial_case(), kc.ragged_case()]
+    if budget.engine_scale:
+        fixed += [kc.engine_scale_case(), kc.tile_boundary_case(), kc.wide_ids_case()]
+    stream = np.random.SeedSequence(seed).spawn(1)[0]  # child 0: the generated cases
+    return fixed + kc.generated_cases(stream, budget.generated)
+
+
+def coverage(budget) -> str:
+    b = get_budget(budget)
+    scale = "V up to 33,024, k up to 8, " if b.engine_scale else ""
+    return (f"kernel battery: 3 fixed cases{' + 3 at engine scale' if b.engine_scale else ''} + "
+            f"{b.generated} generated, {scale}exact from uniforms on the float32 grid; statistics "
+            f"see TV {b.detect_tv:g} per instance")
+
+
+def tolerance(case: kc.KernelCase) -> float:
+    """The TV a float32 kernel's rounding can reach on the case: each of the rule's thresholds
+    (k coins, and a cumulative sum per token of positive target probability) may move by a few
+    float32 ulps (2^-24 near 1)."""
+    support = int((case.p > 0).sum(axis=2).max())
+    return 4 * GRID_PROBABILITY * (case.k + 1 + support)
+
+
+# --------------------------------------------------------------------------- the subject's side
+
+
+def uses_generator(kernel) -> bool:
+    try:
+        names = [p.name for p in inspect.signature(kernel).parameters.values()]
+    except (TypeError, ValueError):
+        return False
+    return len(names) >= 4 and names[3] in GENERATOR_NAMES
+
+
+def _as(arrays: str, x):
+    if arrays == "torch":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(x))
+    return np.ascontiguousarray(x)
+
+
+def _numpy(x, what: str) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    try:
+        return np.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - junk from the subject
+        raise ContractBreach(f"returned {what} that is not an array ({type(exc).__name__})") from None
+
+
+def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
+    """(output_ids, num_accepted) as int64 arrays, or ContractBreach saying what is wrong."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ContractBreach(f"returned {type(result).__name__}, not (output_ids, num_accepted)")
+    out, nacc = _numpy(result[0], "output_ids"), _numpy(result[1], "num_accepted")
+    B, k = drafts.shape
+    if out.shape != (B, k + 1) or nacc.reshape(-1).shape != (B,):
+        raise ContractBreach(f"returned output_ids {out.shape} and num_accepted {nacc.shape}; "
+                             f"expected ({B}, {k + 1}) and ({B},)")
+    if not (np.issubdtype(out.dtype, np.integer) and np.issubdtype(nacc.dtype, np.integer)):
+        raise ContractBreach(f"returned {out.dtype} / {nacc.dtype} arrays, not integer token ids")
+    out, nacc = out.astype(np.int64), nacc.reshape(-1).astype(np.int64)
+    kb = (drafts >= 0).sum(axis=1)
+    bad = (nacc < 0) | (nacc > kb)
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        raise ContractBreach(f"row {b}: num_accepted {int(nacc[b])} with {int(kb[b])} drafts")
+    pos = np.arange(k + 1)
+    prefix = pos[None, :] < nacc[:, None]
+    wrong = prefix & (out[:, :k + 1] != np.pad(drafts, ((0, 0), (0, 1)), constant_values=-1))
+    if wrong.any():
+        b, i = map(int, np.argwhere(wrong)[0])
+        raise ContractBreach(f"row {b}: output_ids[{i}] = {int(out[b, i])} with num_accepted "
+                             f"{int(nacc[b])}, but the draft there is {int(drafts[b, i])}")
+    emitted = out[np.arange(B), nacc]
+    if ((emitted < 0) | (emitted >= V)).any():
+        b = int(np.flatnonzero((emitted < 0) | (emitted >= V))[0])
+        raise ContractBreach(f"row {b}: emitted token {int(emitted[b])}, outside the vocabulary [0, {V})")
+    after = pos[None, :] > nacc[:, None]
+    if (out[after] != -1).any():
+        b, i = map(int, np.argwhere(after & (out != -1))[0])
+        raise ContractBreach(f"row {b}: output_ids[{i}] = {int(out[b, i])} after the emitted token "
+                             f"(must be -1 padding)")
+    return out, nacc
+
+
+def kernel_rows_task(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str,
+                     chunk_rows: int, seed: int | None = None):
+    """In the subject's process: the kernel on instance rows ``rows`` with ``uniforms`` [R, k+1]
+    (or, when None, a generator seeded from ``seed`` per chunk), in chunks; ("ok", out, nacc) or
+    ("breach", what)."""
+    outs, naccs = [], []
+    try:
+        for c, start in enumerate(range(0, len(rows), chunk_rows)):
+            sel = rows[start:start + chunk_rows]
+            drafts = case.draft_ids[sel]
+            args = [_as(arrays, drafts), _as(arrays, case.q[sel]), _as(arrays, case.p[sel])]
+            kept = [a.clone() if arrays == "torch" else a.copy() for a in args]
+            if uniforms is None:
+                cs = np.random.SeedSequence([seed, c])
+                if arrays == "torch":
+                    import torch
+
+                    gen = torch.Generator().manual_seed(int(cs.generate_state(1, np.uint64)[0] >> 1))
+                else:
+                    gen = np.random.default_rng(cs)
+                args.append(gen)
+            else:
+                args.append(_as(arrays, uniforms[start:start + chunk_rows].astype(np.float32)))
+            result = call_subject(kernel, tuple(args))
+            for name, a, b in zip(("draft_ids", "draft_probs", "target_probs"), args, kept):
+                if not (a.equal(b) if arrays == "torch" else np.array_equal(a, b)):
+                    raise ContractBreach(f"wrote into its input {name}")
+            out, nacc = validate_outputs(result, drafts, case.vocab_size)
+            outs.append(out)
+            naccs.append(nacc)
+    except ContractBreach as exc:
+        return "breach", str(exc)
+    return "ok", np.concatenate(outs), np.concatenate(naccs)
+
+
+def _kind_task(kernel) -> bool:
+    return uses_generator(kernel)
+
+
+# --------------------------------------------------------------------------- the battery
+
+
+class KernelBattery:
+    """One run of the kernel checks on one subject (the parent's side)."""
+
+    def __init__(self, subject: runner.Runner, budget: KernelBudget, seed: int, deadline: float | None):
+        self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
+        self.result = BatteryResult(budget=budget.name)
+        streams = np.random.SeedSequence(seed).spawn(4)  # 0 cases, 1 contract, 2 spot checks, 3 statistics
+        self.contract_rng, self.spot_rng = (np.random.default_rng(s) for s in streams[1:3])
+        self.stat_stream = streams[3]
+        self.arrays, self.generator = "numpy", False
+        self.flagged_instances: list = []  # (V*k, case, b, got, want, tv, method)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def call(self, task, *args, seconds: float):
+        limit = seconds
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - self.now())
+            if limit <= 0:
+                raise OutOfTime()
+        try:
+            return self.subject.call(task, *args, limit=limit)
+        except runner.SubjectFailed as exc:
+            if self.deadline is not None and self.now() >= self.deadline:
+                raise OutOfTime() from None
+            raise ContractBreach(str(exc)) from None
+
+    def breach(self, message: str, case=None) -> None:
+        self.result.findings.append(Finding("contract", "contract", message, getattr(case, "name", case)))
+
+    def chunk_rows(self, case: kc.KernelCase) -> int:
+        per_row = 4 * (2 * case.k + 1) * case.vocab_size + 8 * (2 * case.k + 1)
+        return max(1, self.budget.chunk_bytes // per_row)
+
+    def rows(self, case: kc.KernelCase, inst: np.ndarray, uniforms, seed: int | None = None):
+        """The kernel's (out, nacc) on instance rows ``inst``, in a shuffled order (so that
+        neighbouring batch rows belong to different instances and problems)."""
+        order = self.contract_rng.permutation(len(inst))
+        u = None if uniforms is None else np.asarray(uniforms, dtype=np.float32)[order]
+        chunks = -(-len(inst) // self.chunk_rows(case))
+        got = self.call(kernel_rows_task, case, np.asarray(inst)[order], u, self.arrays,
+                        self.chunk_rows(case), seed, seconds=self.budget.call_limit_s * chunks)
+        if got[0] == "breach":
+            raise ContractBreach(got[1])
+        out, nacc = np.empty_like(got[1]), np.empty_like(got[2])
+        out[order], nacc[order] = got[1], got[2]
+        return out, nacc
+
+    # -- contract ------------------------------------------------------------------------------
+    def contract(self, case: kc.KernelCase) -> bool:
+        self.generator = self.call(_kind_task, seconds=10.0)
+        inst = np.repeat(np.arange(case.n), 8)
+        u = None if self.generator else self.contract_rng.random((len(inst), case.k + 1), dtype=np.float32)
+        try:
+            first = self.rows(case, inst, u, seed=0)
+        except ContractBreach as exc:
+            if not _numpy_type_error(str(exc)) or not _torch_available():
+                self.breach(str(exc), case)
+                return False
+            self.arrays = "torch"
+            try:
+                first = self.rows(case, inst, u, seed=0)
+            except ContractBreach as exc2:
+                self.breach(f"{exc2} (with torch tensors; with NumPy arrays: {exc})", case)
+                return False
+            self.result.ran.append("contract: fails on NumPy arrays; judged with torch tensors (CPU)")
+        again = self.rows(case, inst, u, seed=0)
+        same = all(np.array_equal(a, b) for a, b in zip(first, again))
+        if not same and not self.generator:
+            self.result.findings.append(Finding(
+                "rng", "contract", "the same uniforms gave different outputs: the kernel draws "
+                "randomness besides its uniforms; judged by statistics", case.name))
+            self.generator = True
+        kind = "a generator" if self.generator else "explicit uniforms"
+        self.result.ran.append(f"contract: {case.name}: {len(inst)} rows twice, {kind}, {self.arrays} arrays")
+        return True
+
+    # -- exact from uniforms --------------------------------------------------------------------
+    def coin_pieces(self, case, insts, accept_pts):
+        """For every (instance, position) reachable under the kernel: the pieces of 'draft i
+        accepted' along coin i; ``accept_pts`` [n, k] is filled with a point of each accept set."""
+        k = case.k
+        pieces: dict = {}
+        for i in range(k):
+            probs = [(b, i) for b in insts if i < len(case.drafts(b)) and all(
+                not np.isnan(accept_pts[b, j]) for j in range(i))]
+            if not probs:
+                break
+            probes = [probe_points([kc.acceptance(case.p[b, i], case.q[b, i], case.drafts(b)[i])])
+                      for b, _ in probs]
+
+            def evaluate(ids, vals, probs=probs, i=i):
+                u = np.full((len(ids), k + 1), 0.5, dtype=np.float32)
+                bs = np.array([probs[j][0] for j in ids], dtype=np.int64)
+                u[:, :i] = accept_pts[bs, :i]
+                u[:, i] = vals
+                _, nacc = self.rows(case, bs, u)
+                return (nacc > i).astype(np.int64)
+
+            for (b, _), pc in zip(probs, segments(evaluate, probes)):
+                pieces[(b, i)] = pc
+                acc = [(m, s) for s, lab, m in zip(pc.starts, pc.labels, pc.measures()) if lab == 1]
+                if acc:
+                    m, s = max(acc, key=lambda t: t[0])
+                    accept_pts[b, i] = np.float32(s + m / 2)
+        return pieces
+
+    def emission_pieces(self, case, insts, accept_pts, coin):
+        """For every (instance, accepted count j) the kernel reaches: the pieces of its output
+        along the final uniform, with coins < j in their accept sets and coin j rejecting."""
+        V, k = case.vocab_size, case.k
+        probs, bases = [], []
+        for b in insts:
+            kb = len(case.drafts(b))
+            for j in range(kb + 1):
+                if any(np.isnan(accept_pts[b, i]) for i in range(j)):
+                    break
+                base = np.full(k + 1, 0.5, dtype=np.float32)
+                base[:j] = accept_pts[b, :j]
+                if j < kb:
+                    pc = coin[(b, j)]
+                    rej = [(m, s) for s, lab, m in zip(pc.starts, pc.labels, pc.measures()) if lab == 0]
+                    if not rej:
+                        continue
+                    m, s = max(rej, key=lambda t: t[0])
+                    base[j] = np.float32(s + m / 2)
+                probs.append((b, j))
+                bases.append(base)
+        probes = [probe_points(kc.emission_breakpoints(case, b, j)) for b, j in probs]
+        bases = np.array(bases)
+
+        def evaluate(ids, vals):
+            u = bases[ids].copy()
+            u[:, k] = vals
+            bs = np.array([probs[j][0] for j in ids], dtype=np.int64)
+            out, nacc = self.rows(case, bs, u)
+            return nacc * (V + 1) + out[np.arange(len(ids)), nacc] + 1
+
+        return dict(zip(probs, segments(evaluate, probes))), dict(zip(probs, bases))
+
+    def kernel_law(self, case, b, coin, emission) -> dict | None:
+        """{(j, y): probability} from the pieces; None if an emission piece has another count."""
+        V, law, reach = case.vocab_size, {}, 1.0
+        kb = len(case.drafts(b))
+        for j in range(kb + 1):
+            accept = 1.0 if j == kb else float(sum(m for lab, m in zip(coin[(b, j)].labels, coin[(b, j)].measures()) if lab))
+            stop = reach * (1.0 - accept) if j < kb else reach
+            if stop > 0:
+                if (b, j) not in emission:
+                    return None
+                for label, m in emission[(b, j)].law().items():
+                    n, y = divmod(label, V + 1)
+                    if n != j:
+                        return None
+                    law[(j, y - 1)] = law.get((j, y - 1), 0.0) + stop * m
+            reach *= accept
+            if reach == 0:
+                break
+        return law
+
+    def spot_check(self, case, insts, coin, emission) -> set:
+        """Instances whose random uniform rows disagree with the factorized law's prediction."""
+        V, k = case.vocab_size, case.k
+        n = self.budget.spot_rows
+        inst = np.repeat(np.array(insts, dtype=np.int64), n)
+        u = self.spot_rng.random((len(inst), k + 1), dtype=np.float32)
+        out, nacc = self.rows(case, inst, u)
+        bad = set()
+        for r, b in enumerate(inst.tolist()):
+            kb = len(case.drafts(b))
+            j = 0
+            while j < kb and (b, j) in coin and coin[(b, j)].label_at([u[r, j]])[0] == 1:
+                j += 1
+            if (b, j) not in emission:
+                bad.add(b) if int(nacc[r]) != j else None
+                continue
+            want = int(emission[(b, j)].label_at([u[r, k]])[0])
+            if int(nacc[r]) * (V + 1) + int(out[r, nacc[r]]) + 1 != want:
+                bad.add(b)
+        return bad
+
+    def edges(self, case, insts, accept_pts, bases):
+        """Measure-zero probes: u = 0 and 1 - 2^-24 on each coin and each final uniform."""
+        V, k = case.vocab_size, case.k
+        rows, what = [], []
+        for b in insts:
+            xs = case.drafts(b)
+            for i, x in enumerate(xs):
+                if any(np.isnan(accept_pts[b, j]) for j in range(i)):
+                    break
+                p, q = float(case.p[b, i, x]), float(case.q[b, i, x])
+                for u_i, cond, text in ((0.0, p == 0 < q, "accepts a draft with p(x) = 0 when its coin is 0"),
+                                        (float(FLOAT32_ONE_MINUS), p >= q > 0,
+                                         "rejects a draft with p(x) >= q(x) when its coin is 1 - 2^-24")):
+                    if cond:
+                        u = np.full(k + 1, 0.5, np.float32)
+                        u[:i], u[i] = accept_pts[b, :i], u_i
+                        rows.append((b, u))
+                        what.append(("coin", b, i, text, u_i == 0.0))
+            for (bb, j), base in bases.items():
+                if bb != b:
+                    continue
+                for u_k in (0.0, float(FLOAT32_ONE_MINUS)):
+                    u = base.copy()
+                    u[k] = u_k
+                    rows.append((b, u))
+                    what.append(("final", b, j, f"final uniform {u_k:.8g}", None))
+        if not rows:
+            return
+        out, nacc = self.rows(case, np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
+        for r, (kind, b, i, text, accept_wanted) in enumerate(what):
+            n = int(nacc[r])
+            if kind == "coin":
+                accepted = n > i
+                if accepted == accept_wanted:
+                    y = int(out[r, n])
+                    self.edge(case, b, f"{text} (probability 2^-24 per such draft on the float32 grid; "
+                              f"then emits {list(case.drafts(b)[:n]) + [y]})", "measure-zero")
+            else:
+                xs, y = case.drafts(b), int(out[r, n])
+                w = kc.emission_weights(case.p[b, n], case.q[b, n] if n < len(xs) else None)
+                if w[y] <= 0:
+                    self.edge(case, b, f"emits token {y}, of probability 0, at accepted count {n} with "
+                              f"{text} (probability 2^-24 on the float32 grid)", "measure-zero")
+
+    def edge(self, case, b, message, check):
+        self.result.findings.append(Finding(check, "edge", f"{case.labels[b]}: {message}", case.name,
+                                            {"instance": b}))
+
+    def judge_law(self, case, b, got: dict, method: str, n: int | None = None) -> None:
+        want = kc.rule_law(case, b)
+        tv = stats.tv_distance({key: v for key, v in got.items()}, want)
+        r = self.result
+        if method == "exact":
+            r.exact_tv_max = max(r.exact_tv_max or 0.0, tv)
+            biased = tv > tolerance(case)
+        else:
+            biased = got.get("__failed__", False)
+        if biased:
+            r.findings.append(Finding(
+                "exact-tv" if method == "exact" else "chi-square", "distribution",
+                f"{case.labels[b]}: the output law given the drafts differs from the token-wise rule's "
+                f"(TV {tv:.3g}{', ' + method if method != 'exact' else ''})", case.name,
+                {"instance": b, "tv": tv}))
+            self.flagged_instances.append((case.vocab_size * case.k, case, b, got, want, tv, method, n))
+        got_len = sum((j + 1) * v for (j, _), v in got.items() if isinstance(j, int))
+        want_len = sum((j + 1) * v for (j, _), v in want.items())
+        r.mean_tokens_per_round[f"{case.name}: {case.labels[b]}"] = (got_len, want_len)
+
+    def exact_case(self, case: kc.KernelCase) -> None:
+        laws = [b for b in range(case.n) if not case.q_zero(b)]
+        accept_pts = np.full((case.n, case.k), np.nan, dtype=np.float32)
+        coin = self.coin_pieces(case, list(range(case.n)), accept_pts)
+        emission, bases = self.emission_pieces(case, list(range(case.n)), accept_pts, coin)
+        for b in range(case.n):
+            if case.q_zero(b):
+                i = next(i for i, x in enumerate(case.drafts(b)) if case.q[b, i, x] <= 0)
+                if (b, i) in coin:
+                    acc = float(sum(m for lab, m in zip(coin[(b, i)].labels, coin[(b, i)].measures()) if lab))
+                    self.edge(case, b, f"a drafted token with q(x) = 0 and p(x) = {case.p[b, i, case.drafts(b)[i]]:.3g} "
+                              f"is accepted with probability {acc:.6g}", "q-zero-draft")
+        self.edges(case, range(case.n), accept_pts, bases)
+        bad = self.spot_check(case, laws, coin, emission)
+        stat = []
+        for b in laws:
+            got = None if b in bad else self.kernel_law(case, b, coin, emission)
+            if got is None:
+                stat.append(b)
+            else:
+                self.judge_law(case, b, got, "exact")
+        if stat:
+            self.result.ran.append(f"exact: {case.name}: {len(stat)} instance(s) whose output is not a "
+                                   f"function of the first rejection and the final uniform; by statistics")
+            self.statistics(case, stat, uniforms=True)
+        self.result.ran.append(f"exact from uniforms: {case.name} ({case.shape_text()}), "
+                               f"{len(laws)} law(s), TV tolerance {tolerance(case):.2g}")
+
+    # -- statistics -----------------------------------------------------------------------------
+    def statistics(self, case: kc.KernelCase, insts: list, uniforms: bool = False) -> None:
+        b_ = self.budget
+        sizes = [b_.n_min]
+        while sizes[-1] * 2 <= b_.n_max:
+            sizes.append(sizes[-1] * 2)
+        per_check = stats.split_budget(b_.false_fail_rate / 2, max(1, self.stat_checks) * len(sizes))
+        stream = self.stat_stream.spawn(1)[0]
+        for b in insts:
+            want = {f"{j} {y}": v for (j, y), v in kc.rule_law(case, b).items()}
+            counts: dict = {}
+            rng = np.random.default_rng(stream.spawn(1)[0])
+            done, result = 0, None
+            for look, n in enumerate(sizes):
+                inst = np.full(n - done, b, dtype=np.int64)
+                u = rng.random((len(inst), case.k + 1), dtype=np.float32) if uniforms or not self.generator else None
+                out, nacc = self.rows(case, inst, u, seed=int(rng.integers(1 << 62)))
+                for j, y in zip(nacc.tolist(), out[np.arange(len(inst)), nacc].tolist()):
+                    counts[f"{j} {y}"] = counts.get(f"{j} {y}", 0) + 1
+                done = n
+                result = stats.chi_square_test(counts, want, false_fail_rate=per_check)
+                if not result.passed:
+                    break
+            power = stats.min_discrepancy_chi_square(done, want, per_check, POWER_FALSE_PASS_RATE)
+            self.result.power.append({"case": f"{case.name}: {case.labels[b]}", "runs": done, "min_tv": power})
+            r = self.result
+            r.chi2_p_value_min = min(r.chi2_p_value_min if r.chi2_p_value_min is not None else 1.0, result.p_value)
+            got = {tuple(map(int, key.split())): c / done for key, c in counts.items()}
+            if not result.passed:
+                r.samples_to_detect = done if r.samples_to_detect is None else min(r.samples_to_detect, done)
+                got["__failed__"] = True
+            elif power > b_.detect_tv:
+                r.shortfalls.append(f"{case.name}: {case.labels[b]}: {done} rows see TV {power:.3g}, "
+                                    f"not the budget's {b_.detect_tv:g}")
+            self.judge_law(case, b, got, "statistical", done)
+        self.result.ran.append(f"statistics: {case.name}: {len(insts)} instance(s), up to {sizes[-1]:,} rows each")
+
+    # -- all -------------------------------------------------------------------------------------
+    def run(self, stop_on_first: bool = False) -> BatteryResult:
+        all_cases = cases(self.budget, self.seed)
+        if not self.contract(all_cases[0]):
+            self.result.ran.append("contract: breached; the remaining checks skipped")
+            return self.result
+        self.stat_checks = sum(c.n for c in all_cases)
+        for case in all_cases:
+            try:
+                if self.generator:
+                    self.statistics(case, [b for b in range(case.n) if not case.q_zero(b)])
+                else:
+                    self.exact_case(case)
+            except ContractBreach as exc:
+                self.breach(str(exc), case)
+                return self.result
+            if stop_on_first and self.result.flagged():
+                break
+        return self.result
+
+
+def _numpy_type_error(message: str) -> bool:
+    return any(w in message for w in ("TypeError", "AttributeError", "numpy"))
+
+
+def _torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- the interface
+
+
+def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
+        prefetched: dict | None = None, **overrides) -> BatteryResult:
+    """Every kernel check on every case; never raises for a broken subject. ``overrides``
+    replace fields of the kernel budget; an unknown one is a ValueError naming it."""
+    from ..validation import check_seed
+
+    seed = check_seed(seed)
+    b = get_budget(budget)
+    unknown = sorted(set(overrides) - set(KernelBudget.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"overrides: the kernel budget has no field(s) {', '.join(unknown)}")
+    b = replace(b, **overrides) if overrides else b
+    holder: list = []
+
+    def make(handle):
+        battery = KernelBattery(handle, b, seed, deadline)
+        holder.append(battery)
+        return battery
+
+    result = run_in_subject(subject, make, lambda battery: battery.run(stop_on_first))
+    if holder and holder[0].flagged_instances:
+        result.counterexample = describe(min(holder[0].flagged_instances, key=lambda t: t[0]))
+    return result
+
+
+def counterexample(subject, budget, seed: int, result: BatteryResult) -> dict | None:
+    """The smallest flagged instance, found during the run (its tensors and laws side by side)."""
+    return result.counterexample
+
+
+def _row(v: np.ndarray, limit: int = 8):
+    if len(v) <= limit:
+        return [round(float(x), 6) for x in v]
+    top = np.argsort(-v)[:limit]
+    return {int(i): round(float(v[i]), 6) for i in sorted(top)}
+
+
+def describe(flagged) -> dict:
+    """A finding as a kernel developer reads it: the instance's tensors (their names) and the
+    laws of (accepted drafts, emitted token) side by side."""
+    _, case, b, got, want, tv, method, n = flagged
+    xs = case.drafts(b)
+    keys = sorted(set(got) | set(want), key=lambda key: -abs(got.get(key, 0) - want.get(key, 0)))
+    keys = [key for key in keys if key != "__failed__"]
+    return {
+        "method": "exact" if method == "exact" else "statistical", "vocab_size": case.vocab_size,
+        "k": case.k, "window": case.k + 1, "prefix": [], "model": f"{case.name}: {case.labels[b]}",
+        "draft_ids": list(xs),
+        "p": [_row(case.p[b, i]) for i in range(len(xs) + 1)], "q": [_row(case.q[b, i]) for i in range(len(xs))],
+        ("exact_tv" if method == "exact" else "empirical_tv"): tv, "samples": n,
+        "distributions": [{"tokens": list(xs[:j]) + [y], "sampler": round(float(got.get((j, y), 0.0)), 9),
+                           "target": round(float(want.get((j, y), 0.0)), 9)} for j, y in keys[:64]],
+    }
+
+
+def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
+    """None: the kernel battery runs whole (its calls are already batched)."""
+    return []
+
+
+__all__ = ["ALIASES", "KERNEL_BUDGETS", "KernelBattery", "KernelBudget", "NAME", "PARAMETERS", "cases",
+           "counterexample", "coverage", "get_budget", "kernel_rows_task", "run", "tolerance", "units",
+           "uses_generator", "validate_outputs"]

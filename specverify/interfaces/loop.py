@@ -1,0 +1,66 @@
+"""The loop interface: a whole generation loop ``generate(target, draft, requests, k, rng) ->
+list[Output]`` (``specverify.loop``: SamplingParams, Request, Output).
+
+Judged by the loop battery (``specverify.loop_battery``: each request's sequence law, batch
+isolation, stop / max_tokens, counts, logprobs, seeded replay) and, on a law or contract
+finding, the smallest request and model that show it (``find_loop_counterexample``).
+"""
+
+from __future__ import annotations
+
+from .. import detectors
+
+NAME = "loop"
+PARAMETERS = ("target", "draft", "requests", "k", "rng")
+ALIASES = {"target": ("target_model", "model", "p_model"), "draft": ("draft_model", "drafter", "q_model"),
+           "requests": ("reqs", "batch", "prompts"), "k": ("gamma", "num_draft_tokens"),
+           "rng": ("generator", "random_state", "gen")}
+
+
+def get_budget(budget):
+    """The loop section of a budget: ``LOOP_BUDGETS`` by the budget's name (a ``LoopBudget``
+    as it is)."""
+    from ..loop_battery import LOOP_BUDGETS, get_loop_budget
+
+    name = getattr(budget, "name", budget)
+    if not hasattr(budget, "seeds") and isinstance(name, str) and name not in LOOP_BUDGETS:
+        from . import InterfaceError
+
+        raise InterfaceError(f"budget: the loop interface has the budgets {', '.join(LOOP_BUDGETS)}, "
+                         f"got {name!r}")
+    return get_loop_budget(budget)
+
+
+def coverage(budget) -> str:
+    from ..loop_battery import loop_cases
+
+    lb = get_budget(budget)
+    return (f"loop battery: {len(loop_cases())} request batches; a request the enumerator cannot "
+            f"follow must see TV {lb.detect_tv:g}")
+
+
+def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
+        prefetched: dict | None = None, **overrides) -> detectors.BatteryResult:
+    from ..loop_battery import run_loop_battery
+
+    return run_loop_battery(subject, get_budget(budget), seed, deadline=deadline,
+                            stop_on_first=stop_on_first, **overrides)
+
+
+def counterexample(subject, budget, seed: int, result: detectors.BatteryResult) -> dict | None:
+    """The smallest request and model that show a law or contract finding (None without one)."""
+    from ..loop_battery import counterexample_checks, find_loop_counterexample
+
+    checks = counterexample_checks(result)
+    if not checks:
+        return None
+    exact_ok = not any(f.check == "rng" for f in result.findings)
+    return find_loop_counterexample(subject, get_budget(budget), seed, checks, exact_ok)
+
+
+def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
+    """None: the loop battery runs whole."""
+    return []
+
+
+__all__ = ["ALIASES", "NAME", "PARAMETERS", "counterexample", "coverage", "get_budget", "run", "units"]
