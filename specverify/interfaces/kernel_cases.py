@@ -15,7 +15,8 @@ accept draft i with probability a_i = min(1, p_i(x_i) / q_i(x_i)); at the first 
 from norm(max(p_i - q_i, 0)) (p_i itself when that is empty, as ``samplers.chain.residual``);
 after k_b acceptances the bonus from p at row k_b. Keys are (accepted drafts j, emitted token y).
 A drafted token with q(x) = 0 is not a draw from q: its instance is judged only for behaviour
-(``q_zero``), never against a law.
+(``q_zero``: accepted or rejected; after a rejection with an empty residual, what is emitted),
+never against a law; the reference rejects it and then emits from p.
 """
 
 from __future__ import annotations
@@ -62,10 +63,11 @@ class KernelCase:
 
 
 def acceptance(p_row: np.ndarray, q_row: np.ndarray, x: int) -> float:
-    """min(1, p(x) / q(x)) in float64 (1 when q(x) = 0 < p(x); 0 when both are 0)."""
+    """min(1, p(x) / q(x)) in float64; 0 when q(x) = 0 (a token q cannot have drafted is
+    rejected, as vLLM V1 and SGLang do; vLLM V0 and TensorRT-LLM accept it: p / 0 = inf)."""
     p, q = float(p_row[x]), float(q_row[x])
     if q <= 0:
-        return 1.0 if p > 0 else 0.0
+        return 0.0
     return min(1.0, p / q)
 
 
@@ -158,10 +160,13 @@ def adversarial_case() -> KernelCase:
         ("draft with p(x)=0", [3, 1, 0], np.stack([u, u, u]), np.stack([row(0.5, 0.5, 0, 0), u, u, pq])),
         ("p = q exactly", [2, 3, 1], np.stack([pq, pq, pq]), np.stack([pq, pq, pq, pq])),
         ("one-hot p = q", [1, 1, 1], np.stack([row(0, 1, 0, 0)] * 3), np.stack([row(0, 1, 0, 0)] * 4)),
-        ("one-hot p != q", [2, 0, 0], np.stack([row(0, 0, 1, 0)] * 3), np.stack([row(1, 0, 0, 0)] * 4)),
+        ("one-hot p != q", [2, 0, 0], np.stack([row(0, 0, 1, 0), row(1, 0, 0, 0), row(1, 0, 0, 0)]),
+         np.stack([row(1, 0, 0, 0)] * 4)),
         ("disjoint supports", [0, 1, 0], np.stack([row(0.5, 0.5, 0, 0)] * 3), np.stack([row(0, 0, 0.3, 0.7)] * 4)),
         ("draft with q(x)=0 (not a draw from q)", [3, 0, 1], np.stack([row(0.5, 0.5, 0, 0), u, u]),
          np.stack([row(0.2, 0.2, 0.2, 0.4), u, u, u])),
+        ("empty residual: draft with p(x)=q(x)=0, p=q elsewhere", [0, 1, 2], np.stack([row(0, 0.2, 0.3, 0.5), u, u]),
+         np.stack([row(0, 0.2, 0.3, 0.5), u, u, u])),
     ]
     return _stack("adversarial inputs V4, k=3", rows, k)
 
