@@ -1,6 +1,8 @@
 """The only place a subject's code runs: a child process that is killed when a call overruns.
 
-A ``Runner`` forks one child per subject. The parent sends ``(task, args)`` messages; the child
+A ``Runner`` forks one child per subject (``start_method="spawn"``, or the environment's
+``SPECVERIFY_START_METHOD=spawn``, starts a fresh interpreter instead: CUDA cannot be initialised
+in a forked child, so ``check --device cuda`` spawns; the subject must then be importable). The parent sends ``(task, args)`` messages; the child
 runs ``task(subject, *args)`` and sends the result back. Tasks batch many sampler calls per
 message (a whole enumeration, a look of the sequential test), so the overhead is a few
 milliseconds per message, not per call.
@@ -129,9 +131,14 @@ class Runner:
     died loading it. After ``SubjectFailed`` the next ``call`` starts a fresh child.
     """
 
-    def __init__(self, load: Callable[[], Callable], load_limit: float = 120.0):
+    def __init__(self, load: Callable[[], Callable], load_limit: float = 120.0,
+                 start_method: str | None = None):
         self._load = load
         self._load_limit = check_positive_real("load_limit", load_limit)
+        method = start_method or os.environ.get("SPECVERIFY_START_METHOD") or "fork"
+        if method not in ("fork", "spawn"):
+            raise ValueError(f"start_method: must be fork or spawn, got {method!r}")
+        self.start_method = method
         self._process = None
         self._conn = None
         fd, self.capture_path = tempfile.mkstemp(prefix="specverify-subject-", suffix=".log")
@@ -143,7 +150,7 @@ class Runner:
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> "Runner":
-        ctx = multiprocessing.get_context("fork")
+        ctx = multiprocessing.get_context(self.start_method)
         parent, child = ctx.Pipe()
         self._process = ctx.Process(
             target=_child_main, args=(child, parent, os.getpid(), self._load, self.capture_path),

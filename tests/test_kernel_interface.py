@@ -207,3 +207,17 @@ def test_cli_judges_kernels_by_exit_code():
     bad = _check("float16_ratio", "--interface", "kernel")
     assert bad.returncode == 1
     assert json.loads(bad.stdout)["counterexample"]["draft_ids"]
+
+
+# --------------------------------------------------------------------------- kernel vs round
+
+
+@pytest.mark.parametrize("subject, verdict", [(ks.loop_kernel, True), (ks.resample_from_p, False),
+                                              (ks.generator_kernel, True)])
+def test_a_kernel_and_its_round_wrapper_get_the_same_verdict(subject, verdict):
+    from specverify import detectors
+
+    assert kernel.run(subject, "quick", 0).exact is verdict
+    # the round battery cannot enumerate through a kernel's arrays: its chi-square judges it
+    round_result = detectors.run_battery(kernel.as_round_sampler(subject), "quick", 0)
+    assert round_result.exact is verdict, round_result.findings

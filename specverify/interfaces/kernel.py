@@ -38,23 +38,23 @@ How it is judged (``run``), the claimed rule being the token-wise one (Leviathan
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import runner, stats
-from ..detectors import (POWER_FALSE_PASS_RATE, BatteryResult, ContractBreach, Finding, OutOfTime,
-                         call_subject, run_in_subject)
+from ..detectors import POWER_FALSE_PASS_RATE, BatteryResult, ContractBreach, Finding, OutOfTime, run_in_subject
 from ..uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 from . import kernel_cases as kc
+from .kernel_tasks import (GENERATOR_NAMES, kind_task, as_round_sampler, check_device, kernel_counts_task,
+                           kernel_rows_task,
+                           uses_generator, validate_outputs)
 
 NAME = "kernel"
 PARAMETERS = ("draft_ids", "draft_probs", "target_probs", "uniforms")
 ALIASES = {"draft_ids": ("draft_token_ids",), "draft_probs": ("q",), "target_probs": ("p",),
            "uniforms": ("generator", "rng", "uniform_samples", "gen")}
-GENERATOR_NAMES = ("generator", "rng", "gen")
 GRID_PROBABILITY = 2.0 ** -24
 """One float32 value's probability under ``torch.rand`` (multiples of 2^-24 in [0, 1))."""
 
@@ -70,6 +70,7 @@ class KernelBudget:
     detect_tv: float = 0.02  # statistics must see this TV per instance (w.p. 1 - POWER_FALSE_PASS_RATE)
     chunk_bytes: int = 64 << 20  # input bytes per kernel call
     call_limit_s: float = 30.0  # one kernel call
+    device: str = "cpu"  # "cuda" / "cuda:N": torch tensors on that device (the runner then spawns)
     false_fail_rate: float = stats.DEFAULT_FALSE_FAIL_RATE
 
 
@@ -88,7 +89,7 @@ def get_budget(budget) -> KernelBudget:
     name = getattr(budget, "name", budget)
     if isinstance(name, str) and name.startswith("tv="):
         tv = float(name[3:])
-        return replace(KERNEL_BUDGETS["thorough"], name=name, detect_tv=tv, n_max=1 << 62)
+        return replace(KERNEL_BUDGETS["thorough"], name=name, detect_tv=tv, n_max=1 << 40)
     if name not in KERNEL_BUDGETS:
         from . import InterfaceError
 
@@ -121,107 +122,21 @@ def tolerance(case: kc.KernelCase) -> float:
     return 4 * GRID_PROBABILITY * (case.k + 1 + support)
 
 
-# --------------------------------------------------------------------------- the subject's side
-
-
-def uses_generator(kernel) -> bool:
-    try:
-        names = [p.name for p in inspect.signature(kernel).parameters.values()]
-    except (TypeError, ValueError):
-        return False
-    return len(names) >= 4 and names[3] in GENERATOR_NAMES
-
-
-def _as(arrays: str, x):
-    if arrays == "torch":
-        import torch
-
-        return torch.from_numpy(np.ascontiguousarray(x))
-    return np.ascontiguousarray(x)
-
-
-def _numpy(x, what: str) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    try:
-        return np.asarray(x)
-    except Exception as exc:  # noqa: BLE001 - junk from the subject
-        raise ContractBreach(f"returned {what} that is not an array ({type(exc).__name__})") from None
-
-
-def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
-    """(output_ids, num_accepted) as int64 arrays, or ContractBreach saying what is wrong."""
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ContractBreach(f"returned {type(result).__name__}, not (output_ids, num_accepted)")
-    out, nacc = _numpy(result[0], "output_ids"), _numpy(result[1], "num_accepted")
-    B, k = drafts.shape
-    if out.shape != (B, k + 1) or nacc.reshape(-1).shape != (B,):
-        raise ContractBreach(f"returned output_ids {out.shape} and num_accepted {nacc.shape}; "
-                             f"expected ({B}, {k + 1}) and ({B},)")
-    if not (np.issubdtype(out.dtype, np.integer) and np.issubdtype(nacc.dtype, np.integer)):
-        raise ContractBreach(f"returned {out.dtype} / {nacc.dtype} arrays, not integer token ids")
-    out, nacc = out.astype(np.int64), nacc.reshape(-1).astype(np.int64)
-    kb = (drafts >= 0).sum(axis=1)
-    bad = (nacc < 0) | (nacc > kb)
-    if bad.any():
-        b = int(np.flatnonzero(bad)[0])
-        raise ContractBreach(f"row {b}: num_accepted {int(nacc[b])} with {int(kb[b])} drafts")
-    pos = np.arange(k + 1)
-    prefix = pos[None, :] < nacc[:, None]
-    wrong = prefix & (out[:, :k + 1] != np.pad(drafts, ((0, 0), (0, 1)), constant_values=-1))
-    if wrong.any():
-        b, i = map(int, np.argwhere(wrong)[0])
-        raise ContractBreach(f"row {b}: output_ids[{i}] = {int(out[b, i])} with num_accepted "
-                             f"{int(nacc[b])}, but the draft there is {int(drafts[b, i])}")
-    emitted = out[np.arange(B), nacc]
-    if ((emitted < 0) | (emitted >= V)).any():
-        b = int(np.flatnonzero((emitted < 0) | (emitted >= V))[0])
-        raise ContractBreach(f"row {b}: emitted token {int(emitted[b])}, outside the vocabulary [0, {V})")
-    after = pos[None, :] > nacc[:, None]
-    if (out[after] != -1).any():
-        b, i = map(int, np.argwhere(after & (out != -1))[0])
-        raise ContractBreach(f"row {b}: output_ids[{i}] = {int(out[b, i])} after the emitted token "
-                             f"(must be -1 padding)")
-    return out, nacc
-
-
-def kernel_rows_task(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str,
-                     chunk_rows: int, seed: int | None = None):
-    """In the subject's process: the kernel on instance rows ``rows`` with ``uniforms`` [R, k+1]
-    (or, when None, a generator seeded from ``seed`` per chunk), in chunks; ("ok", out, nacc) or
-    ("breach", what)."""
-    outs, naccs = [], []
-    try:
-        for c, start in enumerate(range(0, len(rows), chunk_rows)):
-            sel = rows[start:start + chunk_rows]
-            drafts = case.draft_ids[sel]
-            args = [_as(arrays, drafts), _as(arrays, case.q[sel]), _as(arrays, case.p[sel])]
-            kept = [a.clone() if arrays == "torch" else a.copy() for a in args]
-            if uniforms is None:
-                cs = np.random.SeedSequence([seed, c])
-                if arrays == "torch":
-                    import torch
-
-                    gen = torch.Generator().manual_seed(int(cs.generate_state(1, np.uint64)[0] >> 1))
-                else:
-                    gen = np.random.default_rng(cs)
-                args.append(gen)
-            else:
-                args.append(_as(arrays, uniforms[start:start + chunk_rows].astype(np.float32)))
-            result = call_subject(kernel, tuple(args))
-            for name, a, b in zip(("draft_ids", "draft_probs", "target_probs"), args, kept):
-                if not (a.equal(b) if arrays == "torch" else np.array_equal(a, b)):
-                    raise ContractBreach(f"wrote into its input {name}")
-            out, nacc = validate_outputs(result, drafts, case.vocab_size)
-            outs.append(out)
-            naccs.append(nacc)
-    except ContractBreach as exc:
-        return "breach", str(exc)
-    return "ok", np.concatenate(outs), np.concatenate(naccs)
-
-
-def _kind_task(kernel) -> bool:
-    return uses_generator(kernel)
+def planned_looks(want: dict, budget: KernelBudget, checks: int) -> tuple[list[int], float]:
+    """(the look sizes, the false-fail rate per look) of one instance's sequential chi-square:
+    looks n_min, 2 n_min, ... up to the first that sees ``detect_tv`` (power 1 -
+    POWER_FALSE_PASS_RATE) or ``n_max``; half the budget's false-fail rate split over ``checks``
+    instances and every planned look (solved together: the split depends on the count)."""
+    n_looks = 1
+    while True:
+        per_check = stats.split_budget(budget.false_fail_rate / 2, checks * n_looks)
+        need = stats.min_num_samples_chi_square(budget.detect_tv, want, per_check, POWER_FALSE_PASS_RATE)
+        sizes = [budget.n_min]
+        while sizes[-1] < min(need, budget.n_max) and sizes[-1] * 2 <= budget.n_max:
+            sizes.append(sizes[-1] * 2)
+        if len(sizes) <= n_looks:
+            return sizes, per_check
+        n_looks = len(sizes)
 
 
 # --------------------------------------------------------------------------- the battery
@@ -271,7 +186,8 @@ class KernelBattery:
         u = None if uniforms is None else np.asarray(uniforms, dtype=np.float32)[order]
         chunks = -(-len(inst) // self.chunk_rows(case))
         got = self.call(kernel_rows_task, case, np.asarray(inst)[order], u, self.arrays,
-                        self.chunk_rows(case), seed, seconds=self.budget.call_limit_s * chunks)
+                        self.chunk_rows(case), seed, self.budget.device,
+                        seconds=self.budget.call_limit_s * chunks)
         if got[0] == "breach":
             raise ContractBreach(got[1])
         out, nacc = np.empty_like(got[1]), np.empty_like(got[2])
@@ -280,7 +196,7 @@ class KernelBattery:
 
     # -- contract ------------------------------------------------------------------------------
     def contract(self, case: kc.KernelCase) -> bool:
-        self.generator = self.call(_kind_task, seconds=10.0)
+        self.generator = self.call(kind_task, seconds=10.0)
         inst = np.repeat(np.arange(case.n), 8)
         u = None if self.generator else self.contract_rng.random((len(inst), case.k + 1), dtype=np.float32)
         try:
@@ -414,7 +330,7 @@ class KernelBattery:
 
     def edges(self, case, insts, accept_pts, bases):
         """Measure-zero probes: u = 0 and 1 - 2^-24 on each coin and each final uniform."""
-        V, k = case.vocab_size, case.k
+        k = case.k
         rows, what = [], []
         for b in insts:
             xs = case.drafts(b)
@@ -533,26 +449,30 @@ class KernelBattery:
 
     # -- statistics -----------------------------------------------------------------------------
     def statistics(self, case: kc.KernelCase, insts: list, uniforms: bool = False) -> None:
+        """The sequential chi-square on each instance: looks at n_min, 2 n_min, ... rows, until
+        a look fails, or the power reaches the budget's ``detect_tv``, or ``n_max``; every look
+        draws from its own child of the statistics stream (seed, instance, look)."""
         b_ = self.budget
-        sizes = [b_.n_min]
-        while sizes[-1] * 2 <= b_.n_max:
-            sizes.append(sizes[-1] * 2)
-        per_check = stats.split_budget(b_.false_fail_rate / 2, max(1, self.stat_checks) * len(sizes))
         stream = self.stat_stream.spawn(1)[0]
         for b in insts:
             want = {f"{j} {y}": v for (j, y), v in kc.rule_law(case, b).items()}
+            sizes, per_check = planned_looks(want, b_, max(1, self.stat_checks))
             counts: dict = {}
-            rng = np.random.default_rng(stream.spawn(1)[0])
+            seeds = stream.spawn(1)[0].generate_state(len(sizes), np.uint64) >> 1
             done, result = 0, None
-            for look, n in enumerate(sizes):
-                inst = np.full(n - done, b, dtype=np.int64)
-                u = None if self.generator else rng.random((len(inst), case.k + 1), dtype=np.float32)
-                out, nacc = self.rows(case, inst, u, seed=int(rng.integers(1 << 62)))
-                for j, y in zip(nacc.tolist(), out[np.arange(len(inst)), nacc].tolist()):
-                    counts[f"{j} {y}"] = counts.get(f"{j} {y}", 0) + 1
+            for n, look_seed in zip(sizes, seeds.tolist()):
+                chunks = -(-(n - done) // self.chunk_rows(case))
+                got = self.call(kernel_counts_task, case, b, n - done, int(look_seed), self.arrays,
+                                self.chunk_rows(case), self.generator, self.budget.device,
+                                seconds=self.budget.call_limit_s * chunks)
+                if got[0] == "breach":
+                    raise ContractBreach(got[1])
+                for (j, y), c in got[1].items():
+                    counts[f"{j} {y}"] = counts.get(f"{j} {y}", 0) + c
                 done = n
                 result = stats.chi_square_test(counts, want, false_fail_rate=per_check)
-                if not result.passed:
+                if not result.passed or stats.min_discrepancy_chi_square(
+                        done, want, per_check, POWER_FALSE_PASS_RATE) <= b_.detect_tv:
                     break
             power = stats.min_discrepancy_chi_square(done, want, per_check, POWER_FALSE_PASS_RATE)
             self.result.power.append({"case": f"{case.name}: {case.labels[b]}", "runs": done, "min_tv": power})
@@ -565,7 +485,8 @@ class KernelBattery:
                 r.shortfalls.append(f"{case.name}: {case.labels[b]}: {done} rows see TV {power:.3g}, "
                                     f"not the budget's {b_.detect_tv:g}")
             self.judge_law(case, b, got, "statistical", done, biased=not result.passed)
-        self.result.ran.append(f"statistics: {case.name}: {len(insts)} instance(s), up to {sizes[-1]:,} rows each")
+            self.result.ran.append(f"statistics: {case.name}: {case.labels[b]}: {done:,} rows, "
+                                   f"sees TV {power:.3g} (false-fail {per_check:.2g} per look)")
 
     # -- all -------------------------------------------------------------------------------------
     def run(self, stop_on_first: bool = False) -> BatteryResult:
@@ -615,6 +536,7 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
     if unknown:
         raise ValueError(f"overrides: the kernel budget has no field(s) {', '.join(unknown)}")
     b = replace(b, **overrides) if overrides else b
+    check_device(b.device)
     holder: list = []
 
     def make(handle):
@@ -662,6 +584,6 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return []
 
 
-__all__ = ["ALIASES", "KERNEL_BUDGETS", "KernelBattery", "KernelBudget", "NAME", "PARAMETERS", "cases",
+__all__ = ["ALIASES", "GENERATOR_NAMES", "KERNEL_BUDGETS", "as_round_sampler", "KernelBattery", "KernelBudget", "NAME", "PARAMETERS", "cases",
            "counterexample", "coverage", "get_budget", "kernel_rows_task", "run", "tolerance", "units",
            "uses_generator", "validate_outputs"]

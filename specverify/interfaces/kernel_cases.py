@@ -151,7 +151,8 @@ def every_draft_case(V: int = 3, k: int = 2, seed: int = 5) -> KernelCase:
 def adversarial_case() -> KernelCase:
     """The inputs where engines disagree (ENGINES-NOTES): a draft with p(x) = 0, p = q exactly,
     one-hot p and q (equal and different), disjoint supports, a draft with q(x) = 0."""
-    V, k = 4, 3
+    k = 3
+
     def row(*v):
         return np.array(v, dtype=np.float32)
     u = row(0.25, 0.25, 0.25, 0.25)

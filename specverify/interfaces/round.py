@@ -9,8 +9,6 @@ and, on a distribution finding, the smallest counterexample model
 
 from __future__ import annotations
 
-from functools import partial
-
 from .. import detectors
 
 NAME = "round"

@@ -1,0 +1,188 @@
+"""The kernel interface's subject side: what runs in the subject's process (specverify.runner).
+
+``kernel_rows_task`` runs the kernel on rows of a case's instances with given uniforms (or a
+seeded generator), in chunks of bounded memory, checking each call's contract
+(``validate_outputs``: shapes, integer ids, the accepted prefix equal to the drafts, the
+emitted token in the vocabulary, -1 padding, inputs untouched); ``kernel_counts_task`` does the
+same for the statistics and sends back only the counts of (accepted, emitted token).
+``as_round_sampler`` wraps a kernel in the handout's round interface (B = 1), so that the round
+battery can judge the same kernel.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from ..detectors import ContractBreach, call_subject
+from . import kernel_cases as kc
+
+GENERATOR_NAMES = ("generator", "rng", "gen")
+
+
+def uses_generator(kernel) -> bool:
+    try:
+        names = [p.name for p in inspect.signature(kernel).parameters.values()]
+    except (TypeError, ValueError):
+        return False
+    return len(names) >= 4 and names[3] in GENERATOR_NAMES
+
+
+def _as(arrays: str, x, device: str = "cpu"):
+    if arrays == "torch":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+    return np.ascontiguousarray(x)
+
+
+def check_device(device: str) -> str:
+    """"cpu", or "cuda" / "cuda:N" where torch sees CUDA; ValueError naming ``device`` else."""
+    if device == "cpu":
+        return device
+    if not isinstance(device, str) or not (device == "cuda" or device.startswith("cuda:")):
+        raise ValueError(f"device: must be cpu, cuda or cuda:N, got {device!r}")
+    try:
+        import torch
+    except ImportError:
+        raise ValueError("device: cuda needs torch (pip install 'specverify[models]')") from None
+    if not torch.cuda.is_available():
+        raise ValueError(f"device: {device} asked for, but CUDA is not available on this machine")
+    return device
+
+
+def _numpy(x, what: str) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    try:
+        return np.asarray(x)
+    except Exception as exc:  # noqa: BLE001 - junk from the subject
+        raise ContractBreach(f"returned {what} that is not an array ({type(exc).__name__})") from None
+
+
+def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
+    """(output_ids, num_accepted) as int64 arrays, or ContractBreach saying what is wrong."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ContractBreach(f"returned {type(result).__name__}, not (output_ids, num_accepted)")
+    out, nacc = _numpy(result[0], "output_ids"), _numpy(result[1], "num_accepted")
+    B, k = drafts.shape
+    if out.shape != (B, k + 1) or nacc.reshape(-1).shape != (B,):
+        raise ContractBreach(f"returned output_ids {out.shape} and num_accepted {nacc.shape}; "
+                             f"expected ({B}, {k + 1}) and ({B},)")
+    if not (np.issubdtype(out.dtype, np.integer) and np.issubdtype(nacc.dtype, np.integer)):
+        raise ContractBreach(f"returned {out.dtype} / {nacc.dtype} arrays, not integer token ids")
+    out, nacc = out.astype(np.int64), nacc.reshape(-1).astype(np.int64)
+    kb = (drafts >= 0).sum(axis=1)
+    bad = (nacc < 0) | (nacc > kb)
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        raise ContractBreach(f"row {b}: num_accepted {int(nacc[b])} with {int(kb[b])} drafts")
+    pos = np.arange(k + 1)
+    prefix = pos[None, :] < nacc[:, None]
+    wrong = prefix & (out[:, :k + 1] != np.pad(drafts, ((0, 0), (0, 1)), constant_values=-1))
+    if wrong.any():
+        b, i = map(int, np.argwhere(wrong)[0])
+        raise ContractBreach(f"row {b}: output_ids[{i}] = {int(out[b, i])} with num_accepted "
+                             f"{int(nacc[b])}, but the draft there is {int(drafts[b, i])}")
+    emitted = out[np.arange(B), nacc]
+    if ((emitted < 0) | (emitted >= V)).any():
+        b = int(np.flatnonzero((emitted < 0) | (emitted >= V))[0])
+        raise ContractBreach(f"row {b}: emitted token {int(emitted[b])}, outside the vocabulary [0, {V})")
+    after = pos[None, :] > nacc[:, None]
+    if (out[after] != -1).any():
+        b, i = map(int, np.argwhere(after & (out != -1))[0])
+        raise ContractBreach(f"row {b}: output_ids[{i}] = {int(out[b, i])} after the emitted token "
+                             f"(must be -1 padding)")
+    return out, nacc
+
+
+def _chunks(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str, chunk_rows: int,
+            seed: int | None, device: str):
+    """Yield (out, nacc) of the kernel on each chunk of ``rows`` (ContractBreach on a breach)."""
+    for c, start in enumerate(range(0, len(rows), chunk_rows)):
+        sel = rows[start:start + chunk_rows]
+        drafts = case.draft_ids[sel]
+        args = [_as(arrays, drafts, device), _as(arrays, case.q[sel], device), _as(arrays, case.p[sel], device)]
+        kept = [a.clone() if arrays == "torch" else a.copy() for a in args]
+        if uniforms is None:
+            cs = np.random.SeedSequence([seed, c])
+            if arrays == "torch":
+                import torch
+
+                gen = torch.Generator(device=device).manual_seed(int(cs.generate_state(1, np.uint64)[0] >> 1))
+            else:
+                gen = np.random.default_rng(cs)
+            args.append(gen)
+        else:
+            args.append(_as(arrays, uniforms[start:start + chunk_rows].astype(np.float32), device))
+        result = call_subject(kernel, tuple(args))
+        for name, a, b in zip(("draft_ids", "draft_probs", "target_probs"), args, kept):
+            if not (a.equal(b) if arrays == "torch" else np.array_equal(a, b)):
+                raise ContractBreach(f"wrote into its input {name}")
+        yield validate_outputs(result, drafts, case.vocab_size)
+
+
+def kernel_rows_task(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str,
+                     chunk_rows: int, seed: int | None = None, device: str = "cpu"):
+    """In the subject's process: the kernel on instance rows ``rows`` with ``uniforms`` [R, k+1]
+    (or, when None, a generator seeded from ``(seed, chunk)``), in chunks; ("ok", out, nacc) or
+    ("breach", what)."""
+    try:
+        got = list(_chunks(kernel, case, rows, uniforms, arrays, chunk_rows, seed, device))
+    except ContractBreach as exc:
+        return "breach", str(exc)
+    return "ok", np.concatenate([o for o, _ in got]), np.concatenate([n for _, n in got])
+
+
+def kernel_counts_task(kernel, case: kc.KernelCase, b: int, n: int, seed: int, arrays: str,
+                       chunk_rows: int, generator: bool, device: str = "cpu"):
+    """In the subject's process: n rows of instance b (uniforms drawn here from ``seed``, or the
+    kernel's own generator), counted by (accepted, emitted token): ("ok", {(j, y): count}) or
+    ("breach", what). Only the counts cross the pipe: 10^6 rows cost a few kilobytes."""
+    counts: dict = {}
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
+    try:
+        for start in range(0, n, chunk_rows):
+            m = min(chunk_rows, n - start)
+            rows = np.full(m, b, dtype=np.int64)
+            u = None if generator else rng.random((m, case.k + 1), dtype=np.float32)
+            for out, nacc in _chunks(kernel, case, rows, u, arrays, m, seed + start, device):
+                keys, freq = np.unique(nacc * (case.vocab_size + 1) + out[np.arange(len(nacc)), nacc],
+                                       return_counts=True)
+                for key, c in zip(keys.tolist(), freq.tolist()):
+                    j, y = divmod(key, case.vocab_size + 1)
+                    counts[(j, y)] = counts.get((j, y), 0) + c
+    except ContractBreach as exc:
+        return "breach", str(exc)
+    return "ok", counts
+
+
+def kind_task(kernel) -> bool:
+    return uses_generator(kernel)
+
+
+def as_round_sampler(kernel):
+    """The handout's ``speculative_step(p_fn, q_fn, prefix, k, rng)`` over a kernel with B = 1:
+    k drafts from q with ``rng`` (their q rows kept), the k + 1 target rows, k + 1 float32
+    uniforms from ``rng`` (or a generator seeded from it), one kernel call; the accepted drafts
+    and the emitted token. Lets the round battery judge a kernel as it judges any round."""
+    from ..samplers.chain import draft
+
+    generator = uses_generator(kernel)
+
+    def speculative_step(p_fn, q_fn, prefix, k, rng):
+        prefix = tuple(prefix)
+        drafts, qs = draft(q_fn, prefix, k, rng)
+        ps = [np.asarray(p_fn(prefix + tuple(drafts[:i])), dtype=np.float32) for i in range(k + 1)]
+        if generator:
+            u = np.random.default_rng(int(rng.integers(1 << 62)))
+        else:
+            u = np.array([[rng.random() for _ in range(k + 1)]], dtype=np.float32)
+        out, nacc = validate_outputs(
+            kernel(np.array([drafts], dtype=np.int64), np.array([qs], dtype=np.float32).reshape(1, k, -1),
+                   np.array([ps], dtype=np.float32), u), np.array([drafts], dtype=np.int64), len(ps[0]))
+        return [int(t) for t in out[0, :int(nacc[0]) + 1]]
+
+    speculative_step.__name__ = getattr(kernel, "__name__", "kernel") + "_as_round"
+    return speculative_step
