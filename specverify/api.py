@@ -107,7 +107,7 @@ def _interface_task(subject) -> tuple[str, str]:
 
 def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
           interface: str | Callable | None = None, counterexample: bool = True,
-          target: str | None = None, prefetched: dict | None = None) -> Report:
+          target: str | None = None, prefetched: dict | None = None, device: str | None = None) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
@@ -121,7 +121,9 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     show its law or contract finding, ``loop_battery.find_loop_counterexample``). Never raises for a
     broken sampler (its breaches are findings); a TARGET that cannot be loaded raises ``UsageError``.
     ``prefetched``: the round battery's enumerations computed elsewhere (specverify.units; the Ray
-    executor), replayed.
+    executor), replayed. ``device``: "cuda" / "cuda:N" runs a kernel (``interface="kernel"``,
+    ``kernel(draft_ids, draft_probs, target_probs, uniforms)``) on torch tensors on that device,
+    in a spawned subject process (CUDA cannot start in a forked one).
     """
     b = resolve_budget(budget)
     own = None
@@ -136,7 +138,7 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
         if named is None and interface is not None:
             raise TypeError("interface: give a callable sampler, not a TARGET string, to adapt it")
         target = target or sampler
-        subject = own = start_target(sampler)
+        subject = own = start_target(sampler, "spawn" if device not in (None, "cpu") else None)
     elif isinstance(sampler, runner.Runner):
         subject = sampler
     else:
@@ -158,7 +160,15 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
                 named = interface_of(subject)
         kind = interfaces.get(named)
         coverage = kind.coverage(b)
-        result = kind.run(subject, b, seed, prefetched=prefetched)
+        extra = {}
+        if device is not None:
+            if kind.NAME != "kernel":
+                raise UsageError(f"device: only kernels run on a device; this subject is judged as a {kind.NAME}")
+            try:
+                extra["device"] = kind.check_device(device)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        result = kind.run(subject, b, seed, prefetched=prefetched, **extra)
         if counterexample:
             result.counterexample = kind.counterexample(subject, b, seed, result)
     finally:
@@ -293,11 +303,12 @@ def _import_file(path: str):
     return module
 
 
-def start_target(target: str) -> runner.Runner:
-    """The target loaded in its own process; UsageError when it cannot be loaded."""
+def start_target(target: str, start_method: str | None = None) -> runner.Runner:
+    """The target loaded in its own process (forked, or ``start_method="spawn"``); UsageError
+    when it cannot be loaded."""
     split_target(target)
     try:
-        return runner.Runner(partial(load_target, target)).start()
+        return runner.Runner(partial(load_target, target), start_method=start_method).start()
     except runner.SubjectFailed as exc:
         raise UsageError(f"TARGET {target!r}: loading it failed: {exc}") from None
 

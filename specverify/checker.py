@@ -32,10 +32,11 @@ UsageError, load_target, split_target, start_target = (
 
 
 def check(subject, target: str = "<sampler>", budget: str = "standard", seed: int = 0,
-          counterexample: bool = True, interface: str = "auto", prefetched: dict | None = None) -> dict:
+          counterexample: bool = True, interface: str = "auto", prefetched: dict | None = None,
+          device: str | None = None) -> dict:
     """The verdict as the JSON object the CLI prints (subject: a callable or a started Runner)."""
     return api.check(subject, budget=budget, seed=seed, counterexample=counterexample,
-                     target=target, interface=interface, prefetched=prefetched).to_dict()
+                     target=target, interface=interface, prefetched=prefetched, device=device).to_dict()
 
 
 VERDICT_WORDS = api.VERDICT_WORDS
@@ -77,6 +78,9 @@ def parse_args(argv):
                          "generate(target, draft, requests, k, rng); kernel: kernel(draft_ids, "
                          "draft_probs, target_probs, uniforms); auto (default): by the function's "
                          "parameter names")
+    ap.add_argument("--device", default=None, metavar="DEVICE",
+                    help="cpu (default) or cuda / cuda:N: a kernel's tensors on that device (torch; "
+                         "the subject's process is spawned, not forked)")
     ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
                     help="also write JUnit XML: one test case per target (atomically)")
     ap.add_argument("--executor", type=executor_argument, default="local",
@@ -86,16 +90,17 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
-def check_target(target: str, budget: str, seed: int, interface: str = "auto", *units) -> tuple[str, object]:
+def check_target(target: str, budget: str, seed: int, interface: str = "auto", device: str | None = None,
+                 *units) -> tuple[str, object]:
     """("ok", the report's dict) or ("usage", the one-line error): one target, start to end
     (a Ray task; ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
     from .units import merge_output, prefetched
 
     subject = None
     try:
-        subject = start_target(target)
+        subject = start_target(target, "spawn" if device not in (None, "cpu") else None)
         report = check(subject, target, budget, seed, interface=interface,
-                       prefetched=prefetched(units) if units else None)
+                       prefetched=prefetched(units) if units else None, device=device)
         if units:
             extra = detectors.BatteryResult(output=report["output"], seconds=report["seconds"])
             merge_output(extra, units)
@@ -148,7 +153,7 @@ def main(argv=None) -> int:
     try:
         for target in args.targets:  # every TARGET string checked before anything runs
             split_target(target)
-        calls = [(t, args.budget, args.seed, args.interface) for t in args.targets]
+        calls = [(t, args.budget, args.seed, args.interface, args.device) for t in args.targets]
         if args.executor == "local":
             outcomes = [check_target(*c) for c in calls]
         else:
