@@ -125,7 +125,9 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     ``kernel(draft_ids, draft_probs, target_probs, uniforms)``) on torch tensors on that device,
     in a spawned subject process (CUDA cannot start in a forked one).
     """
-    b = resolve_budget(budget)
+    # a name, tv=X or a round Budget; an interface's own budget object (a LoopBudget, a
+    # KernelBudget) is passed to that interface as it is
+    b = resolve_budget(budget) if isinstance(budget, (str, detectors.Budget)) else budget
     own = None
     if target is None and not isinstance(sampler, (str, runner.Runner)):  # named before adapting
         name = getattr(sampler, "__qualname__", None) or getattr(sampler, "__name__", None)

@@ -45,6 +45,8 @@ def test_mutant_is_killed(mutant):
         assert "contract" in kinds
     elif mutant.effect == "fewer-tokens":
         assert kinds == {"efficiency"}  # exact in distribution, flagged only on tokens per round
+    elif mutant.effect == "edge":
+        assert kinds == {"edge"}  # exact in law: flagged only where the law puts no weight
     else:
         assert "distribution" in kinds
 
@@ -53,7 +55,10 @@ def test_mutant_is_killed(mutant):
 def test_control_is_not_accused(control):
     status, detail, result = outcome(control.id, control.effect)
     assert status == "passed", f"{control.id} accused: {detail}"
-    assert result["exact_tv_max"] < 1e-12
+    if control.interface == "kernel":  # float32 thresholds: within the battery's stated tolerance
+        assert result["exact_tv_max"] is None or result["exact_tv_max"] < 1e-5
+    else:
+        assert result["exact_tv_max"] < 1e-12
 
 
 def test_judge_rules():

@@ -249,8 +249,8 @@ def from_vllm_v0(forward: Callable) -> Kernel:
     verification in V0) emit the bonus. ``num_accepted`` is derived from the output.
     """
 
-    def kernel(draft_ids, draft_probs, target_probs, uniforms):
-        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
+    def kernel(draft_ids, draft_probs, target_probs, generator):
+        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, generator)
         gen = _require_generator(batch, "vLLM V0 RejectionSampler.forward")
 
         def run(rows, kb):
@@ -344,8 +344,8 @@ def from_vllm_v1(rejection_sample: Callable) -> Kernel:
     ``sampling_metadata`` is :func:`vllm_v1_sampling_metadata`. ``max_spec_len`` = k.
     """
 
-    def kernel(draft_ids, draft_probs, target_probs, uniforms):
-        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
+    def kernel(draft_ids, draft_probs, target_probs, generator):
+        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, generator)
         gen = _require_generator(batch, "vLLM V1 rejection_sample")
         b, k, _ = batch.shape
         present = batch.draft_ids >= 0
@@ -451,8 +451,8 @@ def from_flashinfer(chain_speculative_sampling: Callable) -> Kernel:
     from the output instead. Fixed k: rows are grouped by k_b.
     """
 
-    def kernel(draft_ids, draft_probs, target_probs, uniforms):
-        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
+    def kernel(draft_ids, draft_probs, target_probs, generator):
+        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, generator)
         gen = _require_generator(batch, "FlashInfer chain_speculative_sampling")
 
         def run(rows, kb):
@@ -506,7 +506,7 @@ def to_flashinfer(kernel: Kernel) -> Callable:
 # ----------------------------------------------------------------------------- SGLang
 
 
-def from_sglang_chain(chain_speculative_sampling_triton: Callable) -> Kernel:
+def from_sglang_chain(chain_speculative_sampling_triton: Callable, block_verification: bool = False) -> Kernel:
     """Canonical kernel from SGLang's ``chain_speculative_sampling_triton`` (uniforms as inputs).
 
     Engine (sglang 0.5.23, kernels/ops/speculative/reject_sampling.py:242-295; the CUDA
@@ -533,6 +533,8 @@ def from_sglang_chain(chain_speculative_sampling_triton: Callable) -> Kernel:
     ``uniform_samples_for_final_sampling``; ``retrive_index`` is ``arange(B*(k+1))`` so
     ``predicts`` reshapes to the canonical output, pre-filled with -1. Thresholds 1.0 (exact),
     ``deterministic=True``. Given a generator, the uniforms are drawn from it in [0, 1) first.
+    ``block_verification=True`` passes SGLang's block-verification switch (another exact rule:
+    its law given the drafts differs from the token-wise rule's; judge it on its marginal law).
     Fixed k: rows are grouped by k_b.
     """
 
@@ -565,6 +567,7 @@ def from_sglang_chain(chain_speculative_sampling_triton: Callable) -> Kernel:
                 threshold_single=1.0,
                 threshold_acc=1.0,
                 deterministic=True,
+                **({"block_verification": True} if block_verification else {}),
             )
             return predicts.view(n, slots).to(torch.int64), accept_token_num.to(torch.int64)
 
@@ -639,8 +642,8 @@ def from_trtllm(get_rejected_indices: Callable, sample_rejected: Callable) -> Ke
     not verified (``get_draft_token_length(request) > 0``) and emit the bonus.
     """
 
-    def kernel(draft_ids, draft_probs, target_probs, uniforms):
-        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
+    def kernel(draft_ids, draft_probs, target_probs, generator):
+        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, generator)
         gen = _require_generator(batch, "TensorRT-LLM get_rejected_indices/sample_rejected")
         b, k, _ = batch.shape
         out = torch.full((b, k + 1), -1, dtype=torch.int64)

@@ -68,6 +68,8 @@ class KernelBudget:
     n_min: int = 20_000  # rows per instance at the first look of the sequential chi-square
     n_max: int = 160_000
     detect_tv: float = 0.02  # statistics must see this TV per instance (w.p. 1 - POWER_FALSE_PASS_RATE)
+    large_row_bytes: int = 4 << 10  # an instance whose row is larger than this (k, V at engine scale) ...
+    detect_tv_large: float = 0.1  # ... must see this TV by statistics (its exact law needs uniforms)
     chunk_bytes: int = 64 << 20  # input bytes per kernel call
     call_limit_s: float = 30.0  # one kernel call
     device: str = "cpu"  # "cuda" / "cuda:N": torch tensors on that device (the runner then spawns)
@@ -101,7 +103,7 @@ def get_budget(budget) -> KernelBudget:
 def cases(budget: KernelBudget, seed: int) -> list[kc.KernelCase]:
     fixed = [kc.every_draft_case(), kc.adversarial_case(), kc.ragged_case()]
     if budget.engine_scale:
-        fixed += [kc.engine_scale_case(), kc.tile_boundary_case(), kc.wide_ids_case()]
+        fixed += [kc.engine_scale_case(n=1), kc.tile_boundary_case(), kc.wide_ids_case()]
     stream = np.random.SeedSequence(seed).spawn(1)[0]  # child 0: the generated cases
     return fixed + kc.generated_cases(stream, budget.generated)
 
@@ -111,7 +113,8 @@ def coverage(budget) -> str:
     scale = "V up to 33,024, k up to 8, " if b.engine_scale else ""
     return (f"kernel battery: 3 fixed cases{' + 3 at engine scale' if b.engine_scale else ''} + "
             f"{b.generated} generated, {scale}exact from uniforms on the float32 grid; statistics "
-            f"see TV {b.detect_tv:g} per instance")
+            f"(generator kernels) see TV {b.detect_tv:g} per instance, {max(b.detect_tv, b.detect_tv_large):g} "
+            f"where a row exceeds {b.large_row_bytes // 1024} KiB")
 
 
 def tolerance(case: kc.KernelCase) -> float:
@@ -122,7 +125,20 @@ def tolerance(case: kc.KernelCase) -> float:
     return 4 * GRID_PROBABILITY * (case.k + 1 + support)
 
 
-def planned_looks(want: dict, budget: KernelBudget, checks: int) -> tuple[list[int], float]:
+def row_bytes(case: kc.KernelCase) -> int:
+    """The bytes of one row of the kernel's inputs (float32 q and p rows)."""
+    return 4 * (2 * case.k + 1) * case.vocab_size
+
+
+def detect_tv_for(case: kc.KernelCase, budget: KernelBudget) -> float:
+    """The TV statistics must see on the case: ``detect_tv``, or ``detect_tv_large`` for rows
+    above ``large_row_bytes`` (10^5 rows of V = 33k are gigabytes)."""
+    return budget.detect_tv if row_bytes(case) <= budget.large_row_bytes else max(budget.detect_tv,
+                                                                                   budget.detect_tv_large)
+
+
+def planned_looks(want: dict, budget: KernelBudget, checks: int, detect_tv: float | None = None
+                  ) -> tuple[list[int], float]:
     """(the look sizes, the false-fail rate per look) of one instance's sequential chi-square:
     looks n_min, 2 n_min, ... up to the first that sees ``detect_tv`` (power 1 -
     POWER_FALSE_PASS_RATE) or ``n_max``; half the budget's false-fail rate split over ``checks``
@@ -130,8 +146,9 @@ def planned_looks(want: dict, budget: KernelBudget, checks: int) -> tuple[list[i
     n_looks = 1
     while True:
         per_check = stats.split_budget(budget.false_fail_rate / 2, checks * n_looks)
-        need = stats.min_num_samples_chi_square(budget.detect_tv, want, per_check, POWER_FALSE_PASS_RATE)
-        sizes = [budget.n_min]
+        need = stats.min_num_samples_chi_square(detect_tv or budget.detect_tv, want, per_check,
+                                                POWER_FALSE_PASS_RATE)
+        sizes = [min(budget.n_min, need)]
         while sizes[-1] < min(need, budget.n_max) and sizes[-1] * 2 <= budget.n_max:
             sizes.append(sizes[-1] * 2)
         if len(sizes) <= n_looks:
@@ -179,10 +196,12 @@ class KernelBattery:
         per_row = 4 * (2 * case.k + 1) * case.vocab_size + 8 * (2 * case.k + 1)
         return max(1, self.budget.chunk_bytes // per_row)
 
-    def rows(self, case: kc.KernelCase, inst: np.ndarray, uniforms, seed: int | None = None):
+    def rows(self, case: kc.KernelCase, inst: np.ndarray, uniforms, seed: int | None = None,
+             order: np.ndarray | None = None):
         """The kernel's (out, nacc) on instance rows ``inst``, in a shuffled order (so that
-        neighbouring batch rows belong to different instances and problems)."""
-        order = self.contract_rng.permutation(len(inst))
+        neighbouring batch rows belong to different instances and problems), or in ``order``."""
+        if order is None:
+            order = self.contract_rng.permutation(len(inst))
         u = None if uniforms is None else np.asarray(uniforms, dtype=np.float32)[order]
         chunks = -(-len(inst) // self.chunk_rows(case))
         got = self.call(kernel_rows_task, case, np.asarray(inst)[order], u, self.arrays,
@@ -199,27 +218,42 @@ class KernelBattery:
         self.generator = self.call(kind_task, seconds=10.0)
         inst = np.repeat(np.arange(case.n), 8)
         u = None if self.generator else self.contract_rng.random((len(inst), case.k + 1), dtype=np.float32)
+        order = self.contract_rng.permutation(len(inst))
         try:
-            first = self.rows(case, inst, u, seed=0)
+            first = self.rows(case, inst, u, seed=0, order=order)
         except ContractBreach as exc:
             if not _numpy_type_error(str(exc)) or not _torch_available():
                 self.breach(str(exc), case)
                 return False
             self.arrays = "torch"
             try:
-                first = self.rows(case, inst, u, seed=0)
+                first = self.rows(case, inst, u, seed=0, order=order)
             except ContractBreach as exc2:
                 self.breach(f"{exc2} (with torch tensors; with NumPy arrays: {exc})", case)
                 return False
             self.result.ran.append("contract: fails on NumPy arrays; judged with torch tensors (CPU)")
-        again = self.rows(case, inst, u, seed=0)
+        again = self.rows(case, inst, u, seed=0, order=order)
         same = all(np.array_equal(a, b) for a, b in zip(first, again))
         self.statistical = self.generator
-        if not same and not self.generator:
+        if not same and self.generator:
+            self.result.findings.append(Finding(
+                "rng", "contract", "the same generator seed gave different outputs: the kernel "
+                "draws randomness besides its generator (a seeded request would not replay)", case.name))
+        elif not same:
             self.result.findings.append(Finding(
                 "rng", "contract", "the same uniforms gave different outputs: the kernel draws "
                 "randomness besides its uniforms; judged by statistics", case.name))
             self.statistical = True
+        elif not self.generator:
+            moved = self.rows(case, inst, u, seed=0)  # the same rows in another batch order
+            differ = [int(r) for r in np.flatnonzero((moved[0] != first[0]).any(axis=1) | (moved[1] != first[1]))]
+            if differ:
+                r = differ[0]
+                self.breach(f"batch rows are not independent: row {case.labels[inst[r]]} with the same uniforms "
+                            f"gave {first[0][r].tolist()} in one batch order and {moved[0][r].tolist()} in "
+                            f"another ({len(differ)} of {len(inst)} rows differ): a row reads another row's "
+                            f"inputs", case)
+                return False
         kind = "a generator" if self.generator else "explicit uniforms"
         self.result.ran.append(f"contract: {case.name}: {len(inst)} rows twice, {kind}, {self.arrays} arrays")
         return True
@@ -338,14 +372,13 @@ class KernelBattery:
                 if any(np.isnan(accept_pts[b, j]) for j in range(i)):
                     break
                 p, q = float(case.p[b, i, x]), float(case.q[b, i, x])
-                for u_i, cond, text in ((0.0, p == 0 < q, "accepts a draft with p(x) = 0 when its coin is 0"),
-                                        (float(FLOAT32_ONE_MINUS), p >= q > 0,
-                                         "rejects a draft with p(x) >= q(x) when its coin is 1 - 2^-24")):
-                    if cond:
-                        u = np.full(k + 1, 0.5, np.float32)
-                        u[:i], u[i] = accept_pts[b, :i], u_i
-                        rows.append((b, u))
-                        what.append(("coin", b, i, text, u_i == 0.0))
+                if q <= 0:  # not a draw from q: q_zero_behaviour reports it
+                    continue
+                for u_i in (0.0, float(FLOAT32_ONE_MINUS)):
+                    u = np.full(k + 1, 0.5, np.float32)
+                    u[:i], u[i] = accept_pts[b, :i], u_i
+                    rows.append((b, u))
+                    what.append(("coin", b, i, u_i, q > 0 and u_i * q < p))
             for (bb, j), base in bases.items():
                 if bb != b:
                     continue
@@ -357,20 +390,23 @@ class KernelBattery:
         if not rows:
             return
         out, nacc = self.rows(case, np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
-        for r, (kind, b, i, text, accept_wanted) in enumerate(what):
+        for r, (kind, b, i, u_i, rule_accepts) in enumerate(what):
             n = int(nacc[r])
             if kind == "coin":
-                accepted = n > i
-                if accepted == accept_wanted:
-                    y = int(out[r, n])
-                    self.edge(case, b, f"{text} (probability 2^-24 per such draft on the float32 grid; "
-                              f"then emits {list(case.drafts(b)[:n]) + [y]})", "measure-zero")
+                if (n > i) != rule_accepts:
+                    x = case.drafts(b)[i]
+                    p, q = float(case.p[b, i, x]), float(case.q[b, i, x])
+                    verb = "accepts" if n > i else "rejects"
+                    self.edge(case, b, f"{verb} draft {x} at position {i} (p(x) = {p:.3g}, q(x) = {q:.3g}) when "
+                              f"its coin is {u_i:.8g}, where u q(x) < p(x) says otherwise (probability 2^-24 "
+                              f"per such draft on the float32 grid; then emits "
+                              f"{list(case.drafts(b)[:n]) + [int(out[r, n])]})", "measure-zero")
             else:
                 xs, y = case.drafts(b), int(out[r, n])
                 w = kc.emission_weights(case.p[b, n], case.q[b, n] if n < len(xs) else None)
                 if w[y] <= 0:
                     self.edge(case, b, f"emits token {y}, of probability 0, at accepted count {n} with "
-                              f"{text} (probability 2^-24 on the float32 grid)", "measure-zero")
+                              f"{u_i} (probability 2^-24 on the float32 grid)", "measure-zero")
 
     def q_zero_behaviour(self, case, b, coin, emission) -> None:
         """A drafted token with q(x) = 0: accepted (an edge finding: the reference rejects it),
@@ -456,7 +492,8 @@ class KernelBattery:
         stream = self.stat_stream.spawn(1)[0]
         for b in insts:
             want = {f"{j} {y}": v for (j, y), v in kc.rule_law(case, b).items()}
-            sizes, per_check = planned_looks(want, b_, max(1, self.stat_checks))
+            detect = detect_tv_for(case, b_)
+            sizes, per_check = planned_looks(want, b_, max(1, self.stat_checks), detect)
             counts: dict = {}
             seeds = stream.spawn(1)[0].generate_state(len(sizes), np.uint64) >> 1
             done, result = 0, None
@@ -472,7 +509,7 @@ class KernelBattery:
                 done = n
                 result = stats.chi_square_test(counts, want, false_fail_rate=per_check)
                 if not result.passed or stats.min_discrepancy_chi_square(
-                        done, want, per_check, POWER_FALSE_PASS_RATE) <= b_.detect_tv:
+                        done, want, per_check, POWER_FALSE_PASS_RATE) <= detect:
                     break
             power = stats.min_discrepancy_chi_square(done, want, per_check, POWER_FALSE_PASS_RATE)
             self.result.power.append({"case": f"{case.name}: {case.labels[b]}", "runs": done, "min_tv": power})
@@ -481,16 +518,16 @@ class KernelBattery:
             got = {tuple(map(int, key.split())): c / done for key, c in counts.items()}
             if not result.passed:
                 r.samples_to_detect = done if r.samples_to_detect is None else min(r.samples_to_detect, done)
-            elif power > b_.detect_tv:
+            elif power > detect:
                 r.shortfalls.append(f"{case.name}: {case.labels[b]}: {done} rows see TV {power:.3g}, "
-                                    f"not the budget's {b_.detect_tv:g}")
+                                    f"not the budget's {detect:g}")
             self.judge_law(case, b, got, "statistical", done, biased=not result.passed)
             self.result.ran.append(f"statistics: {case.name}: {case.labels[b]}: {done:,} rows, "
                                    f"sees TV {power:.3g} (false-fail {per_check:.2g} per look)")
 
     # -- all -------------------------------------------------------------------------------------
-    def run(self, stop_on_first: bool = False) -> BatteryResult:
-        all_cases = cases(self.budget, self.seed)
+    def run(self, stop_on_first: bool = False, only=None) -> BatteryResult:
+        all_cases = cases(self.budget, self.seed) if only is None else list(only)
         if not self.contract(all_cases[0]):
             self.result.ran.append("contract: breached; the remaining checks skipped")
             return self.result
@@ -525,9 +562,10 @@ def _torch_available() -> bool:
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, **overrides) -> BatteryResult:
-    """Every kernel check on every case; never raises for a broken subject. ``overrides``
-    replace fields of the kernel budget; an unknown one is a ValueError naming it."""
+        prefetched: dict | None = None, cases=None, **overrides) -> BatteryResult:
+    """Every kernel check on every case (``cases``: these ``KernelCase`` instead of the
+    budget's); never raises for a broken subject. ``overrides`` replace fields of the kernel
+    budget; an unknown one is a ValueError naming it."""
     from ..validation import check_seed
 
     seed = check_seed(seed)
@@ -544,7 +582,7 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
         holder.append(battery)
         return battery
 
-    result = run_in_subject(subject, make, lambda battery: battery.run(stop_on_first))
+    result = run_in_subject(subject, make, lambda battery: battery.run(stop_on_first, cases))
     if holder and holder[0].flagged_instances:
         result.counterexample = describe(min(holder[0].flagged_instances, key=lambda t: t[0]))
     return result

@@ -125,9 +125,9 @@ def _stack(name: str, rows: list[tuple[str, list, np.ndarray, np.ndarray]], k: i
         ids[b, :kb] = drafts
         q[b, :kb] = qb[:kb]
         p[b, :kb + 1] = pb[:kb + 1]
-        if kb < k:  # padding rows: copies of the last real row (never read by a correct kernel)
-            q[b, kb:] = qb[kb - 1] if kb else pb[0]
-            p[b, kb + 1:] = pb[kb]
+        if kb < k:  # padding rows: a point mass on the last id, unlike the real rows (a kernel
+            q[b, kb:, V - 1] = 1.0  # that reads them, e.g. the bonus from row k, shows it)
+            p[b, kb + 1:, V - 1] = 1.0
     return KernelCase(name, ids, q, p, tuple(r[0] for r in rows))
 
 
@@ -214,8 +214,8 @@ def tile_boundary_case(V: int = 4097) -> KernelCase:
         p = np.zeros((k + 1, V), np.float32)
         q = np.zeros((k, V), np.float32)
         p[:, lo], p[:, lo + 1], p[:, 7] = 0.3, 0.4, 0.3
-        q[:, lo + 1], q[:, 7], q[:, lo] = 0.2, 0.6, 0.2
-        rows.append((f"drafts at {lo}, {lo + 1}", [lo, lo + 1], q, p))
+        q[:, lo], q[:, lo + 1], q[:, 7] = 0.5, 0.3, 0.2  # a rejection leaves mass on lo + 1 and 7
+        rows.append((f"drafts at {lo}, {lo}", [lo, lo], q, p))
     return _stack(f"tile boundaries V{V}, k=2", rows, k)
 
 

@@ -5,12 +5,15 @@ through the detector battery (specverify.detectors).
 - catalogue.py: the single-chain mutants and the controls (handout §5 and real engines' bugs);
 - multi_draft.py: tree, adaptive-k and greedy-verification mutants;
 - rules.py: block verification and multi-draft selection mutants, the match-target-sample dispute;
-- loop.py: generation-loop mutants and controls (``interface="loop"``: the loop battery judges them).
+- loop.py: generation-loop mutants and controls (``interface="loop"``: the loop battery judges them);
+- kernel.py: batched verification-kernel mutants and controls (``interface="kernel"``: the kernel
+  battery judges them, exactly from explicit uniforms).
 """
 
 from __future__ import annotations
 
 from .catalogue import CONTROLS, MUTANTS, Mutant
+from .kernel import KERNEL_CONTROLS, KERNEL_MUTANTS
 from .loop import LOOP_CONTROLS, LOOP_MUTANTS
 from .multi_draft import MULTI_DRAFT_MUTANTS
 from .rules import RULE_CONTROLS, RULE_MUTANTS
@@ -23,6 +26,8 @@ ALL: tuple[Mutant, ...] = (
     *RULE_CONTROLS,
     *LOOP_MUTANTS,
     *LOOP_CONTROLS,
+    *KERNEL_MUTANTS,
+    *KERNEL_CONTROLS,
 )
 
 
@@ -34,4 +39,5 @@ def get(mutant_id: str) -> Mutant:
     raise ValueError(f"no mutant with id {mutant_id!r}; known ids: {known}")
 
 
-__all__ = ["ALL", "CONTROLS", "LOOP_CONTROLS", "LOOP_MUTANTS", "MUTANTS", "Mutant", "get"]
+__all__ = ["ALL", "CONTROLS", "KERNEL_CONTROLS", "KERNEL_MUTANTS", "LOOP_CONTROLS", "LOOP_MUTANTS", "MUTANTS",
+           "Mutant", "get"]

@@ -14,6 +14,9 @@ Effects:
                 read-only model outputs;
   fewer-tokens  exact in distribution but fewer tokens per round than theory (no bonus token):
                 the distribution detectors must pass it, the tokens-per-round detector must not;
+  edge          exact in law, wrong on an edge the law does not weigh (kernels: a float32 grid
+                point such as u = 0, a drafted token with q(x) = 0, an empty residual): the
+                kernel battery's edge checks must report it, the law checks must pass it;
   exact         negative controls.
 
 All randomness goes through ``rng.choice(n, p=vec)`` and comparisons of ``rng.random()`` with
@@ -44,7 +47,7 @@ from ..samplers.chain import (accepts, draft, model_output, recover, residual, s
 from ..samplers.prompt_lookup import one_hot
 from ..validation import check_k, check_same_length
 
-EFFECTS = ("biased", "contract", "fewer-tokens", "exact")
+EFFECTS = ("biased", "contract", "fewer-tokens", "edge", "exact")
 SOURCES = ("handout", "real-world", "specverify")
 INTERFACES = ("round", "loop", "kernel")  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.loop's generate; kernel: specverify.interfaces.kernel
 _ID_PATTERN = re.compile(r"^[a-z0-9-]+/[a-z0-9-]+$")

@@ -78,8 +78,13 @@ def judge(effect: str, result: detectors.BatteryResult) -> tuple[str, str]:
     """Status and a detail line for a subject with the given expected effect."""
     wrong = result.flagged()
     slow = result.flagged(("efficiency",))
-    if effect == "exact":  # negative control: no distribution or contract finding allowed
-        return (Status.ACCUSED, wrong[0].message) if wrong else (Status.PASSED, "")
+    edges = result.flagged(("edge",))
+    if effect == "exact":  # negative control: no distribution, contract or edge finding allowed
+        return (Status.ACCUSED, (wrong or edges)[0].message) if (wrong or edges) else (Status.PASSED, "")
+    if effect == "edge":  # exact in law: killed only by an edge check
+        if wrong:
+            return Status.ACCUSED, f"exact in law, yet: {wrong[0].message}"
+        return (Status.KILLED, edges[0].message) if edges else (Status.SURVIVED, "no edge event reported")
     if effect == "fewer-tokens":  # exact in distribution: killed only by tokens per round
         if wrong:
             return Status.ACCUSED, f"exact in distribution, yet: {wrong[0].message}"
@@ -109,6 +114,8 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
     t0 = time.perf_counter()
     try:
         b, overrides = report_budget(budget)
+        if kind.NAME == "kernel":  # the report's overrides are the round battery's
+            overrides = {}
         if units:
             overrides = {**overrides, "prefetched": prefetched(units)}
         result = kind.run(
