@@ -1,0 +1,505 @@
+"""Real engines' own verification code, judged (issue #24): a table of verdicts anyone can rerun.
+
+``python -m specverify.engines [--engine NAME] [--json] [--budget quick|standard]`` downloads
+pinned engine wheels without their dependencies (``loader.fetch``), loads each engine's
+verification module unmodified from the downloaded files (small documented stand-ins for imports
+that need CUDA or a server: ``vllm.py``, ``others.py``), wraps it in the kernel interface
+(``adapters.kernels``) or the round interface (``rounds``), runs the battery on it and prints one
+row per engine, version and function. Engines that cannot be fetched or imported here are one
+skip line each. Nothing of an engine's code is in this package: it is read from the wheel at run
+time.
+
+Each row: the verdict (exact / not exact / inconclusive, with the power the run had), tokens
+per round against the token-wise rule, the measure-zero events (u = 0 and u = 1 - 2^-24 on the
+float32 grid, controlled through explicit uniforms or by RNG injection at the engine's own
+uniform-drawing function), the behaviours where engines disagree (a drafted token with q(x) = 0,
+an empty residual), where the randomness comes from, and the command that reproduces the row.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from . import loader
+
+ONE_MINUS_F32 = float(np.float32(1.0) - np.float32(2.0 ** -24))
+ONE_MINUS_F64 = 1.0 - 2.0 ** -53
+
+
+@dataclass
+class Engine:
+    """One row of the table: an engine function, how it is loaded, wrapped and judged."""
+
+    name: str  # --engine NAME
+    package: str
+    version: str
+    function: str
+    interface: str  # "kernel" | "round"
+    expected: str  # "exact" | "lossy" | "different-rule"
+    randomness: str
+    build: Callable | None = None  # () -> Built; raises loader.Unavailable (a skip line)
+    budgets: dict = field(default_factory=dict)  # budget name -> overrides (see judge())
+    skip: str | None = None  # a fixed skip line (no wheel here / CUDA only)
+    uniform_range: str = "[0, 1)"
+
+
+@dataclass
+class Built:
+    subject: Callable
+    probe: Callable | None  # (x, q_row, p_row, coin, n) -> list[(accepted, token)]
+    coins: str  # how the probes control the coins
+
+
+# ----------------------------------------------------------------------------- probes
+
+PROBE_V = 4
+
+
+def probe_cases() -> dict:
+    """The four k = 1, V = 4 instances where engines disagree: (draft x, q row, p row, coin)."""
+    f = np.float32
+    return {
+        "p0_u0": (0, f([.5, .5, 0, 0]), f([0, .5, .5, 0]), 0.0),
+        "pq_u1": (0, f([.5, .5, 0, 0]), f([.5, .5, 0, 0]), None),  # coin: the engine's largest
+        "q0_draft": (0, f([0, .5, .5, 0]), f([.25, .25, .25, .25]), 0.5),
+        "empty_residual": (0, f([0, .5, .5, 0]), f([0, .5, .5, 0]), 0.5),
+    }
+
+
+def kernel_probe(kernel, coin_context=None, explicit: bool = False):
+    """A probe for a canonical kernel: n rows of one k = 1 instance with the coin forced (explicit
+    uniforms, or ``coin_context(value)`` injecting it into the engine) and the rest of the
+    randomness free; -> [(accepted, emitted token)]."""
+
+    def probe(x, q, p, coin, n):
+        ids = np.full((n, 1), x, np.int64)
+        qs = np.repeat(q[None, None], n, 0)
+        bonus = np.full(PROBE_V, 1.0 / PROBE_V, np.float32)
+        ps = np.repeat(np.stack([p, bonus])[None], n, 0)
+        if explicit:
+            u = np.stack([np.full(n, coin, np.float32), (np.arange(n, dtype=np.float32) + 0.5) / n], 1)
+            out, nacc = kernel(ids, qs, ps, u)
+        else:
+            with (coin_context(coin) if coin_context else nullcontext()):
+                out, nacc = kernel(ids, qs, ps, np.random.default_rng(0))
+        out, nacc = np.asarray(out), np.asarray(nacc)
+        return [(bool(a > 0), int(out[i, a])) for i, a in enumerate(nacc)]
+
+    return probe
+
+
+def round_probe(verify):
+    """A probe for a round wrapper's ``verify(drafts, ps, qs, coins, seed)``."""
+
+    def probe(x, q, p, coin, n):
+        bonus = np.full(PROBE_V, 1.0 / PROBE_V)
+        got = []
+        for i in range(n):
+            out = verify([x], [p.astype(np.float64), bonus], [q.astype(np.float64)], coin, i)
+            got.append((len(out) == 2, int(out[-1]) if len(out) == 1 else int(out[1])))
+        return got
+
+    return probe
+
+
+def replays(engine: "Engine", subject) -> bool:
+    """Whether two calls with the same seed give the same outputs (a seeded request replays):
+    a kernel gets equal ``torch.Generator`` seeds (or the same uniforms), a round sampler equal
+    NumPy seeds. Eight rows / rounds of a small V = 4, k = 2 instance."""
+    import torch
+
+    rng = np.random.default_rng(7)
+    q = rng.dirichlet(np.ones(PROBE_V), (8, 2)).astype(np.float32)
+    p = rng.dirichlet(np.ones(PROBE_V), (8, 3)).astype(np.float32)
+    ids = np.stack([[rng.choice(PROBE_V, p=q[b, i] / q[b, i].sum()) for i in range(2)] for b in range(8)])
+    u = rng.random((8, 3), dtype=np.float32)
+    outs = []
+    for _ in range(2):
+        if engine.interface == "round":
+            r = np.random.default_rng(11)
+
+            def row(x):
+                x = x.astype(np.float64)
+                return x / x.sum()
+
+            outs.append([subject(lambda pre: row(p[0, min(len(pre), 2)]), lambda pre: row(q[0, min(len(pre), 1)]),
+                                 (), 2, r) for _ in range(8)])
+        else:
+            from ..interfaces.kernel import uses_generator
+
+            arg = torch.Generator().manual_seed(11) if uses_generator(subject) else u
+            out, nacc = subject(ids, q, p, arg)
+            outs.append((np.asarray(out).tolist(), np.asarray(nacc).tolist()))
+    return outs[0] == outs[1]
+
+
+def run_probes(probe, one_minus: float, n: int = 64) -> dict:
+    """What the engine does on each probe instance, in words, plus raw facts for JSON."""
+    out = {}
+    for name, (x, q, p, coin) in probe_cases().items():
+        coin = one_minus if coin is None else coin
+        try:
+            got = probe(x, q, p, coin, n)
+        except Exception as exc:  # noqa: BLE001 - an engine failing here is a behaviour
+            out[name] = {"text": f"raises {type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"}
+            continue
+        acc = sum(a for a, _ in got) / len(got)
+        emitted = sorted({t for a, t in got if not a})
+        zero = [t for t in emitted if p[t] <= 0]
+        out[name] = {"accept_rate": acc, "emitted_after_rejection": emitted, "zero_probability_emitted": zero,
+                     "coin": coin}
+    return out
+
+
+def describe_probes(facts: dict, uniform_range: str) -> tuple[str, str]:
+    """(measure-zero text, disagreement text) from ``run_probes`` facts."""
+    def rate(name):
+        f = facts.get(name, {})
+        if "text" in f:
+            return f["text"]
+        a = f.get("accept_rate", 0.0)
+        return "accepts" if a == 1 else "rejects" if a == 0 else f"accepts {a:.0%}"
+
+    top = facts.get("pq_u1", {}).get("coin", ONE_MINUS_F32)
+    top = "1 - 2^-53" if top == ONE_MINUS_F64 else "1 - 2^-24" if top == ONE_MINUS_F32 else f"{top:.10g}"
+    mz = f"u = 0, p(x) = 0 < q(x): {rate('p0_u0')}; u = {top}, p = q: {rate('pq_u1')}"
+    q0 = facts.get("q0_draft", {})
+    er = facts.get("empty_residual", {})
+    if "text" in q0:
+        q0_text = q0["text"]
+    else:
+        q0_text = rate("q0_draft")
+        if q0.get("accept_rate", 1) < 1:
+            q0_text += f", then emits {q0['emitted_after_rejection']}"
+    if "text" in er:
+        er_text = er["text"]
+    elif er.get("accept_rate", 0) == 1:
+        er_text = "not reached (the q(x) = p(x) = 0 draft is accepted)"
+    else:
+        zero = er.get("zero_probability_emitted", [])
+        er_text = f"emits {er.get('emitted_after_rejection')}" + (f" (p = 0 for {zero})" if zero else "")
+    dis = f"q(x) = 0 draft (p(x) = .25): {q0_text}; empty residual (p = q, draft with p(x) = q(x) = 0): {er_text}"
+    return mz, dis
+
+
+# ----------------------------------------------------------------------------- the engines
+
+
+def _vllm_v0_rejection():
+    from . import vllm as V
+
+    rs, _ = V.load_v0()
+    sampler = V.v0_rejection_sampler(rs)
+    from ..adapters.kernels import from_vllm_v0
+
+    canon = from_vllm_v0(sampler.forward)
+
+    def kernel(draft_ids, draft_probs, target_probs, generator):
+        return canon(draft_ids, draft_probs, target_probs, generator)
+
+    return Built(kernel, kernel_probe(kernel, lambda c: V.v0_coins(sampler, c)),
+                 "RNG injection: RejectionSampler._create_uniform_samples returns the coin")
+
+
+def _vllm_v0_typical():
+    from . import vllm as V
+
+    _, typ = V.load_v0()
+    kernel = V.v0_typical_kernel(typ)
+    return Built(kernel, kernel_probe(kernel), "none needed (deterministic)")
+
+
+def _vllm_v1():
+    from . import vllm as V
+
+    module = V.load_v1()
+    kernel = V.v1_kernel(module)
+    return Built(kernel, kernel_probe(kernel, lambda c: V.v1_coins(module, c)),
+                 "RNG injection: the module's generate_uniform_probs returns the coin")
+
+
+def _sglang(block: bool):
+    from functools import partial
+
+    from ..adapters.kernels import from_sglang_chain
+    from . import others, rounds
+
+    module = others.load_sglang()
+    fn = module.chain_speculative_sampling_triton
+    if block:
+        step = rounds.sglang_chain_round(fn, block_verification=True)
+        kernel = from_sglang_chain(partial(fn, block_verification=True))
+        return Built(step, kernel_probe(kernel, explicit=True), "explicit uniforms (inputs)")
+    kernel = from_sglang_chain(fn)
+
+    def chain_kernel(draft_ids, draft_probs, target_probs, uniforms):
+        return kernel(draft_ids, draft_probs, target_probs, uniforms)
+
+    return Built(chain_kernel, kernel_probe(chain_kernel, explicit=True), "explicit uniforms (inputs)")
+
+
+def _sglang_block_kernel():
+    from functools import partial
+
+    from ..adapters.kernels import from_sglang_chain
+    from . import others
+
+    module = others.load_sglang()
+    kernel = from_sglang_chain(partial(module.chain_speculative_sampling_triton, block_verification=True))
+
+    def block_kernel(draft_ids, draft_probs, target_probs, uniforms):
+        return kernel(draft_ids, draft_probs, target_probs, uniforms)
+
+    return Built(block_kernel, kernel_probe(block_kernel, explicit=True), "explicit uniforms (inputs)")
+
+
+def _eagle():
+    from . import others, rounds
+
+    module = others.load_eagle()
+    step = rounds.eagle_round(module.evaluate_posterior, module)
+    return Built(step, round_probe(step.verify), "RNG injection: the module's global `random` returns the coin")
+
+
+def _medusa():
+    from . import others, rounds
+
+    module = others.load_medusa()
+    step = rounds.medusa_round(module.evaluate_posterior, module.generate_candidates)
+    return Built(step, round_probe(step.verify), "none needed (deterministic)")
+
+
+TRITON_KERNEL = {"quick": {"base": "quick", "generated": 0, "n_min": 2000, "n_max": 8000, "detect_tv": 0.1,
+                           "call_limit_s": 300.0},
+                 "standard": {"base": "quick", "generated": 1, "n_min": 4000, "n_max": 32000, "detect_tv": 0.05,
+                              "call_limit_s": 600.0}}
+FAST_KERNEL = {"quick": {"base": "quick"}, "standard": {"base": "standard"}}
+FAST_ROUND = {"quick": {"base": "quick"}, "standard": {"base": "standard"}}
+SLOW_ROUND = {"quick": {"base": "quick", "cases": (0,), "n_max": 2000, "fallback_statistics_s": 400.0,
+                        "statistics_s": 400.0, "detect_tv": 0.15, "call_limit_s": 30.0,
+                        "round_length_s": 120.0},
+              "standard": {"base": "quick", "cases": (0, 4), "n_max": 4000, "fallback_statistics_s": 900.0,
+                           "statistics_s": 900.0, "detect_tv": 0.1, "call_limit_s": 30.0,
+                           "round_length_s": 240.0}}
+
+ENGINES = [
+    Engine("vllm-v0-rejection", "vllm", "0.8.5", "RejectionSampler.forward (model_executor/layers/rejection_sampler.py)",
+           "kernel", "exact", "torch.rand / exponential_ with the request's torch.Generator (seeded_seqs); "
+           "unseeded rows: torch's global RNG", _vllm_v0_rejection, FAST_KERNEL),
+    Engine("vllm-v0-typical", "vllm", "0.8.5", "TypicalAcceptanceSampler.forward (typical_acceptance_sampler.py)",
+           "kernel", "lossy", "none (deterministic; the caller's bonus token only)", _vllm_v0_typical, FAST_KERNEL),
+    Engine("vllm-v1-rejection", "vllm", "0.8.5", "rejection_sample (v1/sample/rejection_sampler.py, Triton)",
+           "kernel", "exact", "torch.rand + one exponential row per request, from sampling_metadata.generators",
+           _vllm_v1, TRITON_KERNEL),
+    Engine("sglang-chain", "sglang", "0.5.23", "chain_speculative_sampling_triton (kernels/ops/speculative/"
+           "reject_sampling.py), token-wise", "kernel", "exact", "the caller's uniforms (uniform_samples, "
+           "uniform_samples_for_final_sampling)", lambda: _sglang(False), TRITON_KERNEL),
+    Engine("sglang-block-kernel", "sglang", "0.5.23", "chain_speculative_sampling_triton(block_verification=True), "
+           "law given drafts", "kernel", "different-rule", "the caller's uniforms; one coin per position, reused "
+           "for the pre-check and the acceptance test", _sglang_block_kernel,
+           {b: {**v, "stop_on_first": True} for b, v in TRITON_KERNEL.items()}),
+    Engine("sglang-block-round", "sglang", "0.5.23", "chain_speculative_sampling_triton(block_verification=True), "
+           "marginal law (round wrapper, B = 1)", "round", "exact", "the caller's uniforms, drawn from the "
+           "round's rng", lambda: _sglang(True), SLOW_ROUND),
+    Engine("eagle1", "eagle-llm", "1.2.1", "evaluate_posterior (eagle/model/utils.py), chain", "round", "exact",
+           "Python's global random.random() (coins) and torch.multinomial (emitted token)", _eagle, FAST_ROUND,
+           uniform_range="[0, 1) (float64)"),
+    Engine("medusa", "medusa-llm", "0.1", "evaluate_posterior (medusa/model/utils.py), typical acceptance",
+           "round", "lossy", "none (deterministic; next token = argmax)", _medusa, FAST_ROUND),
+    Engine("tensorrt-llm", "tensorrt-llm", "1.2.1", "sampling_utils.get_rejected_indices / sample_rejected",
+           "kernel", "exact", "torch.rand / torch.multinomial with a generator",
+           skip="tensorrt-llm: the package index has no wheel for it here (only a stub sdist that downloads "
+                "from another host); adapter ready: adapters.kernels.from_trtllm"),
+    Engine("flashinfer", "flashinfer-python", "0.7.2.post1", "sampling.chain_speculative_sampling", "kernel", "exact",
+           "curand Philox from a torch.Generator",
+           skip="flashinfer: CUDA only, not run on a CPU machine (the GPU stage); adapter ready: "
+                "adapters.kernels.from_flashinfer"),
+]
+BY_NAME = {e.name: e for e in ENGINES}
+BUDGET_NAMES = ("quick", "standard")
+
+
+def _tensorrt_skip(engine: Engine, download: bool) -> str:
+    """TRT-LLM's skip line, unless a wheel of the pinned version is in the cache or on the index."""
+    try:
+        loader._wheel(engine.package, engine.version, download)
+    except loader.Unavailable:
+        return engine.skip
+    return (f"tensorrt-llm: a {engine.version} wheel is present but its sampling_utils needs the "
+            f"compiled TensorRT-LLM runtime; not wired here (adapters.kernels.from_trtllm is)")
+
+
+# ----------------------------------------------------------------------------- judging
+
+
+def judge(engine: Engine, subject, budget: str, seed: int = 0):
+    """The engine's Report under budget ``budget`` (its per-engine overrides applied)."""
+    from .. import api, detectors
+    from ..interfaces import kernel as KI
+
+    spec = dict(engine.budgets.get(budget, {"base": budget}))
+    base = spec.pop("base", budget)
+    stop = spec.pop("stop_on_first", False)
+    counterexample = engine.expected != "exact" or engine.interface == "kernel"
+    if engine.interface == "kernel":
+        kb = replace(KI.get_budget(base), name=f"{budget}-{engine.name}", **spec)
+        result = KI.run(subject, kb, seed, stop_on_first=stop)
+        return api.Report(target=engine.name, seed=seed, budget=kb.name, coverage=KI.coverage(kb),
+                          false_fail_rate=kb.false_fail_rate, result=result)
+    rb = replace(detectors.get_budget(base), name=f"{budget}-{engine.name}", **spec)
+    return api.check(subject, budget=rb, seed=seed, interface="round", counterexample=counterexample,
+                     target=engine.name)
+
+
+def power_text(result) -> str:
+    if result.power:
+        worst = max(p.get("min_tv", p.get("min_detectable_tv", float("nan"))) for p in result.power)
+        runs = sum(p["runs"] for p in result.power)
+        return f"statistics: sees TV >= {worst:.3g} per case ({len(result.power)} cases, {runs:,} rows/rounds)"
+    if result.exact_tv_max is not None:
+        return f"exact (no sampling noise): largest TV {result.exact_tv_max:.2g}"
+    return "none (not judged)"
+
+
+def efficiency_text(result) -> str:
+    pairs = list(result.mean_tokens_per_round.values())
+    if not pairs:
+        return "n/a"
+    got, want = sum(a for a, _ in pairs), sum(b for _, b in pairs)
+    return f"{got / want:.3f}x the token-wise rule's tokens/round ({len(pairs)} cases)" if want else "n/a"
+
+
+def verdict_text(engine: Engine, report) -> str:
+    e = report.exact
+    dist = [f for f in report.findings if f.kind == "distribution"]
+    if engine.expected == "different-rule" and dist and not [f for f in report.findings if f.kind == "contract"]:
+        return "differs from the token-wise rule given drafts (block verification is a different rule; " \
+               "see the round row for its marginal law)"
+    word = {True: "exact", False: "not exact", None: "inconclusive"}[e]
+    if e is False and engine.expected == "lossy":
+        word += " (lossy by design)"
+    return word
+
+
+def edge_text(report) -> str:
+    edges = [f for f in report.findings if f.kind == "edge"]
+    if not edges:
+        return ""
+    kinds: dict = {}
+    for f in edges:
+        kinds.setdefault(f.check, f.message)
+    return "; ".join(f"battery {k} ({sum(f.check == k for f in edges)}x): {m[:160]}" for k, m in kinds.items())
+
+
+def short_counterexample(cx: dict | None) -> dict | None:
+    if not cx:
+        return None
+    keep = {k: cx[k] for k in ("method", "model", "vocab_size", "k", "draft_ids", "p", "q", "exact_tv",
+                               "empirical_tv", "samples") if k in cx}
+    keep["distributions"] = cx.get("distributions", [])[:6]
+    return keep
+
+
+def command(engine: Engine, budget: str) -> str:
+    return f"python -m specverify.engines --engine {engine.name} --budget {budget}"
+
+
+def run_engine(engine: Engine, budget: str = "quick", seed: int = 0, download: bool = True) -> dict:
+    """One row (a dict): the verdict and everything the table shows, or a skip line."""
+    row = {"engine": engine.name, "package": engine.package, "version": engine.version,
+           "function": engine.function, "interface": engine.interface, "command": command(engine, budget)}
+    if engine.skip is not None:
+        text = _tensorrt_skip(engine, download) if engine.package == "tensorrt-llm" else engine.skip
+        return {**row, "skipped": text}
+    t0 = time.perf_counter()
+    try:
+        built = engine.build()
+    except loader.Unavailable as exc:
+        return {**row, "skipped": f"{engine.name}: {exc}"}
+    load_s = time.perf_counter() - t0
+    report = judge(engine, built.subject, budget, seed)
+    facts = run_probes(built.probe, ONE_MINUS_F64 if "float64" in engine.uniform_range else ONE_MINUS_F32) \
+        if built.probe else {}
+    mz, dis = describe_probes(facts, engine.uniform_range) if facts else ("", "")
+    mz = f"{mz} (coins: {built.coins})" if mz else mz
+    battery_edges = edge_text(report)
+    try:
+        replay = "a seeded call replays" if replays(engine, built.subject) else "a seeded call does NOT replay"
+    except Exception as exc:  # noqa: BLE001
+        replay = f"replay check failed ({type(exc).__name__})"
+    r = report.result
+    return {**row, "expected": engine.expected, "verdict": verdict_text(engine, report), "exact": report.exact,
+            "power": power_text(r), "efficiency": efficiency_text(r),
+            "measure_zero": mz, "battery_edges": battery_edges, "disagreements": dis,
+            "randomness": f"{engine.randomness}; {replay}", "uniforms": engine.uniform_range, "probe_coins": built.coins,
+            "probes": facts, "findings": [f.to_dict() for f in r.findings if f.kind != "edge"][:8],
+            "edge_findings": [f.message for f in r.findings if f.kind == "edge"][:8],
+            "shortfalls": r.shortfalls[:4], "counterexample": short_counterexample(report.counterexample),
+            "budget": report.budget, "coverage": report.coverage,
+            "seconds": round(time.perf_counter() - t0, 1), "load_seconds": round(load_s, 1)}
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_table(rows: list[dict]) -> str:
+    """The markdown table (one row per judged engine function) and the skip lines below it."""
+    head = ("| engine | version | function | verdict | power | efficiency | measure-zero events | "
+            "where engines disagree | randomness | reproduce |")
+    lines = [head, "|" + "---|" * 10]
+    skips = []
+    for r in rows:
+        if "skipped" in r:
+            skips.append(f"- skipped: {r['skipped']}")
+            continue
+        mz = r["measure_zero"] + (f"; {r['battery_edges']}" if r.get("battery_edges") else "")
+        lines.append("| " + " | ".join(_cell(x) for x in (
+            r["engine"], f"{r['package']} {r['version']}", r["function"], r["verdict"], r["power"],
+            r["efficiency"], mz, r["disagreements"], f"{r['randomness']}; uniforms {r['uniforms']}",
+            f"`{r['command']}` ({r['seconds']} s)")) + " |")
+    return "\n".join(lines + ([""] + skips if skips else []))
+
+
+def render_findings(rows: list[dict]) -> str:
+    """Each row's first distribution finding and smallest counterexample, as JSON blocks."""
+    out = []
+    for r in rows:
+        if "skipped" in r or not (r.get("findings") or r.get("counterexample")):
+            continue
+        out.append(f"### {r['engine']}\n")
+        for f in r.get("findings", [])[:3]:
+            out.append(f"- {f['kind']} ({f['check']}): {f['message'][:300]}")
+        if r.get("counterexample"):
+            out.append("\n```json\n" + json.dumps(r["counterexample"], indent=1, default=str)[:3000] + "\n```")
+        out.append("")
+    return "\n".join(out)
+
+
+def run(names: list[str] | None = None, budget: str = "quick", seed: int = 0, download: bool = True,
+        progress: Callable | None = None) -> list[dict]:
+    """Rows for ``names`` (all engines when None), in table order."""
+    if budget not in BUDGET_NAMES:
+        raise ValueError(f"budget: one of {', '.join(BUDGET_NAMES)}, got {budget!r}")
+    chosen = ENGINES if not names else [BY_NAME[n] for n in names]
+    rows = []
+    for engine in chosen:
+        row = run_engine(engine, budget, seed, download)
+        if progress:
+            progress(row)
+        rows.append(row)
+    return rows
+
+
+__all__ = ["BUDGET_NAMES", "BY_NAME", "ENGINES", "Built", "Engine", "describe_probes", "judge",
+           "kernel_probe", "probe_cases", "render_findings", "render_table", "round_probe", "run",
+           "run_engine", "run_probes"]

@@ -1,0 +1,222 @@
+"""specverify.engines without any download: the loader's stand-ins, the probes, the table, and
+the round wrappers around the project's reference written in each engine's calling convention
+(SGLang's chain kernel, EAGLE-1's and Medusa 0.1's ``evaluate_posterior``)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import zipfile
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from specverify import api, detectors  # noqa: E402
+from specverify.adapters.kernels import to_sglang_chain  # noqa: E402
+from specverify.engines import (ENGINES, ONE_MINUS_F32, describe_probes, kernel_probe, loader,  # noqa: E402
+                                render_findings, render_table, round_probe, run_probes)
+from specverify.engines import rounds  # noqa: E402
+from specverify.engines.__main__ import main, matches  # noqa: E402
+from specverify.samplers.chain import residual  # noqa: E402
+
+TINY = replace(detectors.get_budget("quick"), name="tiny", cases=(0,), n_max=2000)
+
+
+# ----------------------------------------------------------------------------- references
+
+
+def reference_kernel(draft_ids, draft_probs, target_probs, uniforms):
+    """The token-wise rule with explicit uniforms: accept iff q(x) > 0 and u q(x) < p(x); emit by
+    inverse CDF of norm(max(p - q, 0)) (p when all are accepted) at the last uniform."""
+    ids, q, p, u = (np.asarray(a) for a in (draft_ids, draft_probs, target_probs, uniforms))
+    B, k = ids.shape
+    out, nacc = np.full((B, k + 1), -1, np.int64), np.zeros(B, np.int64)
+    for b in range(B):
+        kb, j = int((ids[b] >= 0).sum()), 0
+        while j < kb and q[b, j, ids[b, j]] > 0 and u[b, j] * q[b, j, ids[b, j]] < p[b, j, ids[b, j]]:
+            out[b, j] = ids[b, j]
+            j += 1
+        w = residual(p[b, j].astype(np.float64), q[b, j].astype(np.float64)) if j < kb else p[b, j].astype(np.float64)
+        c = np.cumsum(w)
+        out[b, j] = min(int(np.searchsorted(c, u[b, k] * c[-1], side="right")), len(c) - 1)
+        nacc[b] = j
+    return out, nacc
+
+
+def eagle_convention_reference(logits, candidates, logits_processor, cart_candidates_prob, op, p_indices,
+                               tree_candidates, b_indices):
+    """EAGLE-1's ``evaluate_posterior`` arguments and results, for a chain, with the token-wise
+    rule and Python's global ``random`` as EAGLE draws it."""
+    k = candidates.shape[1] - 1
+    for i in range(1, k + 1):
+        p = torch.softmax(logits_processor(None, logits[0, i - 1][None])[0], dim=0)
+        x = int(candidates[0, i])
+        q = float(cart_candidates_prob[0, i])
+        if not (q > 0 and random.random() < float(p[x]) / q):
+            r = torch.from_numpy(residual(p.numpy(), op[i - 1][0].numpy()))
+            return torch.tensor(0), i - 1, r
+    return torch.tensor(0), k, torch.softmax(logits[0, k], dim=0)
+
+
+def medusa_convention_accept_all(logits, candidates, temperature, posterior_threshold, posterior_alpha):
+    """Medusa's ``evaluate_posterior`` convention, accepting every candidate (lossy)."""
+    return torch.tensor(0), candidates.shape[1] - 1
+
+
+def medusa_generate_candidates(medusa_logits, logits, medusa_topk, tree_indices, temperature):
+    return torch.argmax(logits[:, -1]).reshape(1), None
+
+
+# ----------------------------------------------------------------------------- loader
+
+
+def test_standins_are_installed_only_while_loading(tmp_path):
+    root = tmp_path / "src"
+    (root / "fakeengine" / "layers").mkdir(parents=True)
+    (root / "fakeengine" / "__init__.py").write_text("raise RuntimeError('never executed')\n")
+    (root / "fakeengine" / "layers" / "verify.py").write_text(
+        "import fakeengine.envs as envs\nfrom fakeengine.platforms import current_platform\n"
+        "FLAG = envs.USE_CUDA\nDEVICE = current_platform.device_type\n")
+    std = {"fakeengine.envs": loader.standin("fakeengine.envs", "flag", USE_CUDA=False),
+           "fakeengine.platforms": loader.standin("fakeengine.platforms", "cpu",
+                                                  current_platform=type("P", (), {"device_type": "cpu"}))}
+    before = set(sys.modules)
+    mod = loader.load("fakeengine.layers.verify", root, std)
+    assert (mod.FLAG, mod.DEVICE) == (False, "cpu")
+    assert mod.__file__ == str(root / "fakeengine" / "layers" / "verify.py")
+    assert not {n for n in set(sys.modules) - before if n.startswith("fakeengine")}
+    assert std["fakeengine.envs"].__specverify_standin__
+
+
+def test_a_failing_import_is_one_skip_line(tmp_path):
+    (tmp_path / "eng").mkdir()
+    (tmp_path / "eng" / "mod.py").write_text("import some_cuda_only_extension\n")
+    with pytest.raises(loader.Unavailable) as info:
+        loader.load("eng.mod", tmp_path)
+    assert "\n" not in str(info.value) and "ModuleNotFoundError" in str(info.value)
+    assert "eng" not in sys.modules
+
+
+def test_fetch_unpacks_only_the_members_from_a_cached_wheel(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVERIFY_ENGINES_DIR", str(tmp_path))
+    (tmp_path / "dl").mkdir()
+    with zipfile.ZipFile(tmp_path / "dl" / "fake_engine-1.0-py3-none-any.whl", "w") as z:
+        z.writestr("fake/a.py", "A = 1\n")
+        z.writestr("fake/big.so", "x" * 100)
+    root = loader.fetch("fake-engine", "1.0", ("fake/a.py",), download=False)
+    assert (root / "fake" / "a.py").read_text() == "A = 1\n" and not (root / "fake" / "big.so").exists()
+    with pytest.raises(loader.Unavailable, match="no fake/missing.py"):
+        loader.fetch("fake-engine", "1.0", ("fake/missing.py",), download=False)
+    with pytest.raises(loader.Unavailable, match="not in the cache"):
+        loader.fetch("other", "2.0", ("x.py",), download=False)
+
+
+# ----------------------------------------------------------------------------- probes and table
+
+
+def test_probes_on_the_reference_kernel():
+    facts = run_probes(kernel_probe(reference_kernel, explicit=True), ONE_MINUS_F32, n=16)
+    assert facts["p0_u0"]["accept_rate"] == 0 and facts["pq_u1"]["accept_rate"] == 1
+    assert facts["q0_draft"]["accept_rate"] == 0
+    assert facts["empty_residual"]["zero_probability_emitted"] == []  # falls back to p
+    mz, dis = describe_probes(facts, "[0, 1)")
+    assert "u = 0, p(x) = 0 < q(x): rejects" in mz and "1 - 2^-24, p = q: accepts" in mz
+    assert "q(x) = 0 draft (p(x) = .25): rejects" in dis
+
+
+def test_probes_see_a_non_strict_kernel():
+    def non_strict(draft_ids, draft_probs, target_probs, uniforms):
+        u = np.asarray(uniforms).copy()
+        out, nacc = reference_kernel(draft_ids, draft_probs, target_probs, u)
+        ids, q, p = map(np.asarray, (draft_ids, draft_probs, target_probs))
+        hit = (u[:, 0] == 0) & (q[np.arange(len(ids)), 0, ids[:, 0]] > 0)
+        out[hit, 0], out[hit, 1], nacc[hit] = ids[hit, 0], 0, 1
+        return out, nacc
+
+    facts = run_probes(kernel_probe(non_strict, explicit=True), ONE_MINUS_F32, n=8)
+    assert facts["p0_u0"]["accept_rate"] == 1
+
+
+def test_round_wrappers_probe_eagle_convention():
+    step = rounds.eagle_round(eagle_convention_reference)
+    facts = run_probes(round_probe(step.verify), 1 - 2 ** -53, n=8)
+    assert facts["p0_u0"]["accept_rate"] == 0 and facts["pq_u1"]["accept_rate"] == 1
+    assert facts["q0_draft"]["accept_rate"] == 0
+
+
+def _row(**kw):
+    base = {"engine": "x", "package": "pkg", "version": "1", "function": "f | g", "interface": "kernel",
+            "verdict": "exact", "power": "p", "efficiency": "e", "measure_zero": "m", "battery_edges": "",
+            "disagreements": "d", "randomness": "r", "uniforms": "[0, 1)", "seconds": 1.0,
+            "command": "python -m specverify.engines --engine x --budget quick", "expected": "exact", "exact": True}
+    return {**base, **kw}
+
+
+def test_table_rows_skips_and_findings():
+    rows = [_row(), {"engine": "t", "skipped": "t: no wheel"},
+            _row(engine="y", verdict="not exact", exact=False, expected="lossy",
+                 findings=[{"kind": "distribution", "check": "exact-tv", "message": "TV 0.3"}],
+                 counterexample={"draft_ids": [0], "p": [[0.5, 0.5]]})]
+    table = render_table(rows)
+    lines = table.splitlines()
+    assert lines[0].startswith("| engine | version | function | verdict")
+    assert sum(line.startswith("| x |") or line.startswith("| y |") for line in lines) == 2
+    assert "f \\| g" in table and "- skipped: t: no wheel" in table
+    assert "`python -m specverify.engines --engine x --budget quick` (1.0 s)" in table
+    assert "### y" in render_findings(rows) and "draft_ids" in render_findings(rows)
+    assert matches(rows[0]) and matches(rows[2]) and not matches(_row(exact=False))
+
+
+def test_render_from_saved_json(tmp_path, capsys):
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([_row()]))
+    assert main(["--render", str(path)]) == 0
+    assert "| x | pkg 1 |" in capsys.readouterr().out
+
+
+def test_every_engine_row_is_declared():
+    names = [e.name for e in ENGINES]
+    assert len(names) == len(set(names))
+    for wanted in ("vllm-v0-rejection", "vllm-v0-typical", "vllm-v1-rejection", "sglang-chain",
+                   "sglang-block-kernel", "sglang-block-round", "eagle1", "medusa", "tensorrt-llm", "flashinfer"):
+        assert wanted in names
+    assert all((e.build is None) == (e.skip is not None) for e in ENGINES)
+
+
+# ----------------------------------------------------------------------------- round wrappers, judged
+
+
+def test_sglang_round_wrapper_around_the_reference_is_exact():
+    step = rounds.sglang_chain_round(to_sglang_chain(reference_kernel))
+    report = api.check(step, budget=TINY, interface="round", counterexample=False)
+    assert report.exact is True, report.text()
+
+
+def test_eagle_round_wrapper_around_the_reference_is_exact():
+    step = rounds.eagle_round(eagle_convention_reference)
+    report = api.check(step, budget=TINY, interface="round", counterexample=False)
+    assert report.exact is True, report.text()
+
+
+def test_medusa_round_wrapper_calls_accepting_everything_not_exact():
+    step = rounds.medusa_round(medusa_convention_accept_all, medusa_generate_candidates)
+    assert step.verify([1, 0], [np.array([.2, .8]), np.array([.9, .1]), np.array([.3, .7])]) == [1, 0, 1]
+    report = api.check(step, budget=TINY, interface="round", counterexample=False)
+    assert report.exact is False
+
+
+def test_replay_check():
+    from specverify.engines import BY_NAME, replays
+
+    assert replays(BY_NAME["sglang-chain"], reference_kernel)
+    assert replays(BY_NAME["eagle1"], rounds.eagle_round(eagle_convention_reference))
+
+    def unseeded(draft_ids, draft_probs, target_probs, generator):  # ignores its generator
+        u = np.random.default_rng().random((len(draft_ids), draft_ids.shape[1] + 1), dtype=np.float32)
+        return reference_kernel(draft_ids, draft_probs, target_probs, u)
+
+    assert not replays(BY_NAME["vllm-v0-rejection"], unseeded)
