@@ -221,3 +221,22 @@ def test_a_kernel_and_its_round_wrapper_get_the_same_verdict(subject, verdict):
     # the round battery cannot enumerate through a kernel's arrays: its chi-square judges it
     round_result = detectors.run_battery(kernel.as_round_sampler(subject), "quick", 0)
     assert round_result.exact is verdict, round_result.findings
+
+
+def test_a_spawned_subject_process_judges_the_same():
+    """CUDA subjects run in a spawned process (--device cuda); the spawn path, on the CPU."""
+    import os
+
+    env = {**os.environ, "SPECVERIFY_START_METHOD": "spawn"}
+    done = subprocess.run([sys.executable, "-m", "specverify", "check",
+                           "specverify.samplers.kernel:reference_kernel", "--budget", "quick", "--json"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["exact"] is True
+
+
+def test_device_errors_are_usage_errors():
+    with pytest.raises(UsageError, match="device"):
+        specverify.check(ks.loop_kernel, budget="quick", device="tpu")
+    with pytest.raises(UsageError, match="only kernels"):
+        specverify.check(specverify.speculative_step, budget="quick", device="cpu")

@@ -168,7 +168,7 @@ class KernelBattery:
         streams = np.random.SeedSequence(seed).spawn(4)  # 0 cases, 1 contract, 2 spot checks, 3 statistics
         self.contract_rng, self.spot_rng = (np.random.default_rng(s) for s in streams[1:3])
         self.stat_stream = streams[3]
-        self.arrays = "numpy"
+        self.arrays = "numpy" if budget.device == "cpu" else "torch"  # on a GPU: torch tensors there
         self.generator = False  # the kernel draws from a generator (its fourth parameter's name)
         self.statistical = False  # judged by statistics: a generator, or uniforms that do not replay
         self.flagged_instances: list = []  # (V*k, case, b, got, want, tv, method)
