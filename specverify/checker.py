@@ -1,7 +1,10 @@
 """``python -m specverify check TARGET [TARGET ...]``: is anyone's speculative sampler exact?
 
-TARGET is ``package.module:function`` or ``path/to/file.py:function``, a function with the
-handout's signature ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]``. The target is
+TARGET is ``package.module:function`` or ``path/to/file.py:function``: a round sampler with the
+handout's signature ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]``, a generation
+loop ``generate(target, draft, requests, k, rng)`` or a batched kernel ``kernel(draft_ids,
+draft_probs, target_probs, uniforms)`` (specverify.interfaces: told by the parameter names, or
+``--interface``; ``--device cuda`` runs a kernel's tensors on a GPU). The target is
 imported and run only in its own process (specverify.runner); this module is the command line
 over ``specverify.api.check`` (``detectors.run_battery`` and ``detectors.find_counterexample``);
 ``--junit-xml FILE`` writes one JUnit test case per target, ``--executor ray`` runs one Ray task

@@ -240,3 +240,23 @@ def test_device_errors_are_usage_errors():
         specverify.check(ks.loop_kernel, budget="quick", device="tpu")
     with pytest.raises(UsageError, match="only kernels"):
         specverify.check(specverify.speculative_step, budget="quick", device="cpu")
+
+
+@pytest.mark.parametrize("name, how", [("vllm_style", "power"), ("sglang_style", "exact")])
+def test_readme_kernel_examples(name, how):
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, "-m", "specverify", "check", f"tests/readme_kernels.py:{name}",
+                           "--budget", "quick", "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["exact"] is True
+    if how == "power":  # a generator kernel: judged by the chi-square, with its power stated
+        assert report["power"] and report["exact_tv_max"] is None
+    else:  # uniforms as inputs: the exact law
+        assert report["exact_tv_max"] < 1e-5 and not report["power"]
+
+
+def test_another_order_is_said():
+    r = kernel.run(ks.reversed_final_uniform, "quick", 0)
+    assert any(line.startswith("order:") for line in r.ran)
+    assert not any(line.startswith("order:") for line in kernel.run(ks.loop_kernel, "quick", 0).ran)

@@ -408,6 +408,31 @@ class KernelBattery:
                     self.edge(case, b, f"emits token {y}, of probability 0, at accepted count {n} with "
                               f"{u_i} (probability 2^-24 on the float32 grid)", "measure-zero")
 
+    def note_order(self, case, coin, emission) -> None:
+        """Say so when the kernel maps a uniform to outcomes in another order than the rule's
+        (accept below the threshold; tokens in vocabulary order along the last uniform): its law
+        may still be the rule's, but its measure-zero points and its replay of another engine's
+        uniforms differ."""
+        V, moved = case.vocab_size, 0.0
+        for (b, i), pc in coin.items():
+            if case.q_zero(b):  # q_zero_behaviour reports these
+                continue
+            t = kc.acceptance(case.p[b, i], case.q[b, i], case.drafts(b)[i])
+            ends = np.append(pc.starts[1:].astype(np.float64), 1.0)
+            for lo, hi, lab in zip(pc.starts.astype(np.float64), ends, pc.labels):
+                inside = max(0.0, min(hi, t) - lo)  # the rule accepts on [0, t)
+                moved += (hi - lo - inside) if lab == 1 else inside
+        for (b, j), pc in emission.items():
+            xs = case.drafts(b)
+            c = np.cumsum(kc.emission_weights(case.p[b, j], case.q[b, j] if j < len(xs) else None))
+            mids = (pc.starts.astype(np.float64) + np.append(pc.starts[1:].astype(np.float64), 1.0)) / 2
+            rule = np.minimum(np.searchsorted(c, mids * c[-1], side="right"), V - 1)
+            moved += float(pc.measures()[(pc.labels % (V + 1)) - 1 != rule].sum())
+        if moved > tolerance(case) * max(1, len(coin) + len(emission)):
+            self.result.ran.append(f"order: {case.name}: the kernel maps its uniforms to outcomes in another "
+                                   f"order than the rule's (measure {moved:.3g} placed elsewhere along the "
+                                   f"uniforms; judged by its law)")
+
     def q_zero_behaviour(self, case, b, coin, emission) -> None:
         """A drafted token with q(x) = 0: accepted (an edge finding: the reference rejects it),
         and, once rejected, what is emitted when the residual is empty (the reference: from p)."""
@@ -468,6 +493,7 @@ class KernelBattery:
             if case.q_zero(b):
                 self.q_zero_behaviour(case, b, coin, emission)
         self.edges(case, range(case.n), accept_pts, bases)
+        self.note_order(case, coin, emission)
         bad = self.spot_check(case, laws, coin, emission)
         stat = []
         for b in laws:

@@ -305,8 +305,8 @@ def prepare(draft_ids, draft_probs, target_probs, uniforms, *, tol: float = 1e-4
         is_int = np.issubdtype(draft_ids.dtype, np.integer)
     if not is_int:
         raise TypeError(f"draft_ids: expected an integer dtype (int64), got {draft_ids.dtype}")
-    if draft_ids.ndim != 2 or draft_ids.shape[0] < 1 or draft_ids.shape[1] < 1:
-        raise ValueError(f"draft_ids: expected shape [B, k] with B, k >= 1, "
+    if draft_ids.ndim != 2 or draft_ids.shape[0] < 1:
+        raise ValueError(f"draft_ids: expected shape [B, k] with B >= 1 (k = 0: bonus tokens only), "
                          f"got {list(draft_ids.shape)}")
     B, k = (int(s) for s in draft_ids.shape)
     _check_float("draft_probs", draft_probs)
@@ -428,6 +428,9 @@ def verify_batch(batch: Batch, *, accept: Callable = None, first: Callable = fir
         column, ``batch.final``).
     """
     ops = batch.ops
+    if batch.k == 0:  # nothing drafted: every row emits its bonus from p at row 0
+        j = ops.to_int64(batch.lengths)
+        return assemble(batch, j, ops.to_int64(bonus(ops.take_row(batch.p, j), batch.final)))
     ok = (accept(batch) if accept is not None
           else accept_mask(batch.coins, batch.px, batch.qx)) & batch.valid
     j = ops.to_int64(first(ok))
