@@ -24,6 +24,7 @@ Rule: Leviathan, Kalman, Matias (arXiv 2211.17192); bug classes: specverify.muta
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import signal
 import threading
@@ -278,20 +279,157 @@ def time_limit(seconds: float, what: str, exc: type = ContractBreach):
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
+SHOW_CHARS = 120
+"""The most characters of a subject's object (its repr) a message shows."""
+
+MESSAGE_CHARS = 500
+"""The most characters of a subject's exception message a finding shows."""
+
+_ALARMS = (ContractBreach, exact.NotEnumerable)
+"""What ``time_limit`` raises (these exact types): never swallowed while describing junk."""
+
+
+def _plain(text, limit: int) -> str:
+    """``text`` (a str or a subclass) as a plain str that encodes as UTF-8 (lone surrogates
+    backslash-escaped), cut at ``limit`` characters."""
+    out = str.__str__(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    return out if len(out) <= limit else out[:limit] + "..."
+
+
+def type_name(obj) -> str:
+    """The name of ``obj``'s type, whatever its metaclass does."""
+    try:
+        name = type(obj).__name__
+        if isinstance(name, str):
+            return _plain(name, SHOW_CHARS)
+    except BaseException as exc:  # noqa: BLE001 - a hostile metaclass
+        if type(exc) in _ALARMS:
+            raise
+    return "object"
+
+
+def show(obj, limit: int = SHOW_CHARS) -> str:
+    """``repr(obj)`` for a message, cut at ``limit`` characters; a repr that raises (or an int too
+    long to print) gives ``<TYPE object>``."""
+    try:
+        return _plain(repr(obj), limit)
+    except BaseException as exc:  # noqa: BLE001 - a hostile __repr__
+        if type(exc) in _ALARMS:
+            raise
+    return f"<{type_name(obj)} object>"
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"TYPE: message"`` for an exception a subject raised; when its ``str()`` raises, its repr,
+    and when that raises too, the type alone (both failures said)."""
+    name = type_name(exc)
+    try:
+        text = _plain(str(exc), MESSAGE_CHARS)
+        return f"{name}: {text}" if text else name
+    except BaseException as err:  # noqa: BLE001 - a hostile __str__
+        if type(err) in _ALARMS:
+            raise
+    try:
+        return f"{name} (its str() raised; repr: {_plain(repr(exc), MESSAGE_CHARS)})"
+    except BaseException as err:  # noqa: BLE001 - a hostile __repr__
+        if type(err) in _ALARMS:
+            raise
+    return f"{name} (its str() and repr() raised)"
+
+
+def message_of(exc: BaseException) -> str:
+    """The message of a ContractBreach (or NotEnumerable) as a plain str, whoever raised it: a task
+    sends this, never ``str(exc)``, back to the parent."""
+    try:
+        if type(exc) in _ALARMS:
+            return _plain(str(exc), 4 * MESSAGE_CHARS)
+    except BaseException:  # noqa: BLE001 - raised by the subject with a hostile argument
+        pass
+    try:
+        return f"raised {describe_exception(exc)}"
+    except BaseException:  # noqa: BLE001 - nothing may escape a task
+        return "raised an exception that cannot be described"
+
+
+@contextmanager
+def reading(what: str):
+    """Reading what a subject returned (its ``__len__``, ``__iter__``, ``__int__``, ``tolist``, a
+    property, ...): whatever that raises becomes ``ContractBreach(f"{what} raised ...")``. The time
+    limits' own exceptions pass; a KeyboardInterrupt passes outside the subject's process."""
+    try:
+        yield
+    except _ALARMS:
+        raise
+    except KeyboardInterrupt as exc:
+        if not runner.IN_SUBJECT_PROCESS:
+            raise
+        raise ContractBreach(f"{what} raised KeyboardInterrupt") from exc
+    except BaseException as exc:  # noqa: BLE001 - the subject's junk is a finding
+        raise ContractBreach(f"{what} raised {describe_exception(exc)}") from exc
+
+
+def items_of(seq, what: str, limit: int) -> tuple[int, list]:
+    """(``len(seq)``, its items) of a list or tuple (or a subclass) the subject returned, read
+    once: its ``len()`` and its iteration must agree. Past ``limit`` items only ``limit`` + 1 are
+    read (the caller refuses that many)."""
+    with reading(f"{what} a {type_name(seq)} whose len()"):
+        n = int.__index__(len(seq))
+    with reading(f"{what} a {type_name(seq)} whose iteration"):
+        items = list(itertools.islice(iter(seq), min(n, limit) + 1))
+    if n <= limit and len(items) != n:
+        raise ContractBreach(f"{what} a {type_name(seq)} whose len() is {n} but which iterates "
+                             f"{'more' if len(items) > n else len(items)} items")
+    return n, items
+
+
+def token_id(t, vocab_size: int, what: str) -> int:
+    """``t`` as an int in [0, vocab_size): an int or NumPy integer, not a bool; its ``int()`` is
+    called once (a subclass may answer differently each time)."""
+    with reading(f"{what} a {type_name(t)}; checking its type"):
+        is_int = not isinstance(t, bool) and isinstance(t, (int, np.integer))
+    if not is_int:
+        raise ContractBreach(f"{what} a {type_name(t)} ({show(t)}), not an int token id")
+    with reading(f"{what} a {type_name(t)} whose int()"):
+        v = int(t)
+    if not 0 <= v < vocab_size:
+        raise ContractBreach(f"{what} token {show(v)}, outside the vocabulary [0, {vocab_size})")
+    return v
+
+
+PLAIN_INTS = frozenset({int, *(np.dtype(c).type for c in "bBhHiIlLqQ")})
+"""Token types that run no code of the subject's when read (``type(t) in PLAIN_INTS``)."""
+
+
+def plain_tokens(seq, vocab_size: int) -> list[int] | None:
+    """The fast path: ``seq`` as a list of ints when it is a list or tuple (exactly those types)
+    of plain ints in [0, vocab_size), else None (read it carefully). Runs no subject code."""
+    if type(seq) is not list and type(seq) is not tuple:
+        return None
+    for t in seq:
+        if type(t) not in PLAIN_INTS or not 0 <= t < vocab_size:
+            return None
+    return [int(t) for t in seq]
+
+
 def validate_round(out, k: int, vocab_size: int) -> list[int]:
-    """The round's tokens as ints, or ContractBreach saying what is wrong with them."""
-    if hasattr(out, "tolist") and not isinstance(out, (list, tuple)):  # NumPy / torch
+    """The round's tokens as ints, or ContractBreach saying what is wrong with them. Whatever the
+    returned object raises while it is read becomes ContractBreach too."""
+    if type(out) is np.ndarray and out.dtype.kind in "iu":
         out = out.tolist()
-    if not isinstance(out, (list, tuple)):
-        raise ContractBreach(f"returned {type(out).__name__}, not a list of token ids")
-    if not 1 <= len(out) <= k + 1:
-        raise ContractBreach(f"returned {len(out)} tokens with k={k} (must be 1 to {k + 1})")
-    for t in out:
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
-            raise ContractBreach(f"returned a {type(t).__name__} ({t!r}), not an int token id")
-        if not 0 <= int(t) < vocab_size:
-            raise ContractBreach(f"returned token {int(t)}, outside the vocabulary [0, {vocab_size})")
-    return [int(t) for t in out]
+    fast = plain_tokens(out, vocab_size)
+    if fast is not None and 1 <= len(fast) <= k + 1:
+        return fast
+    with reading(f"returned a {type_name(out)}; reading it"):
+        if not isinstance(out, (list, tuple)) and hasattr(out, "tolist"):  # NumPy / torch
+            with reading(f"returned a {type_name(out)} whose tolist()"):
+                out = out.tolist()
+        is_sequence = isinstance(out, (list, tuple))
+    if not is_sequence:
+        raise ContractBreach(f"returned {type_name(out)}, not a list of token ids")
+    n, items = items_of(out, "returned", k + 1)
+    if not 1 <= n <= k + 1:
+        raise ContractBreach(f"returned {n} tokens with k={k} (must be 1 to {k + 1})")
+    return [token_id(t, vocab_size, "returned") for t in items]
 
 
 def _handing_out(name: str, fn: Callable, handed: list) -> Callable:
@@ -308,10 +446,21 @@ def _handing_out(name: str, fn: Callable, handed: list) -> Callable:
 
 def _check_untouched(handed: list) -> None:
     for name, prefix, given, original in handed:
-        if given.tobytes() != original.tobytes():  # 20x faster than np.array_equal on short rows
-            i = int(np.flatnonzero(given != original)[0]) if given.shape == original.shape else 0
-            raise ContractBreach(f"wrote into an array {name} returned for prefix {tuple(prefix)}: "
-                                 f"entry {i} was {original.flat[i]:.6g}, became {given.flat[i]:.6g}")
+        try:
+            same = given.tobytes() == original.tobytes()  # 20x faster than np.array_equal on short rows
+        except BaseException as exc:  # noqa: BLE001 - the subject replaced what the array holds
+            if type(exc) in _ALARMS:
+                raise
+            same = False
+        if not same:
+            try:
+                i = int(np.flatnonzero(given != original)[0]) if given.shape == original.shape else 0
+                how = f"entry {i} was {original.flat[i]:.6g}, became {given.flat[i]:.6g}"
+            except BaseException as exc:  # noqa: BLE001 - its dtype or shape changed as well
+                if type(exc) in _ALARMS:
+                    raise
+                how = "its contents, dtype or shape changed"
+            raise ContractBreach(f"wrote into an array {name} returned for prefix {tuple(prefix)}: {how}")
 
 
 def call_subject(fn: Callable, args: tuple, interrupt_after: float | None = None):
@@ -324,15 +473,22 @@ def call_subject(fn: Callable, args: tuple, interrupt_after: float | None = None
         with time_limit(interrupt_after, "one call"):
             return fn(*args)
     except (ContractBreach, exact.NotEnumerable):
-        raise
+        raise  # a time limit, or the enumerator's refusal (the tasks take their message safely)
     except KeyboardInterrupt as exc:
         if not runner.IN_SUBJECT_PROCESS:
             raise
         raise ContractBreach("raised KeyboardInterrupt") from exc
     except SystemExit as exc:
-        raise ContractBreach(f"called sys.exit({exc.code!r}) (raised SystemExit)") from exc
+        raise ContractBreach(f"called sys.exit({_exit_code(exc)}) (raised SystemExit)") from exc
     except BaseException as exc:  # noqa: BLE001 - the subject's failure is a finding
-        raise ContractBreach(f"raised {type(exc).__name__}: {exc}") from exc
+        raise ContractBreach(f"raised {describe_exception(exc)}") from exc
+
+
+def _exit_code(exc: SystemExit) -> str:
+    try:
+        return show(exc.code)
+    except BaseException:  # noqa: BLE001 - a SystemExit subclass with a hostile ``code``
+        return "?"
 
 
 def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
@@ -397,8 +553,8 @@ def contract_task(sampler, case: Case, budget: Budget, rng, calls: int) -> tuple
     try:
         while len(outs) < calls and (len(outs) < MIN_CONTRACT_CALLS or time.monotonic() < stop):
             outs.append(g(case.model.p_fn, case.model.q_fn, case.prefix, case.k, rng))
-    except ContractBreach as exc:
-        return {"breach": str(exc), "rounds": outs}, rng
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return {"breach": message_of(exc), "rounds": outs}, rng
     return {"breach": None, "rounds": outs}, rng
 
 
@@ -413,9 +569,9 @@ def enumerate_task(sampler, case: Case, budget: Budget, seconds: float, lengths:
             return "ok", exact.sampler_distribution(g, case.model.p_fn, case.model.q_fn, case.prefix,
                                                     case.k, case.m, max_paths=budget.max_paths)
     except exact.NotEnumerable as exc:
-        return "not-enumerable", str(exc)
+        return "not-enumerable", message_of(exc)
     except ContractBreach as exc:
-        return "breach", str(exc)
+        return "breach", message_of(exc)
 
 
 def sample_task(sampler, case: Case, n: int, rng, budget: Budget, seconds: float,
@@ -427,8 +583,8 @@ def sample_task(sampler, case: Case, n: int, rng, budget: Budget, seconds: float
     try:
         while len(out) < n and (not out or time.monotonic() < stop):
             out.append(run(g, case, rng))
-    except ContractBreach as exc:
-        return out, str(exc), rng
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return out, message_of(exc), rng
     return out, None, rng
 
 

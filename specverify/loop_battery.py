@@ -17,13 +17,16 @@ path of the loop's random decisions (``specverify.exact``, the subject drawing f
 - ``stop-max-tokens`` (contract): on every reachable output, nothing after a stop token, never
   more than max_tokens, fewer only when ending at a stop, ids in the vocabulary;
 - ``counts`` (contract): 0 <= accepted <= drafted and accepted <= tokens emitted (a stop inside an
-  accepted block counted once);
+  accepted block counted once), each bound checked whenever its counts were returned (accepted
+  without drafted too);
 - ``logprobs`` (contract): each returned log-probability equals the processed target's (1e-9);
 - ``seeded-reproducibility`` (contract): a seeded request's tokens are the same alone and in a
   batch with unseeded requests drawing from another rng;
 - ``tokens-per-pass`` (efficiency): exact mean tokens per target pass, E[tokens] / E[tokens -
   accepted], against the reference loop's on the same case; only a shortfall is a finding;
-- ``contract``: raised, exited, returned junk; ``rng``: the same rng state replayed differently.
+- ``contract``: raised, exited, returned junk (read in the subject's process: whatever its objects
+  raise while read is this finding, never a crash); ``rng``: the same rng state replayed
+  differently (NaN logprobs replay as NaN: ``same_outcomes``).
 
 Seeded requests draw from ``np.random.default_rng(seed)`` (not from the enumerating rng), so the
 law cases use unseeded requests and seeding is checked by replay with real generators.
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -45,8 +49,9 @@ import numpy as np
 
 from . import exact, stats
 from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
-                        ContractBreach, Finding, _Battery, call_subject, run_in_subject, time_limit)
-from .loop import LastTokenGrammar, LogitTable, Request, SamplingParams, as_output, sequence_law
+                        _ALARMS, ContractBreach, Finding, _Battery, call_subject, items_of, message_of,
+                        plain_tokens, reading, run_in_subject, show, time_limit, token_id, type_name)
+from .loop import LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output, sequence_law
 from .loop import step_distribution
 
 LOGPROB_TOL = 1e-9
@@ -145,29 +150,153 @@ def loop_cases() -> tuple[LoopCase, ...]:
 # --------------------------------------------------------------------------- the subject's side
 
 
+READ_LIMIT = 10_000
+"""The most tokens (or logprobs) of one request read from a subject's result; more is a breach."""
+
+COUNT_LIMIT = 10**15
+"""A drafted or accepted count beyond this (in size) is a breach, not a number to print."""
+
+
 def _outcome(out, n: int, vocab: int) -> tuple:
-    """Per request (tokens, logprobs or None, drafted or None, accepted or None), or ContractBreach."""
-    if not isinstance(out, (list, tuple)) or len(out) != n:
-        raise ContractBreach(f"returned {type(out).__name__} of length {len(out) if hasattr(out, '__len__') else '?'}, "
-                             f"not a list of {n} outputs")
-    rows = []
-    for i, o in enumerate(out):
+    """Per request (tokens, logprobs or None, drafted or None, accepted or None), or ContractBreach.
+
+    Runs in the subject's process: whatever the returned objects raise while they are read (a
+    ``__len__``, ``__iter__``, ``tolist``, ``__int__``, ``__float__`` or property) is a
+    ContractBreach naming it, and only ints, floats, None and tuples of them go back."""
+    with reading(f"returned a {type_name(out)}; reading it"):
+        is_list = isinstance(out, (list, tuple))
+    if not is_list:
+        raise ContractBreach(f"returned {type_name(out)}, not a list of {n} outputs")
+    if type(out) is list or type(out) is tuple:  # runs no subject code
+        count, items = len(out), out
+    else:
+        count, items = items_of(out, "returned", n)
+    if count != n:
+        raise ContractBreach(f"returned {count} outputs for {n} requests")
+    return tuple(_plain_row(o, vocab) or _row(o, i, vocab) for i, o in enumerate(items))
+
+
+def _plain_count(c) -> bool:
+    return c is None or (type(c) is int and -COUNT_LIMIT <= c <= COUNT_LIMIT)
+
+
+def _plain_row(o, vocab: int) -> tuple | None:
+    """The fast path of ``_row``: an Output (exactly) of plain ints, floats and None, or a plain
+    list of token ids; None when anything needs reading carefully. Runs no subject code (unless
+    the subject patched the Output class in its process: then ``_row`` reads it carefully)."""
+    if type(o) is not Output:
+        toks = plain_tokens(o, vocab)
+        return None if toks is None else (tuple(toks), None, None, None)
+    try:
+        toks = plain_tokens(o.tokens, vocab)
+        lps, drafted, accepted = o.logprobs, o.drafted, o.accepted
+    except Exception as exc:  # noqa: BLE001 - the careful path says what raised
+        if type(exc) in _ALARMS:
+            raise
+        return None
+    if toks is None or not (_plain_count(drafted) and _plain_count(accepted)):
+        return None
+    if lps is not None:
+        if (type(lps) is not tuple and type(lps) is not list) or len(lps) != len(toks):
+            return None
+        if not all(type(x) is float for x in lps):
+            return None
+        lps = tuple(lps)
+    return tuple(toks), lps, drafted, accepted
+
+
+
+def _sequence(seq, what: str, noun: str) -> list:
+    """The items of a list, tuple or array (``tolist``) the subject returned, at most READ_LIMIT."""
+    with reading(f"{what} a {type_name(seq)}; reading it"):
+        if not isinstance(seq, (list, tuple)) and hasattr(seq, "tolist"):  # NumPy / torch
+            with reading(f"{what} a {type_name(seq)} whose tolist()"):
+                seq = seq.tolist()
+        is_list = isinstance(seq, (list, tuple))
+    if not is_list:
+        raise ContractBreach(f"{what} a {type_name(seq)} ({show(seq)}), not a list of {noun}")
+    count, items = items_of(seq, what, READ_LIMIT)
+    if count > READ_LIMIT:
+        raise ContractBreach(f"{what} {count} {noun} (more than {READ_LIMIT} read)")
+    return items
+
+
+def _logprob(x, what: str) -> float:
+    if isinstance(x, exact.SymbolicUniform):
+        float(x)  # a value that depends on a uniform: NotEnumerable (statistics instead)
+    with reading(f"{what} a {type_name(x)}; checking its type"):
+        is_real = isinstance(x, numbers.Real) and not isinstance(x, bool)
+    if not is_real:
+        raise ContractBreach(f"{what} a {type_name(x)} ({show(x)}), not a number")
+    with reading(f"{what} a {type_name(x)} whose float()"):
+        return float(x)
+
+
+def _count(c, what: str) -> int | None:
+    """A drafted / accepted count: None, or a whole number (an int, a NumPy or 0-d tensor scalar,
+    a float such as 3.0) of at most COUNT_LIMIT in size."""
+    if c is None:
+        return None
+    if isinstance(c, exact.SymbolicUniform):
+        int(c)  # a count that depends on a uniform: NotEnumerable (statistics instead)
+    with reading(f"{what} a {type_name(c)}; reading it"):
+        if not isinstance(c, numbers.Number) and hasattr(c, "item"):  # a 0-d tensor or array
+            with reading(f"{what} a {type_name(c)} whose item()"):
+                c = c.item()
+        integral = isinstance(c, numbers.Integral) and not isinstance(c, bool)
+        real = isinstance(c, numbers.Real) and not isinstance(c, bool)
+    if not (integral or real):
+        raise ContractBreach(f"{what} a {type_name(c)} ({show(c)}), not a count")
+    with reading(f"{what} a {type_name(c)} whose int() or float()"):
+        if integral:
+            v = int(c)
+        else:
+            f = float(c)
+            if not (math.isfinite(f) and f == int(f)):
+                raise ContractBreach(f"{what} {show(f)}, not a whole number")
+            v = int(f)
+    if not -COUNT_LIMIT <= v <= COUNT_LIMIT:
+        raise ContractBreach(f"{what} {show(v)}, beyond any count of tokens")
+    return v
+
+
+def _row(o, i: int, vocab: int) -> tuple:
+    """One request's (tokens, logprobs or None, drafted or None, accepted or None)."""
+    what = f"request {i}:"
+    with reading(f"{what} returned a {type_name(o)}; reading it"):
+        readable = isinstance(o, (Output, list, tuple)) or hasattr(o, "tolist")
+    if not readable:
+        raise ContractBreach(f"{what} returned a {type_name(o)} ({show(o)}), not an Output or a "
+                             f"list of token ids")
+    with reading(f"{what} returned a {type_name(o)}; reading it"):
         o = as_output(o)
-        toks = o.tokens.tolist() if hasattr(o.tokens, "tolist") else list(o.tokens)
-        for t in toks:
-            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= int(t) < vocab:
-                raise ContractBreach(f"request {i}: token {t!r} is not an id in [0, {vocab})")
-        lps = None if o.logprobs is None else tuple(float(x) for x in o.logprobs)
-        if lps is not None and len(lps) != len(toks):
-            raise ContractBreach(f"request {i}: {len(lps)} logprobs for {len(toks)} tokens")
-        counts = [None if c is None else int(c) for c in (o.drafted, o.accepted)]
-        rows.append((tuple(int(t) for t in toks), lps, *counts))
-    return tuple(rows)
+        tokens, logprobs, drafted, accepted = o.tokens, o.logprobs, o.drafted, o.accepted
+    toks = tuple(token_id(t, vocab, f"{what} returned")
+                 for t in _sequence(tokens, f"{what} tokens is", "token ids"))
+    lps = None
+    if logprobs is not None:
+        values = _sequence(logprobs, f"{what} logprobs is", "numbers")
+        if len(values) != len(toks):
+            raise ContractBreach(f"{what} {len(values)} logprobs for {len(toks)} tokens")
+        lps = tuple(_logprob(x, f"{what} logprob {j} is") for j, x in enumerate(values))
+    return toks, lps, _count(drafted, f"{what} drafted is"), _count(accepted, f"{what} accepted is")
 
 
 def _run(subject, case: LoopCase, requests, rng, call_limit=None) -> tuple:
+    vocab = case.vocab_size  # read before the subject runs (it holds the case's tables)
     out = call_subject(subject, (case.target, case.draft, list(requests), case.k, rng), call_limit)
-    return _outcome(out, len(requests), case.vocab_size)
+    return _outcome(out, len(requests), vocab)
+
+
+def same_outcomes(a, b) -> bool:
+    """``a == b`` for outcomes (nested tuples and lists of ints, floats and None), NaN equal to
+    NaN: a loop that returns NaN logprobs replays them as NaN, and that is the same outcome."""
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(same_outcomes(x, y) for x, y in zip(a, b)))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
 
 
 def _requests(case: LoopCase, ids) -> list:
@@ -182,9 +311,9 @@ def loop_enumerate_task(subject, case: LoopCase, ids, max_paths: int, seconds: f
             return "ok", exact.enumerate_distribution(lambda rng: _run(subject, case, reqs, rng),
                                                       max_paths=max_paths)
     except exact.NotEnumerable as exc:
-        return "not-enumerable", str(exc)
+        return "not-enumerable", message_of(exc)
     except ContractBreach as exc:
-        return "breach", str(exc)
+        return "breach", message_of(exc)
 
 
 def loop_sample_task(subject, case: LoopCase, ids, n: int, rng, seconds: float, call_limit: float):
@@ -197,9 +326,9 @@ def loop_sample_task(subject, case: LoopCase, ids, n: int, rng, seconds: float, 
         while len(out) < n and (not out or time.monotonic() < stop):
             out.append(_run(subject, case, reqs, rng, call_limit))
         replay = [_run(subject, case, reqs, start, call_limit) for _ in range(min(3, len(out)))]
-    except ContractBreach as exc:
-        return out, str(exc), True, rng
-    return out, None, replay == out[: len(replay)], rng
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return out, message_of(exc), True, rng
+    return out, None, same_outcomes(replay, out[: len(replay)]), rng
 
 
 def loop_seed_task(subject, case: LoopCase, seeds, call_limit: float):
@@ -213,8 +342,8 @@ def loop_seed_task(subject, case: LoopCase, seeds, call_limit: float):
                          call_limit)
             if alone[0][0] != batch[0][0]:
                 mismatches.append({"seed": int(s), "alone": list(alone[0][0]), "batched": list(batch[0][0])})
-    except ContractBreach as exc:
-        return mismatches, str(exc)
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return mismatches, message_of(exc)
     return mismatches, None
 
 
@@ -239,12 +368,14 @@ def contract_problem(case: LoopCase, i: int, row: tuple) -> tuple[str, str] | No
     if len(tokens) < params.max_tokens and cut is None:
         return "stop-max-tokens", (f"request {i}: ended after {len(tokens)} < max_tokens={params.max_tokens} "
                                    f"tokens without a stop token")
-    if drafted is not None and accepted is not None:
-        if not 0 <= accepted <= drafted:
-            return "counts", f"request {i}: accepted {accepted} of {drafted} drafted (acceptance above 1)"
-        if accepted > len(tokens):
-            return "counts", (f"request {i}: accepted {accepted} drafts but emitted only {len(tokens)} tokens "
-                              f"{list(tokens)}")
+    for name, count in (("drafted", drafted), ("accepted", accepted)):
+        if count is not None and count < 0:
+            return "counts", f"request {i}: {name} {count} (a count cannot be negative)"
+    if drafted is not None and accepted is not None and accepted > drafted:
+        return "counts", f"request {i}: accepted {accepted} of {drafted} drafted (acceptance above 1)"
+    if accepted is not None and accepted > len(tokens):  # checked with or without drafted
+        return "counts", (f"request {i}: accepted {accepted} drafts but emitted only {len(tokens)} tokens "
+                          f"{list(tokens)}")
     if lps is not None:
         for j, (t, lp) in enumerate(zip(tokens, lps)):
             p = step_distribution(case.target(prompt + tokens[:j]), params, prompt, tokens[:j])[t]

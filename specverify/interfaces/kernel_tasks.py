@@ -15,7 +15,7 @@ import inspect
 
 import numpy as np
 
-from ..detectors import ContractBreach, call_subject
+from ..detectors import ContractBreach, call_subject, message_of, reading
 from . import kernel_cases as kc
 
 GENERATOR_NAMES = ("generator", "rng", "gen")
@@ -117,10 +117,12 @@ def _chunks(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str
         else:
             args.append(_as(arrays, uniforms[start:start + chunk_rows].astype(np.float32), device))
         result = call_subject(kernel, tuple(args))
+        with reading("its result"):  # whatever the returned objects raise when read is a finding
+            checked = validate_outputs(result, drafts, case.vocab_size)
         for name, a, b in zip(("draft_ids", "draft_probs", "target_probs"), args, kept):
             if not (a.equal(b) if arrays == "torch" else np.array_equal(a, b)):
                 raise ContractBreach(f"wrote into its input {name}")
-        yield validate_outputs(result, drafts, case.vocab_size)
+        yield checked
 
 
 def kernel_rows_task(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str,
@@ -131,7 +133,7 @@ def kernel_rows_task(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, ar
     try:
         got = list(_chunks(kernel, case, rows, uniforms, arrays, chunk_rows, seed, device))
     except ContractBreach as exc:
-        return "breach", str(exc)
+        return "breach", message_of(exc)
     return "ok", np.concatenate([o for o, _ in got]), np.concatenate([n for _, n in got])
 
 
@@ -154,7 +156,7 @@ def kernel_counts_task(kernel, case: kc.KernelCase, b: int, n: int, seed: int, a
                     j, y = divmod(key, case.vocab_size + 1)
                     counts[(j, y)] = counts.get((j, y), 0) + c
     except ContractBreach as exc:
-        return "breach", str(exc)
+        return "breach", message_of(exc)
     return "ok", counts
 
 
