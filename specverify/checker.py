@@ -148,28 +148,98 @@ def junit_case(target: str, outcome: tuple[str, object]):
     return junit.Case(target, "specverify.check", report["seconds"], "passed", "", text)
 
 
+def target_sources(target: str) -> list[str]:
+    """The files a TARGET's code is read from, found without importing anything: the file of
+    ``path/file.py:function``; for ``package.module:function`` the ``module.py`` or
+    ``module/__init__.py`` candidates on the working folder and ``sys.path``."""
+    import os
+
+    where, _ = split_target(target)
+    if where.endswith(".py"):
+        return [where]
+    parts = where.split(".")
+    found = []
+    for entry in [os.getcwd(), *sys.path]:
+        base = os.path.join(entry or os.getcwd(), *parts)
+        found += [c for c in (base + ".py", os.path.join(base, "__init__.py")) if os.path.isfile(c)]
+    return found
+
+
+def check_output_files(args) -> None:
+    """UsageError when --junit-xml names a TARGET's own source (the report would overwrite it)."""
+    from .validation import same_file
+
+    if not args.junit_xml:
+        return
+    for target in args.targets:
+        if any(same_file(args.junit_xml, source) for source in target_sources(target)):
+            raise UsageError(f"--junit-xml: {args.junit_xml!r} is the source of TARGET {target!r}; "
+                             f"give the report its own file")
+
+
+def emit(text: str, stream=None) -> None:
+    """Write ``text`` to ``stream`` (stdout) whatever its encoding: what it cannot encode (a lone
+    surrogate in a message, "é" under LC_ALL=C) is written as a backslash escape."""
+    stream = stream if stream is not None else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    except LookupError:
+        text = text.encode("ascii", "backslashreplace").decode("ascii")
+    stream.write(text)
+
+
+def report_outcomes(args, targets, outcomes) -> int:
+    """Print each finished target's report (stdout) or usage error (stderr) and write the JUnit
+    XML for them; the worst exit code."""
+    code = 0
+    for target, (status, value) in zip(targets, outcomes):
+        if status == "usage":
+            emit(f"specverify check: {value}\n", sys.stderr)
+            this = EXIT_USAGE
+        else:
+            out = json.dumps(value, default=json_default) + "\n" if args.json else human(value)
+            emit(out)
+            this = EXIT_CODES[value["exact"]]
+        code = max(code, this, key=SEVERITY.__getitem__)
+    sys.stdout.flush()
+    if args.junit_xml:
+        from . import junit
+
+        cases = [junit_case(t, o) for t, o in zip(targets, outcomes)]
+        written = junit.write(args.junit_xml, "specverify.check", cases, "specverify check: --junit-xml")
+        code = max(code, written, key=SEVERITY.__getitem__)
+    return code
+
+
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
     except SystemExit as exc:  # argparse already printed one line of usage error
         return 0 if exc.code == 0 else EXIT_USAGE
+    outcomes = []  # the finished targets' outcomes: reported even when Ctrl-C stops the rest
     try:
         for target in args.targets:  # every TARGET string checked before anything runs
             split_target(target)
+        check_output_files(args)
         calls = [(t, args.budget, args.seed, args.interface, args.device) for t in args.targets]
         if args.executor == "local":
-            outcomes = [check_target(*c) for c in calls]
+            for c in calls:
+                outcomes.append(check_target(*c))
         else:
             from .executors import ray_map
 
             outcomes = ray_map(check_target, calls, args.executor,
                                units=[target_units(t, args.budget, args.interface) for t in args.targets])
     except UsageError as exc:
-        print(f"specverify check: {exc}", file=sys.stderr)
+        emit(f"specverify check: {exc}\n", sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         runner.kill_all()
-        print("specverify check: interrupted", file=sys.stderr)
+        if outcomes:
+            report_outcomes(args, args.targets, outcomes)
+        done = f" after {len(outcomes)} of {len(args.targets)} targets" if len(args.targets) > 1 else ""
+        print(f"specverify check: interrupted{done}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - ExecutorUnavailable, or Ray could not start
         from .executors import ExecutorUnavailable
@@ -178,20 +248,4 @@ def main(argv=None) -> int:
             raise
         print(f"specverify check: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    code = 0
-    for target, (status, value) in zip(args.targets, outcomes):
-        if status == "usage":
-            print(f"specverify check: {value}", file=sys.stderr)
-            this = EXIT_USAGE
-        else:
-            out = json.dumps(value, default=json_default) + "\n" if args.json else human(value)
-            sys.stdout.write(out)
-            this = EXIT_CODES[value["exact"]]
-        code = max(code, this, key=SEVERITY.__getitem__)
-    if args.junit_xml:
-        from . import junit
-
-        cases = [junit_case(t, o) for t, o in zip(args.targets, outcomes)]
-        written = junit.write(args.junit_xml, "specverify.check", cases, "specverify check: --junit-xml")
-        code = max(code, written, key=SEVERITY.__getitem__)
-    return code
+    return report_outcomes(args, args.targets, outcomes)

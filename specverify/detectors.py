@@ -86,10 +86,14 @@ class Budget:
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
     counterexample_s: float = 15.0
     counterexample_samples: int = 2000
+    generated: int = 3  # cases drawn from the check's seed besides the fixed ones (generated_cases)
+    engine_vocab: int = 200  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
 
     def coverage(self) -> str:
         chosen = [all_cases()[i] for i in self.cases]
-        return (f"{len(chosen)} cases, k up to {max(c.k for c in chosen)}, windows up to "
+        extra = f" + {self.generated} drawn from the seed" if self.generated else ""
+        extra += f" + one over {self.engine_vocab} ids" if self.engine_vocab else ""
+        return (f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
                 f"{max(c.m for c in chosen)} tokens, chi-square up to {self.n_max} runs; a case "
                 f"the enumerator cannot follow must see TV {self.detect_tv:g}")
 
@@ -97,11 +101,11 @@ class Budget:
 BUDGETS = {
     "quick": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, contract_s=1.0,
                     case_enumeration_s=5.0, enumeration_s=15.0, fallback_statistics_s=30.0,
-                    detect_tv=0.15, round_length_s=5.0),
+                    detect_tv=0.15, round_length_s=5.0, generated=1, engine_vocab=0),
     "standard": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
     "thorough": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
                        enumeration_s=120.0, statistics_s=120.0, fallback_statistics_s=300.0,
-                       detect_tv=0.05, round_length_s=30.0),
+                       detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=300),
 }
 
 
@@ -149,8 +153,41 @@ def all_cases() -> tuple[Case, ...]:
 
 
 def battery(budget: str | Budget = "standard") -> list[Case]:
-    """The cases a budget runs every detector on."""
+    """The fixed cases a budget runs every detector on (``generated_cases`` adds the drawn ones)."""
     return [all_cases()[i] for i in get_budget(budget).cases]
+
+
+GENERATED_SHAPES = ((2, 5, 6), (3, 4, 4), (4, 3, 3))
+"""(V, largest k, largest window) of a drawn case: the enumerator follows all of them."""
+
+
+def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
+    """``budget.generated`` cases drawn from ``numpy.random.SeedSequence(seed)``'s child 1 (the
+    same seed gives the same cases): a vocabulary of 2 to 4, order 0 to 2, period 1 to 3, zeros
+    or not, k and a window up to ``GENERATED_SHAPES``' bounds, a random prefix; then, with
+    ``engine_vocab``, an i.i.d. pair over that many ids (Dirichlet 0.3 rows, k = 1, one token:
+    V^2 paths, still enumerable) where a bug that needs a large vocabulary (a narrow id type,
+    drafts from a truncated q) can show."""
+    b = get_budget(budget)
+    child = np.random.SeedSequence(seed).spawn(2)[1]
+    out = []
+    for i, stream in enumerate(child.spawn(b.generated)):
+        rng = np.random.default_rng(stream)
+        V, k_max, m_max = GENERATED_SHAPES[int(rng.integers(len(GENERATED_SHAPES)))]
+        order, period = int(rng.integers(0, 3)), int(rng.integers(1, 4))
+        model = random_model(V, order, period, int(rng.integers(1 << 31)), zeros=bool(rng.random() < 0.4))
+        k = int(rng.integers(1, k_max + 1))
+        m = int(rng.integers(1, min(k + 1, m_max) + 1))
+        prefix = tuple(int(x) for x in rng.integers(0, V, max(order, 1)))
+        out.append(Case(f"generated #{i} (seed {seed}): {model.name}, k={k}, {m} tokens", model, prefix, k, m))
+    if b.engine_vocab:
+        rng = np.random.default_rng(child.spawn(1)[0])
+        V = b.engine_vocab
+        p, q = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
+        q = 0.5 * p + 0.5 * q  # a draft close to the target: acceptance and rejection both happen
+        out.append(Case(f"generated V{V} iid (seed {seed}), k=1, 1 token", iid_model(p, q, name=f"iid-V{V}"),
+                        (), 1, 1))
+    return out
 
 
 def round_length_cases() -> list[Case]:
@@ -863,7 +900,7 @@ class _Battery:
     # -- all -----------------------------------------------------------------------------------
     def run(self, stop_on_first: bool) -> BatteryResult:
         b, r = self.budget, self.result
-        cases = battery(b)
+        cases = battery(b) + generated_cases(b, self.seed)
         half = b.false_fail_rate / 2  # half for the distribution test, half for tokens per round
         if not self.contract(cases):
             r.ran.append("contract: breached; exact, statistical and tokens-per-round detectors skipped")
@@ -1085,6 +1122,27 @@ def _search(search: _Battery, cases: list[Case]) -> dict | None:
     return None
 
 
+def describe_case(subject, case: Case, budget: str | Budget = "standard") -> dict | None:
+    """``describe`` of one case, enumerated in the subject's process (None if it cannot be)."""
+    b = get_budget(budget)
+    own = not isinstance(subject, runner.Runner)
+    handle = runner.Runner.for_callable(subject) if own else subject
+    try:
+        if own:
+            handle.start()
+        status, got = handle.call(enumerate_task, case, b, b.case_enumeration_s,
+                                  limit=b.case_enumeration_s + b.call_limit_s)
+    except (runner.SubjectFailed, runner.RunnerError):
+        return None
+    finally:
+        if own:
+            handle.close()
+    if status != "ok":
+        return None
+    want = _target_distribution(case)
+    return describe(case, got, want, exact.total_variation(got, want), "exact", None)
+
+
 def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples: int | None) -> dict:
     m = case.model
     return {
@@ -1102,7 +1160,7 @@ def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples:
 
 __all__ = [
     "BUDGETS", "BatteryResult", "Budget", "Case", "ContractBreach", "EXACT_TV_TOL", "Finding",
-    "all_cases", "battery", "enumeration_key", "exact_case", "find_counterexample", "first_tokens", "get_budget",
+    "all_cases", "battery", "describe_case", "enumeration_key", "generated_cases", "exact_case", "find_counterexample", "first_tokens", "get_budget",
     "guarded", "reference_case", "run_battery", "run_statistics", "sample_first_tokens", "time_limit",
     "validate_round",
 ]

@@ -22,13 +22,14 @@ class Case:
 def to_xml(suite: str, cases: list[Case]) -> str:
     suites = ET.Element("testsuites")
     root = ET.SubElement(suites, "testsuite", {
-        "name": suite, "tests": str(len(cases)),
+        "name": _clean(suite), "tests": str(len(cases)),
         "failures": str(sum(c.outcome == "failure" for c in cases)),
         "errors": str(sum(c.outcome == "error" for c in cases)),
         "skipped": str(sum(c.outcome == "skipped" for c in cases)),
         "time": f"{sum(c.seconds for c in cases):.3f}"})
     for c in cases:
-        el = ET.SubElement(root, "testcase", {"classname": c.classname, "name": c.name,
+        el = ET.SubElement(root, "testcase", {"classname": _clean(c.classname),
+                                              "name": _clean(c.name),
                                               "time": f"{c.seconds:.3f}"})
         if c.outcome != "passed":
             kind = {"failure": "failure", "error": "error", "skipped": "skipped"}[c.outcome]
@@ -44,8 +45,20 @@ def to_xml(suite: str, cases: list[Case]) -> str:
 
 
 def _clean(text: str) -> str:
-    """XML 1.0 cannot hold most control characters (a sampler may print anything)."""
-    return "".join(ch if ch in "\t\n\r" or ord(ch) >= 0x20 else "\ufffd" for ch in text)
+    """Text XML 1.0 can hold, encodable as UTF-8 (a sampler may print or raise anything, a file name
+    may not decode): most control characters become U+FFFD, a lone surrogate (``"\\ud800"`` in a
+    message, ``"\\udcff"`` from an undecodable file name) its backslash escape."""
+    text = str.__str__(text) if isinstance(text, str) else str(text)
+    return "".join(_clean_char(ch) for ch in text)
+
+
+def _clean_char(ch: str) -> str:
+    code = ord(ch)
+    if 0xD800 <= code <= 0xDFFF:
+        return f"\\u{code:04x}"
+    if code in (0xFFFE, 0xFFFF) or (code < 0x20 and ch not in "\t\n\r"):
+        return "\ufffd"
+    return ch
 
 
 def write(path, suite: str, cases: list[Case], what: str) -> int:

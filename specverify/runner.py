@@ -8,11 +8,29 @@ message (a whole enumeration, a look of the sequential test), so the overhead is
 milliseconds per message, not per call.
 
 What the child does never reaches the parent's process: its stdout and stderr (file descriptors 1
-and 2, so C-level output too) go to a capture file shown as an excerpt; it ignores SIGINT (the
-parent owns Ctrl-C) and dies with its parent (``PR_SET_PDEATHSIG`` on Linux). A call that does not
-answer within its limit is killed with SIGKILL, whatever it is doing (a Python loop that swallows
-exceptions, an endless loop inside one C call). An exit (``os._exit``), a signal (a segfault) or an
-out-of-memory kill of the child becomes ``SubjectFailed`` with a sentence that names it.
+and 2, so C-level output too; Python's streams as UTF-8 whatever the locale) go to a capture file
+shown as an excerpt; it ignores SIGINT (the parent owns Ctrl-C) and dies with its parent
+(``PR_SET_PDEATHSIG`` on Linux). A call that does not answer within its limit is killed with
+SIGKILL, whatever it is doing (a Python loop that swallows exceptions, an endless loop inside one C
+call). An exit (``os._exit``), a signal (a segfault) or an out-of-memory kill of the child becomes
+``SubjectFailed`` with a sentence that names it.
+
+Nothing is left behind: the child starts its own session (``os.setsid``, before the subject
+loads), so the processes the subject starts (``subprocess.Popen``, ``os.fork``) share its process
+group, and killing or closing the runner SIGKILLs the whole group (``os.killpg``). Only a process
+that leaves the group itself (``start_new_session=True``, its own ``setsid``) escapes. The capture
+file is deleted by ``close``, when the runner is collected, and at interpreter exit (a
+``weakref.finalize``), so a crash or Ctrl-C leaves no ``specverify-subject-*.log`` either.
+
+The subject cannot signal the checker from Python: in its process ``os.kill``, ``os.killpg`` and
+``signal.pidfd_send_signal`` raise PermissionError when aimed at the parent's process or process
+group (or at every process, pid -1), so ``os.kill(os.getppid(), signal.SIGINT)`` is the subject's
+exception, a contract finding, never an "interrupted" check. This is a guard on Python's calls, not
+a sandbox: native code calling kill(2) itself, or a ``kill`` command run by the subject, is not
+blocked.
+
+A daemonic process (a ``multiprocessing.Pool`` worker) cannot have children: ``start`` says so
+with a RuntimeError instead of multiprocessing's "can only join a started process".
 
 Tasks must convert the subject's own exceptions, ``SystemExit`` and ``KeyboardInterrupt``
 included, into their results (see detectors.guarded); an exception that escapes a task is a bug
@@ -22,7 +40,9 @@ of ours and is raised in the parent as ``RunnerError`` with the child's tracebac
 from __future__ import annotations
 
 import ctypes
+import errno
 import multiprocessing
+import operator
 import os
 import signal
 import sys
@@ -43,6 +63,10 @@ _PR_SET_PDEATHSIG = 1
 IN_SUBJECT_PROCESS = False
 """True in a subject's process: a KeyboardInterrupt there is the subject's (SIGINT is ignored)."""
 _LIVE: "weakref.WeakSet[Runner]" = weakref.WeakSet()
+DAEMONIC_MESSAGE = (
+    "specverify.check cannot run inside a daemonic process (e.g. a multiprocessing.Pool worker): "
+    "its subject runs in a child process; use concurrent.futures.ProcessPoolExecutor or run it in "
+    "the main process")
 
 
 class SubjectFailed(Exception):
@@ -75,24 +99,105 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
+def _refuse_to_signal_the_checker() -> None:
+    raise PermissionError(errno.EPERM, "specverify: a subject may not signal the checker's process")
+
+
+def _guard_signals(parent_pid: int, parent_pgid: int) -> None:
+    """In the subject's process: Python's ways to send a signal refuse the parent's pid, its
+    process group and pid -1 (every process) with PermissionError. ``os.getppid`` is left as it
+    is (a made-up answer could aim the subject's kill at an innocent process). Native code that
+    calls kill(2) itself is not blocked: this guards the subject's Python, it is no sandbox.
+    ``signal.pthread_kill`` needs no guard: it reaches only threads of the subject's own process."""
+    real_kill, real_killpg = os.kill, os.killpg
+
+    def kill(pid, sig, /):
+        target = operator.index(pid)
+        if target in (parent_pid, -1, -parent_pgid):
+            _refuse_to_signal_the_checker()
+        return real_kill(pid, sig)
+
+    def killpg(pgid, sig, /):
+        if operator.index(pgid) == parent_pgid:
+            _refuse_to_signal_the_checker()
+        return real_killpg(pgid, sig)
+
+    kill.__doc__, killpg.__doc__ = real_kill.__doc__, real_killpg.__doc__
+    os.kill, os.killpg = kill, killpg
+    real_pidfd_send_signal = getattr(signal, "pidfd_send_signal", None)
+    if real_pidfd_send_signal is not None:
+        def pidfd_send_signal(pidfd, sig, *args, **kwargs):
+            if _pidfd_target(pidfd) == parent_pid:
+                _refuse_to_signal_the_checker()
+            return real_pidfd_send_signal(pidfd, sig, *args, **kwargs)
+
+        signal.pidfd_send_signal = pidfd_send_signal
+
+
+def _pidfd_target(pidfd) -> int | None:
+    try:
+        with open(f"/proc/self/fdinfo/{operator.index(pidfd)}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, TypeError):
+        pass
+    return None
+
+
+def _own_session() -> None:
+    """The child leads a new session and process group (its id: the child's pid), so everything
+    the subject starts can be killed with it (``os.killpg``)."""
+    try:
+        os.setsid()
+    except OSError:  # already a group leader: cannot happen in a fresh child
+        pass
+
+
+def _utf8_streams() -> None:
+    """Python's stdout and stderr as UTF-8 on file descriptors 1 and 2 (the capture file), line
+    buffered: a print of "é" works under LC_ALL=C, and what was printed is there when read."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        try:
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace",
+                                    buffering=1, closefd=False))
+        except (OSError, ValueError):
+            pass
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - the subject may have replaced or closed them
+            pass
+
+
 def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable],
                 capture_path: str) -> None:
     global IN_SUBJECT_PROCESS
     IN_SUBJECT_PROCESS = True
+    parent_pgid = os.getpgrp()  # inherited from the parent, read before leaving it
+    _own_session()
     parents_end.close()  # so that the parent's death is an EOF here
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd = os.open(capture_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    os.close(fd)
+    _utf8_streams()
+    _guard_signals(parent_pid, parent_pgid)
     if "torch" in sys.modules:  # a forked OpenMP pool can deadlock; one thread is enough here
         sys.modules["torch"].set_num_threads(1)
     try:
         subject = load()
     except BaseException as exc:  # noqa: BLE001 - whatever the import does is reported
+        _flush_streams()
         conn.send(("load-failed", exc if isinstance(exc, Exception) and _picklable(exc)
                    else RuntimeError(f"{type(exc).__name__}: {exc}")))
         os._exit(0)
+    _flush_streams()
     conn.send(("ready", None))
     while True:
         try:
@@ -106,6 +211,7 @@ def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable]
             reply = ("ok", task(subject, *args))
         except BaseException:  # noqa: BLE001 - a task escaped: ours, reported with its traceback
             reply = ("error", traceback.format_exc())
+        _flush_streams()
         try:
             conn.send(reply)
         except Exception as exc:  # noqa: BLE001 - an unpicklable result is ours as well
@@ -122,13 +228,55 @@ def _picklable(exc: BaseException) -> bool:
         return False
 
 
+class _Leftovers:
+    """What a Runner may leave on the machine: its capture file and its subject's process group.
+    Held apart from the Runner so that a ``weakref.finalize`` can release them when the Runner is
+    collected or the interpreter exits; only the process that made them releases them (a subject
+    that forks and exits normally runs the inherited exit handlers)."""
+
+    def __init__(self):
+        self.owner = os.getpid()
+        self.capture_path: str | None = None
+        self.pgid: int | None = None
+
+    def capture(self) -> str:
+        if self.capture_path is None or not os.path.exists(self.capture_path):
+            fd, self.capture_path = tempfile.mkstemp(prefix="specverify-subject-", suffix=".log")
+            os.close(fd)
+        return self.capture_path
+
+    def kill_group(self) -> None:
+        """SIGKILL the subject's process group: its process and whatever it started. Called while
+        the child is not yet reaped, so the group's id cannot belong to anyone else."""
+        if self.pgid is not None and os.getpid() == self.owner:
+            try:
+                os.killpg(self.pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):  # gone, or the child never led it
+                pass
+
+    def remove_capture(self) -> None:
+        if self.capture_path is not None and os.getpid() == self.owner:
+            try:
+                os.unlink(self.capture_path)
+            except OSError:
+                pass
+            self.capture_path = None
+
+    def release(self) -> None:
+        self.kill_group()
+        self.pgid = None
+        self.remove_capture()
+
+
 class Runner:
     """One subject in one child process; ``call`` runs a task on it within a limit.
 
     ``load`` runs in the child and returns the subject (a callable); ``Runner.for_callable(fn)``
     hands a function over by fork. ``start()`` returns after the subject loaded, or raises the
     exception ``load`` raised (an import error, a usage error) or ``SubjectFailed`` when the child
-    died loading it. After ``SubjectFailed`` the next ``call`` starts a fresh child.
+    died loading it. After ``SubjectFailed`` the next ``call`` starts a fresh child (the capture
+    file is kept: the output excerpt covers every child). ``close()`` kills the subject's process
+    group and deletes the capture file; read ``output_excerpt()`` before it.
     """
 
     def __init__(self, load: Callable[[], Callable], load_limit: float = 120.0,
@@ -141,8 +289,13 @@ class Runner:
         self.start_method = method
         self._process = None
         self._conn = None
-        fd, self.capture_path = tempfile.mkstemp(prefix="specverify-subject-", suffix=".log")
-        os.close(fd)
+        self._leftovers = _Leftovers()
+        self._finalizer = weakref.finalize(self, self._leftovers.release)
+
+    @property
+    def capture_path(self) -> str | None:
+        """The file the subject's stdout and stderr go to (None before ``start`` and after ``close``)."""
+        return self._leftovers.capture_path
 
     @classmethod
     def for_callable(cls, fn: Callable) -> "Runner":
@@ -150,13 +303,19 @@ class Runner:
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> "Runner":
+        if multiprocessing.current_process().daemon:
+            raise RuntimeError(DAEMONIC_MESSAGE)
         ctx = multiprocessing.get_context(self.start_method)
         parent, child = ctx.Pipe()
+        capture = self._leftovers.capture()
         self._process = ctx.Process(
-            target=_child_main, args=(child, parent, os.getpid(), self._load, self.capture_path),
+            target=_child_main, args=(child, parent, os.getpid(), self._load, capture),
             daemon=True, name="specverify-subject")
-        self._process.start()
-        child.close()
+        try:
+            self._process.start()
+        finally:
+            child.close()
+        self._leftovers.pgid = self._process.pid  # the child leads its own group (os.setsid)
         self._conn = parent
         _LIVE.add(self)
         status, value = self._receive(self._load_limit, "loading the subject")
@@ -166,36 +325,30 @@ class Runner:
         return self
 
     def kill(self) -> None:
-        """SIGKILL the child (if any) and reap it."""
-        if self._process is not None and self._process.is_alive():
-            self._process.kill()
-        if self._process is not None:
-            self._process.join(5)
+        """SIGKILL the child's process group (the child and what it started) and reap the child;
+        the capture file stays (a later ``call`` starts a fresh child)."""
+        process = self._process
+        if process is not None:
+            self._leftovers.kill_group()  # before reaping: the group's id is still ours
+            if process.is_alive():  # it had not led its group yet
+                process.kill()
+            process.join(5)
+            self._leftovers.pgid = None
         if self._conn is not None:
             self._conn.close()
         self._process = self._conn = None
 
     def close(self) -> None:
-        if self._conn is not None and self._process is not None and self._process.is_alive():
-            try:
-                self._conn.send(None)
-            except OSError:
-                pass
-            self._process.join(2)
+        """Kill the subject's process group and delete the capture file. (The child has nothing
+        to save on an orderly exit, it would ``os._exit``; what it started must go in any case.)"""
         self.kill()
+        self._leftovers.remove_capture()
 
     def __enter__(self) -> "Runner":
         return self.start() if self._process is None else self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def __del__(self):
-        try:
-            self.kill()
-            os.unlink(self.capture_path)
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     # -- calls ---------------------------------------------------------------------------------
     def call(self, task: Callable, *args, limit: float):
@@ -225,6 +378,8 @@ class Runner:
     def output_excerpt(self, chars: int = OUTPUT_EXCERPT_CHARS) -> str:
         """What the subject printed (stdout and stderr together): the first and the last
         ``chars // 2`` characters when there is more."""
+        if self.capture_path is None:
+            return ""
         try:
             with open(self.capture_path, "rb") as f:
                 data = f.read()

@@ -139,13 +139,21 @@ def check_seed(x, name: str = "seed") -> int:
 
 
 def check_writable_file(name: str, path) -> str:
-    """``path`` as a string, when a file can be created in its folder (checked before a long run)."""
+    """``path`` as a string, when a file can be created in its folder (checked before a long run).
+
+    A device, a FIFO, a socket or a folder at ``path`` is refused (the writer never replaces
+    them); a symbolic link is checked at its target, where the report will be written."""
     import os
     import tempfile
 
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    if os.path.isdir(os.fspath(path)):
-        raise ValueError(f"{name}: {path!r} is a folder, not a file")
+    from .files import NotARegularFile, destination
+
+    try:
+        real = destination(path)
+    except NotARegularFile as exc:
+        raise ValueError(f"{name}: {os.fspath(path)!r} is {exc.strerror.split(', ')[0]}, not a regular "
+                         f"file (specverify writes reports to regular files only)") from None
+    folder = os.fspath(real.parent)
     if not os.path.isdir(folder):
         raise ValueError(f"{name}: folder {folder!r} does not exist")
     try:
@@ -154,6 +162,33 @@ def check_writable_file(name: str, path) -> str:
     except OSError as exc:
         raise ValueError(f"{name}: cannot write into {folder!r} ({exc.strerror})") from None
     return os.fspath(path)
+
+
+def same_file(a, b) -> bool:
+    """Whether two paths name the same file once links and relative parts are resolved (both
+    written by one command would leave only one of the reports)."""
+    import os
+
+    if os.path.realpath(os.fspath(a)) == os.path.realpath(os.fspath(b)):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_distinct_files(**paths) -> None:
+    """UsageError-style ValueError when two of the named output files are one file, e.g.
+    ``check_distinct_files(out=args.out, junit_xml=args.junit_xml)`` (None: not asked for)."""
+    import os
+
+    given = [(k, v) for k, v in paths.items() if v]
+    for i, (name_a, a) in enumerate(given):
+        for name_b, b in given[i + 1:]:
+            if same_file(a, b):
+                flag = lambda n: "--" + n.replace("_", "-")  # noqa: E731
+                raise ValueError(f"{flag(name_a)} and {flag(name_b)}: both name {os.fspath(b)!r}; "
+                                 f"give each report its own file")
 
 
 def _argument(convert, check):

@@ -34,10 +34,20 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
 
 
 def counterexample(subject, budget, seed: int, result: detectors.BatteryResult) -> dict | None:
-    """The smallest model that shows a distribution finding (None without one)."""
+    """The smallest model that shows a distribution finding (None without one): the small
+    candidates first (``detectors.find_counterexample``); when none of them shows it (a bug that
+    needs a larger vocabulary or k), the drawn case it was found on, described the same way."""
     if not result.flagged(("distribution",)):
         return None
-    return detectors.find_counterexample(subject, budget, seed)
+    found = detectors.find_counterexample(subject, budget, seed)
+    if found is not None:
+        return found
+    names = {f.case for f in result.flagged(("distribution",))}
+    drawn = [c for c in detectors.generated_cases(budget, seed) if c.name in names]
+    if not drawn:
+        return None
+    case = min(drawn, key=lambda c: (c.model.vocab_size, c.k, c.m))
+    return detectors.describe_case(subject, case, budget)
 
 
 def units(load, budget, stop_on_first: bool = False) -> list[tuple]:

@@ -339,6 +339,13 @@ def main(argv=None) -> int:
         args = parse_args(argv)
     except SystemExit as exc:  # argparse printed the usage error
         return 0 if exc.code == 0 else 2
+    from ..validation import check_distinct_files
+
+    try:
+        check_distinct_files(out=getattr(args, "out", None), junit_xml=getattr(args, "junit_xml", None))
+    except ValueError as exc:
+        print(f"specverify.mutants: {exc}", file=sys.stderr)
+        return 2
     if args.command == "list":
         for m in ALL:
             print(f"{m.id:48s} {m.effect:13s} {m.description}")
