@@ -35,7 +35,8 @@ def test_plain_step_is_exact_at_quick_budget():
     assert report["findings"] == []
     assert report["exact"] is True
     # torch's randomness cannot be enumerated, so every case went to the statistical detector
-    assert sum("not enumerable" in line for line in report["ran"]) == len(detectors.battery("quick"))
+    cases = detectors.battery("quick") + detectors.generated_cases("quick", 0)
+    assert sum("not enumerable" in line for line in report["ran"]) == len(cases)
     assert report["chi2_p_value_min"] >= detectors.DEFAULT_FALSE_FAIL_RATE
 
 
@@ -132,7 +133,7 @@ def prompt(pair):
 
 def test_cells_partition_the_exact_law(pair, prompt):
     setting = hg.SETTINGS[2]  # top-k 20: 20 x 20 two-token sequences, all expanded
-    with hg.engine_context(pair.draft, hg.K):
+    with hf.engine_context(pair.draft, hg.K):
         cond = hg.exact_law(pair.target, prompt, setting, 2, 500)
     partition = hg.cells(cond, 2, 500)
     assert sum(partition.values()) == pytest.approx(1.0, abs=1e-12)
@@ -153,7 +154,7 @@ def test_contexts_restore_everything(pair):
     before = (cfg.num_assistant_tokens, cfg.assistant_confidence_threshold, torch.get_num_threads(),
               torch.get_rng_state())
     original = hg.hf_generation._speculative_sampling
-    with hg.engine_context(pair.draft, 3), hg.recording_rounds():
+    with hf.engine_context(pair.draft, 3), hg.recording_rounds():
         torch.rand(3)
         assert hg.hf_generation._speculative_sampling is not original
     assert hg.hf_generation._speculative_sampling is original
@@ -196,7 +197,7 @@ def test_draft_rows_at_temperature_are_processed_at_t_or_t_squared(pair, prompt)
     """
     setting = hg.SETTINGS[1]
     t = setting.temperature
-    with hg.engine_context(pair.draft, hg.K), hg.recording_rounds() as rounds:
+    with hf.engine_context(pair.draft, hg.K), hg.recording_rounds() as rounds:
         torch.manual_seed(3)
         for _ in range(3):
             hg.generate_new_tokens(pair, prompt, setting, 12)
