@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import io
 import json
 import os
 import sys
@@ -107,7 +108,8 @@ def _interface_task(subject) -> tuple[str, str]:
 
 def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
           interface: str | Callable | None = None, counterexample: bool = True,
-          target: str | None = None, prefetched: dict | None = None, device: str | None = None) -> Report:
+          target: str | None = None, prefetched: dict | None = None, device: str | None = None,
+          progress: bool | None = None) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
@@ -123,7 +125,9 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     ``prefetched``: the round battery's enumerations computed elsewhere (specverify.units; the Ray
     executor), replayed. ``device``: "cuda" / "cuda:N" runs a kernel (``interface="kernel"``,
     ``kernel(draft_ids, draft_probs, target_probs, uniforms)``) on torch tensors on that device,
-    in a spawned subject process (CUDA cannot start in a forked one).
+    in a spawned subject process (CUDA cannot start in a forked one). ``progress``: a status line
+    on stderr (the target, what runs, the time elapsed) while it runs; None (default): only when
+    stderr is a terminal, so nothing is added to piped or captured output.
     """
     # a name, tv=X or a round Budget; an interface's own budget object (a LoopBudget, a
     # KernelBudget) is passed to that interface as it is
@@ -134,8 +138,10 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
         module = getattr(sampler, "__module__", None)
         target = f"{module}:{name}" if module and name else name or "<sampler>"
     named = interface if isinstance(interface, str) or interface is None else None
-    if named is not None and named not in INTERFACES:
-        raise ValueError(f"interface: must be one of {', '.join(INTERFACES)} or an adapter, got {named!r}")
+    if (named is not None and named not in INTERFACES) or (named is None and interface is not None
+                                                           and not callable(interface)):
+        words = f"{', '.join(INTERFACES)} or an adapter (a callable), got {interface!r}"
+        raise (ValueError if named is not None else TypeError)(f"interface: must be one of {words}")
     if isinstance(sampler, str):
         if named is None and interface is not None:
             raise TypeError("interface: give a callable sampler, not a TARGET string, to adapt it")
@@ -152,7 +158,10 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
         subject = sampler
     if target is None:
         target = "<sampler>"
+    status_line = None
     try:
+        status_line = _Progress(target, progress)
+        status_line.start()
         if named in (None, "auto"):
             if isinstance(subject, runner.Runner):
                 status, named = subject.call(_interface_task, limit=10.0)
@@ -170,14 +179,66 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
                 extra["device"] = kind.check_device(device)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
+        status_line.say(f"checking {target}: {kind.NAME} battery, budget {b.name}")
         result = kind.run(subject, b, seed, prefetched=prefetched, **extra)
         if counterexample:
+            status_line.say(f"checking {target}: looking for the smallest counterexample")
             result.counterexample = kind.counterexample(subject, b, seed, result)
     finally:
+        if status_line is not None:
+            status_line.stop()
         if own is not None:
             own.close()
     return Report(target=target, seed=seed, budget=b.name, coverage=coverage,
                   false_fail_rate=b.false_fail_rate, result=result)
+
+
+class _Progress:
+    """``check``'s status line on stderr: a spinner, the target and what runs, the time elapsed
+    (rich, erased when done). Enabled None: only when stderr is a terminal. It writes through its
+    own duplicate of stderr's descriptor, so a subject forked meanwhile never meets a lock it holds."""
+
+    def __init__(self, target: str, enabled: bool | None):
+        self.bar = self.stream = None
+        if enabled is None:
+            try:
+                enabled = sys.stderr is not None and sys.stderr.isatty()
+            except (AttributeError, ValueError, OSError):  # replaced, closed
+                enabled = False
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
+
+        try:
+            self.stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding=sys.stderr.encoding or "utf-8",
+                                    errors="backslashreplace")
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no descriptor: stderr itself
+            self.stream = None
+        text = TextColumn("specverify: {task.description}", markup=False,
+                          table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))
+        self.bar = Progress(SpinnerColumn(), TimeElapsedColumn(), text, expand=True, transient=True,
+                            console=Console(file=self.stream or sys.stderr),
+                            redirect_stdout=False, redirect_stderr=False)
+        self.task = self.bar.add_task(f"checking {target}", total=None)
+
+    def start(self) -> None:
+        if self.bar is not None:
+            self.bar.start()
+
+    def say(self, words: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, description=words)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            try:
+                self.bar.stop()
+            finally:
+                self.bar = None
+                if self.stream is not None:
+                    self.stream.close()
 
 
 def assert_exact(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
@@ -187,6 +248,7 @@ def assert_exact(sampler, *, budget: str | detectors.Budget = "standard", seed: 
     ``allow_inconclusive``, conclusively so). The message puts the verdict first, then each
     finding, then the smallest counterexample side by side (tokens: sampler vs target). Returns
     the report when the assertion holds."""
+    __tracebackhide__ = True  # a failing test's traceback ends at its own call, not here
     report = check(sampler, budget=budget, seed=seed, interface=interface, target=target)
     if report.exact is False or (report.exact is None and not allow_inconclusive):
         raise AssertionError(failure_message(report))

@@ -18,7 +18,6 @@ the batch). ``--markdown docs/BENCHMARKS_KERNEL.md`` writes the committed report
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -133,11 +132,16 @@ def to_markdown(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specverify.bench_kernel", description=__doc__.split("\n")[0])
+    from .checker import OneLineParser
+
+    ap = OneLineParser(prog="python -m specverify.bench_kernel", description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, TV 1e-2 instead of 1e-3")
     ap.add_argument("--markdown", type=writable_file_argument, metavar="PATH")
-    args = ap.parse_args(argv)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:  # --help, or one line of usage error
+        return 0 if exc.code in (0, None) else 2
     result = run_bench(args.quick)
     text = json.dumps(result, indent=1, default=str) if args.json else to_markdown(result)
     print(text)

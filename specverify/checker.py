@@ -59,12 +59,23 @@ def budget_argument(text: str) -> str:
     return text
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr, ``PROG: error: MESSAGE``, and
+    exit 2 (argparse's own prints the whole usage block first; ``--help`` still prints it). Its
+    subparsers are OneLineParsers too (argparse makes them of the parser's own class)."""
+
+    def error(self, message: str):
+        emit(f"{self.prog}: error: {message}\n", sys.stderr)
+        sys.stderr.flush()
+        raise SystemExit(EXIT_USAGE)
+
+
 def parse_args(argv):
     from .executors import executor_argument
     from .validation import writable_file_argument
 
     coverage = "; ".join(f"{name}: {b.coverage()}" for name, b in detectors.BUDGETS.items())
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="python -m specverify check",
         description="Check that speculative samplers are exact. Exit 0 exact, 1 not exact, "
                     "2 usage error, 3 inconclusive (several targets: the worst of them).")
@@ -138,14 +149,24 @@ def junit_case(target: str, outcome: tuple[str, object]):
     text = human(report)
     first = report["findings"][0] if report["findings"] else None
     line = f"[{first['kind']}] {first['check']} on {first['case']}: {first['message']}" if first else ""
-    if report["exact"] is False:
+    if report["exact"] is False:  # each finding once: the verdict, findings and counterexample
+        # side by side (failure_message), then what the human report adds: output and checks run
         return junit.Case(target, "specverify.check", report["seconds"], "failure", line,
-                          api.failure_message(report) + "\n\n" + text)
+                          api.failure_message(report) + "\n" + "\n".join(run_lines(report)) + "\n")
     if report["exact"] is None:
         why = report["shortfalls"][0] if report["shortfalls"] else line or "inconclusive"
         return junit.Case(target, "specverify.check", report["seconds"], "error",
                           f"inconclusive: {why}", text)
     return junit.Case(target, "specverify.check", report["seconds"], "passed", "", text)
+
+
+def run_lines(report: dict) -> list[str]:
+    """The human report's closing lines (api.human): what the sampler printed, what ran."""
+    lines = []
+    if report["output"]:
+        lines.append("the sampler printed (last lines):")
+        lines += [f"  | {line}" for line in report["output"].splitlines()[-8:]]
+    return lines + ["ran:"] + [f"  {line}" for line in report["ran"]]
 
 
 def target_sources(target: str) -> list[str]:
@@ -215,8 +236,8 @@ def report_outcomes(args, targets, outcomes) -> int:
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
-    except SystemExit as exc:  # argparse already printed one line of usage error
-        return 0 if exc.code == 0 else EXIT_USAGE
+    except SystemExit as exc:  # OneLineParser already printed one line of usage error
+        return 0 if exc.code in (0, None) else EXIT_USAGE
     outcomes = []  # the finished targets' outcomes: reported even when Ctrl-C stops the rest
     try:
         for target in args.targets:  # every TARGET string checked before anything runs

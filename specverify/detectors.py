@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import exact, optimal, runner, stats
+from . import exact, optimum_tokens, runner, stats
 from .chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from .samplers.chain import speculative_step
 
@@ -87,7 +87,7 @@ class Budget:
     counterexample_s: float = 15.0
     counterexample_samples: int = 2000
     generated: int = 3  # cases drawn from the check's seed besides the fixed ones (generated_cases)
-    engine_vocab: int = 200  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
+    engine_vocab: int = 64  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
 
     def coverage(self) -> str:
         chosen = [all_cases()[i] for i in self.cases]
@@ -105,7 +105,7 @@ BUDGETS = {
     "standard": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
     "thorough": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
                        enumeration_s=120.0, statistics_s=120.0, fallback_statistics_s=300.0,
-                       detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=300),
+                       detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=128),
 }
 
 
@@ -653,13 +653,13 @@ def _target_distribution(case: Case) -> dict:
     return exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
 
 
-_optimum_tokens_per_round = _cached(optimal.optimum_tokens_per_round)
+_optimum_tokens_per_round = _cached(optimum_tokens.optimum_tokens_per_round)
 """The most tokens per round any exact rule gets from the case's chain of k drafts (information:
 the token-wise rule stays the bar for ``efficient``)."""
 
-_tree_optimum_tokens_per_round = _cached(optimal.nodewise_optimum_tokens_per_round)
+_tree_optimum_tokens_per_round = _cached(optimum_tokens.nodewise_optimum_tokens_per_round)
 """For multi-draft samplers: a tree of depth k with 2 i.i.d. drafts per node, every node at the
-transport LP's optimal acceptance (optimal.nodewise_optimum_tokens_per_round)."""
+transport LP's optimal acceptance (optimum_tokens.nodewise_optimum_tokens_per_round)."""
 
 
 @_cached

@@ -5,11 +5,26 @@ findings, verdicts and JSON as the round battery). The subject runs only in its 
 (``runner.Runner``), through the tasks below; every reference is computed in the parent from its
 own tables (``loop.sequence_law``, the DP over the processed target).
 
-Cases (``loop_cases``): logit tables on a vocabulary of 3 with drafts of the same width, wider
-(padding rows with finite logits, as real pairs have) and narrower; single requests and a ragged
-batch with different params and lengths; k 1 or 2; max_tokens 1 to 3, so that enumerating every
-path of the loop's random decisions (``specverify.exact``, the subject drawing from an
-``EnumeratingRng``) takes well under a second. Checks, each a ``Finding.check``:
+Cases, in this order (every one judged by ``_LoopBattery.law_case``):
+
+- the core (``loop_cases``, kind "fixed"): logit tables on a vocabulary of 3 with drafts of the
+  same width, wider (padding rows with finite logits, as real pairs have) and narrower; single
+  requests and a ragged batch with different params and lengths; k 1 or 2; max_tokens 1 to 3;
+- the edges (``edge_cases``, kind "edge", in every budget): max_tokens 0 and 1, a prompt ending
+  with its stop id, a stop id as a likely first token, a grammar allowing one token, top-k 1, top-p
+  0.05, min-p 0.95, temperature with logit bias, min-p, top-k and top-p together, penalties over
+  repeated prompt tokens, an empty batch, a ragged batch of 8, and k = 3 on a vocabulary of 4 with
+  a 3-token prompt and max_tokens 4;
+- ``budget.generated`` cases drawn from the check's seed (``generated_loop_cases``, kind
+  "generated"): vocabularies 2 to 5, k 1 to 4, prompts of 1 to 4 tokens, max_tokens 0 to 5, every
+  sampling parameter drawn (``drawn_params``, the value sets of ``strategies.sampling_params``);
+- last, the seeded case (request 0 seeded beside an unseeded one): seeds by replay and by law.
+
+Enumerating every path of the loop's random decisions (``specverify.exact``, the subject drawing
+from an ``EnumeratingRng``) takes well under a second per case; an edge or generated case is
+enumerated up to ``extra_max_paths`` paths, then judged by ``extra_samples`` runs (its power in
+``result.power``, never a shortfall). The check's seed fixes everything (``SEED_STREAMS``: one
+child of ``numpy.random.SeedSequence(seed)`` per purpose). Checks, each a ``Finding.check``:
 
 - ``sequence-law`` (distribution): each request's exact output law against the DP, TV > 1e-9;
   ``loop-chi-square`` when the subject cannot be enumerated (pooled chi-square over sequences);
@@ -21,7 +36,10 @@ path of the loop's random decisions (``specverify.exact``, the subject drawing f
   without drafted too);
 - ``logprobs`` (contract): each returned log-probability equals the processed target's (1e-9);
 - ``seeded-reproducibility`` (contract): a seeded request's tokens are the same alone and in a
-  batch with unseeded requests drawing from another rng;
+  batch with unseeded requests drawing from another rng, and two requests with the same seed in
+  one batch each give what they give alone;
+- ``seed-law`` (distribution): a seeded request's outputs over seeds 0..n-1 follow its exact law
+  (chi-square at the battery's split false-fail rate, its power in ``result.power``);
 - ``tokens-per-pass`` (efficiency): exact mean tokens per target pass, E[tokens] / E[tokens -
   accepted], against the reference loop's on the same case; only a shortfall is a finding;
 - ``contract``: raised, exited, returned junk (read in the subject's process: whatever its objects
@@ -29,7 +47,11 @@ path of the loop's random decisions (``specverify.exact``, the subject drawing f
   differently (NaN logprobs replay as NaN: ``same_outcomes``).
 
 Seeded requests draw from ``np.random.default_rng(seed)`` (not from the enumerating rng), so the
-law cases use unseeded requests and seeding is checked by replay with real generators.
+law cases use unseeded requests and seeding is checked with real generators: by replay, and by
+the law of the outputs over many seeds (a loop that re-seeds every round replays perfectly).
+
+The false-fail rate ``budget.false_fail_rate`` (1e-6) is split (Bonferroni) over every request of
+every law case and every seed-law check; exact enumeration has no sampling noise.
 
 With a finding, ``find_loop_counterexample`` gives the smallest request and model that show it
 (``small_loop_cases``, smallest first; each candidate judged by ``_LoopBattery.law_case``, the
@@ -59,24 +81,62 @@ LOGPROB_TOL = 1e-9
 
 @dataclass(frozen=True)
 class LoopBudget:
+    """What one loop battery runs: the fixed cases (``loop_cases``, every budget), ``generated``
+    cases drawn from the check's seed (``generated_loop_cases``, each at most ``generated_paths``
+    paths of the reference loop), ``seeds`` seeds replayed alone / batched / beside a same-seed
+    request and ``seed_law_runs`` seeds 0..n-1 judged by their law (``seed-law``).
+
+    Measured: the reference loop, 2 shared cores, seeds 0-4, one battery per fresh process (the
+    generated cases drawn and their reference law enumerated included), median wall time; before
+    issue 22 (the 6 core cases only) 0.18 s for quick and standard, 0.20 s for thorough:
+
+    ==========  =========  ==============  =============  ===============================
+    budget      generated  paths per case  seed-law runs  wall time (before -> after)
+    ==========  =========  ==============  =============  ===============================
+    quick       2          <= 40           200            0.18 -> 0.32 s
+    standard    4          <= 40           400            0.18 -> 0.39 s
+    thorough    16         <= 400          2000           0.20 -> 0.9-1.8 s
+    ==========  =========  ==============  =============  ===============================
+
+    Of the standard budget's 0.21 s more: the 8 edge cases and same-seed pairs 0.09 s, the seed
+    law 0.10 s, the 4 generated cases 0.02-0.04 s (+10-20 % of the time before). A loop the
+    enumerator cannot follow (every case by statistics: ``extra_samples`` runs per edge or
+    generated case) took 7.2 s at standard before and 11.8 s after.
+    """
+
     name: str
     max_paths: int = 60_000
     case_enumeration_s: float = 20.0
     samples: int = 4000  # runs per case the enumerator cannot follow
+    extra_samples: int = 500  # ... per edge or generated case (its power stated, not required)
+    extra_max_paths: int = 2000  # the most paths enumerated on an edge or generated case
     statistics_s: float = 30.0
     detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
-    seeds: int = 12  # seeds of the reproducibility check
+    seeds: int = 12  # seeds of the reproducibility checks (alone vs batched, same-seed pairs)
     call_limit_s: float = 2.0
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
     counterexample_s: float = 20.0  # the whole counterexample search
     counterexample_samples: int = 1000  # runs per candidate the enumerator cannot follow
+    generated: int = 4  # cases drawn from the seed besides the fixed ones (generated_loop_cases)
+    generated_paths: int = 40  # the most paths of the reference loop a generated case may need
+    seed_law_runs: int = 400  # seeds 0..n-1 of a seeded request, chi-square against its law
+
+    def coverage(self) -> str:
+        fixed = loop_cases()
+        return (f"loop battery: {len(fixed)} fixed request batches + {self.generated} drawn from the seed "
+                f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
+                f"{self.generated_paths} reference paths each); seeds replayed ({self.seeds}) and judged "
+                f"by their law ({self.seed_law_runs} seeds); a request the enumerator cannot follow must "
+                f"see TV {self.detect_tv:g}")
 
 
 LOOP_BUDGETS = {
-    "quick": LoopBudget("quick", samples=2000, statistics_s=15.0, seeds=6, detect_tv=0.15),
+    "quick": LoopBudget("quick", samples=2000, extra_samples=250, statistics_s=15.0, seeds=6, detect_tv=0.15,
+                        generated=2, seed_law_runs=200),
     "standard": LoopBudget("standard"),
-    "thorough": LoopBudget("thorough", max_paths=400_000, samples=16_000, statistics_s=120.0, seeds=40,
-                           detect_tv=0.05),
+    "thorough": LoopBudget("thorough", max_paths=400_000, samples=16_000, extra_samples=4000,
+                           extra_max_paths=20_000, statistics_s=120.0, seeds=40,
+                           detect_tv=0.05, generated=16, generated_paths=400, seed_law_runs=2000),
 }
 
 
@@ -99,6 +159,7 @@ class LoopCase:
     requests: tuple
     k: int
     seeded: bool = False  # a reproducibility case: request 0 is seeded per run
+    kind: str = "fixed"  # "fixed" (the core), "edge" (edge_cases) or "generated" (generated_loop_cases)
 
     @property
     def vocab_size(self) -> int:
@@ -144,7 +205,194 @@ def loop_cases() -> tuple[LoopCase, ...]:
         LoopCase("seeded request beside an unseeded one; k=1", target, same,
                  (Request((0,), SamplingParams(max_tokens=3, repetition_penalty=1.3)),
                   Request((1,), SamplingParams(max_tokens=3))), 1, seeded=True),
+    ) + edge_cases()
+
+
+def _one_hot_rows(table: np.ndarray) -> np.ndarray:
+    """Each row's largest logit kept, every other at -inf: a draft whose q is one-hot."""
+    return np.where(table == table.max(axis=-1, keepdims=True), table, -np.inf)
+
+
+@lru_cache(maxsize=1)
+def edge_cases() -> tuple[LoopCase, ...]:
+    """The edges every budget reaches on purpose (part of ``loop_cases``), each enumerable in a few
+    dozen paths: max_tokens 0 beside 1; a prompt that ends with its stop id where the stop id is
+    also a likely first token; a grammar allowing one token, top-k 1, top-p 0.05 and min-p 0.95 in
+    one batch (each request deterministic); temperature with logit bias, min-p, top-k and top-p
+    together; penalties over a prompt with repeated tokens; an empty batch; a ragged batch of 8
+    (prompts of 1 to 4 tokens, max_tokens 0 to 5, greedy and sampled); and k = 3 drafts on a
+    vocabulary of 4 with a 3-token prompt and max_tokens 4 (a period-2 target, so the prompt's
+    length matters; a one-hot draft and top-k 2 keep it to 16 paths)."""
+    t3 = LogitTable(_table(11, 2, 3, 3, 0.8), "target V3 period 2")
+    d3 = LogitTable(_table(12, 1, 3, 3), "draft V3")
+    t4 = LogitTable(_table(17, 2, 4, 4, 1.0), "target V4 period 2")
+    d4 = LogitTable(_table(19, 1, 4, 4), "draft V4")
+    hot4 = LogitTable(_one_hot_rows(_table(18, 1, 4, 4)), "one-hot draft V4")
+    one = LastTokenGrammar((1,), ((2,), (0,), (1, 2), (1,)))  # one token allowed at most states
+    ragged = (
+        Request((0,), SamplingParams(temperature=0, max_tokens=5)),
+        Request((1, 2), SamplingParams(max_tokens=0)),
+        Request((2, 0, 1), SamplingParams(temperature=0, repetition_penalty=1.5, max_tokens=3)),
+        Request((3, 3, 1, 0), SamplingParams(top_k=1, max_tokens=4, stop_token_ids=(2,))),
+        Request((1,), SamplingParams(temperature=0.9, max_tokens=1)),
+        Request((2, 1), SamplingParams(temperature=0, logit_bias={3: 0.6}, max_tokens=2)),
+        Request((0, 0, 0), SamplingParams(min_p=0.9, max_tokens=5)),
+        Request((3,), SamplingParams(top_p=0.4, max_tokens=2)),
     )
+    return (
+        LoopCase("edge: max_tokens 0 beside max_tokens 1; k=1", t3, d3,
+                 (Request((1,), SamplingParams(max_tokens=0)),
+                  Request((0,), SamplingParams(temperature=0.7, max_tokens=1))), 1, kind="edge"),
+        LoopCase("edge: a prompt ending with its stop id, the stop id a likely first token; k=2", t3, d3,
+                 (Request((0, 2), SamplingParams(stop_token_ids=(2,), logit_bias={2: 1.0}, max_tokens=2)),), 2,
+                 kind="edge"),
+        LoopCase("edge: a grammar allowing one token, top-k 1, top-p 0.05, min-p 0.95; k=2", t4, hot4,
+                 (Request((0,), SamplingParams(allowed_tokens=one, max_tokens=3)),
+                  Request((1,), SamplingParams(temperature=1.3, top_k=1, max_tokens=3)),
+                  Request((2,), SamplingParams(top_p=0.05, max_tokens=3)),
+                  Request((3,), SamplingParams(min_p=0.95, max_tokens=3))), 2, kind="edge"),
+        LoopCase("edge: temperature, logit bias, min-p, top-k and top-p together; k=2", t4, d4,
+                 (Request((1,), SamplingParams(temperature=0.7, logit_bias={0: 0.8, 3: -0.5}, min_p=0.1,
+                                               top_k=3, top_p=0.9, max_tokens=3)),), 2, kind="edge"),
+        LoopCase("edge: penalties over a prompt with repeated tokens; k=2", t3, d3,
+                 (Request((1, 1, 2, 1), SamplingParams(repetition_penalty=1.6, frequency_penalty=0.4,
+                                                       presence_penalty=0.3, max_tokens=2)),), 2, kind="edge"),
+        LoopCase("edge: an empty batch; k=2", t3, d3, (), 2, kind="edge"),
+        LoopCase("edge: a ragged batch of 8 (prompts 1-4 tokens, max_tokens 0-5); k=2", t4, hot4, ragged, 2,
+                 kind="edge"),
+        LoopCase("edge: k=3 on a vocabulary of 4, a 3-token prompt, max_tokens 4; k=3", t4, hot4,
+                 (Request((2, 0, 3), SamplingParams(temperature=0.8, top_k=2, logit_bias={1: 0.7},
+                                                    max_tokens=4)),), 3, kind="edge"),
+    )
+
+
+# --------------------------------------------------------------------------- drawn from the seed
+
+SEED_STREAMS = ("generated cases", "seed-law and same-seed runs")
+"""What each child of ``numpy.random.SeedSequence(seed)`` draws, by index: child 0 the generated
+cases (one grandchild per case, so that case i is the same whatever the budget's count), child 1
+the ``rng`` handed to the loop in the seed-law and same-seed runs (what unseeded batch-mates draw
+from). The checks older than issue 22 keep their own streams, so their verdicts replay: the replay
+check draws from ``default_rng(seed)``, the chi-square of a case the enumerator cannot follow from
+``default_rng(seed + 7)``, the alone / batched replay from ``default_rng(10_000 + s)`` and
+``default_rng(20_000 + s)``."""
+
+
+def seed_stream(seed: int, purpose: str) -> np.random.SeedSequence:
+    """The child of ``SeedSequence(seed)`` for ``purpose`` (a name of ``SEED_STREAMS``)."""
+    return np.random.SeedSequence(seed).spawn(len(SEED_STREAMS))[SEED_STREAMS.index(purpose)]
+
+
+# The value sets of ``strategies.sampling_params`` (the Hypothesis strategy), drawn here with NumPy
+# so that the check's seed, not Hypothesis, fixes them; tiny top-p and min-p near 1 added.
+_TEMPERATURES = (0.0, 0.7, 1.0, 1.5)
+_TOP_PS = (1.0, 0.9, 0.6, 0.05)
+_MIN_PS = (0.0, 0.1, 0.3, 0.95)
+_REPETITION = (1.0, 1.3, 0.8)
+_FREQUENCY = (0.0, 0.5, -0.3)
+_PRESENCE = (0.0, 0.4)
+_BIASES = (-1.0, 0.5, 2.0)
+GENERATED_ATTEMPTS = 200
+"""Draws tried per generated case before its max_tokens is lowered (see ``generated_loop_cases``)."""
+
+
+def _pick(rng, values):
+    return values[int(rng.integers(len(values)))]
+
+
+def _ids(rng, vocab: int) -> tuple:
+    """A non-empty sorted set of ids (``strategies.grammars``' allowed sets)."""
+    n = int(rng.integers(1, vocab + 1))
+    return tuple(sorted(int(x) for x in rng.choice(vocab, size=n, replace=False)))
+
+
+def drawn_grammar(rng, vocab: int) -> LastTokenGrammar:
+    """``strategies.grammars`` drawn with NumPy: a non-empty allowed set first and after each token,
+    half the time a different table at odd lengths."""
+    after = tuple(_ids(rng, vocab) for _ in range(vocab))
+    odd = tuple(_ids(rng, vocab) for _ in range(vocab)) if rng.random() < 0.5 else None
+    return LastTokenGrammar(_ids(rng, vocab), after, odd)
+
+
+def drawn_params(rng, vocab: int, max_tokens: int) -> SamplingParams:
+    """``strategies.sampling_params`` drawn with NumPy: every field (temperature 0 included), a
+    grammar a third of the time, a stop id half the time, up to 2 logit biases."""
+    token = lambda: int(rng.integers(vocab))  # noqa: E731
+    return SamplingParams(
+        temperature=_pick(rng, _TEMPERATURES),
+        top_k=None if rng.random() < 0.5 else int(rng.integers(1, vocab + 1)),
+        top_p=_pick(rng, _TOP_PS), min_p=_pick(rng, _MIN_PS),
+        repetition_penalty=_pick(rng, _REPETITION), frequency_penalty=_pick(rng, _FREQUENCY),
+        presence_penalty=_pick(rng, _PRESENCE),
+        logit_bias={token(): _pick(rng, _BIASES) for _ in range(int(rng.integers(0, 3)))},
+        allowed_tokens=drawn_grammar(rng, vocab) if rng.random() < 1 / 3 else None,
+        stop_token_ids=(token(),) if rng.random() < 0.5 else (), max_tokens=max_tokens)
+
+
+def _drawn_case(rng, name: str, m_max: int) -> LoopCase:
+    """One loop case: vocabulary 2 to 5, a period-1-to-3 target (normal logits, a third of the time
+    one id at -inf: p = 0 there), a draft as wide (a fifth of the time the target itself: p = q),
+    one id wider (a padding row with a finite logit) or one narrower; k 1 to 4; 1 to 3 requests
+    (1 twice as often), each a prompt of 1 to 4 tokens, drawn params and max_tokens 0 to m_max."""
+    V, k, period = int(rng.integers(2, 6)), int(rng.integers(1, 5)), int(rng.integers(1, 4))
+    tt = rng.normal(scale=_pick(rng, (0.8, 1.2, 2.0)), size=(period, V, V)).round(3)
+    if rng.random() < 1 / 3:
+        tt[..., int(rng.integers(V))] = -np.inf
+    target = LogitTable(tt, f"target V{V} period {period}")
+    width = _pick(rng, (V, V, V + 1, V - 1))
+    if width == V and rng.random() < 0.2:
+        draft = LogitTable(tt, "draft = target")
+    else:
+        dt = rng.normal(scale=1.2, size=(1, V, width)).round(3)
+        if width > V:
+            dt[..., V:] = 0.5
+        draft = LogitTable(dt, f"draft V{V} width {width}")
+    n = _pick(rng, (1, 1, 2, 3))
+    reqs = tuple(Request(tuple(int(x) for x in rng.integers(0, V, int(rng.integers(1, 5)))),
+                         drawn_params(rng, V, int(rng.integers(0, m_max + 1)))) for _ in range(n))
+    shape = ", ".join(f"prompt {len(r.prompt)} m={r.params.max_tokens}" for r in reqs)
+    return LoopCase(f"{name}: V{V} period {period}, draft width {width}, k={k}, {n} request"
+                    f"{'s' if n > 1 else ''} ({shape})", target, draft, reqs, k, kind="generated")
+
+
+def _reference_law(case: LoopCase, max_paths: int) -> dict:
+    from .samplers.loop import generate
+
+    return exact.enumerate_distribution(
+        lambda rng: _outcome(generate(case.target, case.draft, list(case.requests), case.k, rng),
+                             len(case.requests), case.vocab_size), max_paths=max_paths)
+
+
+@lru_cache(maxsize=8)
+def _generated(seed: int, count: int, max_paths: int) -> tuple[LoopCase, ...]:
+    out = []
+    for i, stream in enumerate(seed_stream(seed, "generated cases").spawn(count)):
+        rng = np.random.default_rng(stream)
+        for attempt in range(4 * GENERATED_ATTEMPTS):
+            case = _drawn_case(rng, f"generated #{i} (seed {seed})", 5 >> (attempt // GENERATED_ATTEMPTS))
+            try:
+                for r in case.requests:
+                    sequence_law(case.target, r)  # a grammar that allows only ids at p = 0: redraw
+                law = _reference_law(case, max_paths)
+            except (ValueError, exact.NotEnumerable):
+                continue
+            _REFERENCE_RATES[id(case)] = (case, _rates(law, len(case.requests)))
+            out.append(case)
+            break
+    return tuple(out)
+
+
+def generated_loop_cases(budget="standard", seed: int = 0) -> list[LoopCase]:
+    """``budget.generated`` loop cases drawn from ``seed_stream(seed, "generated cases")``, case i
+    from its i-th child (the same seed gives the same cases, and a budget's cases are the first of
+    a larger budget's): ``_drawn_case``'s shapes and ``drawn_params``. A draw is kept when every
+    request's law exists (a grammar may allow only ids the target never emits) and the reference
+    loop's random decisions take at most ``budget.generated_paths`` paths (counted by enumerating
+    it, the law then kept for tokens per pass); otherwise the stream draws again, and after
+    ``GENERATED_ATTEMPTS`` draws max_tokens is drawn from a halved range. Judged like the fixed
+    cases (``_LoopBattery.law_case``: enumeration, or chi-square)."""
+    b = get_loop_budget(budget)
+    return list(_generated(int(seed), b.generated, b.generated_paths)) if b.generated else []
 
 
 # --------------------------------------------------------------------------- the subject's side
@@ -331,20 +579,51 @@ def loop_sample_task(subject, case: LoopCase, ids, n: int, rng, seconds: float, 
     return out, None, same_outcomes(replay, out[: len(replay)]), rng
 
 
-def loop_seed_task(subject, case: LoopCase, seeds, call_limit: float):
-    """For each seed: request 0 seeded, run alone and in the batch (other rngs); the mismatches."""
+def _seeded(request: Request, seed: int) -> Request:
+    return replace(request, params=replace(request.params, seed=int(seed)))
+
+
+def loop_seed_task(subject, case: LoopCase, seeds, call_limit: float, same_seed: bool = False):
+    """For each seed s: request 0 seeded with s, run alone and in the batch (the others unseeded,
+    another rng); with ``same_seed`` and a second request, also requests 0 and 1 both seeded with s
+    in one batch, each against itself alone. (mismatches, breach or None); a mismatch names its
+    ``kind`` ("batched" or "same seed"), the seed, the request and both outputs."""
     mismatches = []
     try:
         for s in seeds:
-            seeded = replace(case.requests[0], params=replace(case.requests[0].params, seed=int(s)))
+            seeded = _seeded(case.requests[0], s)
             alone = _run(subject, case, [seeded], np.random.default_rng(10_000 + s), call_limit)
             batch = _run(subject, case, [seeded, *case.requests[1:]], np.random.default_rng(20_000 + s),
                          call_limit)
             if alone[0][0] != batch[0][0]:
-                mismatches.append({"seed": int(s), "alone": list(alone[0][0]), "batched": list(batch[0][0])})
+                mismatches.append({"kind": "batched", "seed": int(s), "request": 0,
+                                   "alone": list(alone[0][0]), "batched": list(batch[0][0])})
+            if same_seed and len(case.requests) > 1:
+                other = _seeded(case.requests[1], s)
+                alone1 = _run(subject, case, [other], np.random.default_rng(30_000 + s), call_limit)
+                pair = _run(subject, case, [seeded, other], np.random.default_rng(40_000 + s), call_limit)
+                for i, solo in ((0, alone), (1, alone1)):
+                    if pair[i][0] != solo[0][0]:
+                        mismatches.append({"kind": "same seed", "seed": int(s), "request": i,
+                                           "alone": list(solo[0][0]), "batched": list(pair[i][0])})
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
         return mismatches, message_of(exc)
     return mismatches, None
+
+
+def loop_seed_law_task(subject, case: LoopCase, n: int, rng, call_limit: float, seconds: float):
+    """Request 0 alone, seeded with 0, 1, ..., n - 1 (fewer when ``seconds`` ran out), the loop's
+    rng ``rng`` (unused by an exact loop: the request is seeded); (its tokens per seed, breach)."""
+    out: list = []
+    stop = time.monotonic() + seconds
+    try:
+        for s in range(n):
+            if out and time.monotonic() >= stop:
+                break
+            out.append(_run(subject, case, [_seeded(case.requests[0], s)], rng, call_limit)[0][0])
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return out, message_of(exc)
+    return out, None
 
 
 # --------------------------------------------------------------------------- the parent's side
@@ -403,8 +682,11 @@ class _LoopBattery(_Battery):
                     self.find(problem[0], "contract", problem[1], case, {"request": i})
 
     def enumerate(self, case: LoopCase, ids):
+        """The task ``loop_enumerate_task``: at most ``budget.max_paths`` paths, or
+        ``budget.extra_max_paths`` for an edge or generated case (past it: statistics)."""
         b = self.budget
-        return self.call(loop_enumerate_task, case, tuple(ids), b.max_paths, b.case_enumeration_s,
+        paths = b.max_paths if case.kind == "fixed" else min(b.max_paths, b.extra_max_paths)
+        return self.call(loop_enumerate_task, case, tuple(ids), paths, b.case_enumeration_s,
                          seconds=b.case_enumeration_s + b.call_limit_s)
 
     def law_case(self, case: LoopCase, per_check: float, exact_ok: bool, efficiency: bool = True) -> None:
@@ -449,8 +731,9 @@ class _LoopBattery(_Battery):
             return
         r.ran.append(f"sequence-law: {case.name}: not enumerable ({value}); statistics instead")
         rng = np.random.default_rng(self.seed + 7)
-        got, breach, _, _ = self.call(loop_sample_task, case, ids, b.samples, rng, b.statistics_s,
-                                      b.call_limit_s, seconds=b.statistics_s + 2 * b.call_limit_s)
+        core = case.kind == "fixed"
+        got, breach, _, _ = self.call(loop_sample_task, case, ids, b.samples if core else b.extra_samples, rng,
+                                      b.statistics_s, b.call_limit_s, seconds=b.statistics_s + 2 * b.call_limit_s)
         if breach:
             self.find("contract", "contract", breach, case)
         self.contracts(case, got)
@@ -465,11 +748,12 @@ class _LoopBattery(_Battery):
             r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
             tv = min(stats.min_discrepancy_chi_square(len(samples), want, per_check, POWER_FALSE_PASS_RATE), 1.0)
             r.power.append({"case": case.name, "request": i, "runs": len(samples), "min_detectable_tv": tv,
-                            "false_fail_rate": per_check, "detection_probability": 1 - POWER_FALSE_PASS_RATE})
+                            "false_fail_rate": per_check, "detection_probability": 1 - POWER_FALSE_PASS_RATE,
+                            **({} if core else {"kind": case.kind})})
             line = (f"loop-chi-square: {case.name}: request {i}: p-value {p:.3g} after {len(samples)} runs; "
                     f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
             r.ran.append(line)
-            if test.passed and tv > b.detect_tv:
+            if test.passed and tv > b.detect_tv and core:  # an edge or generated case: power stated
                 r.shortfalls.append(f"{line}, not the budget's {b.detect_tv:g}")
             if not test.passed:
                 r.samples_to_detect = len(samples)
@@ -492,24 +776,71 @@ class _LoopBattery(_Battery):
                           f"request {i}: {got:.4f} tokens per target pass, the reference loop gives {ref:.4f}",
                           case, {"request": i, "measured": got, "expected": ref})
 
-    def seeded_case(self, case: LoopCase) -> None:
-        b = self.budget
+    def seeded_case(self, case: LoopCase, per_check: float | None = None) -> None:
+        """Seeds, by replay and by law. ``seeded-reproducibility`` (contract): request 0 seeded with
+        s gives the same tokens alone and beside unseeded requests, and requests 0 and 1 both
+        seeded with s in one batch each give what they give alone (``budget.seeds`` seeds).
+        ``seed-law`` (distribution): request 0 alone, seeded with 0..n-1 (n =
+        ``budget.seed_law_runs``), must follow its exact law (``loop.sequence_law``): the
+        battery's chi-square at ``per_check`` (default: the budget's whole false-fail rate), its
+        power (the TV it detects with probability 0.95) in ``result.power`` with ``"check":
+        "seed-law"``; a loop that re-seeds every round, or ignores the target when seeded, replays
+        perfectly and fails here. Its power is stated, never a shortfall: the request's law is
+        also judged, unseeded, by enumeration."""
+        b, r = self.budget, self.result
+        self.laws = {}
         seeds = list(range(b.seeds))
-        mismatches, breach = self.call(loop_seed_task, case, seeds, b.call_limit_s,
-                                       seconds=2 * len(seeds) * b.call_limit_s + b.call_limit_s)
+        mismatches, breach = self.call(loop_seed_task, case, seeds, b.call_limit_s, True,
+                                       seconds=4 * len(seeds) * b.call_limit_s + b.call_limit_s)
         if breach:
             self.find("contract", "contract", breach, case)
-        self.result.ran.append(f"seeded-reproducibility: {case.name}: {len(mismatches)} of {len(seeds)} seeds differ")
-        if mismatches:
+        r.ran.append(f"seeded-reproducibility: {case.name}: {len(mismatches)} mismatches over {len(seeds)} seeds "
+                     f"(alone vs batched, same-seed pairs)")
+        for kind in ("batched", "same seed"):
+            first = next((m for m in mismatches if m["kind"] == kind), None)
+            if first is None:
+                continue
+            what = ("a seeded request's tokens differ alone and in a batch" if kind == "batched" else
+                    "two requests with the same seed in one batch do not each give what they give alone")
             self.find("seeded-reproducibility", "contract",
-                      f"a seeded request's tokens differ alone and in a batch (seed {mismatches[0]['seed']}: "
-                      f"{mismatches[0]['alone']} alone, {mismatches[0]['batched']} batched)", case,
-                      {"mismatches": mismatches[:5]})
+                      f"{what} (seed {first['seed']}, request {first['request']}: {first['alone']} alone, "
+                      f"{first['batched']} batched)", case,
+                      {"request": first["request"], "mismatches": [m for m in mismatches if m["kind"] == kind][:5]})
+        if breach or b.seed_law_runs <= 0:
+            return
+        rate = b.false_fail_rate if per_check is None else per_check
+        rng = np.random.default_rng(seed_stream(self.seed, "seed-law and same-seed runs"))
+        seconds = b.statistics_s
+        samples, breach = self.call(loop_seed_law_task, case, b.seed_law_runs, rng, b.call_limit_s, seconds,
+                                    seconds=seconds + 2 * b.call_limit_s)
+        if breach:
+            self.find("contract", "contract", breach, case)
+        if not samples:
+            return
+        want = _law(case, 0)
+        self.laws[0] = ("statistical", stats.empirical_distribution(samples), want, len(samples))
+        test = stats.chi_square_test(samples, want, false_fail_rate=rate)
+        p = test.p_value if test.p_value is not None else 0.0
+        r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
+        tv = min(stats.min_discrepancy_chi_square(len(samples), want, rate, POWER_FALSE_PASS_RATE), 1.0)
+        r.power.append({"case": case.name, "request": 0, "check": "seed-law", "runs": len(samples),
+                        "seeds": f"0..{len(samples) - 1}", "min_detectable_tv": tv, "false_fail_rate": rate,
+                        "detection_probability": 1 - POWER_FALSE_PASS_RATE})
+        r.ran.append(f"seed-law: {case.name}: request 0 over seeds 0..{len(samples) - 1}: p-value {p:.3g}; "
+                     f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+        if not test.passed:
+            self.find("seed-law", "distribution",
+                      f"request 0: its outputs over seeds 0..{len(samples) - 1} do not follow target-only "
+                      f"sampling's law: p-value {p:.3g} < {rate:.3g}", case,
+                      {"request": 0, "p_value": p, "seeds": len(samples),
+                       "empirical_tv": stats.tv_distance(self.laws[0][1], want)})
 
     def run(self, cases, stop_on_first: bool) -> BatteryResult:
         r = self.result
         law = [c for c in cases if not c.seeded]
-        per_check = stats.split_budget(self.budget.false_fail_rate, max(1, sum(len(c.requests) for c in law)))
+        seed_laws = sum(1 for c in cases if c.seeded) if self.budget.seed_law_runs > 0 else 0
+        per_check = stats.split_budget(self.budget.false_fail_rate,
+                                       max(1, sum(len(c.requests) for c in law) + seed_laws))
         # replay: the same rng state must give the same outputs, else enumeration would mislead
         exact_ok = True
         got, breach, replayed, _ = self.call(loop_sample_task, law[0], tuple(range(len(law[0].requests))), 3,
@@ -527,7 +858,7 @@ class _LoopBattery(_Battery):
                 r.ran.append("stopped after the first finding")
                 break
             if case.seeded:
-                self.seeded_case(case)
+                self.seeded_case(case, per_check)
             else:
                 self.law_case(case, per_check, exact_ok)
         return r
@@ -576,15 +907,21 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
     seed = check_seed(seed)
     b = get_loop_budget(budget)
     b = replace(b, **{k: v for k, v in overrides.items() if hasattr(b, k)}) if overrides else b
+    if cases is None:
+        fixed = list(loop_cases())  # the seeded case last: drawn cases before it
+        cases = [c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + [c for c in fixed if c.seeded]
     return run_in_subject(subject, lambda handle: _LoopBattery(handle, b, seed, deadline),
-                          lambda run: run.run(list(loop_cases() if cases is None else cases),
-                                              stop_on_first))
+                          lambda run: run.run(list(cases), stop_on_first))
 
 
 # --------------------------------------------------------------------------- counterexamples
 
 LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation")
 """The checks that judge a request's output law: one family for the counterexample search."""
+
+
+SEED_CHECKS = ("seeded-reproducibility", "seed-law")
+"""The checks only a seeded candidate can show (``_LoopBattery.seeded_case``)."""
 
 
 def _family(check: str) -> str:
@@ -706,7 +1043,7 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
                              **overrides) -> dict | None:
     """The smallest request and model (``small_loop_cases`` order) on which the loop subject shows
     a finding of one of ``checks`` (default: any law or contract check; the law checks count as one;
-    seeded candidates only when ``checks`` holds "seeded-reproducibility"), a law finding preferred.
+    seeded candidates only when ``checks`` holds one of ``SEED_CHECKS``), a law finding preferred.
 
     Each candidate is judged by the loop battery's own ``law_case``: exact enumeration when the
     subject replays its rng (``exact_ok``), else ``counterexample_samples`` runs and the battery's
@@ -728,10 +1065,10 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
         for case in candidates:
             battery.result, battery.laws = BatteryResult(budget=b.name), {}
             if case.seeded:
-                if wanted is not None and "seeded-reproducibility" not in wanted:
+                if wanted is not None and not wanted & set(SEED_CHECKS):
                     continue
-                battery.seeded_case(case)
-            elif wanted == {"seeded-reproducibility"}:
+                battery.seeded_case(case, per_check)
+            elif wanted is not None and wanted <= set(SEED_CHECKS):
                 continue  # only a seeded case can show it
             else:
                 battery.law_case(case, per_check, exact_ok, efficiency=False)
@@ -748,6 +1085,7 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
                    search)
     return found[0] if found else None
 
-__all__ = ["LOOP_BUDGETS", "LoopBudget", "LoopCase", "contract_problem", "counterexample_checks", "describe_loop",
-           "find_loop_counterexample",
-           "loop_cases", "run_loop_battery", "small_loop_cases"]
+__all__ = ["LOOP_BUDGETS", "LoopBudget", "LoopCase", "SEED_CHECKS", "SEED_STREAMS", "contract_problem",
+           "counterexample_checks", "describe_loop", "drawn_grammar", "drawn_params", "edge_cases",
+           "find_loop_counterexample", "generated_loop_cases", "loop_cases", "run_loop_battery", "seed_stream",
+           "small_loop_cases"]

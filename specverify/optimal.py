@@ -15,10 +15,9 @@ Ro, Beirami, Jain, Yu, arXiv 2310.15141, section 3) and of Khisti et al. (arXiv 
 solved here with scipy.optimize.linprog (HiGHS) on the small vocabularies of the battery. With
 m = 1 it is alpha = sum min(p, q) (the maximal coupling).
 
-Chains. For one chain of k drafts, block verification (arXiv 2403.10444, Theorem 2) is optimal
-among all exact verifiers of the chain: ``block_expected_tokens`` computes its expected tokens
-per round exactly (by enumeration), the optimum that ``optimum_tokens_per_round`` reports for a
-battery case.
+The optimum tokens per round of a whole round (block verification's for a chain, the LP at every
+node of a tree) needs the samplers and the enumerator: it is ``specverify.optimum_tokens``, a
+floor above. This module imports no sampler (``samplers.transport`` imports it).
 """
 
 from __future__ import annotations
@@ -113,49 +112,3 @@ def optimal_selection(p, q, m: int, replacement: bool = True) -> dict[frozenset,
 def selection_law(selection: dict, sets: dict) -> np.ndarray:
     """r(y) = sum_S Q_m(S) psi(y | S), the law of the selected token."""
     return sum(w * selection[s] for s, w in sets.items())
-
-
-# ---------------------------------------------------------------------------------------------
-# chains
-
-
-def block_expected_tokens(p_fn, q_fn, prefix, k: int, max_paths: int = 200_000) -> float:
-    """Block verification's exact expected tokens per round from ``prefix``: the optimum over
-    exact verifiers of one chain of k drafts (arXiv 2403.10444, Theorem 2)."""
-    from .exact import round_length_distribution
-    from .samplers.block import block_step
-
-    dist = round_length_distribution(block_step, p_fn, q_fn, tuple(prefix), check_k(k),
-                                     max_paths=max_paths)
-    return float(sum(n * w for n, w in dist.items()))
-
-
-def optimum_tokens_per_round(case) -> float:
-    """The optimum tokens per round for a detectors.Case's chain of k drafts (its model, prefix
-    and k): block verification's exact expectation."""
-    return block_expected_tokens(case.model.p_fn, case.model.q_fn, case.prefix, case.k)
-
-
-
-def nodewise_optimum_tokens_per_round(case, width: int = 2, max_paths: int = 200_000) -> float:
-    """For a tree of depth ``case.k`` with ``width`` i.i.d. drafts per node, verified node by node
-    (the structure of the tree-iid, spectr and canonical-ot samplers): the exact expected tokens
-    per round when every node reaches the transport LP's optimal acceptance (the canonical-ot
-    rule). On i.i.d. models it is the optimum among node-by-node rules for that draft structure
-    (each level accepts independently, so the most per node is the most per round); on Markov
-    models it is the greedy per-node optimum. It is not an optimum over every exact tree
-    verifier: sequence-level rules (traversal verification, arXiv 2505.12398) can accept more
-    from the same tree, as block verification does for a chain."""
-    model, k = case.model, check_k(case.k)
-    if model.order == 0 and model.period == 1:  # i.i.d.: every node alike, sum of a^i in closed form
-        a = optimal_acceptance(model.p_fn(()), model.q_fn(()), width)
-        return float(sum(a**i for i in range(k + 1)))
-    from .exact import round_length_distribution
-    from .samplers.transport import canonical_step
-
-    def sampler(p_fn, q_fn, prefix, k, rng):
-        return canonical_step(p_fn, q_fn, prefix, k, rng, width=width)
-
-    dist = round_length_distribution(sampler, case.model.p_fn, case.model.q_fn,
-                                     tuple(case.prefix), check_k(case.k), max_paths=max_paths)
-    return float(sum(n * w for n, w in dist.items()))

@@ -7,6 +7,10 @@
     @pytest.mark.specverify(budget="quick", seed=3)              # per test, optional
     def test_quick(specverify_check): ...
 
+The marker takes keywords only (``MARKER_KEYWORDS``: budget, seed, interface,
+allow_inconclusive); a positional argument, another keyword or a bad value errors the test that
+uses the fixture with a message naming the marker. A keyword given as None is as if not given.
+
 ``specverify_check(sampler, **kwargs)`` is ``specverify.assert_exact`` with the run's budget and
 seed: ``--specverify-budget`` (quick | standard | thorough | tv=X; default standard) and
 ``--specverify-seed`` (default 0), overridden by the test's ``specverify`` marker, overridden by
@@ -21,6 +25,7 @@ import pytest
 
 DEFAULT_BUDGET = "standard"
 DEFAULT_SEED = 0
+MARKER_KEYWORDS = ("budget", "seed", "interface", "allow_inconclusive")
 
 
 def pytest_addoption(parser):
@@ -34,7 +39,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "specverify(budget=None, seed=None): budget and seed of the specverify_check fixture")
+        "markers", "specverify(budget=None, seed=None, interface=None, allow_inconclusive=False): "
+                   "keywords of the specverify_check fixture for this test")
     budget = config.getoption("--specverify-budget")
     if budget is not None:
         from .api import resolve_budget
@@ -57,13 +63,47 @@ def pytest_report_header(config):
     return []
 
 
+def marker_keywords(node) -> dict:
+    """The keywords of the closest ``specverify`` marker, those given as None left out; a
+    positional argument, an unknown keyword or a bad budget / seed fails the test (at set-up,
+    without a traceback) with a message naming the marker and the keywords it takes."""
+    marker = node.get_closest_marker("specverify")
+    if marker is None:
+        return {}
+    allowed = ", ".join(MARKER_KEYWORDS)
+    if marker.args:
+        hint = f" (budget={marker.args[0]!r}?)" if isinstance(marker.args[0], str) else ""
+        pytest.fail(f"@pytest.mark.specverify takes keywords only ({allowed}), got positional "
+                    f"argument(s) {', '.join(map(repr, marker.args))}{hint}", pytrace=False)
+    unknown = sorted(set(marker.kwargs) - set(MARKER_KEYWORDS))
+    if unknown:
+        pytest.fail(f"@pytest.mark.specverify: unknown keyword(s) {', '.join(unknown)}; it takes "
+                    f"{allowed}", pytrace=False)
+    given = {k: v for k, v in marker.kwargs.items() if v is not None}
+    if "budget" in given:
+        from .api import resolve_budget
+        from .detectors import Budget
+
+        try:
+            if not isinstance(given["budget"], (str, Budget)):
+                raise ValueError(f"budget: must be a name or tv=X, got {given['budget']!r}")
+            resolve_budget(given["budget"])
+        except ValueError as exc:
+            pytest.fail(f"@pytest.mark.specverify: {exc}", pytrace=False)
+    seed = given.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        pytest.fail(f"@pytest.mark.specverify: seed: must be an integer >= 0, got {seed!r}", pytrace=False)
+    return given
+
+
 @pytest.fixture
 def specverify_check(request):
     """``(sampler, *, budget=None, seed=None, interface=None, allow_inconclusive=False) ->
-    specverify.Report``: run the battery on ``sampler`` and assert that it is exact."""
+    specverify.Report``: run the battery on ``sampler`` and assert that it is exact. Each
+    keyword: given here, else the test's ``specverify`` marker, else the command line's
+    ``--specverify-budget`` / ``--specverify-seed``, else the default."""
     config = request.config
-    marker = request.node.get_closest_marker("specverify")
-    marked = dict(marker.kwargs) if marker else {}
+    marked = marker_keywords(request.node)
     option_budget = config.getoption("--specverify-budget")
     option_seed = config.getoption("--specverify-seed")
 
@@ -72,7 +112,10 @@ def specverify_check(request):
         from .api import assert_exact
 
         b = budget or marked.get("budget") or option_budget or DEFAULT_BUDGET
-        s = seed if seed is not None else marked.get("seed", option_seed)
-        return assert_exact(sampler, budget=b, seed=DEFAULT_SEED if s is None else s, **kwargs)
+        s = next((x for x in (seed, marked.get("seed"), option_seed) if x is not None), DEFAULT_SEED)
+        for key in ("interface", "allow_inconclusive"):
+            if kwargs.get(key) is None and key in marked:
+                kwargs[key] = marked[key]
+        return assert_exact(sampler, budget=b, seed=s, **kwargs)
 
     return check

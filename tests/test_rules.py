@@ -18,7 +18,8 @@ from specverify.exact import (NotEnumerable, round_length_distribution, sampler_
 from specverify.mutants import ALL
 from specverify.mutants.catalogue import match_target_sample
 from specverify.mutants.rules import RULE_MUTANTS, match_target_sample_emit_draft
-from specverify.optimal import draft_sets, optimal_acceptance, optimum_tokens_per_round
+from specverify.optimal import draft_sets, optimal_acceptance
+from specverify.optimum_tokens import optimum_tokens_per_round
 
 TOL = 1e-9
 
@@ -181,7 +182,7 @@ def test_compare_rules_block_never_loses_and_gains_where_the_paper_says(monkeypa
 
 def test_nodewise_optimum_is_the_chain_at_width_one_and_above_the_tree_rules():
     from specverify.detectors import Case
-    from specverify.optimal import nodewise_optimum_tokens_per_round
+    from specverify.optimum_tokens import nodewise_optimum_tokens_per_round
 
     case = Case("toy chain k=2", toy_chain(), (0,), 2, 1)
     assert nodewise_optimum_tokens_per_round(case, width=1) == pytest.approx(
@@ -223,15 +224,15 @@ def test_nodewise_optimum_closed_form_on_iid_models_matches_enumeration():
     """On an i.i.d. model every node is alike: the closed form sum(a^i) equals the enumerated
     canonical rule's tokens per round on the same model written as period 2 (which takes the
     enumeration route). Exact, no sampling."""
-    from specverify import detectors, optimal
+    from specverify import detectors, optimal, optimum_tokens
     from specverify.chains import TableModel
 
     model = iid_model([0.5, 0.3, 0.2], [0.6, 0.3, 0.1])
-    closed = optimal.nodewise_optimum_tokens_per_round(detectors.Case("iid", model, (), 2, 1), width=2)
+    closed = optimum_tokens.nodewise_optimum_tokens_per_round(detectors.Case("iid", model, (), 2, 1), width=2)
     a = optimal.optimal_acceptance(model.p_fn(()), model.q_fn(()), 2)
     assert 0 < a < 1 and closed == pytest.approx(1 + a + a * a, abs=1e-12)
     twice = TableModel(np.vstack([model.p_table] * 2), np.vstack([model.q_table] * 2), order=0, period=2)
-    enumerated = optimal.nodewise_optimum_tokens_per_round(detectors.Case("iid", twice, (), 2, 1), width=2)
+    enumerated = optimum_tokens.nodewise_optimum_tokens_per_round(detectors.Case("iid", twice, (), 2, 1), width=2)
     assert enumerated == pytest.approx(closed, abs=1e-9)
 
 
@@ -341,10 +342,10 @@ def test_traversal_against_the_tree_rules_and_the_nodewise_optimum():
     optimum it can go either way: on i.i.d. models the canonical rule's joint use of both drafts
     wins (there the nodewise optimum is the optimum over node-by-node rules), but on a Markov model
     sequence-level acceptance can beat node-by-node optimal transport (the nodewise figure is only
-    greedy there; optimal.nodewise_optimum_tokens_per_round's docstring says so)."""
+    greedy there; optimum_tokens.nodewise_optimum_tokens_per_round's docstring says so)."""
     from specverify.compare_samplers import context_varying_chain
     from specverify.detectors import Case
-    from specverify.optimal import nodewise_optimum_tokens_per_round
+    from specverify.optimum_tokens import nodewise_optimum_tokens_per_round
 
     cases = [(handout_iid(), (0,), (2.5996, 2.6276, 3.0)),
              (toy_chain(), (0,), (2.2620, 2.3100, 2.4412)),

@@ -105,6 +105,26 @@ def single_threaded():
             torch.set_num_threads(n)
 
 
+@contextmanager
+def engine_context(draft, k: int):
+    """Constant k drafts a round, no confidence early stop, transformers' warnings quiet, one
+    torch thread, global torch RNG restored: everything put back afterwards."""
+    cfg = draft.generation_config
+    names = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+    saved = {name: getattr(cfg, name, None) for name in names}
+    verbosity = transformers.logging.get_verbosity()
+    cfg.num_assistant_tokens, cfg.num_assistant_tokens_schedule = k, "constant"
+    cfg.assistant_confidence_threshold = 0.0
+    transformers.logging.set_verbosity_error()
+    try:
+        with single_threaded(), torch.random.fork_rng(devices=[]), torch.no_grad():
+            yield
+    finally:
+        for name, value in saved.items():
+            setattr(cfg, name, value)
+        transformers.logging.set_verbosity(verbosity)
+
+
 def call_hf(candidate_ids, candidate_logits, new_logits, seed: int, weight: float | None = None):
     """transformers' ``_speculative_sampling`` with torch's global generator seeded, then restored.
 
@@ -213,5 +233,5 @@ def demo_zero_uniform_acceptance(max_seeds: int = 64, chunk: int = 2**24) -> dic
 __all__ = [
     "ENSEMBLE_WEIGHT", "HAS_ENSEMBLE", "TRANSFORMERS_VERSION", "call_hf",
     "demo_zero_uniform_acceptance", "documented_ensemble_step", "ensemble_speculative_step",
-    "fallback_ensemble_speculative_step", "single_threaded", "speculative_step",
+    "engine_context", "fallback_ensemble_speculative_step", "single_threaded", "speculative_step",
 ]

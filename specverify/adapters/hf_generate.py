@@ -118,26 +118,6 @@ PROCESSING_TOL = 1e-3
 # --------------------------------------------------------------------------- the engine
 
 
-@contextmanager
-def engine_context(draft, k: int):
-    """Constant k drafts a round, no confidence early stop, transformers' warnings quiet, one
-    torch thread, global torch RNG restored: everything put back afterwards."""
-    cfg = draft.generation_config
-    names = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
-    saved = {name: getattr(cfg, name, None) for name in names}
-    verbosity = transformers.logging.get_verbosity()
-    cfg.num_assistant_tokens, cfg.num_assistant_tokens_schedule = k, "constant"
-    cfg.assistant_confidence_threshold = 0.0
-    transformers.logging.set_verbosity_error()
-    try:
-        with hf.single_threaded(), torch.random.fork_rng(devices=[]), torch.no_grad():
-            yield
-    finally:
-        for name, value in saved.items():
-            setattr(cfg, name, value)
-        transformers.logging.set_verbosity(verbosity)
-
-
 def generate_new_tokens(pair, prompt: list[int], setting: Setting, max_new_tokens: int) -> tuple:
     """One ``generate(assistant_model=draft)`` call; its new tokens."""
     x = torch.tensor([prompt])
@@ -426,7 +406,7 @@ def check_generate(n: int = 2000, seed: int = 0, n_acceptance: int = 100, contro
     prompt = pair.tokenizer.encode(PROMPT)
     dist_rate = stats.split_budget(FALSE_FAIL_RATE / 2, len(settings))
     acc_rate = stats.split_budget(FALSE_FAIL_RATE / 2, len(settings))
-    with engine_context(pair.draft, k):
+    with hf.engine_context(pair.draft, k):
         rows = [check_setting(pair, prompt, s, n, seed * 1000 + 10 * i, dist_rate, n_acceptance,
                               acc_rate, k=k) for i, s in enumerate(settings)]
         ctrl = (check_setting(pair, prompt, CONTROL, n, seed * 1000 + 999, dist_rate, 0, acc_rate, k=k)

@@ -21,7 +21,7 @@ transformers' default 50), top_p, min_p, repetition_penalty -> the same names, l
 ``sequence_bias`` with single-token keys ``{(t,): b}``, stop_token_ids -> ``eos_token_id``,
 max_tokens -> ``max_new_tokens``. frequency_penalty, presence_penalty and allowed_tokens have no
 ``generate`` counterpart: a ValueError naming the field. The draft proposes k tokens a round
-(``num_assistant_tokens=k``, constant schedule, no confidence early stop: ``hf_generate.engine_context``).
+(``num_assistant_tokens=k``, constant schedule, no confidence early stop: ``hf.engine_context``).
 
 Randomness: transformers' assisted generation takes one sequence at a time, so each request is its
 own ``generate`` call; torch's global generator is seeded, inside ``torch.random.fork_rng``, from
@@ -50,7 +50,7 @@ from ..detectors import POWER_FALSE_PASS_RATE
 from ..loop import LogitTable, Request, SamplingParams, check_requests
 from ..loop_battery import LoopBudget, LoopCase, run_loop_battery
 from ..models.loading import torch_modules
-from . import hf_generate
+from . import hf
 
 torch, transformers = torch_modules()
 
@@ -92,7 +92,7 @@ def bigram_lm(rows: np.ndarray):
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
         tie_word_embeddings=False, use_sliding_window=False, rms_norm_eps=1e-12,
         pad_token_id=vocab, bos_token_id=None, eos_token_id=None)
-    with hf_generate.hf.single_threaded(), torch.random.fork_rng(devices=[]), torch.no_grad():
+    with hf.single_threaded(), torch.random.fork_rng(devices=[]), torch.no_grad():
         model = transformers.Qwen2ForCausalLM(cfg).eval()
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()
@@ -151,7 +151,7 @@ def generate_kwargs(params: SamplingParams) -> dict:
 def _one(target_lm, draft_lm, request: Request, k: int, seed: int, extra: dict) -> list[int]:
     """One ``generate(assistant_model=...)`` call for one request; its new tokens."""
     x = torch.tensor([list(request.prompt)])
-    with hf_generate.engine_context(draft_lm, k):
+    with hf.engine_context(draft_lm, k):
         torch.manual_seed(seed)
         out = target_lm.generate(input_ids=x, attention_mask=torch.ones_like(x), assistant_model=draft_lm,
                                  **generate_kwargs(request.params), **extra)
@@ -178,7 +178,7 @@ def make_generate(**extra):
 
 
 generate = make_generate()
-ensemble_generate = make_generate(assistant_ensemble_weight=hf_generate.hf.ENSEMBLE_WEIGHT)
+ensemble_generate = make_generate(assistant_ensemble_weight=hf.ENSEMBLE_WEIGHT)
 
 
 # --------------------------------------------------------------------------- the settings

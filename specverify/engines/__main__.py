@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -11,22 +10,36 @@ from . import BUDGET_NAMES, BY_NAME, render_findings, render_table, run
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specverify.engines", description=__doc__)
+    from ..checker import OneLineParser, emit
+    from ..validation import seed_argument
+
+    ap = OneLineParser(prog="python -m specverify.engines", description=__doc__)
     ap.add_argument("--engine", action="append", choices=sorted(BY_NAME), help="one engine (repeatable); all by default")
     ap.add_argument("--budget", default="quick", choices=BUDGET_NAMES)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--offline", action="store_true", help="use the cache only; never download")
     ap.add_argument("--expect", action="store_true",
                     help="exit 1 unless every judged row's verdict matches its expectation")
     ap.add_argument("--render", metavar="JSON", help="print the table from rows saved with --json; run nothing")
-    args = ap.parse_args(argv)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:  # --help, or one line of usage error
+        return 0 if exc.code in (0, None) else 2
     t0 = time.perf_counter()
     if args.render:
-        with open(args.render) as fh:
-            rows = json.load(fh)
-        print(render_table(rows))
-        findings = render_findings(rows)
+        try:
+            with open(args.render, encoding="utf-8") as fh:
+                rows = json.load(fh)
+            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                raise ValueError("not a list of rows saved with --json")
+            table, findings = render_table(rows), render_findings(rows)
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, not JSON, not rows
+            why = (exc.strerror if isinstance(exc, OSError) and exc.strerror
+                   else f"a row lacks {exc}" if isinstance(exc, KeyError) else (str(exc).splitlines() or [""])[0])
+            emit(f"{ap.prog}: error: --render: cannot read {args.render!r} ({why})\n", sys.stderr)
+            return 2
+        print(table)
         print("\n" + findings if findings else "")
         return 0
 

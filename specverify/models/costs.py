@@ -77,10 +77,10 @@ class StepCosts:
 
 def _timed_forward_s(model, cache, base: int, feed: list[int]) -> float:
     """Seconds of one cached forward of ``feed``, after which the cache is cropped back to ``base``."""
-    decoding._sync(model)
+    decoding.synchronize(model)
     start = time.perf_counter()
     decoding.forward(model, feed, cache, keep=len(feed))
-    decoding._sync(model)
+    decoding.synchronize(model)
     elapsed = time.perf_counter() - start
     decoding.crop_to(cache, base)
     return elapsed
@@ -125,10 +125,10 @@ def _prefill_s(model, ids: list[int], repeats: int = 3) -> float:
     with torch.no_grad():
         for i in range(repeats + 1):  # the first is a warm-up
             cache = decoding.new_cache(model)
-            decoding._sync(model)
+            decoding.synchronize(model)
             start = time.perf_counter()
             decoding.forward(model, ids, cache, keep=1)
-            decoding._sync(model)
+            decoding.synchronize(model)
             if i:
                 times.append(time.perf_counter() - start)
     return statistics.median(times)

@@ -8,7 +8,8 @@ is appended. The rule itself is not rewritten here: ``verify`` comes from the
 reference sampler ``specverify.samplers.chain`` and runs on NumPy float64 copies of the target and
 draft distributions after the SAME temperature / top-k / top-p processing of both.
 
-Greedy (temperature 0) accepts while the draft equals the target's argmax. Batched verification
+Greedy (temperature 0) accepts while the draft equals the target's argmax
+(``specverify.samplers.greedy.greedy_verify``). Batched verification
 runs different kernels from one-token decoding, so the two can differ at a near-tie of the
 target's top logits (handout, "GPU scale-up"; vLLM issue #4541 reports the same for its
 verifier). ``compare_greedy`` finds the first difference and calls it a near-tie only when the
@@ -33,6 +34,7 @@ import numpy as np
 
 from ..processing import check_sampling, process_logits
 from ..samplers.chain import LazyRows, verify
+from ..samplers.greedy import argmax_token, greedy_verify
 from ..samplers.prompt_lookup import check_ngram, lookup_drafts, one_hot
 from ..validation import check_k
 from .loading import torch_modules
@@ -86,15 +88,10 @@ class Generation:
 # ---------------------------------------------------------------------------- greedy
 
 
-def greedy_token(logits_row) -> int:
-    """Argmax of one row of (float32) logits; ties go to the lowest id, as in torch.argmax."""
-    return int(logits_row.argmax())
-
-
 def sample_token(logits_row, t, top_k, top_p, rng) -> int:
     """One token from a torch logit row: its argmax at t = 0, else a draw from the processed row."""
     if t == 0:
-        return greedy_token(logits_row)
+        return argmax_token(logits_row)
     p = process_logits(logits_row.cpu().numpy(), t, top_k, top_p)
     return int(rng.choice(p.size, p=p))
 
@@ -172,13 +169,15 @@ def forward(model, token_ids: list[int], cache, keep: int | None = None):
     return logits.float()
 
 
-def _sync(model) -> None:
+def synchronize(model) -> None:
+    """Wait for the model's CUDA device (a no-op on CPU): timings read after it are honest."""
     torch, _ = torch_modules()
     if model.device.type == "cuda":
         torch.cuda.synchronize(model.device)
 
 
-def _prompt_list(input_ids) -> list[int]:
+def prompt_list(input_ids) -> list[int]:
+    """A prompt as a list of ints: from a list, a [1, n] nested list or a tensor / array."""
     if hasattr(input_ids, "tolist"):
         input_ids = input_ids.tolist()
     if input_ids and isinstance(input_ids[0], list):
@@ -191,7 +190,8 @@ def _prompt_list(input_ids) -> list[int]:
     return ids
 
 
-def _width(model, vocab_size):
+def logit_width(model, vocab_size) -> int:
+    """The logits compared: the model's vocabulary, or ``vocab_size`` of them (checked)."""
     width = model.config.vocab_size
     if vocab_size is None:
         return width
@@ -200,7 +200,8 @@ def _width(model, vocab_size):
     return int(vocab_size)
 
 
-def _rng(rng):
+def as_rng(rng):
+    """``rng`` if it is a generator, else ``numpy.random.default_rng(rng)`` (a seed or None)."""
     return rng if hasattr(rng, "random") else np.random.default_rng(rng)
 
 
@@ -218,12 +219,12 @@ def target_only_generate(target, input_ids, max_new_tokens, temperature=0.0, top
     torch, _ = torch_modules()
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     n_new = _check_new_tokens(max_new_tokens)
-    ids = _prompt_list(input_ids)
-    n_prompt, width, rng = len(ids), _width(target, vocab_size), _rng(rng)
+    ids = prompt_list(input_ids)
+    n_prompt, width, rng = len(ids), logit_width(target, vocab_size), as_rng(rng)
     stats = DecodeStats()
     cache = new_cache(target, static_len)
     with torch.no_grad():
-        _sync(target)
+        synchronize(target)
         start = time.perf_counter()
         feed = ids
         while len(ids) - n_prompt < n_new:
@@ -234,7 +235,7 @@ def target_only_generate(target, input_ids, max_new_tokens, temperature=0.0, top
             stats.emitted += 1
             if token == eos_token_id:
                 break
-        _sync(target)
+        synchronize(target)
         stats.wall_s = time.perf_counter() - start
     return Generation(ids, n_prompt, stats)
 
@@ -275,7 +276,7 @@ class ModelDrafter:
             self.length += len(feed)
             self.steps += 1
             if t == 0:
-                x, q = greedy_token(row), None
+                x, q = argmax_token(row), None
             else:
                 q = process_logits(row.cpu().numpy(), t, top_k, top_p)
                 x = int(rng.choice(self.width, p=q))
@@ -322,14 +323,12 @@ class LookupDrafter:
         pass
 
 
-def _verify(rows, drafts, qs, t, top_k, top_p, rng) -> tuple[int, int]:
-    """(accepted drafts j, the token emitted after them) from the target's len(drafts) + 1 rows."""
+def verify_rows(rows, drafts, qs, t, top_k, top_p, rng) -> tuple[int, int]:
+    """(accepted drafts j, the token emitted after them) from the target's len(drafts) + 1 logit
+    rows: ``samplers.greedy.greedy_verify`` at t = 0, else ``samplers.chain.verify`` on the rows
+    processed as the drafts' q were. ``speculative_generate`` and ``models.medusa`` call it."""
     if t == 0:
-        for j, x in enumerate(drafts):
-            best = greedy_token(rows[j])
-            if x != best:
-                return j, best
-        return len(drafts), greedy_token(rows[len(drafts)])
+        return greedy_verify(rows, drafts)
     if not drafts:
         return 0, sample_token(rows[0], t, top_k, top_p, rng)
     rows = rows.cpu().numpy()
@@ -361,16 +360,16 @@ def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperatur
     k = check_k(k)
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     n_new = _check_new_tokens(max_new_tokens)
-    ids = _prompt_list(input_ids)
-    n_prompt, rng = len(ids), _rng(rng)
-    width = _width(target, vocab_size)
+    ids = prompt_list(input_ids)
+    n_prompt, rng = len(ids), as_rng(rng)
+    width = logit_width(target, vocab_size)
     if not hasattr(draft, "propose"):
-        width = min(width, _width(draft, vocab_size))
+        width = min(width, logit_width(draft, vocab_size))
     drafter = _drafter(draft, width, static_len, crop_caches)
     stats = DecodeStats()
     t_cache = new_cache(target, static_len)
     with torch.no_grad():
-        _sync(target)
+        synchronize(target)
         start = time.perf_counter()
         t_len = 0
         if len(ids) > 1:
@@ -381,11 +380,11 @@ def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperatur
             k_round = k if policy is None else policy.choose(k)
             tick = time.perf_counter()
             drafts, qs = drafter.propose(ids, k_round, t, top_k, top_p, rng) if k_round else ([], [])
-            _sync(target)
+            synchronize(target)
             tock = time.perf_counter()
             rows = forward(target, ids[t_len:] + drafts, t_cache, keep=len(drafts) + 1)[:, :width]
-            j, token = _verify(rows, drafts, qs, t, top_k, top_p, rng)
-            _sync(target)
+            j, token = verify_rows(rows, drafts, qs, t, top_k, top_p, rng)
+            synchronize(target)
             if policy is not None:
                 policy.observe(len(drafts), j, draft_s=tock - tick, verify_s=time.perf_counter() - tock)
             ids += drafts[:j] + [token]
@@ -398,7 +397,7 @@ def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperatur
             stats.accepted += j
             stats.rejections += j < len(drafts)
             stats.emitted += j + 1
-        _sync(target)
+        synchronize(target)
         stats.wall_s = time.perf_counter() - start
     return Generation(finish_ids(ids, n_prompt, n_new, eos_token_id), n_prompt, stats)
 
@@ -409,8 +408,8 @@ def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperatur
 def teacher_forced_logits(model, ids, vocab_size=None) -> np.ndarray:
     """float32 logits [len(ids), width] of one uncached forward; row i predicts ids[i + 1]."""
     torch, _ = torch_modules()
-    ids = _prompt_list(ids)
-    width = _width(model, vocab_size)
+    ids = prompt_list(ids)
+    width = logit_width(model, vocab_size)
     with torch.no_grad():
         x = torch.tensor([ids], dtype=torch.long, device=model.device)
         return model(input_ids=x).logits[0, :, :width].float().cpu().numpy()
@@ -449,9 +448,9 @@ def compare_greedy(spec_ids, ref_ids, target_logits, n_prompt=0, rel_margin=1e-3
 def teacher_forced_pairs(target, draft, ids, n_prompt, temperature=1.0, top_k=None, top_p=None,
                          vocab_size=None) -> list[tuple[np.ndarray, np.ndarray]]:
     """(p, q) float64 vectors, identically processed, at each generated position of ``ids``."""
-    if not 1 <= n_prompt < len(_prompt_list(ids)):
+    if not 1 <= n_prompt < len(prompt_list(ids)):
         raise ValueError(f"n_prompt: must lie in 1..len(ids) - 1, got {n_prompt}")
-    width = min(_width(target, vocab_size), _width(draft, vocab_size))
+    width = min(logit_width(target, vocab_size), logit_width(draft, vocab_size))
     p_rows = teacher_forced_logits(target, ids, width)[n_prompt - 1:-1]
     q_rows = teacher_forced_logits(draft, ids, width)[n_prompt - 1:-1]
     return [(process_logits(p, temperature, top_k, top_p), process_logits(q, temperature, top_k, top_p))
@@ -467,7 +466,7 @@ def alpha_per_position(target, draft, ids, n_prompt, temperature=1.0, top_k=None
     """
     t, _, _ = check_sampling(temperature, top_k, top_p)
     if t == 0:
-        width = min(_width(target, vocab_size), _width(draft, vocab_size))
+        width = min(logit_width(target, vocab_size), logit_width(draft, vocab_size))
         p_rows = teacher_forced_logits(target, ids, width)[n_prompt - 1:-1]
         q_rows = teacher_forced_logits(draft, ids, width)[n_prompt - 1:-1]
         return (p_rows.argmax(-1) == q_rows.argmax(-1)).astype(np.float64)

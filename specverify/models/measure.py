@@ -94,13 +94,13 @@ def hf_assisted_tokens_per_s(pair, prompts: list[list[int]], k: int, max_new_tok
     try:
         for ids in prompts:
             x = torch.tensor([ids], device=pair.target.device)
-            decoding._sync(pair.target)
+            decoding.synchronize(pair.target)
             start = time.perf_counter()
             with torch.no_grad():
                 out = pair.target.generate(input_ids=x, attention_mask=torch.ones_like(x),
                                            assistant_model=pair.draft, max_new_tokens=max_new_tokens,
                                            pad_token_id=pad, eos_token_id=pair.eos_token_id, **sampling)
-            decoding._sync(pair.target)
+            decoding.synchronize(pair.target)
             wall += time.perf_counter() - start
             emitted += out.shape[1] - len(ids)
     except (ValueError, TypeError, RuntimeError, NotImplementedError) as exc:

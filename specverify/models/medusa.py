@@ -48,7 +48,8 @@ A one-token drafter (k = 1), no separate draft model. Invariant between rounds: 
 KV cache holds every token but the last, ids[-1] at position m, and the draft x for position
 m + 1 was proposed by the head on h_{m-1}, a hidden state of the accepted prefix. One target
 forward over [ids[-1], x] gives p at position m + 1 (row 0) and at m + 2 given x (row 1), and the
-hidden states h_m, h_{m+1}. ``samplers.chain.verify`` accepts x with probability min(1, p(x)/q(x));
+hidden states h_m, h_{m+1}. ``decoding.verify_rows`` (``samplers.chain.verify``; at temperature 0
+``samplers.greedy.greedy_verify``) accepts x with probability min(1, p(x)/q(x));
 on acceptance the bonus token comes from row 1 and the next draft from the head on h_{m+1};
 on rejection the residual norm(max(0, p - q)) gives the token at m + 1, x's cache entry is
 cropped, and the next draft comes from the head on h_m. Why it is exact: q depends only on the
@@ -91,7 +92,7 @@ import numpy as np
 
 from ..files import atomic_path
 from ..processing import check_sampling, process_logits
-from ..samplers.chain import LazyRows, verify
+from ..samplers.greedy import argmax_token
 from ..validation import check_int, check_k, positive_int_argument, seed_argument, writable_file_argument
 from . import decoding, loading
 from .loading import torch_modules
@@ -352,7 +353,7 @@ def collect_training_data(target, tokenizer, prompts, n_positions: int, max_new_
     prompts = list(prompts)
     if not prompts:
         raise ValueError("prompts: at least one prompt is needed")
-    width = decoding._width(target, vocab_size)
+    width = decoding.logit_width(target, vocab_size)
     k = width if top_k_targets is None else min(top_k_targets, width)
     rng = np.random.default_rng(seed)
     hs, idx, logp, greedy = [], [], [], []
@@ -360,7 +361,7 @@ def collect_training_data(target, tokenizer, prompts, n_positions: int, max_new_
     with torch.no_grad():
         while n < n_positions and not (t == 0 and n_seq == len(prompts)):
             text = prompts[n_seq % len(prompts)]
-            prompt = loading.prompt_ids(tokenizer, text) if isinstance(text, str) else decoding._prompt_list(text)
+            prompt = loading.prompt_ids(tokenizer, text) if isinstance(text, str) else decoding.prompt_list(text)
             _, h, rows = _rollout(target, prompt, n_new, t, rng, width, eos_token_id)
             n_seq += 1
             h, rows = h[:-1], rows[1:]  # h_t with the row that predicts t + 2
@@ -494,7 +495,7 @@ def _propose(head, target, hidden, width, t, top_k, top_p, rng):
     """(draft token, q) from the head on one hidden state; q is None at greedy."""
     row = head.logits(target, hidden[None])[0, :width].float()
     if t == 0:
-        return decoding.greedy_token(row), None
+        return argmax_token(row), None
     q = process_logits(row.cpu().numpy(), t, top_k, top_p)
     return int(rng.choice(width, p=q)), q
 
@@ -512,9 +513,9 @@ def medusa_generate(target, head, input_ids, max_new_tokens, temperature=0.0, to
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     n_new = check_k(max_new_tokens, "max_new_tokens")
     check_head_matches(head, target)
-    ids = decoding._prompt_list(input_ids)
-    n_prompt, width = len(ids), decoding._width(target, vocab_size)
-    rng = rng if hasattr(rng, "random") else np.random.default_rng(rng)
+    ids = decoding.prompt_list(input_ids)
+    n_prompt, width = len(ids), decoding.logit_width(target, vocab_size)
+    rng = decoding.as_rng(rng)
     stats = decoding.DecodeStats()
     cache = decoding.new_cache(target)
 
@@ -535,12 +536,7 @@ def medusa_generate(target, head, input_ids, max_new_tokens, temperature=0.0, to
                 h_next, added = hidden[0], 1
             else:
                 x, q = draft
-                if t == 0:
-                    j = int(x == decoding.greedy_token(rows[0]))
-                    token = decoding.greedy_token(rows[j])
-                else:
-                    rows_np = rows.cpu().numpy()
-                    j, token = verify(LazyRows(lambda i: process_logits(rows_np[i], t, top_k, top_p)), [q], [x], rng)
+                j, token = decoding.verify_rows(rows, [x], [q], t, top_k, top_p, rng)
                 ids += [x, token] if j else [token]
                 if not j:
                     decoding.crop_to(cache, len(ids) - 1)  # drop the rejected draft's keys and values

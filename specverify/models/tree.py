@@ -31,7 +31,8 @@ al., arXiv 2401.10774, tree attention):
    ``samplers.tree.verify_siblings`` (recursive rejection sampling) on the identically
    processed p and q rows; an accepted candidate is descended into; the round emits the path
    plus a residual token (all candidates rejected) or a bonus token from p (a node without
-   children). At T = 0 a candidate is accepted when it is the target's argmax.
+   children). At T = 0 a candidate is accepted when it is the target's argmax
+   (``samplers.greedy.greedy_node``).
 4. Crop. Both caches keep the committed slots and the accepted path's slots, gathered along the
    sequence dimension (``keep_slots``), so they again hold exactly the output's prefix.
 
@@ -55,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..processing import check_sampling, process_logits
+from ..samplers.greedy import greedy_node
 from ..samplers.tree import check_width, verify_siblings, without_token
 from ..validation import check_k
 from . import decoding
@@ -319,11 +321,9 @@ class ReplayRng:
         return self.rng.random()
 
 
-def _node_step_greedy(best: int, tree: Tree, children: list[int]):
-    for child in children:
-        if tree.nodes[child].token == best:
-            return child, best
-    return None, best
+def _node_step_greedy(row, tree: Tree, children: list[int]):
+    i, best = greedy_node(row, [tree.nodes[c].token for c in children])
+    return (None if i is None else children[i]), best
 
 
 def _node_step_sampled(p, q, tree: Tree, children: list[int], sampling: Sampling):
@@ -338,11 +338,10 @@ def walk_tree(tree: Tree, rows, sampling: Sampling) -> tuple[list[int], int, boo
     ``rows[0]`` is the target's row at the root, ``rows[1 + i]`` at node i.
     """
     path, node = [], -1
-    best = rows.argmax(-1).tolist() if sampling.greedy else None
     while True:
         children = tree.children_of(node)
         if sampling.greedy:
-            child, token = _node_step_greedy(best[node + 1], tree, children)
+            child, token = _node_step_greedy(rows[node + 1], tree, children)
         else:
             p = sampling.probs(rows[node + 1])
             if not children:
@@ -439,17 +438,17 @@ def tree_generate(target, draft, input_ids, k, max_new_tokens, width=2, temperat
     k, width, shape = check_k(k), check_width(width), check_shape(shape)
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     n_new = check_k(max_new_tokens, "max_new_tokens")
-    ids = decoding._prompt_list(input_ids)
-    vocab = min(decoding._width(target, vocab_size), decoding._width(draft, vocab_size))
-    sampling = Sampling(t, top_k, top_p, width, vocab, decoding._rng(rng), bool(without_replacement))
+    ids = decoding.prompt_list(input_ids)
+    vocab = min(decoding.logit_width(target, vocab_size), decoding.logit_width(draft, vocab_size))
+    sampling = Sampling(t, top_k, top_p, width, vocab, decoding.as_rng(rng), bool(without_replacement))
     n_prompt, stats = len(ids), decoding.DecodeStats()
     with torch.no_grad():
-        decoding._sync(target)
+        decoding.synchronize(target)
         start = time.perf_counter()
         state = prefill(target, draft, ids)
         while len(ids) - n_prompt < n_new and eos_token_id not in ids[n_prompt:]:
             ids += tree_round(target, draft, ids, state, k, sampling, shape, stats)
-        decoding._sync(target)
+        decoding.synchronize(target)
         stats.wall_s = time.perf_counter() - start
     return decoding.Generation(decoding.finish_ids(ids, n_prompt, n_new, eos_token_id), n_prompt, stats)
 
@@ -470,7 +469,7 @@ def measure_tree(pair, prompts, k, width, max_new_tokens, temperature=0.0, *, sh
     """Tree decoding (and, with ``chain``, the chain ``decoding.speculative_generate`` at the same
     depth k) over ``prompts`` (texts or token lists) on a ``loading.ModelPair``: summed stats of
     each as ``DecodeStats.as_dict()`` rows, for ``measure.py``'s table."""
-    rng = decoding._rng(rng)
+    rng = decoding.as_rng(rng)
     encoded = [pair.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompts]
     common = dict(temperature=temperature, vocab_size=pair.vocab_size, eos_token_id=pair.eos_token_id)
     trees = [tree_generate(pair.target, pair.draft, ids, k, max_new_tokens, width, rng=rng,

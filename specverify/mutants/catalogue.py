@@ -42,8 +42,8 @@ from scipy.stats import entropy
 
 from ..processing import keep_top_k, keep_top_p, temper
 from ..samplers import get_sampler
-from ..samplers.chain import (accepts, draft, model_output, recover, residual, sample,
-                              speculative_step, verify_drafts)
+from ..samplers.chain import (LazyRows, accepts, draft, model_output, recover, residual, sample,
+                              speculative_step, verify_drafts, verify_with)
 from ..samplers.prompt_lookup import one_hot
 from ..validation import check_k, check_same_length
 
@@ -84,8 +84,8 @@ class Mutant:
 
 # ----------------------------------------------------------------------------------------------
 # The reference with hooks: each default is the rule's own piece from samplers.chain (accepts,
-# recover, sample), so a mutant that swaps one hook differs from speculative_step in exactly that
-# piece. Hooks return lists of tokens, so a mutant can also emit none or two.
+# recover, sample) and the walk is chain.verify_with, so a mutant that swaps one hook differs from
+# speculative_step in exactly that piece. Hooks return lists of tokens, so a mutant can also emit none or two.
 
 
 def _target_prefix(prefix: tuple, drafts: list, i: int) -> tuple:
@@ -100,18 +100,25 @@ def _bonus(p_fn, prefix: tuple, drafts: list, rng) -> list[int]:
     return [sample(model_output("p_fn", p_fn, prefix + tuple(drafts)), rng)]
 
 
-def _round(p_fn, q_fn, prefix, k, rng, *, drafter=draft, target_prefix=_target_prefix,
-           accept=accepts, recover=_recover, bonus=_bonus) -> list[int]:  # fmt: skip
-    """speculative_step with its steps as parameters (defaults: exactly the reference)."""
+def round_with(p_fn, q_fn, prefix, k, rng, *, drafter=draft, target_prefix=_target_prefix,
+               accept=accepts, recover=_recover, bonus=_bonus) -> list[int]:  # fmt: skip
+    """speculative_step with its steps as parameters (defaults: exactly the reference).
+
+    The walk is ``samplers.chain.verify_with``, the one ``chain.verify`` runs: a mutant changes
+    the pieces it is handed (the drafts, the target rows, the test, the token after a rejection
+    or after k acceptances), never the walk."""
     k = check_k(k)
     prefix = tuple(prefix)
     drafts, qs = drafter(q_fn, prefix, k, rng)
-    for i, (x, q) in enumerate(zip(drafts, qs)):
+
+    def row(i):
         p = model_output("p_fn", p_fn, target_prefix(prefix, drafts, i))
-        check_same_length("p_fn output", p, "q_fn output", q)
-        if not accept(p, q, x, rng):
-            return drafts[:i] + recover(p, q, x, rng)
-    return drafts + bonus(p_fn, prefix, drafts, rng)
+        check_same_length("p_fn output", p, "q_fn output", qs[i])
+        return p
+
+    j, tail = verify_with(LazyRows(row), qs, drafts, rng, accept=accept, reject=recover,
+                          bonus=lambda rng: bonus(p_fn, prefix, drafts, rng))
+    return drafts[:j] + tail
 
 
 def _draft_processed(process: Callable) -> Callable:
@@ -177,11 +184,11 @@ def _peeking_drafter(p_fn, keep_low: bool) -> Callable:
 
 
 def no_bonus_token(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, bonus=lambda p_fn, prefix, drafts, rng: [])
+    return round_with(p_fn, q_fn, prefix, k, rng, bonus=lambda p_fn, prefix, drafts, rng: [])
 
 
 def resample_from_p(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, recover=lambda p, q, x, rng: [sample(p, rng)])
+    return round_with(p_fn, q_fn, prefix, k, rng, recover=lambda p, q, x, rng: [sample(p, rng)])
 
 
 def continue_after_reject(p_fn, q_fn, prefix, k, rng):
@@ -200,12 +207,12 @@ def inverted_ratio(p_fn, q_fn, prefix, k, rng):
     def accept(p, q, x, rng):
         return rng.random() * p[x] < q[x]
 
-    return _round(p_fn, q_fn, prefix, k, rng, accept=accept)
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=accept)
 
 
 def greedy_check_while_sampling(p_fn, q_fn, prefix, k, rng):
     """Accepts while the draft is the target's argmax; emits the argmax on mismatch and as bonus."""
-    return _round(
+    return round_with(
         p_fn, q_fn, prefix, k, rng,
         accept=lambda p, q, x, rng: x == int(np.argmax(p)),
         recover=lambda p, q, x, rng: [int(np.argmax(p))],
@@ -224,7 +231,7 @@ def off_by_one_target(p_fn, q_fn, prefix, k, rng):
     def target_prefix(prefix, drafts, i):
         return prefix + tuple(drafts[: i + 1])
 
-    return _round(p_fn, q_fn, prefix, k, rng, target_prefix=target_prefix)
+    return round_with(p_fn, q_fn, prefix, k, rng, target_prefix=target_prefix)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,7 +239,7 @@ def off_by_one_target(p_fn, q_fn, prefix, k, rng):
 
 
 def uniform_stuck_at_zero(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng,
+    return round_with(p_fn, q_fn, prefix, k, rng,
                   accept=lambda p, q, x, rng: 0.0 < min(1.0, p[x] / q[x]))  # fmt: skip
 
 
@@ -244,7 +251,7 @@ def uniform_shared_across_positions(p_fn, q_fn, prefix, k, rng):
             shared.append(rng.random())
         return shared[0] < min(1.0, p[x] / q[x])
 
-    return _round(p_fn, q_fn, prefix, k, rng, accept=accept)
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=accept)
 
 
 def uniform_reused_for_residual(p_fn, q_fn, prefix, k, rng):
@@ -263,16 +270,16 @@ def uniform_reused_for_residual(p_fn, q_fn, prefix, k, rng):
                 return [int(token)]
         return [int(np.flatnonzero(r)[-1])]
 
-    return _round(p_fn, q_fn, prefix, k, rng, accept=accept, recover=recover)
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=accept, recover=recover)
 
 
 def compare_greater(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng,
+    return round_with(p_fn, q_fn, prefix, k, rng,
                   accept=lambda p, q, x, rng: rng.random() > min(1.0, p[x] / q[x]))  # fmt: skip
 
 
 def accept_with_p(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, accept=lambda p, q, x, rng: rng.random() < p[x])
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=lambda p, q, x, rng: rng.random() < p[x])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -280,26 +287,26 @@ def accept_with_p(p_fn, q_fn, prefix, k, rng):
 
 
 def temperature_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng,
+    return round_with(p_fn, q_fn, prefix, k, rng,
                   drafter=_draft_processed(partial(temper, temperature=DRAFT_TEMPERATURE)))
 
 
 def top_k_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(
+    return round_with(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(
         partial(keep_top_k, top_k=DRAFT_TOP_K, keep_ties=False)))
 
 
 def top_p_draft_only(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng,
+    return round_with(p_fn, q_fn, prefix, k, rng,
                   drafter=_draft_processed(partial(keep_top_p, top_p=DRAFT_TOP_P)))
 
 
 def greedy_draft_softmax_q(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_greedy_drafter(one_hot_q=False))
+    return round_with(p_fn, q_fn, prefix, k, rng, drafter=_greedy_drafter(one_hot_q=False))
 
 
 def low_precision_draft(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(_float16))
+    return round_with(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(_float16))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -310,7 +317,7 @@ def residual_not_clipped(p_fn, q_fn, prefix, k, rng):
     def recover(p, q, x, rng):
         return [sample(_normalized(np.abs(p - q)), rng)]
 
-    return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
+    return round_with(p_fn, q_fn, prefix, k, rng, recover=recover)
 
 
 def residual_softmax(p_fn, q_fn, prefix, k, rng):
@@ -320,7 +327,7 @@ def residual_softmax(p_fn, q_fn, prefix, k, rng):
         e = np.exp(np.maximum(p - q, 0.0))
         return [sample(e / e.sum(), rng)]
 
-    return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
+    return round_with(p_fn, q_fn, prefix, k, rng, recover=recover)
 
 
 def residual_unnormalized(p_fn, q_fn, prefix, k, rng):
@@ -334,11 +341,11 @@ def residual_unnormalized(p_fn, q_fn, prefix, k, rng):
                 return [token]
         return [len(p) - 1]
 
-    return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
+    return round_with(p_fn, q_fn, prefix, k, rng, recover=recover)
 
 
 def residual_swapped(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng,
+    return round_with(p_fn, q_fn, prefix, k, rng,
                   recover=lambda p, q, x, rng: [sample(residual(q, p), rng)])  # fmt: skip
 
 
@@ -347,7 +354,7 @@ def residual_drafted_token_only(p_fn, q_fn, prefix, k, rng):
     def recover(p, q, x, rng):
         return [sample(residual(p, q[x] * one_hot(x, len(p))), rng)]
 
-    return _round(p_fn, q_fn, prefix, k, rng, recover=recover)
+    return round_with(p_fn, q_fn, prefix, k, rng, recover=recover)
 
 
 def residual_in_place(p_fn, q_fn, prefix, k, rng):
@@ -384,7 +391,7 @@ def bonus_wrong_position(p_fn, q_fn, prefix, k, rng):
     def bonus(p_fn, prefix, drafts, rng):
         return _bonus(p_fn, prefix, drafts[:-1], rng)
 
-    return _round(p_fn, q_fn, prefix, k, rng, bonus=bonus)
+    return round_with(p_fn, q_fn, prefix, k, rng, bonus=bonus)
 
 
 def bonus_after_rejection(p_fn, q_fn, prefix, k, rng):
@@ -400,7 +407,7 @@ def bonus_after_rejection(p_fn, q_fn, prefix, k, rng):
 
 
 def peek_target_drop_draft(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_peeking_drafter(p_fn, keep_low=False))
+    return round_with(p_fn, q_fn, prefix, k, rng, drafter=_peeking_drafter(p_fn, keep_low=False))
 
 
 def typical_acceptance(p_fn, q_fn, prefix, k, rng):
@@ -409,7 +416,7 @@ def typical_acceptance(p_fn, q_fn, prefix, k, rng):
     def accept(p, q, x, rng):
         return p[x] > min(TYPICAL_EPSILON, TYPICAL_DELTA * np.exp(-entropy(p)))
 
-    return _round(p_fn, q_fn, prefix, k, rng, accept=accept,
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=accept,
                   recover=lambda p, q, x, rng: [sample(p, rng)])  # fmt: skip
 
 
@@ -422,7 +429,7 @@ def extra_bonus_token(p_fn, q_fn, prefix, k, rng):
     def bonus(p_fn, prefix, drafts, rng):
         return 2 * _bonus(p_fn, prefix, drafts, rng)
 
-    return _round(p_fn, q_fn, prefix, k, rng, bonus=bonus)
+    return round_with(p_fn, q_fn, prefix, k, rng, bonus=bonus)
 
 
 def float_array(p_fn, q_fn, prefix, k, rng):
@@ -437,7 +444,7 @@ def placeholder_padding(p_fn, q_fn, prefix, k, rng):
 
 def no_correction_token(p_fn, q_fn, prefix, k, rng):
     """Returns only the accepted drafts: an empty round when the first draft is rejected."""
-    return _round(p_fn, q_fn, prefix, k, rng, recover=lambda p, q, x, rng: [])
+    return round_with(p_fn, q_fn, prefix, k, rng, recover=lambda p, q, x, rng: [])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -455,7 +462,7 @@ def match_target_sample(p_fn, q_fn, prefix, k, rng):
         return y == x
 
     mismatch = []
-    return _round(p_fn, q_fn, prefix, k, rng, accept=accept_or_keep_y,
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=accept_or_keep_y,
                   recover=lambda p, q, x, rng: [mismatch[-1]])  # fmt: skip
 
 
@@ -466,7 +473,7 @@ def unknown_draft_probs(p_fn, q_fn, prefix, k, rng):
     def as_one_hot(p, q, x):
         return one_hot(x, len(p))
 
-    return _round(
+    return round_with(
         p_fn, q_fn, prefix, k, rng,
         accept=lambda p, q, x, rng: accepts(p, as_one_hot(p, q, x), x, rng),
         recover=lambda p, q, x, rng: _recover(p, as_one_hot(p, q, x), x, rng),
@@ -474,18 +481,18 @@ def unknown_draft_probs(p_fn, q_fn, prefix, k, rng):
 
 
 def greedy_draft_one_hot_q(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_greedy_drafter(one_hot_q=True))
+    return round_with(p_fn, q_fn, prefix, k, rng, drafter=_greedy_drafter(one_hot_q=True))
 
 
 def product_form_acceptance(p_fn, q_fn, prefix, k, rng):
     def accept(p, q, x, rng):
         return rng.random() * q[x] < p[x]
 
-    return _round(p_fn, q_fn, prefix, k, rng, accept=accept)
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=accept)
 
 
 def peek_target_keep_draft(p_fn, q_fn, prefix, k, rng):
-    return _round(p_fn, q_fn, prefix, k, rng, drafter=_peeking_drafter(p_fn, keep_low=True))
+    return round_with(p_fn, q_fn, prefix, k, rng, drafter=_peeking_drafter(p_fn, keep_low=True))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ renders what the one detector battery found.
 
 from __future__ import annotations
 
-import argparse
 import enum
 import json
 import os
@@ -26,7 +25,7 @@ from .. import detectors, interfaces, runner
 from ..files import write_atomically
 from ..samplers.chain import draft
 from ..units import merge_output, prefetched
-from ..checker import budget_argument
+from ..checker import OneLineParser, budget_argument
 from ..executors import ExecutorUnavailable, executor_argument
 from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
 from . import ALL, Mutant, get
@@ -292,9 +291,57 @@ def render(rows: list[Row], fmt: str, seed: int, budget: str) -> str:
         return frame.write_csv()
     if fmt == "markdown":
         return _markdown(frame) + "\n\n" + summary(rows) + "\n"
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=160, fmt_str_lengths=60,
-                   tbl_hide_dataframe_shape=True, float_precision=None):
-        return f"{frame}\n{summary(rows)}\n"
+    return f"{table(rows)}\n{summary(rows)}\n"
+
+
+TABLE_WIDTH = 100
+"""The human table's width: every line of ``--format table`` fits in it (the summary line aside)."""
+
+
+def table(rows: list[Row], width: int = TABLE_WIDTH) -> str:
+    """The human table: id, effect, status, killed_by, exact_tv, seconds, in fixed-width columns
+    of plain ASCII; a cell too long for its column wraps onto the next line(s) (ids at "/" and
+    "-", killed_by at ","). The id and killed_by columns share what the others leave of ``width``."""
+    heads = ("id", "effect", "status", "killed_by", "exact_tv", "seconds")
+    cells = [(r.id, r.effect, str(r.status), r.killed_by.replace(",", ", "),
+              "" if r.exact_tv is None else f"{r.exact_tv:.3g}", f"{r.seconds:.1f}") for r in rows]
+    natural = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
+    gap = 2
+    widths = list(natural)
+    fixed = sum(natural[i] for i in (1, 2, 4, 5)) + gap * (len(heads) - 1)
+    room = max(width - fixed, 2 * len("killed_by"))
+    widths[3] = min(natural[3], max(len("killed_by"), room - natural[0]))
+    widths[0] = min(natural[0], room - widths[3])
+    right = {4, 5}
+    lines = []
+    for values in [heads, tuple("-" * w for w in widths), *cells]:
+        wrapped = [_wrap(v, w) for v, w in zip(values, widths)]
+        for k in range(max(map(len, wrapped))):
+            parts = [(piece[k] if k < len(piece) else "") for piece in wrapped]
+            parts = [p.rjust(w) if i in right else p.ljust(w) for i, (p, w) in enumerate(zip(parts, widths))]
+            lines.append((" " * gap).join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in pieces of at most ``width`` characters, broken after "/", "-" or ", " where
+    it can be, else anywhere."""
+    import re
+
+    pieces, line = [], ""
+    for token in re.findall(r"[^/\-, ]*(?:[/\-]|, ?|$)", text):
+        if not token:
+            continue
+        if line and len(line) + len(token.rstrip()) > width:
+            pieces.append(line.rstrip())
+            line = ""
+        while len(token.rstrip()) > width:
+            pieces.append(token[:width])
+            token = token[width:]
+        line += token
+    if line.strip() or not pieces:
+        pieces.append(line.rstrip())
+    return pieces
 
 
 def _markdown(frame: pl.DataFrame) -> str:
@@ -309,7 +356,7 @@ def _markdown(frame: pl.DataFrame) -> str:
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m specverify.mutants",
+    ap = OneLineParser(prog="python -m specverify.mutants",
                                  description="Run the mutant catalogue against the detectors.")
     sub = ap.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="baseline, forced fail, then every mutant and control")
@@ -337,8 +384,8 @@ def parse_args(argv):
 def main(argv=None) -> int:
     try:
         args = parse_args(argv)
-    except SystemExit as exc:  # argparse printed the usage error
-        return 0 if exc.code == 0 else 2
+    except SystemExit as exc:  # OneLineParser printed the usage error (one line)
+        return 0 if exc.code in (0, None) else 2
     from ..validation import check_distinct_files
 
     try:

@@ -25,11 +25,11 @@ from ..samplers.block import (accepted_length, acceptance_thresholds, block_weig
                               target_rows, weighted_residual)
 from ..samplers import get_sampler
 from ..samplers.chain import accepts, draft, residual, sample
-from ..samplers.transport import _canonical, _key, _spectr
+from ..samplers.transport import canonical_selection, spectr_parameters
 from ..samplers import traversal
 from ..samplers.tree import full_shape, tree_walk
 from ..validation import check_k
-from .catalogue import Mutant, _round
+from .catalogue import Mutant, round_with
 
 _BLOCK = "arXiv 2403.10444"
 
@@ -92,7 +92,7 @@ def traversal_node_before_siblings(p_fn, q_fn, prefix, k, rng):
     try:
         return traversal.traverse(p_fn, q_fn, tuple(prefix), 1.0, full_shape((2,) * check_k(k)),
                                   rng, False, order="node-first")
-    except traversal._Rejected:
+    except traversal.Rejected:
         raise RuntimeError("traversal verification rejected the root") from None
 
 
@@ -103,14 +103,14 @@ def match_target_sample_emit_draft(p_fn, q_fn, prefix, k, rng):
     def accept(p, q, x, rng):
         return sample(p, rng) == x
 
-    return _round(p_fn, q_fn, prefix, k, rng, accept=accept,
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=accept,
                   recover=lambda p, q, x, rng: [x])  # fmt: skip
 
 
 def _spectr_q_over_unrejected(p, q, rng, width: int = 2):
     """k-SEQ whose later tries use q renormalized over the tokens not yet rejected (the
     without-replacement update), while the drafts are i.i.d. from the full q."""
-    rho, r = _spectr(_key(p), _key(q), width)
+    rho, r = spectr_parameters(p, q, width)
     q_left = q
     for _ in range(width):
         x = int(rng.choice(len(q), p=q))
@@ -130,7 +130,7 @@ def _canonical_selected_as_draft(p, q, rng, width: int = 2):
     """The canonical rule whose second step treats the selected draft as a sample of q: the
     token-wise test and residual use q instead of the selection's law r."""
     drafts = [int(rng.choice(len(q), p=q)) for _ in range(width)]
-    selection, _ = _canonical(_key(p), _key(q), width)
+    selection, _ = canonical_selection(p, q, width)
     psi = selection[frozenset(drafts)]
     y = int(rng.choice(len(psi), p=psi))
     if accepts(p, q, y, rng):  # the bug: q, not r

@@ -34,7 +34,7 @@ from collections import OrderedDict
 
 from ..theory import best_k
 from ..validation import check_alpha, check_cost_ratio, check_k
-from . import register
+from .registry import register
 from .chain import model_output, speculative_step, verify_drafts
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..chains import TableModel, toy_chain
 from ..validation import check_k
-from .chain import residual, speculative_step
+from .chain import acceptance, residual, speculative_step
 
 PAD = -1  # marks the slots of a round's (k + 1)-wide row after the round ended
 CHUNK_ROWS = 1 << 15  # rows simulated together; see _row_chunks
@@ -85,10 +85,13 @@ def _check_rng(rng):
 class _Tables:
     """What a round needs from a TableModel, precomputed once per call.
 
-    ``accept`` is min(1, p / q) per (context, token), flattened (0 where q = 0: such a token is
-    never drafted). ``final_cdf`` stacks the CDFs of the residual norm(max(0, p - q)) (rows
-    0 .. C-1, computed with the reference helper ``chain.residual``) and of p (rows C .. 2C-1),
-    so the token that ends a round is one draw from row ``ctx + C * all_accepted``.
+    The rule's pieces come from ``samplers.chain``, entry by entry, not rewritten: ``accept`` is
+    ``chain.acceptance`` = min(1, p / q) per (context, token), flattened (0 where q = 0: such a
+    token is never drafted). ``final_cdf`` stacks the CDFs of ``chain.residual`` norm(max(0,
+    p - q)) (rows 0 .. C-1) and of p, the bonus row (rows C .. 2C-1), so the token that ends a
+    round is one draw from row ``ctx + C * all_accepted``. Only the sampling is vectorized;
+    ``tests/test_rule_once.py`` replays a round's uniforms through ``chain.speculative_step``
+    and gets the same tokens.
     """
 
     vocab: int
@@ -105,8 +108,9 @@ class _Tables:
     def of(cls, model: TableModel) -> "_Tables":
         p, q = model.p_table, model.q_table
         res = np.array([residual(p_row, q_row) for p_row, q_row in zip(p, q)])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            accept = np.where(q > 0, np.minimum(1.0, p / q), 0.0)
+        accept = np.zeros(q.shape)
+        for c, x in zip(*np.nonzero(q > 0)):
+            accept[c, x] = acceptance(p[c], q[c], x)
         q_cdf = np.cumsum(q, axis=1)
         final_cdf = np.cumsum(np.concatenate([res, p]), axis=1)
         return cls(model.vocab_size, model.order, model.period, p.shape[0], q_cdf,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import check_k, check_same_length
-from . import register
+from .registry import register
 from .chain import draft, model_output, sample
 
 

@@ -5,8 +5,10 @@ Leviathan, Kalman, Matias 2023 (arXiv 2211.17192), Algorithm 1; Chen et al. 2023
 accept with probability min(1, p(x) / q(x)); on rejection emit one token from
 norm(max(0, p - q)) and end the round; when all k drafts are accepted emit a bonus token from p.
 The emitted sequence is then distributed exactly as sampling from p token by token.
-``verify`` holds the rule's loop on precomputed rows; ``verify_drafts``, ``models.decoding`` and
-``adapters.hf`` call it.
+``verify`` holds the rule's loop on precomputed rows (``verify_with``: the same walk with its
+pieces as parameters, for the mutant catalogue); ``verify_drafts``, ``models.decoding``,
+``models.medusa`` and ``adapters.hf`` call it, and ``samplers.batched`` builds its tables from
+``acceptance`` and ``residual``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import check_k, check_prob_vector, check_same_length
-from . import register
+from .registry import register
 
 
 def model_output(name: str, fn, prefix: tuple) -> np.ndarray:
@@ -43,15 +45,20 @@ def draft(q_fn, prefix: tuple, k: int, rng) -> tuple[list[int], list[np.ndarray]
     return drafts, qs
 
 
-def accepts(p: np.ndarray, q: np.ndarray, x: int, rng) -> bool:
-    """Accept draft x with probability min(1, p(x) / q(x)).
+def acceptance(p: np.ndarray, q: np.ndarray, x: int) -> float:
+    """min(1, p(x) / q(x)), the probability that draft x is accepted.
 
     q(x) = 0 cannot happen when x was sampled from q; if a broken rng or model produces it anyway,
     a ValueError names the token instead of dividing by zero.
     """
     if q[x] <= 0:
         raise ValueError(f"q_fn: drafted token {x} has q(x) = 0; drafts must be sampled from q")
-    return rng.random() < (1.0 if p[x] >= q[x] else p[x] / q[x])  # no overflow for tiny q(x)
+    return 1.0 if p[x] >= q[x] else p[x] / q[x]  # no overflow for tiny q(x)
+
+
+def accepts(p: np.ndarray, q: np.ndarray, x: int, rng) -> bool:
+    """Accept draft x with probability ``acceptance(p, q, x)`` = min(1, p(x) / q(x))."""
+    return rng.random() < acceptance(p, q, x)
 
 
 def sample(p: np.ndarray, rng) -> int:
@@ -64,15 +71,29 @@ def recover(p: np.ndarray, q: np.ndarray, rng) -> int:
     return sample(residual(p, q), rng)
 
 
+def verify_with(ps, qs, drafts: list[int], rng, *, accept, reject, bonus):
+    """The rule's walk with its three pieces as parameters: drafts are tested in order with
+    ``accept(p_i, q_i, x_i, rng)``; the first one refused ends the round with
+    ``(i, reject(p_i, q_i, x_i, rng))``; when all k pass it is ``(k, bonus(rng))``.
+
+    ``verify`` is this walk with the rule's own pieces (``accepts``, ``recover``, a sample of the
+    bonus row); the mutant catalogue (``specverify.mutants.catalogue.round_with``) swaps one
+    piece, so every mutant differs from the reference in that piece only. Row i of ``ps`` is read
+    once, when draft i is tested."""
+    for i, (x, q) in enumerate(zip(drafts, qs)):
+        p = ps[i]
+        if not accept(p, q, x, rng):
+            return i, reject(p, q, x, rng)
+    return len(drafts), bonus(rng)
+
+
 def verify(ps, qs, drafts: list[int], rng) -> tuple[int, int]:
     """(accepted drafts j, the token after them) from the k + 1 target rows ``ps`` (row i
     conditioned on drafts[:i]) and the k draft rows ``qs`` the drafts were sampled from, the rows
     of gpt-fast's generate.py and vLLM's rejection sampler. Reads each row of ``ps`` once."""
-    for i, (x, q) in enumerate(zip(drafts, qs)):
-        p = ps[i]
-        if not accepts(p, q, x, rng):
-            return i, recover(p, q, rng)
-    return len(drafts), sample(ps[len(drafts)], rng)
+    return verify_with(ps, qs, drafts, rng, accept=accepts,
+                       reject=lambda p, q, x, rng: recover(p, q, rng),
+                       bonus=lambda rng: sample(ps[len(drafts)], rng))
 
 
 class LazyRows:

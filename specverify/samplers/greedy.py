@@ -14,11 +14,41 @@ The drafter is greedy as well (drafts are argmax q, no randomness), so the sampl
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..validation import check_k
-from . import register
-from .chain import model_output
+from .registry import register
+from .chain import LazyRows, model_output
+
+
+def argmax_token(row) -> int:
+    """The row's argmax, ties to the lowest id: a NumPy row or a torch row (``row.argmax()``
+    returns the first maximal index in both)."""
+    return int(row.argmax())
+
+
+def greedy_node(row, candidates) -> tuple[int | None, int]:
+    """The greedy rule at one node: the candidate equal to the target row's argmax is accepted.
+
+    Returns (i, argmax) when candidates[i] is the argmax (the first such i), else (None, argmax),
+    the correction. The rule written once: ``greedy_verify`` (a chain: one candidate per node)
+    and ``models.tree`` (a tree's siblings) call it.
+    """
+    best = argmax_token(row)
+    for i, x in enumerate(candidates):
+        if x == best:
+            return i, best
+    return None, best
+
+
+def greedy_verify(rows, drafts) -> tuple[int, int]:
+    """(accepted drafts j, the token after them) from the target rows ``rows`` (row i conditioned
+    on drafts[:i]; k + 1 of them): drafts are accepted while each is its row's argmax; the token
+    after them is row j's argmax (the correction, or the bonus after k acceptances). Reads rows
+    0..j only. ``greedy_step``, ``models.decoding`` and ``models.medusa`` call it."""
+    for j, x in enumerate(drafts):
+        accepted, best = greedy_node(rows[j], (x,))
+        if accepted is None:
+            return j, best
+    return len(drafts), argmax_token(rows[len(drafts)])
 
 
 def greedy_drafts(q_fn, prefix: tuple, k: int) -> tuple[list[int], int]:
@@ -26,7 +56,7 @@ def greedy_drafts(q_fn, prefix: tuple, k: int) -> tuple[list[int], int]:
     drafts: list[int] = []
     for _ in range(k):
         q = model_output("q_fn", q_fn, prefix + tuple(drafts))
-        drafts.append(int(np.argmax(q)))
+        drafts.append(argmax_token(q))
     return drafts, len(q)
 
 
@@ -40,13 +70,14 @@ def greedy_step(p_fn, q_fn, prefix, k, rng=None) -> list[int]:
     k = check_k(k)
     prefix = tuple(prefix)
     drafts, vocab = greedy_drafts(q_fn, prefix, k)
-    for i, x in enumerate(drafts):
+
+    def row(i):
         p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
-        if len(p) != vocab:
+        if i < k and len(p) != vocab:
             raise ValueError(
                 f"p_fn output and q_fn output have different lengths ({len(p)} and {vocab})"
             )
-        target = int(np.argmax(p))
-        if x != target:
-            return drafts[:i] + [target]
-    return drafts + [int(np.argmax(model_output("p_fn", p_fn, prefix + tuple(drafts))))]
+        return p
+
+    j, token = greedy_verify(LazyRows(row), drafts)
+    return drafts[:j] + [token]

@@ -23,7 +23,7 @@ import numbers
 import numpy as np
 
 from ..validation import check_k
-from . import register
+from .registry import register
 from .chain import model_output, verify_drafts
 
 

@@ -30,7 +30,7 @@ import functools
 import numpy as np
 
 from ..optimal import draft_sets, optimal_selection, selection_law
-from . import register
+from .registry import register
 from .chain import residual
 from .tree import check_width, tree_walk
 
@@ -80,9 +80,14 @@ def _key(v) -> bytes:
     return np.ascontiguousarray(v, dtype=np.float64).tobytes()
 
 
+def spectr_parameters(p, q, width: int) -> tuple[float, np.ndarray]:
+    """(rho, the k-SEQ residual) at a node with target p, draft q and ``width`` drafts (cached)."""
+    return _spectr(_key(p), _key(q), width)
+
+
 def spectr_verify(p, q, width: int, rng) -> tuple[bool, int]:
     """k-SEQ at one node: (True, accepted draft) or (False, a residual sample)."""
-    rho, r = _spectr(_key(p), _key(q), width)
+    rho, r = spectr_parameters(p, q, width)
     for _ in range(width):
         x = int(rng.choice(len(q), p=q))
         if rng.random() * rho * q[x] < p[x]:  # u < min(1, p(x) / (rho q(x)))
@@ -98,10 +103,15 @@ def _canonical(p_bytes: bytes, q_bytes: bytes, width: int):
     return selection, r / r.sum()
 
 
+def canonical_selection(p, q, width: int) -> tuple[dict, np.ndarray]:
+    """(psi: draft set -> selection law, r: the selected token's law) at a node (cached)."""
+    return _canonical(_key(p), _key(q), width)
+
+
 def canonical_verify(p, q, width: int, rng) -> tuple[bool, int]:
     """Select one of the m drafts with the LP's psi, then the token-wise rule between r and p."""
     drafts = [int(rng.choice(len(q), p=q)) for _ in range(width)]
-    selection, r = _canonical(_key(p), _key(q), width)
+    selection, r = canonical_selection(p, q, width)
     psi = selection[frozenset(drafts)]
     y = int(rng.choice(len(psi), p=psi))
     if rng.random() * r[y] < p[y]:  # u < min(1, p(y) / r(y)); r(y) may underflow to 0 when

@@ -49,13 +49,13 @@ import functools
 import numpy as np
 
 from ..validation import check_same_length
-from . import register
+from .registry import register
 from .chain import model_output, sample
 from .tree import round_shape, without_token
 
 
-class _Rejected(Exception):
-    pass
+class Rejected(Exception):
+    """The subtree (or the node) handed to ``traverse`` was rejected."""
 
 
 def child_weight(a: float, P: np.ndarray, Q: np.ndarray, x: int) -> float:
@@ -75,7 +75,7 @@ def parent_update(a: float, P: np.ndarray, Q: np.ndarray) -> tuple[float, np.nda
 
 def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_replacement: bool,
              order: str = "siblings-first") -> list[int]:
-    """Tokens after ``path`` if this node's subtree (or the node) is accepted; _Rejected if not.
+    """Tokens after ``path`` if this node's subtree (or the node) is accepted; Rejected if not.
 
     ``shape`` is this node's children's shapes. ``order="node-first"`` is for the mutants only:
     it tests the node after each rejected child, before the remaining siblings.
@@ -83,7 +83,7 @@ def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_repla
     if not shape:  # a leaf of the drafted tree: line 6, then line 16 with the model's p
         if rng.random() < a:
             return [sample(model_output("p_fn", p_fn, path), rng)]
-        raise _Rejected
+        raise Rejected
     P = model_output("p_fn", p_fn, path)
     Q = model_output("q_fn", q_fn, path)
     check_same_length("p_fn output", P, "q_fn output", Q)
@@ -92,7 +92,7 @@ def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_repla
         try:
             return [x] + traverse(p_fn, q_fn, path + (x,), child_weight(a, P, Q, x), child, rng,
                                   without_replacement, order)
-        except _Rejected:
+        except Rejected:
             a, P = parent_update(a, P, Q)
         if order == "node-first" and rng.random() < a:
             return [sample(P, rng)]
@@ -102,7 +102,7 @@ def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_repla
                 break
     if rng.random() < a:  # every child deleted: the node is now a leaf (line 4)
         return [sample(P, rng)]
-    raise _Rejected
+    raise Rejected
 
 
 def traversal_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2,
@@ -112,7 +112,7 @@ def traversal_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2,
     shape = round_shape(k, width, shape)
     try:
         return traverse(p_fn, q_fn, tuple(prefix), 1.0, shape, rng, without_replacement)
-    except _Rejected:  # the root's weight stays 1: unreachable up to rounding
+    except Rejected:  # the root's weight stays 1: unreachable up to rounding
         raise RuntimeError("traversal verification rejected the root") from None
 
 

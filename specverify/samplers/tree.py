@@ -44,7 +44,7 @@ import numbers
 import numpy as np
 
 from ..validation import check_k, check_same_length
-from . import register
+from .registry import register
 from .chain import accepts, model_output, residual
 
 
@@ -62,22 +62,33 @@ def without_token(q: np.ndarray, x: int) -> np.ndarray | None:
     return rest / total if total > 0 else None
 
 
-def verify_siblings(p, q, width: int, rng, without_replacement: bool) -> tuple[bool, int]:
-    """Recursive rejection sampling over ``width`` candidates at one node.
+def sibling_rule(p, q, width: int, rng, without_replacement: bool) -> tuple[int | None, int]:
+    """Recursive rejection sampling over ``width`` candidates at one node: the tree rule, written
+    once (``verify_siblings`` and ``shaped_walk`` call it).
 
-    Returns (True, accepted candidate) or (False, token drawn from the final residual).
+    Returns (i, the i-th candidate) when candidate i (0-based, in drafting order) is accepted, or
+    (None, a token drawn from the final residual) when every candidate drawn is rejected.
     """
     r = p
-    for _ in range(width):
+    for i in range(width):
         x = int(rng.choice(len(q), p=q))
         if accepts(r, q, x, rng):
-            return True, x
+            return i, x
         r = residual(r, q)
         if without_replacement:
             q = without_token(q, x)
             if q is None:
                 break
-    return False, int(rng.choice(len(r), p=r))
+    return None, int(rng.choice(len(r), p=r))
+
+
+def verify_siblings(p, q, width: int, rng, without_replacement: bool) -> tuple[bool, int]:
+    """Recursive rejection sampling over ``width`` candidates at one node (``sibling_rule``).
+
+    Returns (True, accepted candidate) or (False, token drawn from the final residual).
+    """
+    i, token = sibling_rule(p, q, width, rng, without_replacement)
+    return i is not None, token
 
 
 def tree_walk(p_fn, q_fn, prefix, k, rng, verify) -> list[int]:
@@ -183,17 +194,10 @@ def shaped_walk(p_fn, q_fn, path: tuple, shape: tuple, rng, without_replacement:
         return [int(rng.choice(len(p), p=p))]
     q = model_output("q_fn", q_fn, path)
     check_same_length("p_fn output", p, "q_fn output", q)
-    r = p
-    for child in shape:
-        x = int(rng.choice(len(q), p=q))
-        if accepts(r, q, x, rng):
-            return [x] + shaped_walk(p_fn, q_fn, path + (x,), child, rng, without_replacement)
-        r = residual(r, q)
-        if without_replacement:
-            q = without_token(q, x)
-            if q is None:
-                break
-    return [int(rng.choice(len(r), p=r))]
+    i, x = sibling_rule(p, q, len(shape), rng, without_replacement)
+    if i is None:
+        return [x]
+    return [x] + shaped_walk(p_fn, q_fn, path + (x,), shape[i], rng, without_replacement)
 
 
 def tree_shape_step(p_fn, q_fn, prefix, k, rng, *, shape, without_replacement: bool = False):

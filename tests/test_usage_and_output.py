@@ -1,0 +1,208 @@
+"""Usage errors and readable output (issue 25, part): every command line's usage error is one line
+on stderr and exit 2 within seconds; ``python -m specverify --help`` exits 0; the pytest marker
+refuses what it would otherwise ignore; ``check(interface=3)`` names the argument; assert_exact's
+own frame stays out of pytest tracebacks; JUnit failure text has each finding once; ``check``'s
+progress line appears only on a terminal; the mutant report's table fits 100 columns.
+
+Statistical false-fail rate: the battery's 1e-6 per run, fixed seeds: deterministic."""
+
+import io
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from specverify import api, speculative_step
+from specverify.mutants import get
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
+
+
+def run_module(*args, timeout=60):
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+    return proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------ 1. usage errors, --help
+
+
+@pytest.mark.parametrize("args, words", [
+    (("specverify",), "expected a command"),
+    (("specverify", "nope"), "expected a command"),
+    (("specverify", "check"), "the following arguments are required: TARGET"),
+    (("specverify", "check", "--bogus", "a:b"), "unrecognized arguments: --bogus"),
+    (("specverify", "check", "a:b", "--budget", "huge"), "invalid choice: 'huge'"),
+    (("specverify", "check", "a:b", "--interface", "x"), "argument --interface"),
+    (("specverify.mutants",), "required: command"),
+    (("specverify.mutants", "report", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.mutants", "report", "--workers", "0"), "argument --workers"),
+    (("specverify.mutants", "report", "--format", "html"), "argument --format: invalid choice"),
+    (("specverify.engines", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.engines", "--seed", "-1"), "argument --seed"),
+    (("specverify.engines", "--render", "/no/such/rows.json"), "--render: cannot read"),
+    (("specverify.bench_kernel", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.bench_kernel", "--markdown"), "expected one argument"),
+], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
+def test_a_usage_error_is_one_line_and_exit_2(args, words):
+    code, out, err, seconds = run_module(*args)
+    assert code == 2 and out == "", (code, out, err)
+    assert len(err.strip().splitlines()) == 1 and ": error: " in err and words in err, err
+    assert "usage:" not in err and "Traceback" not in err
+    assert seconds < 5.0
+
+
+def test_help_exits_0_and_lists_the_commands():
+    code, out, err, _ = run_module("specverify", "--help")
+    assert code == 0 and err == ""
+    assert "check " in out and "check-hf-generate" in out and "--help" in out
+    code, out, _, _ = run_module("specverify", "check", "--help")
+    assert code == 0 and "TARGET" in out and "--budget" in out
+
+
+# ------------------------------------------------------------------ 2, 3. the pytest marker, tracebacks
+
+MARKER_TESTS = '''
+import pytest
+from specverify import speculative_step
+from specverify.mutants import get
+
+
+@pytest.mark.specverify("quick")
+def test_positional(specverify_check):
+    specverify_check(speculative_step)
+
+
+@pytest.mark.specverify(budgte="quick")
+def test_misspelled(specverify_check):
+    specverify_check(speculative_step)
+
+
+@pytest.mark.specverify(seed=None, budget="quick")
+def test_seed_none_keeps_the_option(specverify_check):
+    assert specverify_check(speculative_step).seed == 7
+
+
+@pytest.mark.specverify(budget="quick")
+def test_mutant_fails(specverify_check):
+    specverify_check(get("ratio/inverted").fn)
+'''
+
+
+def plugin_args() -> list[str]:
+    from importlib.metadata import entry_points
+
+    registered = any(ep.value == "specverify.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return [] if registered else ["-p", "specverify.pytest_plugin"]
+
+
+def test_the_marker_refuses_what_it_would_ignore_and_hides_assert_exact(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_user=MARKER_TESTS)
+    result = pytester.runpytest_subprocess(*plugin_args(), "--specverify-seed", "7", "--tb=long",
+                                           "-p", "no:cacheprovider", "-rA")
+    result.assert_outcomes(passed=1, failed=1, errors=2)
+    out = result.stdout.str()
+    allowed = "budget, seed, interface, allow_inconclusive"
+    result.stdout.fnmatch_lines([
+        f"*@pytest.mark.specverify takes keywords only ({allowed}), got positional argument(s) "
+        f"'quick' (budget='quick'?)*",
+        f"*@pytest.mark.specverify: unknown keyword(s) budgte; it takes {allowed}*",
+        "*AssertionError: *:inverted_ratio: NOT EXACT (seed 7, budget quick*"])
+    assert "ERROR test_user.py::test_positional" in out and "ERROR test_user.py::test_misspelled" in out
+    assert "PASSED test_user.py::test_seed_none_keeps_the_option" in out
+    # the traceback ends at the test's own call: neither assert_exact nor the fixture's frame
+    assert "raise AssertionError(failure_message(report))" not in out
+    assert "specverify/api.py" not in out and "specverify/pytest_plugin.py" not in out
+
+
+@pytest.mark.parametrize("bad", [3, [1]])
+def test_a_bad_interface_names_the_argument(bad):
+    words = "interface: must be one of auto, round, loop, kernel or an adapter (a callable), got "
+    with pytest.raises(TypeError, match=re.escape(words + repr(bad))):
+        api.check(speculative_step, interface=bad)
+    with pytest.raises(ValueError, match=re.escape(words + "'rounds'")):
+        api.check(speculative_step, interface="rounds")
+
+
+# ------------------------------------------------------------------ 4. JUnit failure text
+
+
+def test_junit_failure_text_lists_each_finding_once(tmp_path):
+    from specverify import checker, junit
+
+    report = checker.check(get("ratio/inverted").fn, "inverted", budget="quick")
+    assert report["exact"] is False and report["findings"]
+    case = checker.junit_case("inverted", ("ok", report))
+    path = tmp_path / "r.xml"
+    assert junit.write(str(path), "specverify.check", [case], "test") == 0
+    failure = ET.parse(path).find(".//failure")
+    text = failure.text
+    for line in api.finding_lines(report):
+        assert text.count(line) == 1, line
+    assert text.count("NOT EXACT") == 1 and text.count("smallest") == 1  # counterexample once too
+    assert "ran:" in text and failure.get("message").startswith("[")
+
+
+# ------------------------------------------------------------------ 5. progress only on a terminal
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_on_a_terminal_only(monkeypatch):
+    fake = Terminal()
+    monkeypatch.setattr(sys, "stderr", fake)
+    assert api.check(speculative_step, budget="quick", counterexample=False).exact is True
+    shown = fake.getvalue()
+    assert "specverify: checking specverify.samplers.chain:speculative_step" in shown
+    quiet = Terminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    api.check(speculative_step, budget="quick", counterexample=False, progress=False)
+    assert quiet.getvalue() == ""
+
+
+def test_no_progress_when_stderr_is_not_a_terminal():
+    code, out, err, _ = run_module("specverify", "check", "specverify:speculative_step", "--budget", "quick",
+                                   timeout=300)
+    assert code == 0 and out.startswith("specverify:speculative_step: EXACT") and err == ""
+
+
+# ------------------------------------------------------------------ 6. the mutant report's table
+
+
+def test_report_table_fits_100_columns():
+    from specverify.mutants.report import Row, Status, render, subjects, summary
+
+    rows = [Row(m.id, m.effect, Status.KILLED if m.effect != "exact" else Status.PASSED,
+                "exact,chi2,tokens" if m.effect != "exact" else "", 0.123456, None, None, 12.34,
+                m.description, m.reference or "") for m in subjects(None)]
+    rows.append(Row("x/" + "a-very-long-mutant-identifier" * 3, "contract", Status.SURVIVED,
+                    "contract,some-long-check-name,another-long-check-name,exact", None, None, None,
+                    1234.5, "long", ""))
+    text = render(rows, "table", 0, "standard")
+    lines = text.splitlines()
+    assert lines[-1] == summary(rows)
+    assert max(len(line) for line in lines[:-1]) <= 100
+    assert lines[0].split() == ["id", "effect", "status", "killed_by", "exact_tv", "seconds"]
+    assert "shape:" not in text and "┆" not in text and text.isascii()
+    assert any(line.startswith("baseline/reference ") for line in lines)
+
+
+def test_report_cli_table_one_mutant(capsys):
+    from specverify.mutants.report import main
+
+    assert main(["report", "--mutant", "ratio/inverted", "--workers", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines[:-1]) <= 100
+    assert lines[-1].startswith("baseline passed, forced-fail detected; 1/1 mutants killed, 0/0 controls "
+                                "passed; ") and lines[-1].endswith(" s of detector time")
+    assert any(line.split()[:3] == ["ratio/inverted", "biased", "killed"] for line in lines)
