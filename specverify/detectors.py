@@ -678,6 +678,24 @@ def looks(n_min: int, n_max: int) -> list[int]:
     return sizes
 
 
+def call_within(subject: runner.Runner, task, args: tuple, seconds: float, deadline: float | None,
+                now: Callable[[], float]):
+    """``task(subject, *args)`` in the subject's process, killed past ``seconds`` or the battery's
+    ``deadline`` (on the clock ``now``): OutOfTime once the deadline has passed, ContractBreach
+    when the subject's process failed before it. Every battery's calls go through here."""
+    limit = seconds
+    if deadline is not None:
+        limit = min(limit, deadline - now())
+        if limit <= 0:
+            raise OutOfTime()
+    try:
+        return subject.call(task, *args, limit=limit)
+    except runner.SubjectFailed as exc:
+        if deadline is not None and now() >= deadline:
+            raise OutOfTime() from None
+        raise ContractBreach(str(exc)) from None
+
+
 class _Battery:
     """One run of every detector on one subject (the parent's side)."""
 
@@ -687,17 +705,7 @@ class _Battery:
 
     def call(self, task, *args, seconds: float):
         """The task in the subject's process, killed past ``seconds`` (or the deadline)."""
-        limit = seconds
-        if self.deadline is not None:
-            limit = min(limit, self.deadline - self.now())
-            if limit <= 0:
-                raise OutOfTime()
-        try:
-            return self.subject.call(task, *args, limit=limit)
-        except runner.SubjectFailed as exc:
-            if self.deadline is not None and self.now() >= self.deadline:
-                raise OutOfTime() from None
-            raise ContractBreach(str(exc)) from None
+        return call_within(self.subject, task, args, seconds, self.deadline, self.now)
 
     def now(self) -> float:
         """The battery's clock (``time.monotonic``; a prefetched battery adds the time its
@@ -1160,7 +1168,7 @@ def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples:
 
 __all__ = [
     "BUDGETS", "BatteryResult", "Budget", "Case", "ContractBreach", "EXACT_TV_TOL", "Finding",
-    "all_cases", "battery", "describe_case", "enumeration_key", "generated_cases", "exact_case", "find_counterexample", "first_tokens", "get_budget",
+    "all_cases", "battery", "call_within", "describe_case", "enumeration_key", "generated_cases", "exact_case", "find_counterexample", "first_tokens", "get_budget",
     "guarded", "reference_case", "run_battery", "run_statistics", "sample_first_tokens", "time_limit",
     "validate_round",
 ]

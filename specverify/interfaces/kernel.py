@@ -44,7 +44,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import runner, stats
-from ..detectors import POWER_FALSE_PASS_RATE, BatteryResult, ContractBreach, Finding, OutOfTime, run_in_subject
+from ..detectors import (POWER_FALSE_PASS_RATE, BatteryResult, ContractBreach, Finding, call_within,
+                         run_in_subject)
 from ..uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 from . import kernel_cases as kc
 from .kernel_tasks import (GENERATOR_NAMES, kind_task, as_round_sampler, check_device, kernel_counts_task,
@@ -173,21 +174,8 @@ class KernelBattery:
         self.statistical = False  # judged by statistics: a generator, or uniforms that do not replay
         self.flagged_instances: list = []  # (V*k, case, b, got, want, tv, method)
 
-    def now(self) -> float:
-        return time.monotonic()
-
     def call(self, task, *args, seconds: float):
-        limit = seconds
-        if self.deadline is not None:
-            limit = min(limit, self.deadline - self.now())
-            if limit <= 0:
-                raise OutOfTime()
-        try:
-            return self.subject.call(task, *args, limit=limit)
-        except runner.SubjectFailed as exc:
-            if self.deadline is not None and self.now() >= self.deadline:
-                raise OutOfTime() from None
-            raise ContractBreach(str(exc)) from None
+        return call_within(self.subject, task, args, seconds, self.deadline, time.monotonic)
 
     def breach(self, message: str, case=None) -> None:
         self.result.findings.append(Finding("contract", "contract", message, getattr(case, "name", case)))
