@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import io
 import json
 import os
@@ -401,7 +400,7 @@ def campaign_runs(tv: float, budget: str | detectors.Budget = "thorough",
     while True:
         per_check = stats.split_budget(rate / 2, len(cases) * n_looks)
         per_case = {c.name: stats.min_num_samples_chi_square(
-            tv, detectors._target_distribution(c), per_check, detectors.POWER_FALSE_PASS_RATE)
+            tv, detectors.target_distribution(c), per_check, detectors.POWER_FALSE_PASS_RATE)
             for c in cases}
         need = max(max(per_case.values()), b.n_min)
         sizes = detectors.looks(b.n_min, 2 * need - 1)  # up to the first look >= need

@@ -322,7 +322,7 @@ SHOW_CHARS = 120
 MESSAGE_CHARS = 500
 """The most characters of a subject's exception message a finding shows."""
 
-_ALARMS = (ContractBreach, exact.NotEnumerable)
+PASSED_THROUGH = (ContractBreach, exact.NotEnumerable)
 """What ``time_limit`` raises (these exact types): never swallowed while describing junk."""
 
 
@@ -340,7 +340,7 @@ def type_name(obj) -> str:
         if isinstance(name, str):
             return _plain(name, SHOW_CHARS)
     except BaseException as exc:  # noqa: BLE001 - a hostile metaclass
-        if type(exc) in _ALARMS:
+        if type(exc) in PASSED_THROUGH:
             raise
     return "object"
 
@@ -351,7 +351,7 @@ def show(obj, limit: int = SHOW_CHARS) -> str:
     try:
         return _plain(repr(obj), limit)
     except BaseException as exc:  # noqa: BLE001 - a hostile __repr__
-        if type(exc) in _ALARMS:
+        if type(exc) in PASSED_THROUGH:
             raise
     return f"<{type_name(obj)} object>"
 
@@ -364,12 +364,12 @@ def describe_exception(exc: BaseException) -> str:
         text = _plain(str(exc), MESSAGE_CHARS)
         return f"{name}: {text}" if text else name
     except BaseException as err:  # noqa: BLE001 - a hostile __str__
-        if type(err) in _ALARMS:
+        if type(err) in PASSED_THROUGH:
             raise
     try:
         return f"{name} (its str() raised; repr: {_plain(repr(exc), MESSAGE_CHARS)})"
     except BaseException as err:  # noqa: BLE001 - a hostile __repr__
-        if type(err) in _ALARMS:
+        if type(err) in PASSED_THROUGH:
             raise
     return f"{name} (its str() and repr() raised)"
 
@@ -378,7 +378,7 @@ def message_of(exc: BaseException) -> str:
     """The message of a ContractBreach (or NotEnumerable) as a plain str, whoever raised it: a task
     sends this, never ``str(exc)``, back to the parent."""
     try:
-        if type(exc) in _ALARMS:
+        if type(exc) in PASSED_THROUGH:
             return _plain(str(exc), 4 * MESSAGE_CHARS)
     except BaseException:  # noqa: BLE001 - raised by the subject with a hostile argument
         pass
@@ -395,7 +395,7 @@ def reading(what: str):
     limits' own exceptions pass; a KeyboardInterrupt passes outside the subject's process."""
     try:
         yield
-    except _ALARMS:
+    except PASSED_THROUGH:
         raise
     except KeyboardInterrupt as exc:
         if not runner.IN_SUBJECT_PROCESS:
@@ -448,6 +448,16 @@ def plain_tokens(seq, vocab_size: int) -> list[int] | None:
     return [int(t) for t in seq]
 
 
+def as_sequence(seq, what: str) -> tuple[object, bool]:
+    """(``seq``, or its ``tolist()`` for a NumPy / torch array, and whether that is a list or
+    tuple), read under ``reading``: whatever the subject's object raises is ContractBreach."""
+    with reading(f"{what} a {type_name(seq)}; reading it"):
+        if not isinstance(seq, (list, tuple)) and hasattr(seq, "tolist"):  # NumPy / torch
+            with reading(f"{what} a {type_name(seq)} whose tolist()"):
+                seq = seq.tolist()
+        return seq, isinstance(seq, (list, tuple))
+
+
 def validate_round(out, k: int, vocab_size: int) -> list[int]:
     """The round's tokens as ints, or ContractBreach saying what is wrong with them. Whatever the
     returned object raises while it is read becomes ContractBreach too."""
@@ -456,11 +466,7 @@ def validate_round(out, k: int, vocab_size: int) -> list[int]:
     fast = plain_tokens(out, vocab_size)
     if fast is not None and 1 <= len(fast) <= k + 1:
         return fast
-    with reading(f"returned a {type_name(out)}; reading it"):
-        if not isinstance(out, (list, tuple)) and hasattr(out, "tolist"):  # NumPy / torch
-            with reading(f"returned a {type_name(out)} whose tolist()"):
-                out = out.tolist()
-        is_sequence = isinstance(out, (list, tuple))
+    out, is_sequence = as_sequence(out, "returned")
     if not is_sequence:
         raise ContractBreach(f"returned {type_name(out)}, not a list of token ids")
     n, items = items_of(out, "returned", k + 1)
@@ -486,7 +492,7 @@ def _check_untouched(handed: list) -> None:
         try:
             same = given.tobytes() == original.tobytes()  # 20x faster than np.array_equal on short rows
         except BaseException as exc:  # noqa: BLE001 - the subject replaced what the array holds
-            if type(exc) in _ALARMS:
+            if type(exc) in PASSED_THROUGH:
                 raise
             same = False
         if not same:
@@ -494,7 +500,7 @@ def _check_untouched(handed: list) -> None:
                 i = int(np.flatnonzero(given != original)[0]) if given.shape == original.shape else 0
                 how = f"entry {i} was {original.flat[i]:.6g}, became {given.flat[i]:.6g}"
             except BaseException as exc:  # noqa: BLE001 - its dtype or shape changed as well
-                if type(exc) in _ALARMS:
+                if type(exc) in PASSED_THROUGH:
                     raise
                 how = "its contents, dtype or shape changed"
             raise ContractBreach(f"wrote into an array {name} returned for prefix {tuple(prefix)}: {how}")
@@ -648,7 +654,7 @@ def _cached(fn):
 
 
 @_cached
-def _target_distribution(case: Case) -> dict:
+def target_distribution(case: Case) -> dict:
     """The exact law of the case's first m tokens, from the parent's own tables."""
     return exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
 
@@ -696,7 +702,7 @@ def call_within(subject: runner.Runner, task, args: tuple, seconds: float, deadl
         raise ContractBreach(str(exc)) from None
 
 
-class _Battery:
+class RoundBattery:
     """One run of every detector on one subject (the parent's side)."""
 
     def __init__(self, subject: runner.Runner, budget: Budget, seed: int, deadline: float | None):
@@ -777,7 +783,7 @@ class _Battery:
                 r.ran.append(f"exact: {case.name}: not enumerable ({value}); statistics instead")
                 fallback.append(case)
                 continue
-            want = _target_distribution(case)
+            want = target_distribution(case)
             tv = exact.total_variation(value, want)
             r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
             r.ran.append(f"exact: {case.name}: TV {tv:.3g}")
@@ -819,7 +825,7 @@ class _Battery:
                     self.breach(breach, case)
                     del live[i]
                     continue
-                want = _target_distribution(case)
+                want = target_distribution(case)
                 test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
                 p = last_p[i] = test.p_value if test.p_value is not None else 0.0
                 r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
@@ -844,7 +850,7 @@ class _Battery:
     def _judged(self, case, samples, p, per_check, judged_only_here: bool, how: str) -> None:
         """Record a case the chi-square passed: its power, and a shortfall when statistics alone
         judges it and cannot see the budget's ``detect_tv``."""
-        tv = min(stats.min_discrepancy_chi_square(len(samples), _target_distribution(case),
+        tv = min(stats.min_discrepancy_chi_square(len(samples), target_distribution(case),
                                                   per_check, POWER_FALSE_PASS_RATE), 1.0)
         self.result.power.append({"case": case.name, "runs": len(samples), "min_detectable_tv": tv,
                                   "false_fail_rate": per_check,
@@ -929,7 +935,7 @@ def enumeration_key(case: Case, budget: Budget, seconds: float, lengths: bool) -
     return (case.name, bool(lengths), float(seconds), budget.max_paths, budget.call_limit_s)
 
 
-class _PrefetchedBattery(_Battery):
+class _PrefetchedBattery(RoundBattery):
     """A battery whose enumerations were computed elsewhere, each in its own subject process
     (specverify.units: one Ray task per case), and are replayed here in the battery's order.
 
@@ -938,7 +944,7 @@ class _PrefetchedBattery(_Battery):
     subject and the case (no rng: every random decision is enumerated), so its result is the
     one the subject's own process would have returned. Every other call (contract, the
     sequential chi-square's looks, sampled tokens per round: everything that draws from the
-    seeded streams) runs live, in order, as in ``_Battery``. The clock (``now``) is charged the
+    seeded streams) runs live, in order, as in ``RoundBattery``. The clock (``now``) is charged the
     seconds each served call took where it ran, so the enumeration budget, the per-call limits
     and the deadline decide as they would have in one process; results the run never asks for
     (cases after ``stop_on_first``'s first finding, cases past the enumeration budget) are
@@ -962,7 +968,7 @@ class _PrefetchedBattery(_Battery):
         return self._serve(unit, seconds)
 
     def _serve(self, unit: dict, seconds: float):
-        """The prefetched outcome, as ``_Battery.call`` would have returned or raised it."""
+        """The prefetched outcome, as ``RoundBattery.call`` would have returned or raised it."""
         limit = seconds
         if self.deadline is not None:
             limit = min(limit, self.deadline - self.now())
@@ -1000,7 +1006,7 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
     seed = check_seed(seed)
     b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
     if prefetched is None:
-        make = lambda handle: _Battery(handle, b, seed, deadline)  # noqa: E731
+        make = lambda handle: RoundBattery(handle, b, seed, deadline)  # noqa: E731
     else:
         make = lambda handle: _PrefetchedBattery(handle, b, seed, deadline, prefetched)  # noqa: E731
     return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
@@ -1036,7 +1042,7 @@ def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budg
                    **overrides) -> BatteryResult:
     """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
     b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
-    return run_in_subject(subject, lambda handle: _Battery(handle, b, seed, None),
+    return run_in_subject(subject, lambda handle: RoundBattery(handle, b, seed, None),
                           lambda run: run.statistics(cases, cases, b.false_fail_rate))
 
 
@@ -1090,7 +1096,7 @@ def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 
     b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
     own = not isinstance(subject, runner.Runner)
     handle = runner.Runner.for_callable(subject) if own else subject
-    search = _Battery(handle, b, seed, time.monotonic() + b.counterexample_s)
+    search = RoundBattery(handle, b, seed, time.monotonic() + b.counterexample_s)
     try:
         if own:
             handle.start()
@@ -1102,7 +1108,7 @@ def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 
             handle.close()
 
 
-def _search(search: _Battery, cases: list[Case]) -> dict | None:
+def _search(search: RoundBattery, cases: list[Case]) -> dict | None:
     b = search.budget
     unenumerable = []
     for case in cases:
@@ -1111,7 +1117,7 @@ def _search(search: _Battery, cases: list[Case]) -> dict | None:
         if status == "not-enumerable":
             unenumerable.append(case)
         elif status == "ok":
-            want = _target_distribution(case)
+            want = target_distribution(case)
             tv = exact.total_variation(got, want)
             if tv > EXACT_TV_TOL:
                 return describe(case, got, want, tv, "exact", None)
@@ -1123,7 +1129,7 @@ def _search(search: _Battery, cases: list[Case]) -> dict | None:
                                            left, seconds=left)
         if breach or len(samples) < b.counterexample_samples:
             continue
-        want = _target_distribution(case)
+        want = target_distribution(case)
         if not stats.chi_square_test(samples, want, false_fail_rate=per_case).passed:
             got = stats.empirical_distribution(samples)
             return describe(case, got, want, stats.tv_distance(got, want), "statistical", len(samples))
@@ -1147,7 +1153,7 @@ def describe_case(subject, case: Case, budget: str | Budget = "standard") -> dic
             handle.close()
     if status != "ok":
         return None
-    want = _target_distribution(case)
+    want = target_distribution(case)
     return describe(case, got, want, exact.total_variation(got, want), "exact", None)
 
 
@@ -1168,7 +1174,7 @@ def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples:
 
 __all__ = [
     "BUDGETS", "BatteryResult", "Budget", "Case", "ContractBreach", "EXACT_TV_TOL", "Finding",
-    "all_cases", "battery", "call_within", "describe_case", "enumeration_key", "generated_cases", "exact_case", "find_counterexample", "first_tokens", "get_budget",
+    "all_cases", "as_sequence", "battery", "call_within", "describe_case", "enumeration_key", "generated_cases", "exact_case", "find_counterexample", "first_tokens", "get_budget",
     "guarded", "reference_case", "run_battery", "run_statistics", "sample_first_tokens", "time_limit",
     "validate_round",
 ]

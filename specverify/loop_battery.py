@@ -71,8 +71,8 @@ import numpy as np
 
 from . import exact, stats
 from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
-                        _ALARMS, ContractBreach, Finding, _Battery, call_subject, items_of, message_of,
-                        plain_tokens, reading, run_in_subject, show, time_limit, token_id, type_name)
+                        PASSED_THROUGH, ContractBreach, Finding, RoundBattery, as_sequence, call_subject, items_of,
+                        message_of, plain_tokens, reading, run_in_subject, show, time_limit, token_id, type_name)
 from .loop import LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output, sequence_law
 from .loop import step_distribution
 
@@ -439,7 +439,7 @@ def _plain_row(o, vocab: int) -> tuple | None:
         toks = plain_tokens(o.tokens, vocab)
         lps, drafted, accepted = o.logprobs, o.drafted, o.accepted
     except Exception as exc:  # noqa: BLE001 - the careful path says what raised
-        if type(exc) in _ALARMS:
+        if type(exc) in PASSED_THROUGH:
             raise
         return None
     if toks is None or not (_plain_count(drafted) and _plain_count(accepted)):
@@ -456,11 +456,7 @@ def _plain_row(o, vocab: int) -> tuple | None:
 
 def _sequence(seq, what: str, noun: str) -> list:
     """The items of a list, tuple or array (``tolist``) the subject returned, at most READ_LIMIT."""
-    with reading(f"{what} a {type_name(seq)}; reading it"):
-        if not isinstance(seq, (list, tuple)) and hasattr(seq, "tolist"):  # NumPy / torch
-            with reading(f"{what} a {type_name(seq)} whose tolist()"):
-                seq = seq.tolist()
-        is_list = isinstance(seq, (list, tuple))
+    seq, is_list = as_sequence(seq, what)
     if not is_list:
         raise ContractBreach(f"{what} a {type_name(seq)} ({show(seq)}), not a list of {noun}")
     count, items = items_of(seq, what, READ_LIMIT)
@@ -665,7 +661,7 @@ def contract_problem(case: LoopCase, i: int, row: tuple) -> tuple[str, str] | No
     return None
 
 
-class _LoopBattery(_Battery):
+class _LoopBattery(RoundBattery):
     """One run of every loop check on one subject (the parent's side); ``call`` as the round
     battery's: killed past its limit, a death a ContractBreach, the deadline OutOfTime."""
 

