@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from process_probes import processes_with
 
 import specverify
 from specverify import files, junit, runner
@@ -80,19 +81,6 @@ def run_check(*args, env=None, tmpdir=None, timeout=300):
 
 def captures_in(folder) -> list[str]:
     return sorted(p.name for p in Path(folder).glob("specverify-subject-*"))
-
-
-def processes_with(marker: str) -> list[int]:
-    """Live (not zombie) processes whose command line holds ``marker``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
 
 
 def gone_within(marker: str, seconds: float = 10.0) -> list[int]:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_probes import processes_with
 
 import specverify
 from specverify import detectors
@@ -224,18 +225,6 @@ def _umask() -> int:
     return mask
 
 
-def _processes_with(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
 def test_ctrl_c_stops_the_report_and_its_workers_within_2_s():
     marker = "424242"  # a seed no other process uses: marks the report's processes
@@ -243,7 +232,7 @@ def test_ctrl_c_stops_the_report_and_its_workers_within_2_s():
     proc = subprocess.Popen([sys.executable, "-m", "specverify.mutants", "report", "--seed", marker],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 60
-    while len(_processes_with(marker)) < 3 and time.monotonic() < deadline:  # main + 2 workers
+    while len(processes_with(marker)) < 3 and time.monotonic() < deadline:  # main + 2 workers
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
@@ -252,4 +241,4 @@ def test_ctrl_c_stops_the_report_and_its_workers_within_2_s():
     assert time.monotonic() - start < 2.0
     assert proc.returncode == 130 and len(err.strip().splitlines()) == 1 and "interrupted" in err
     time.sleep(0.5)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []
