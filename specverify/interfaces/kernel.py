@@ -34,6 +34,10 @@ How it is judged (``run``), the claimed rule being the token-wise one (Leviathan
 4. **statistics at kernel speed** (generator kernels, or where the factorization failed):
    ``n_min`` to ``n_max`` rows per instance per look, Pearson chi-square on (accepted, token)
    with cells below 5 expected pooled, the false-fail rate split over instances and looks.
+
+Over 500 lines because the battery's steps (contract, scans, edges, statistics) share one run's
+state (the accept points the scans find, the findings); the cases (``kernel_cases``) and what runs
+in the subject's process (``kernel_tasks``) are their own modules.
 """
 
 from __future__ import annotations
@@ -173,6 +177,7 @@ class KernelBattery:
         self.generator = False  # the kernel draws from a generator (its fourth parameter's name)
         self.statistical = False  # judged by statistics: a generator, or uniforms that do not replay
         self.flagged_instances: list = []  # (V*k, case, b, got, want, tv, method)
+        self.stat_checks = 1  # instances the statistics' false-fail rate is split over (set by run)
 
     def call(self, task, *args, seconds: float):
         return call_within(self.subject, task, args, seconds, self.deadline, time.monotonic)
