@@ -68,9 +68,14 @@ class Report:
         return EXIT_CODES[self.exact]
 
     def to_dict(self) -> dict:
-        """The JSON object ``check --json`` prints (keys unchanged since the first release)."""
-        return {"target": self.target, "seed": self.seed, "coverage": self.coverage,
-                "false_fail_rate": self.false_fail_rate, **self.result.to_dict()}
+        """The JSON object ``check --json`` prints. ``coverage``: ``summary`` (the budget's plan in
+        words) and ``cases`` (every case run, ``detectors.coverage_entry``: origin fixed /
+        generated / edge / aimed, its shape, how it was judged, its runs and the TV they see)."""
+        out = self.result.to_dict()
+        cases = out.pop("cases", [])
+        return {"target": self.target, "seed": self.seed,
+                "coverage": {"summary": self.coverage, "cases": cases},
+                "false_fail_rate": self.false_fail_rate, **out}
 
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.to_dict(), default=json_default, **kwargs)
@@ -108,7 +113,8 @@ def _interface_task(subject) -> tuple[str, str]:
 def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
           interface: str | Callable | None = None, counterexample: bool = True,
           target: str | None = None, prefetched: dict | None = None, device: str | None = None,
-          progress: bool | None = None) -> Report:
+          progress: bool | None = None, vocab: int | None = None, k=None,
+          max_tokens: int | None = None) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
@@ -127,7 +133,16 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     in a spawned subject process (CUDA cannot start in a forked one). ``progress``: a status line
     on stderr (the target, what runs, the time elapsed) while it runs; None (default): only when
     stderr is a terminal, so nothing is added to piped or captured output.
+
+    ``vocab``, ``k`` and ``max_tokens`` aim the check at an engine's configuration
+    (``interfaces.aim``: ``vocab`` 2 to 2^20, ``k`` an int, "A..B", "A,B,C" or a list of ints
+    from 1 to 16, ``max_tokens`` 0 to 64): every interface adds generated cases at it, besides its
+    budget's own (the report's ``coverage.cases`` lists them with ``"origin": "aimed"``).
     """
+    try:
+        aim = interfaces.aim(vocab=vocab, k=k, max_tokens=max_tokens)
+    except interfaces.InterfaceError as exc:
+        raise ValueError(str(exc)) from None
     # a name, tv=X or a round Budget; an interface's own budget object (a LoopBudget, a
     # KernelBudget) is passed to that interface as it is
     b = resolve_budget(budget) if isinstance(budget, (str, detectors.Budget)) else budget
@@ -179,10 +194,13 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
         status_line.say(f"checking {target}: {kind.NAME} battery, budget {b.name}")
+        if aim:
+            extra["aim"] = aim
+            coverage += f"; aimed at {aim.words()}"
         result = kind.run(subject, b, seed, prefetched=prefetched, **extra)
         if counterexample:
             status_line.say(f"checking {target}: looking for the smallest counterexample")
-            result.counterexample = kind.counterexample(subject, b, seed, result)
+            result.counterexample = kind.counterexample(subject, b, seed, result, aim=aim)
     finally:
         if status_line is not None:
             status_line.stop()
@@ -242,13 +260,15 @@ class _Progress:
 
 def assert_exact(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
                  interface: Callable | None = None, allow_inconclusive: bool = False,
-                 target: str | None = None) -> Report:
+                 target: str | None = None, vocab: int | None = None, k=None,
+                 max_tokens: int | None = None) -> Report:
     """``check`` the sampler; AssertionError unless it is exact (and, unless
     ``allow_inconclusive``, conclusively so). The message puts the verdict first, then each
     finding, then the smallest counterexample side by side (tokens: sampler vs target). Returns
-    the report when the assertion holds."""
+    the report when the assertion holds. ``vocab``, ``k``, ``max_tokens``: as ``check``'s."""
     __tracebackhide__ = True  # a failing test's traceback ends at its own call, not here
-    report = check(sampler, budget=budget, seed=seed, interface=interface, target=target)
+    report = check(sampler, budget=budget, seed=seed, interface=interface, target=target, vocab=vocab, k=k,
+                   max_tokens=max_tokens)
     if report.exact is False or (report.exact is None and not allow_inconclusive):
         raise AssertionError(failure_message(report))
     return report
@@ -295,12 +315,30 @@ def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
     return lines
 
 
+def coverage_words(coverage) -> str:
+    """The budget's plan and how many cases ran, by origin and by how they were judged."""
+    if isinstance(coverage, str):
+        return coverage
+    cases = coverage.get("cases", [])
+    if not cases:
+        return coverage["summary"]
+    by: dict = {}
+    for c in cases:
+        by[c["judged"]] = by.get(c["judged"], 0) + 1
+    origins: dict = {}
+    for c in cases:
+        origins[c["origin"]] = origins.get(c["origin"], 0) + 1
+    words = ", ".join(f"{n} {o}" for o, n in origins.items())
+    judged = ", ".join(f"{n} by {j}" for j, n in by.items())
+    return f"{coverage['summary']}; ran {len(cases)} cases ({words}; {judged})"
+
+
 def human(report: dict) -> str:
     """The ``check`` command's human report of ``Report.to_dict()``: the verdict first."""
     eff = {True: "efficient", False: "NOT efficient", None: "efficiency not established"}[report["efficient"]]
     lines = [f"{report['target']}: {VERDICT_WORDS[report['exact']]}, {eff} "
              f"({len(report['findings'])} finding(s), {report['seconds']:.1f} s, budget "
-             f"{report['budget']}: {report['coverage']})"]
+             f"{report['budget']}: {coverage_words(report['coverage'])})"]
     lines += finding_lines(report)
     ce = report["counterexample"]
     if ce:

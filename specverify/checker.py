@@ -36,10 +36,12 @@ UsageError, load_target, split_target, start_target = (
 
 def check(subject, target: str = "<sampler>", budget: str = "standard", seed: int = 0,
           counterexample: bool = True, interface: str = "auto", prefetched: dict | None = None,
-          device: str | None = None) -> dict:
+          device: str | None = None, aim: interfaces.Aim | None = None) -> dict:
     """The verdict as the JSON object the CLI prints (subject: a callable or a started Runner)."""
+    aim = aim or interfaces.Aim()
     return api.check(subject, budget=budget, seed=seed, counterexample=counterexample,
-                     target=target, interface=interface, prefetched=prefetched, device=device).to_dict()
+                     target=target, interface=interface, prefetched=prefetched, device=device,
+                     vocab=aim.vocab, k=aim.ks or None, max_tokens=aim.max_tokens).to_dict()
 
 
 VERDICT_WORDS = api.VERDICT_WORDS
@@ -95,6 +97,14 @@ def parse_args(argv):
     ap.add_argument("--device", default=None, metavar="DEVICE",
                     help="cpu (default) or cuda / cuda:N: a kernel's tensors on that device (torch; "
                          "the subject's process is spawned, not forked)")
+    ap.add_argument("--vocab", type=aim_argument("vocab"), default=None, metavar="V",
+                    help="aim the check at an engine's vocabulary size (2 to 2^20): generated cases at "
+                         "V besides the budget's (binned chi-square per position)")
+    ap.add_argument("--k", type=aim_argument("k"), default=None, metavar="K",
+                    help="the draft lengths to reach: K, A..B or A,B,C (each 1 to 16): one aimed case per k")
+    ap.add_argument("--max-tokens", type=aim_argument("max_tokens"), default=None, metavar="N",
+                    help="the longest output an aimed loop request asks for, and the window an aimed "
+                         "round case judges (0 to 64)")
     ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
                     help="also write JUnit XML: one test case per target (atomically)")
     ap.add_argument("--executor", type=executor_argument, default="local",
@@ -104,17 +114,32 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
+def aim_argument(name: str):
+    """argparse ``type=`` for --vocab, --k and --max-tokens (``interfaces.aim``'s checks)."""
+
+    def parse(text: str):
+        try:
+            aimed = interfaces.aim(**{name: text})
+        except interfaces.InterfaceError as exc:
+            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
+        return {"vocab": aimed.vocab, "k": aimed.ks, "max_tokens": aimed.max_tokens}[name]
+
+    parse.__name__ = name
+    return parse
+
+
 def check_target(target: str, budget: str, seed: int, interface: str = "auto", device: str | None = None,
-                 *units) -> tuple[str, object]:
+                 aim: interfaces.Aim | None = None, *units) -> tuple[str, object]:
     """("ok", the report's dict) or ("usage", the one-line error): one target, start to end
-    (a Ray task; ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
+    (a Ray task; ``aim``: the user's --vocab / --k / --max-tokens; ``units``: its enumerations
+    from other tasks, ``target_units``, replayed)."""
     from .units import merge_output, prefetched
 
     subject = None
     try:
         subject = start_target(target, "spawn" if device not in (None, "cpu") else None)
         report = check(subject, target, budget, seed, interface=interface,
-                       prefetched=prefetched(units) if units else None, device=device)
+                       prefetched=prefetched(units) if units else None, device=device, aim=aim)
         if units:
             extra = detectors.BatteryResult(output=report["output"], seconds=report["seconds"])
             merge_output(extra, units)
@@ -243,7 +268,8 @@ def main(argv=None) -> int:
         for target in args.targets:  # every TARGET string checked before anything runs
             split_target(target)
         check_output_files(args)
-        calls = [(t, args.budget, args.seed, args.interface, args.device) for t in args.targets]
+        aim = interfaces.Aim(args.vocab, args.k or (), args.max_tokens)
+        calls = [(t, args.budget, args.seed, args.interface, args.device, aim) for t in args.targets]
         if args.executor == "local":
             for c in calls:
                 outcomes.append(check_target(*c))

@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import exact, optimum_tokens, runner, stats
+from . import exact, optimum_tokens, runner, scale, stats
 from .chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from .samplers.chain import speculative_step
 
@@ -87,12 +87,19 @@ class Budget:
     counterexample_s: float = 15.0
     counterexample_samples: int = 2000
     generated: int = 3  # cases drawn from the check's seed besides the fixed ones (generated_cases)
-    engine_vocab: int = 64  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
+    engine_vocab: int = 256  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
+    # engine-scale cases judged by a binned chi-square per position (specverify.scale): (V, k, side)
+    scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
+    scale_runs: int = 2000  # runs per engine-scale or aimed case (one look)
+    scale_s: float = 15.0  # the most seconds one engine-scale case may sample
+    aim_s: float = 40.0  # the most seconds all aimed cases together may sample (--vocab/--k/--max-tokens)
+    scale_call_limit_s: float = 10.0  # one call's limit on an engine-scale case (past it: a shortfall)
 
     def coverage(self) -> str:
         chosen = [all_cases()[i] for i in self.cases]
         extra = f" + {self.generated} drawn from the seed" if self.generated else ""
         extra += f" + one over {self.engine_vocab} ids" if self.engine_vocab else ""
+        extra += "".join(f" + V{v} k={k} binned" for v, k, _ in self.scale_cases)
         return (f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
                 f"{max(c.m for c in chosen)} tokens, chi-square up to {self.n_max} runs; a case "
                 f"the enumerator cannot follow must see TV {self.detect_tv:g}")
@@ -101,11 +108,15 @@ class Budget:
 BUDGETS = {
     "quick": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, contract_s=1.0,
                     case_enumeration_s=5.0, enumeration_s=15.0, fallback_statistics_s=30.0,
-                    detect_tv=0.15, round_length_s=5.0, generated=1, engine_vocab=0),
+                    detect_tv=0.15, round_length_s=5.0, generated=1, engine_vocab=128,
+                    scale_cases=(), scale_runs=1000, scale_s=8.0, aim_s=20.0),
     "standard": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
     "thorough": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
                        enumeration_s=120.0, statistics_s=120.0, fallback_statistics_s=300.0,
-                       detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=128),
+                       detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=512,
+                       case_enumeration_s=30.0,
+                       scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
+                       scale_runs=4000, scale_s=60.0, aim_s=240.0),
 }
 
 
@@ -190,6 +201,55 @@ def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
     return out
 
 
+WIDE_VOCAB = 128
+"""A case over this many ids or more is wide: a call there past its limit is a shortfall (the
+sampler too slow to be judged at that vocabulary: inconclusive, never "not exact" for it)."""
+
+
+def too_slow(breach: str) -> bool:
+    """Whether a breach is only a call past its time limit (``guarded``'s or the runner's kill)."""
+    return "did not return within" in breach
+
+
+def engine_scale_case(vocab: int, k: int, m: int, side: str, origin: str, rng, seed: int) -> Case:
+    """One engine-scale case: an i.i.d. ``scale.engine_pair`` over ``vocab`` ids drawn from
+    ``rng`` (a Dirichlet pair where the vocabulary is too small for edges and a head), k drafts,
+    a window of m tokens, judged by the binned chi-square (``RoundBattery.engine_scale``)."""
+    if vocab >= 2 * scale.HEAD_IDS:
+        model = scale.engine_pair(vocab, side, rng)
+    else:
+        p = rng.dirichlet(np.full(vocab, 0.3))
+        model = iid_model(p, 0.5 * p + 0.5 * rng.dirichlet(np.full(vocab, 0.3)), name=f"iid-V{vocab}")
+    return Case(f"{origin} V{vocab} {side} (seed {seed}), k={k}, {m} tokens, binned", model, (), k, m)
+
+
+SCALE_STREAMS = ("budget and aimed cases", "engine-scale runs", "shrink cases", "shrink runs")
+"""The children of ``SeedSequence(seed).spawn(3)[2]`` (the round battery's engine-scale streams),
+by index: the cases (one grandchild per case, in ``engine_scale_cases``' order), the rng of their
+runs, the smaller cases a shrink draws (one grandchild per candidate) and the rng of its runs."""
+
+
+def scale_stream(seed: int, purpose: str) -> np.random.SeedSequence:
+    return np.random.SeedSequence(seed).spawn(3)[2].spawn(len(SCALE_STREAMS))[SCALE_STREAMS.index(purpose)]
+
+
+def engine_scale_cases(budget: str | Budget, seed: int, aim=None) -> list[Case]:
+    """The budget's engine-scale cases (``scale_cases``: V, k, side; a window of k + 1 tokens, at
+    most 9), then, with an ``Aim`` (``interfaces.Aim``: the user's --vocab, --k, --max-tokens),
+    one aimed case per k (k = 4 when none is given) at the aimed vocabulary (4096 when none), a
+    window of the aimed max_tokens (k + 1 when none; at least 1), sides alternating. Each drawn
+    from its own grandchild of ``scale_stream(seed, "budget and aimed cases")``."""
+    b = get_budget(budget)
+    shapes = [(v, k, min(k + 1, 9), side, "generated") for v, k, side in b.scale_cases]
+    if aim:
+        for i, k in enumerate(aim.ks or (4,)):
+            m = max(1, aim.max_tokens) if aim.max_tokens is not None else k + 1
+            shapes.append((aim.vocab or 4096, k, m, scale.SIDES[i % 2], "aimed"))
+    streams = scale_stream(seed, "budget and aimed cases").spawn(len(shapes))
+    return [engine_scale_case(v, k, m, side, origin, np.random.default_rng(stream), seed)
+            for (v, k, m, side, origin), stream in zip(shapes, streams)]
+
+
 def round_length_cases() -> list[Case]:
     """Tokens per round: the handout's i.i.d. alpha = 0.8 pair at k = 4 (3.3616 tokens), zeros in
     p and q, and the toy chain (non-i.i.d.: the exact rule's own expectation)."""
@@ -225,6 +285,27 @@ class Finding:
 
 BREAKING_KINDS = ("distribution", "contract", "error")
 
+JUDGED_BY = ("enumeration", "chi-square", "binned chi-square", "exact from uniforms", "contract")
+"""How a case was judged: its law enumerated exactly; a sequential chi-square on whole outputs;
+one on binned first tokens (vocabularies the enumerator cannot follow); a kernel's law computed
+from its uniforms; only its contract (shapes, replay, untouched inputs)."""
+
+
+def coverage_entry(name: str, origin: str, vocab: int, k, tokens: int, judged: str,
+                   runs: int | None = None, detect_tv: float | None = None, **shape) -> dict:
+    """One case as the JSON's ``coverage.cases`` lists it: ``origin`` fixed | generated | edge |
+    aimed (at the user's --vocab/--k/--max-tokens); ``vocab``, ``k`` (an int, or a list for a
+    loop's requests), ``tokens`` (the window judged, or a loop's largest max_tokens); ``judged``
+    one of ``JUDGED_BY``; ``runs`` the samples drawn (None when enumerated); ``detect_tv`` the
+    TV its statistics see with power 0.95 (None when enumerated: any TV above 1e-9); ``shape``:
+    anything else that defines the case (prefix length, requests, batch)."""
+    if origin not in ("fixed", "generated", "edge", "aimed"):
+        raise ValueError(f"origin: must be fixed, generated, edge or aimed, got {origin!r}")
+    if judged not in JUDGED_BY:
+        raise ValueError(f"judged: must be one of {', '.join(JUDGED_BY)}, got {judged!r}")
+    return {"name": name, "origin": origin, "vocab": vocab, "k": k, "tokens": tokens, "judged": judged,
+            "runs": runs, "detect_tv": detect_tv, **shape}
+
 
 @dataclass
 class BatteryResult:
@@ -243,6 +324,13 @@ class BatteryResult:
     timed_out: bool = False
     counterexample: dict | None = None
     seconds: float = 0.0
+    cases: list[dict] = field(default_factory=list)  # every case run, one ``coverage_entry`` each
+
+    def cover(self, **entry) -> None:
+        """Record one case in ``cases`` (``coverage_entry``'s fields), once per name."""
+        row = coverage_entry(**entry)
+        if all(c["name"] != row["name"] for c in self.cases):
+            self.cases.append(row)
 
     def flagged(self, kinds=BREAKING_KINDS) -> list[Finding]:
         return [f for f in self.findings if f.kind in kinds and f.check != "rng"]
@@ -705,8 +793,10 @@ def call_within(subject: runner.Runner, task, args: tuple, seconds: float, deadl
 class RoundBattery:
     """One run of every detector on one subject (the parent's side)."""
 
-    def __init__(self, subject: runner.Runner, budget: Budget, seed: int, deadline: float | None):
+    def __init__(self, subject: runner.Runner, budget: Budget, seed: int, deadline: float | None, aim=None):
         self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
+        self.aim = aim  # interfaces.Aim: aimed engine-scale cases (engine_scale_cases)
+        self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
         self.result = BatteryResult(budget=budget.name)
 
     def call(self, task, *args, seconds: float):
@@ -742,6 +832,11 @@ class RoundBattery:
                         unreproducible.append(case.name)
             except ContractBreach as exc:
                 out = {"breach": str(exc)}
+            if out["breach"] and too_slow(out["breach"]) and case.model.vocab_size >= WIDE_VOCAB:
+                self.too_slow.append(case.name)  # a sampler slow at a wide vocabulary: not judged there
+                self.result.shortfalls.append(f"contract: {case.name}: {out['breach']}; not judged at "
+                                              f"this vocabulary")
+                continue
             if out["breach"]:
                 self.breach(out["breach"], case)
                 return False
@@ -861,6 +956,54 @@ class RoundBattery:
         if judged_only_here and tv > self.budget.detect_tv:
             self.result.shortfalls.append(f"{line}, not the budget's {self.budget.detect_tv:g}")
 
+    # -- engine scale --------------------------------------------------------------------------
+    def engine_scale(self, cases, false_fail_rate: float) -> None:
+        """Each engine-scale case (``engine_scale_cases``): ``scale_runs`` runs of its first m
+        tokens (fewer when its seconds ran out: ``scale_s`` each, the aimed ones ``aim_s`` shared),
+        then a binned chi-square per position against p (``scale.judge_positions``), the
+        false-fail rate split over every position of every case. A case whose runs see no binned
+        TV below 0.5 is a shortfall (the sampler too slow to be judged there)."""
+        b, r = self.budget, self.result
+        if not cases:
+            return
+        per_check = stats.split_budget(false_fail_rate, sum(c.m for c in cases))
+        rng = np.random.default_rng(scale_stream(self.seed, "engine-scale runs"))
+        aimed = sum(c.name.startswith("aimed") for c in cases)
+        wide = replace(b, call_limit_s=max(b.call_limit_s, b.scale_call_limit_s))
+        for case in cases:
+            seconds = b.aim_s / aimed if case.name.startswith("aimed") else b.scale_s
+            try:
+                runs, breach, rng = self.call(sample_task, case, b.scale_runs, rng, wide, seconds,
+                                              seconds=seconds + 2 * case.m * wide.call_limit_s)
+            except ContractBreach as exc:  # its process died (killed past the limit, or exited)
+                runs, breach = [], str(exc)
+            if breach and too_slow(breach):
+                r.shortfalls.append(f"engine scale: {case.name}: {breach}; not judged at this vocabulary")
+                r.ran.append(f"binned chi-square: {case.name}: too slow ({breach})")
+                continue
+            if breach:
+                self.breach(breach, case)
+                continue
+            p, n = case.model.p_table[0], len(runs)
+            verdict = scale.judge_positions(runs, p, case.m, per_check)
+            words = scale.binning_words(len(verdict.want), case.model.vocab_size, n)
+            if not verdict.passed:
+                r.findings.append(Finding(
+                    "binned-chi-square", "distribution",
+                    f"token {verdict.position + 1} of the window differs from the target's law: chi-square "
+                    f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} ({words})",
+                    case.name, {"position": verdict.position, "p_value": verdict.p_value, "samples": n,
+                                "binned_tv": verdict.binned_tv, "bins": len(verdict.want)}))
+            want = {(i,): float(w) for i, w in enumerate(verdict.want) if w > 0}
+            tv = min(stats.min_discrepancy_chi_square(n, want, per_check, POWER_FALSE_PASS_RATE), 1.0)
+            r.power.append({"case": case.name, "runs": n, "min_detectable_tv": tv, "false_fail_rate": per_check,
+                            "detection_probability": 1 - POWER_FALSE_PASS_RATE, "binned": len(verdict.want)})
+            r.ran.append(f"binned chi-square: {case.name}: {n} runs, {case.m} position(s); detects a binned "
+                         f"TV >= {tv:.3g} per position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})")
+            if tv > 0.5:
+                r.shortfalls.append(f"engine scale: {case.name}: {n} runs in {seconds:g} s see only a "
+                                    f"binned TV of {tv:.3g}")
+
     # -- tokens per round ----------------------------------------------------------------------
     def tokens_per_round(self, cases, false_fail_rate: float) -> None:
         """Mean tokens per round against the exact rule's: exact where enumerable, else sampled.
@@ -914,18 +1057,50 @@ class RoundBattery:
     # -- all -----------------------------------------------------------------------------------
     def run(self, stop_on_first: bool) -> BatteryResult:
         b, r = self.budget, self.result
-        cases = battery(b) + generated_cases(b, self.seed)
-        half = b.false_fail_rate / 2  # half for the distribution test, half for tokens per round
+        fixed, drawn = battery(b), generated_cases(b, self.seed)
+        big = engine_scale_cases(b, self.seed, self.aim)
+        cases = fixed + drawn
+        # the false-fail rate: half for the chi-square on whole windows, a quarter for the
+        # engine-scale cases' binned one, a quarter for tokens per round
+        half = b.false_fail_rate / 2
         if not self.contract(cases):
             r.ran.append("contract: breached; exact, statistical and tokens-per-round detectors skipped")
             return r
+        cases = [c for c in cases if c.name not in self.too_slow]
+        drawn = [c for c in drawn if c.name not in self.too_slow]
         fallback = self.exact(cases, stop_on_first)
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
         stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
         self.statistics(stat, fallback, half)
+        if big and not r.flagged(("distribution",)) and not (stop_on_first and r.flagged()):
+            # with a distribution finding already the verdict stands without them
+            self.engine_scale(big, half / 2)
+        elif big:
+            r.ran.append("engine scale: skipped (a finding on the cases before)")
         if not r.flagged(("contract",)):
-            self.tokens_per_round(round_length_cases(), half)
+            self.tokens_per_round(round_length_cases(), half / 2)
+        self.cover_cases(fixed, drawn, big, fallback)
         return r
+
+    def cover_cases(self, fixed, drawn, big, fallback) -> None:
+        """One ``coverage_entry`` per case run, in the order run."""
+        runs = {row["case"]: row for row in self.result.power}
+        for origin, cases in (("fixed", fixed), ("generated", drawn)):
+            for case in cases:
+                sampled = runs.get(case.name)
+                judged = "chi-square" if _among(case, fallback) else "enumeration"
+                self.result.cover(name=case.name, origin=origin, vocab=case.model.vocab_size, k=case.k,
+                                  tokens=case.m, judged=judged, runs=sampled and sampled["runs"],
+                                  detect_tv=sampled and sampled["min_detectable_tv"],
+                                  prefix=len(case.prefix), order=case.model.order)
+        for case in big:
+            sampled = runs.get(case.name)
+            if sampled is None:  # stopped before it (a finding, the deadline)
+                continue
+            self.result.cover(name=case.name, origin="aimed" if case.name.startswith("aimed") else "generated",
+                              vocab=case.model.vocab_size, k=case.k, tokens=case.m, judged="binned chi-square",
+                              runs=sampled["runs"], detect_tv=sampled["min_detectable_tv"],
+                              bins=sampled["binned"], prefix=0, order=0)
 
 
 def enumeration_key(case: Case, budget: Budget, seconds: float, lengths: bool) -> tuple:
@@ -951,8 +1126,8 @@ class _PrefetchedBattery(RoundBattery):
     discarded, as the local run never computes them.
     """
 
-    def __init__(self, subject, budget: Budget, seed: int, deadline: float | None, prefetched: dict):
-        super().__init__(subject, budget, seed, deadline)
+    def __init__(self, subject, budget: Budget, seed: int, deadline: float | None, prefetched: dict, aim=None):
+        super().__init__(subject, budget, seed, deadline, aim)
         self.prefetched, self.charged = prefetched, 0.0
 
     def now(self) -> float:
@@ -991,7 +1166,7 @@ class _PrefetchedBattery(RoundBattery):
 
 def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
                 stop_on_first: bool = False, deadline: float | None = None,
-                prefetched: dict | None = None, **overrides) -> BatteryResult:
+                prefetched: dict | None = None, aim=None, **overrides) -> BatteryResult:
     """Every detector on every case of the budget. Never raises for a broken subject.
 
     ``subject``: a callable (handed to its process by fork) or a started ``runner.Runner``.
@@ -999,16 +1174,17 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
     ``time.monotonic()`` value) ends the run with ``timed_out`` set; ``stop_on_first`` stops
     enumeration at the first biased case (enough to kill a mutant). ``prefetched``: enumerations
     computed elsewhere (specverify.units, the Ray executor), replayed by ``_PrefetchedBattery``:
-    the same result as without them.
+    the same result as without them. ``aim``: an ``interfaces.Aim`` (the user's --vocab, --k,
+    --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
     """
     from .validation import check_seed
 
     seed = check_seed(seed)
     b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
     if prefetched is None:
-        make = lambda handle: RoundBattery(handle, b, seed, deadline)  # noqa: E731
+        make = lambda handle: RoundBattery(handle, b, seed, deadline, aim)  # noqa: E731
     else:
-        make = lambda handle: _PrefetchedBattery(handle, b, seed, deadline, prefetched)  # noqa: E731
+        make = lambda handle: _PrefetchedBattery(handle, b, seed, deadline, prefetched, aim)  # noqa: E731
     return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
 
 
@@ -1172,9 +1348,59 @@ def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples:
     }
 
 
+
+def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) -> dict | None:
+    """The smallest engine-scale case that still shows a binned finding of ``case``: the shapes of
+    ``scale.shrink_shapes`` (V one past each tile / id-type boundary below the case's, k = 1 before
+    the case's k), each a fresh ``engine_scale_case`` of the case's side drawn from
+    ``scale_stream(seed, "shrink cases")``, given ``counterexample_samples`` runs and the binned
+    chi-square at the false-fail rate split over every candidate position; the case itself is the
+    last candidate. Within ``counterexample_s``; None when none shows it."""
+    b = get_budget(budget)
+    side = scale.side_of(case.model) or "residual"
+    shapes = scale.shrink_shapes(case.model.vocab_size, case.k, scale.side_of(case.model))
+    streams = scale_stream(seed, "shrink cases").spawn(len(shapes))
+    candidates = [engine_scale_case(v, k, min(k + 1, case.m), side, "shrunk", np.random.default_rng(st), seed)
+                  for (v, k), st in zip(shapes, streams)]
+    candidates[-1] = case
+    per_check = stats.split_budget(b.false_fail_rate, sum(c.m for c in candidates))
+    own = not isinstance(subject, runner.Runner)
+    handle = runner.Runner.for_callable(subject) if own else subject
+    search = RoundBattery(handle, b, seed, time.monotonic() + b.counterexample_s)
+    rng = np.random.default_rng(scale_stream(seed, "shrink runs"))
+    try:
+        if own:
+            handle.start()
+        for cand in candidates:
+            left = search.deadline - time.monotonic()
+            runs, breach, rng = search.call(sample_task, cand, b.counterexample_samples, rng, b, left, seconds=left)
+            if breach or len(runs) < b.counterexample_samples:
+                continue
+            verdict = scale.judge_positions(runs, cand.model.p_table[0], cand.m, per_check)
+            if not verdict.passed:
+                return describe_binned(cand, verdict)
+    except (OutOfTime, ContractBreach, runner.SubjectFailed):
+        return None
+    finally:
+        if own:
+            handle.close()
+    return None
+
+
+def describe_binned(case: Case, verdict) -> dict:
+    """``describe``'s shape for a binned finding (``scale.PositionVerdict``): the case, the
+    heaviest ids of p and q (rows too wide to print whole), the position and the bins that differ
+    most."""
+    m = case.model
+    return {"method": "binned", "vocab_size": m.vocab_size, "k": case.k, "window": case.m, "prefix": [],
+            "model": m.name, "order": 0, "period": 1, "position": verdict.position,
+            "p": scale.heaviest(m.p_table[0]), "q": scale.heaviest(m.q_table[0]),
+            "empirical_tv": verdict.binned_tv, "p_value": verdict.p_value, "samples": verdict.n,
+            "bins": len(verdict.want), "distributions": scale.binned_rows(verdict)}
+
 __all__ = [
     "BUDGETS", "BatteryResult", "Budget", "Case", "ContractBreach", "EXACT_TV_TOL", "Finding",
-    "all_cases", "as_sequence", "battery", "call_within", "describe_case", "enumeration_key", "generated_cases", "exact_case", "find_counterexample", "first_tokens", "get_budget",
+    "all_cases", "as_sequence", "battery", "coverage_entry", "describe_binned", "engine_scale_case", "engine_scale_cases", "scale_stream", "shrink_engine_scale", "call_within", "describe_case", "enumeration_key", "generated_cases", "exact_case", "find_counterexample", "first_tokens", "get_budget",
     "guarded", "reference_case", "run_battery", "run_statistics", "sample_first_tokens", "time_limit",
     "validate_round",
 ]

@@ -214,6 +214,22 @@ class LogitTable:
         return f"LogitTable({self.name}, shape={self.table.shape})"
 
 
+class ContextFreeLogits(LogitTable):
+    """A model whose logits ignore the prefix: one row of ``width`` logits (an engine-scale
+    vocabulary costs one row, not V rows). Under context-free processing (temperature, top-k,
+    top-p, min-p, logit bias; no penalties, no grammar) every output position of a request then
+    has the same law, the processed row, whatever came before it."""
+
+    def __init__(self, row, name: str = "context-free"):
+        r = np.array(row, dtype=np.float64)
+        if r.ndim != 1:
+            raise ValueError(f"row: expected one row of logits, got shape {r.shape}")
+        super().__init__(r[None, None, :], name)
+
+    def __call__(self, prefix) -> np.ndarray:
+        return self.table[0, 0].copy()
+
+
 @dataclass(frozen=True)
 class LastTokenGrammar:
     """A grammar as a table: ``start`` is allowed first, then ``after[t]`` after token t (or
@@ -235,5 +251,6 @@ class LastTokenGrammar:
         return table[output[-1]]
 
 
-__all__ = ["LastTokenGrammar", "LogitTable", "Output", "Request", "SamplingParams", "as_output",
+__all__ = [
+    "ContextFreeLogits", "LastTokenGrammar", "LogitTable", "Output", "Request", "SamplingParams", "as_output",
            "check_requests", "finished", "sequence_law", "step_distribution"]

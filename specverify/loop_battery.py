@@ -73,7 +73,8 @@ from . import exact, stats
 from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
                         PASSED_THROUGH, ContractBreach, Finding, RoundBattery, as_sequence, call_subject, items_of,
                         message_of, plain_tokens, reading, run_in_subject, show, time_limit, token_id, type_name)
-from .loop import LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output, sequence_law
+from .loop import (ContextFreeLogits, LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output,
+                   sequence_law)
 from .loop import step_distribution
 
 LOGPROB_TOL = 1e-9
@@ -120,23 +121,36 @@ class LoopBudget:
     generated: int = 4  # cases drawn from the seed besides the fixed ones (generated_loop_cases)
     generated_paths: int = 40  # the most paths of the reference loop a generated case may need
     seed_law_runs: int = 400  # seeds 0..n-1 of a seeded request, chi-square against its law
+    # engine scale (scale_loop_cases): a context-free pair over scale_vocab ids (0: none), k =
+    # scale_k, max_tokens scale_tokens, scale_runs runs within scale_s; aimed cases share aim_s
+    scale_vocab: int = 4096
+    scale_k: int = 8
+    scale_tokens: int = 8
+    scale_runs: int = 300
+    scale_s: float = 10.0
+    aim_s: float = 30.0
 
     def coverage(self) -> str:
         fixed = loop_cases()
         return (f"loop battery: {len(fixed)} fixed request batches + {self.generated} drawn from the seed "
                 f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
                 f"{self.generated_paths} reference paths each); seeds replayed ({self.seeds}) and judged "
-                f"by their law ({self.seed_law_runs} seeds); a request the enumerator cannot follow must "
-                f"see TV {self.detect_tv:g}")
+                f"by their law ({self.seed_law_runs} seeds); "
+                + (f"one engine-scale batch (V {self.scale_vocab}, k {self.scale_k}, max_tokens "
+                   f"{self.scale_tokens}, binned chi-square per position over {self.scale_runs} runs); "
+                   if self.scale_vocab else "")
+                + f"a request the enumerator cannot follow must see TV {self.detect_tv:g}")
 
 
 LOOP_BUDGETS = {
     "quick": LoopBudget("quick", samples=2000, extra_samples=250, statistics_s=15.0, seeds=6, detect_tv=0.15,
-                        generated=2, seed_law_runs=200),
+                        generated=2, seed_law_runs=200, scale_vocab=1100, scale_k=4, scale_tokens=5,
+                        scale_runs=300, scale_s=5.0, aim_s=20.0),
     "standard": LoopBudget("standard"),
     "thorough": LoopBudget("thorough", max_paths=400_000, samples=16_000, extra_samples=4000,
                            extra_max_paths=20_000, statistics_s=120.0, seeds=40,
-                           detect_tv=0.05, generated=16, generated_paths=400, seed_law_runs=2000),
+                           detect_tv=0.05, generated=16, generated_paths=400, seed_law_runs=2000,
+                           scale_vocab=33_024, scale_runs=2000, scale_s=60.0, aim_s=180.0),
 }
 
 
@@ -268,11 +282,12 @@ def edge_cases() -> tuple[LoopCase, ...]:
 
 # --------------------------------------------------------------------------- drawn from the seed
 
-SEED_STREAMS = ("generated cases", "seed-law and same-seed runs")
+SEED_STREAMS = ("generated cases", "seed-law and same-seed runs", "engine-scale cases", "engine-scale runs")
 """What each child of ``numpy.random.SeedSequence(seed)`` draws, by index: child 0 the generated
 cases (one grandchild per case, so that case i is the same whatever the budget's count), child 1
 the ``rng`` handed to the loop in the seed-law and same-seed runs (what unseeded batch-mates draw
-from). The checks older than issue 22 keep their own streams, so their verdicts replay: the replay
+from), child 2 the engine-scale and aimed cases (``scale_loop_cases``, one grandchild per case),
+child 3 the rng of their runs. The checks older than issue 22 keep their own streams, so their verdicts replay: the replay
 check draws from ``default_rng(seed)``, the chi-square of a case the enumerator cannot follow from
 ``default_rng(seed + 7)``, the alone / batched replay from ``default_rng(10_000 + s)`` and
 ``default_rng(20_000 + s)``."""
@@ -393,6 +408,55 @@ def generated_loop_cases(budget="standard", seed: int = 0) -> list[LoopCase]:
     cases (``_LoopBattery.law_case``: enumeration, or chi-square)."""
     b = get_loop_budget(budget)
     return list(_generated(int(seed), b.generated, b.generated_paths)) if b.generated else []
+
+
+SCALE_KINDS = ("scale", "aimed")
+"""LoopCase kinds judged by ``_LoopBattery.scale_case`` (a binned chi-square per position)."""
+
+
+def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: str,
+                    side: str = "residual") -> LoopCase:
+    """A batch at engine scale: a context-free target and draft (``loop.ContextFreeLogits``, the
+    logs of a ``scale.engine_pair`` of that ``side``: mass on the ids where tiles and id types
+    end, drawn from ``rng``; a Dirichlet pair below 48 ids) and two requests of ``max_tokens`` each: a 1-token
+    prompt at temperature 1, and a 7-token prompt (ids at the edges) with temperature 0.8, top-k
+    (half the vocabulary), top-p 0.95, min-p 1e-4, a logit bias on the last id and a stop id at
+    V - 2. Context-free processing: every position's law is the processed row."""
+    from .scale import HEAD_IDS, engine_pair
+
+    if vocab >= 2 * HEAD_IDS:
+        pair = engine_pair(vocab, side, rng)
+        p, q = pair.p_table[0], pair.q_table[0]
+    else:
+        p = rng.dirichlet(np.full(vocab, 0.5))
+        q = 0.5 * p + 0.5 * rng.dirichlet(np.full(vocab, 0.5))
+    target = ContextFreeLogits(np.log(p), f"context-free target V{vocab}")
+    draft = ContextFreeLogits(np.log(q), f"context-free draft V{vocab}")
+    long_prompt = tuple(int(x) % vocab for x in (0, vocab - 1, 1, vocab - 2, 127, 128, 1023))
+    reqs = (Request((int(rng.integers(vocab)),), SamplingParams(max_tokens=max_tokens)),
+            Request(long_prompt, SamplingParams(temperature=0.8, top_k=max(1, vocab // 2), top_p=0.95, min_p=1e-4,
+                                                logit_bias={vocab - 1: 1.5}, stop_token_ids=(max(vocab - 2, 0),),
+                                                max_tokens=max_tokens)))
+    return LoopCase(f"{name}: V{vocab}, k={k}, max_tokens {max_tokens}, prompts 1 and 7 tokens, binned",
+                    target, draft, reqs, k, kind=kind)
+
+
+def scale_loop_cases(budget="standard", seed: int = 0, aim=None) -> list[LoopCase]:
+    """The budget's engine-scale batch (``scale_vocab``, ``scale_k``, ``scale_tokens``; none when
+    ``scale_vocab`` is 0), then with an ``interfaces.Aim`` one aimed batch per k (k = 4 when
+    none) at the aimed vocabulary (4096 when none) and max_tokens (8 when none), sides
+    alternating from "residual" (the budget's batch is "residual": p holds the edge ids' mass,
+    so rejections' residual lands there). Case i drawn
+    from the i-th child of ``seed_stream(seed, "engine-scale cases")``."""
+    b = get_loop_budget(budget)
+    shapes = [(b.scale_vocab, b.scale_k, b.scale_tokens, "engine scale", "scale", "residual")] if b.scale_vocab else []
+    if aim:
+        m = aim.max_tokens if aim.max_tokens is not None else 8
+        shapes += [(aim.vocab or 4096, k, m, "aimed", "aimed", ("residual", "draft")[i % 2])
+                   for i, k in enumerate(aim.ks or (4,))]
+    streams = seed_stream(seed, "engine-scale cases").spawn(len(shapes))
+    return [scale_loop_case(v, k, m, np.random.default_rng(st), f"{name} (seed {seed})", kind, side)
+            for (v, k, m, name, kind, side), st in zip(shapes, streams)]
 
 
 # --------------------------------------------------------------------------- the subject's side
@@ -697,6 +761,7 @@ class _LoopBattery(RoundBattery):
             self.find("contract", "contract", value, case)
             return
         if status == "ok":
+            self.cover(case, "enumeration", None, None)
             self.contracts(case, value)
             if efficiency:
                 self.tokens_per_pass(case, value)
@@ -756,6 +821,8 @@ class _LoopBattery(RoundBattery):
                 self.find("loop-chi-square", "distribution",
                           f"request {i}: sampled outputs differ from target-only sampling's: p-value {p:.3g} "
                           f"< {per_check:.3g} after {len(samples)} runs", case, {"request": i, "p_value": p})
+        seen = [row["min_detectable_tv"] for row in r.power if row["case"] == case.name]
+        self.cover(case, "chi-square", len(got), max(seen) if seen else None)
 
     def tokens_per_pass(self, case: LoopCase, law: dict) -> None:
         """Per request, exact mean tokens per target pass (tokens / (tokens - accepted): every round
@@ -822,6 +889,7 @@ class _LoopBattery(RoundBattery):
         r.power.append({"case": case.name, "request": 0, "check": "seed-law", "runs": len(samples),
                         "seeds": f"0..{len(samples) - 1}", "min_detectable_tv": tv, "false_fail_rate": rate,
                         "detection_probability": 1 - POWER_FALSE_PASS_RATE})
+        self.cover(case, "chi-square", len(samples), tv)
         r.ran.append(f"seed-law: {case.name}: request 0 over seeds 0..{len(samples) - 1}: p-value {p:.3g}; "
                      f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
         if not test.passed:
@@ -831,30 +899,93 @@ class _LoopBattery(RoundBattery):
                       {"request": 0, "p_value": p, "seeds": len(samples),
                        "empirical_tv": stats.tv_distance(self.laws[0][1], want)})
 
+    def scale_case(self, case: LoopCase, per_check: float) -> None:
+        """An engine-scale or aimed batch (``scale_loop_cases``): ``scale_runs`` runs (within
+        ``scale_s``, an aimed batch ``aim_s`` over the aimed ones), contracts on every outcome,
+        then each request's tokens at each position (the runs that reached it) against its
+        processed row by a binned chi-square (``scale.judge_columns``, at least 20 tokens per
+        position) at ``per_check``. Context-free processing: a position's law is the row."""
+        from .scale import binning_words, judge_columns
+
+        b, r = self.budget, self.result
+        aimed = case.kind == "aimed"
+        seconds = b.aim_s / max(1, self.aimed) if aimed else b.scale_s
+        ids = tuple(range(len(case.requests)))
+        rng = self.scale_rng
+        got, breach, _, self.scale_rng = self.call(loop_sample_task, case, ids, b.scale_runs, rng, seconds,
+                                                   b.call_limit_s, seconds=seconds + 4 * b.call_limit_s)
+        if breach:
+            self.find("contract", "contract", breach, case)
+        before = len(r.findings)
+        self.contracts(case, got)
+        runs, detect = len(got), []
+        for i, req in enumerate(case.requests):
+            if len(r.findings) > before or not got:  # ids out of range or past max_tokens: nothing to bin
+                break
+            row = step_distribution(case.target(req.prompt), req.params, req.prompt, ())
+            columns = [[o[i][0][j] for o in got if len(o[i][0]) > j] for j in range(req.params.max_tokens)]
+            verdict = judge_columns(columns, row, per_check, min_samples=20)
+            if verdict is None:
+                continue
+            words = binning_words(len(verdict.want), case.vocab_size, verdict.n)
+            want = {(x,): float(w) for x, w in enumerate(verdict.want) if w > 0}
+            tv = min(stats.min_discrepancy_chi_square(runs, want, per_check, POWER_FALSE_PASS_RATE), 1.0)
+            detect.append(tv)
+            r.power.append({"case": case.name, "request": i, "runs": runs, "min_detectable_tv": tv,
+                            "false_fail_rate": per_check, "detection_probability": 1 - POWER_FALSE_PASS_RATE,
+                            "kind": case.kind, "binned": len(verdict.want)})
+            r.ran.append(f"loop binned chi-square: {case.name}: request {i}: {runs} runs, "
+                         f"{req.params.max_tokens} position(s); detects a binned TV >= {tv:.3g} at the first "
+                         f"position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})")
+            if not verdict.passed:
+                self.find("loop-binned-chi-square", "distribution",
+                          f"request {i}: token {verdict.position + 1} differs from target-only sampling's law: "
+                          f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} "
+                          f"({words})", case,
+                          {"request": i, "position": verdict.position, "p_value": verdict.p_value,
+                           "binned_tv": verdict.binned_tv, "samples": verdict.n})
+                break
+        self.cover(case, "binned chi-square", runs, max(detect) if detect else None)
+
+    def cover(self, case: LoopCase, judged: str, runs: int | None, detect_tv: float | None) -> None:
+        """The case's ``coverage_entry`` (origin: its kind; an engine-scale batch is generated)."""
+        origin = {"scale": "generated"}.get(case.kind, case.kind)
+        self.result.cover(name=case.name, origin=origin, vocab=case.vocab_size, k=case.k,
+                          tokens=max((q.params.max_tokens for q in case.requests), default=0), judged=judged,
+                          runs=runs, detect_tv=detect_tv, requests=len(case.requests),
+                          prompts=[len(q.prompt) for q in case.requests], seeded=case.seeded)
+
     def run(self, cases, stop_on_first: bool) -> BatteryResult:
         r = self.result
-        law = [c for c in cases if not c.seeded]
+        law = [c for c in cases if not c.seeded and c.kind not in SCALE_KINDS]
+        big = [c for c in cases if c.kind in SCALE_KINDS]
+        self.aimed = sum(c.kind == "aimed" for c in big)
+        self.scale_rng = np.random.default_rng(seed_stream(self.seed, "engine-scale runs"))
         seed_laws = sum(1 for c in cases if c.seeded) if self.budget.seed_law_runs > 0 else 0
+        positions = sum(q.params.max_tokens for c in big for q in c.requests)
         per_check = stats.split_budget(self.budget.false_fail_rate,
-                                       max(1, sum(len(c.requests) for c in law) + seed_laws))
+                                       max(1, sum(len(c.requests) for c in law) + seed_laws + positions))
         # replay: the same rng state must give the same outputs, else enumeration would mislead
         exact_ok = True
-        got, breach, replayed, _ = self.call(loop_sample_task, law[0], tuple(range(len(law[0].requests))), 3,
+        first = (law or big)[0]
+        got, breach, replayed, _ = self.call(loop_sample_task, first, tuple(range(len(first.requests))), 3,
                                              np.random.default_rng(self.seed), 5.0, self.budget.call_limit_s,
                                              seconds=5.0 + 4 * self.budget.call_limit_s)
         if breach:
-            self.find("contract", "contract", breach, law[0])
+            self.find("contract", "contract", breach, first)
             return r
         if not replayed:
             exact_ok = False
             self.find("rng", "contract", "does not draw from rng: the same rng state replayed different "
-                      "outputs; enumeration skipped, laws judged by statistics", law[0])
+                      "outputs; enumeration skipped, laws judged by statistics", first)
         for case in cases:
             if stop_on_first and r.flagged():
                 r.ran.append("stopped after the first finding")
                 break
             if case.seeded:
                 self.seeded_case(case, per_check)
+            elif case.kind in SCALE_KINDS:
+                self.scale_case(case, per_check)
             else:
                 self.law_case(case, per_check, exact_ok)
         return r
@@ -892,12 +1023,13 @@ def _top(dist: dict, limit: int = 12) -> dict:
 
 
 def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first: bool = False,
-                     deadline: float | None = None, cases=None, **overrides) -> BatteryResult:
+                     deadline: float | None = None, cases=None, aim=None, **overrides) -> BatteryResult:
     """Every loop check on every loop case; never raises for a broken subject.
 
     ``subject``: ``generate(target, draft, requests, k, rng)`` (a callable, handed to its process by
     fork) or a started ``runner.Runner``; ``budget``: a name of ``LOOP_BUDGETS`` (or a round
-    ``detectors.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields."""
+    ``detectors.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields.
+    ``aim``: an ``interfaces.Aim`` adds aimed engine-scale batches (``scale_loop_cases``)."""
     from .validation import check_seed
 
     seed = check_seed(seed)
@@ -905,7 +1037,8 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
     b = replace(b, **{k: v for k, v in overrides.items() if hasattr(b, k)}) if overrides else b
     if cases is None:
         fixed = list(loop_cases())  # the seeded case last: drawn cases before it
-        cases = [c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + [c for c in fixed if c.seeded]
+        cases = ([c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + scale_loop_cases(b, seed, aim)
+                 + [c for c in fixed if c.seeded])
     return run_in_subject(subject, lambda handle: _LoopBattery(handle, b, seed, deadline),
                           lambda run: run.run(list(cases), stop_on_first))
 

@@ -134,6 +134,42 @@ def wrong_at_max_tokens4(target, draft, requests, k, rng):
     return ref.loop_with(target, draft, requests, k, rng, trow=_params_for_three)
 
 
+# -- engine scale (the binned cases: scale_loop_cases) -----------------------------------------------
+
+WIDE_TILE = 1024
+
+
+def _wide_tiled_verifier(s, ps, qs, drafts, draft):
+    for i, (x, q) in enumerate(zip(drafts, qs)):
+        if not accepts(ps[i], q, x, s.rng):
+            r = np.maximum(ps[i] - q, 0.0)
+            r[WIDE_TILE - 1::WIDE_TILE] = 0.0  # each 1024-id tile's last id dropped from the residual
+            if r.sum() <= 0:
+                r = np.asarray(ps[i], dtype=np.float64).copy()
+            return i, sample(r / r.sum(), s.rng)
+    return len(drafts), sample(ps[len(drafts)], s.rng)
+
+
+def wrong_past_vocab1024(target, draft, requests, k, rng):
+    """The residual built in tiles of 1024 ids, each tile's last id (1023, 2047, ...) dropped:
+    exact on every vocabulary of 1023 ids or fewer."""
+    return ref.loop_with(target, draft, requests, k, rng, verifier=_wide_tiled_verifier)
+
+
+def ids_int16(target, draft, requests, k, rng):
+    """The reference loop with its output ids kept in int16: ids from 32768 wrap negative. Exact
+    on vocabularies of 32768 or fewer ids (every budget's; caught when aimed at a wider one)."""
+    outs = ref.generate(target, draft, requests, k, rng)
+    return [replace(o, tokens=tuple(int(np.int16(np.uint16(t))) for t in o.tokens)) for o in outs]
+
+
+SCALE_WRONG = {
+    "wrong_past_vocab1024": wrong_past_vocab1024,
+}
+"""Loops wrong only at a vocabulary no fixed, edge or generated case has: the standard budget's
+engine-scale batch catches them."""
+
+
 WRONG = {
     "reseeds_every_round": reseeds_every_round,
     "seeded_ignores_target": seeded_ignores_target,

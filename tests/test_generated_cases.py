@@ -33,10 +33,12 @@ def test_the_reference_is_exact_on_every_drawn_case(seed):
 
 def test_a_bug_that_needs_a_large_vocabulary_is_caught_with_its_case():
     fn = generated_subjects.truncated_q_drafts
-    quick = specverify.check(fn, budget="quick")  # no engine-scale case: nothing to see
-    assert quick.exact is True
+    small = specverify.check(fn, budget="quick", counterexample=False)
+    assert small.exact is False  # quick's drawn V = 128 case (enumerated) already shows it
+    before = detectors.run_battery(fn, "quick", 0, engine_vocab=0)  # the fixed cases alone: V <= 5
+    assert before.exact is True, before.findings
     report = specverify.check(fn, budget="standard")
     assert report.exact is False and report.exit_code == 1
-    assert any("V64" in (f.case or "") for f in report.findings if f.kind == "distribution")
+    assert any("V256" in (f.case or "") for f in report.findings if f.kind == "distribution")
     ce = report.counterexample
-    assert ce["vocab_size"] == 64 and ce["exact_tv"] > 1e-3
+    assert ce["vocab_size"] == 256 and ce["exact_tv"] > 1e-3

@@ -234,7 +234,7 @@ def test_check_recognises_the_loop_interface_by_signature_and_by_option(tmp_path
         return proc.returncode, json.loads(proc.stdout)
 
     code, report = check("generate")
-    assert code == 0 and report["exact"] is True and report["coverage"].startswith("loop battery")
+    assert code == 0 and report["exact"] is True and report["coverage"]["summary"].startswith("loop battery")
     code, report = check("bias_bonus_only", "--interface", "loop")
     assert code == 1 and report["exact"] is False
     assert "sequence-law" in {f["check"] for f in report["findings"]}

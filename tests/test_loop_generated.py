@@ -129,7 +129,17 @@ def test_the_seed_law_states_its_power():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_reference_and_controls_stay_exact_over_seeds_0_to_4(seed):
+    """Every case but the engine-scale batch (its binned test: test_engine_scale.py, the reference
+    over seeds 0-4, and ``test_controls_stay_exact_on_the_engine_scale_batch`` below)."""
     for control in LOOP_CONTROLS:
-        result = run_loop_battery(control.fn, "standard", seed)
+        result = run_loop_battery(control.fn, "standard", seed, scale_vocab=0)
         assert result.exact is True, (control.id, seed, result.findings)
         assert result.exact_tv_max < 1e-12
+
+
+def test_controls_stay_exact_on_the_engine_scale_batch():
+    from specverify.loop_battery import scale_loop_cases
+
+    for control in LOOP_CONTROLS:
+        result = run_loop_battery(control.fn, "standard", 0, cases=scale_loop_cases("standard", 0))
+        assert result.exact is True, (control.id, result.findings)

@@ -58,8 +58,8 @@ def test_report_on_ray_gives_the_local_verdicts(local_ray):
 
 
 def test_check_of_several_targets_on_ray(local_ray):
-    calls = [("specverify:speculative_step", "quick", 0, "auto", None),
-             ("specverify.mutants.catalogue:no_verification", "quick", 0, "auto", None)]
+    calls = [("specverify:speculative_step", "quick", 0, "auto", None, None),
+             ("specverify.mutants.catalogue:no_verification", "quick", 0, "auto", None, None)]
     from specverify.executors import ray_map
 
     outcomes = ray_map(checker.check_target, calls, "ray",  # as the CLI: with per-case units

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
+from dataclasses import dataclass
 
 NAMES = ("round", "loop", "kernel")
 """Every registered interface, in the order ``--interface`` lists them."""
@@ -79,4 +81,79 @@ def detect(fn) -> str:
         f"is written for; pass --interface (interface= in the API): {shapes}")
 
 
-__all__ = ["InterfaceError", "NAMES", "detect", "get", "score"]
+MAX_AIM_VOCAB = 1 << 20
+MAX_AIM_K = 16
+MAX_AIM_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class Aim:
+    """An engine's configuration to aim the check at (``check --vocab 32000 --k 1..8
+    --max-tokens 16``; ``api.check(vocab=, k=, max_tokens=)``): every interface adds generated
+    cases at it, besides its budget's own. ``vocab``: the vocabulary size (None: the budget's);
+    ``ks``: the draft lengths k to reach (empty: the budget's); ``max_tokens``: the longest
+    output a loop case asks for, and the longest window a round case judges (None: the
+    budget's). Built by ``aim``, which validates."""
+
+    vocab: int | None = None
+    ks: tuple[int, ...] = ()
+    max_tokens: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.vocab is not None or bool(self.ks) or self.max_tokens is not None
+
+    def words(self) -> str:
+        parts = [f"vocab {self.vocab}"] if self.vocab is not None else []
+        parts += [f"k {', '.join(map(str, self.ks))}"] if self.ks else []
+        parts += [f"max_tokens {self.max_tokens}"] if self.max_tokens is not None else []
+        return ", ".join(parts)
+
+
+def parse_ks(text) -> tuple[int, ...]:
+    """``k`` as the user writes it: an int, ``"A..B"`` (both included), ``"A,B,C"`` or a
+    sequence of ints; InterfaceError naming ``k`` otherwise."""
+    if isinstance(text, bool):
+        raise InterfaceError(f"k: expected an int, A..B or A,B,..., got {text!r}")
+    if isinstance(text, int):
+        ks = (text,)
+    elif isinstance(text, str) and re.fullmatch(r"\s*\d+\s*\.\.\s*\d+\s*", text):
+        a, b = (int(x) for x in text.split(".."))
+        if a > b:
+            raise InterfaceError(f"k: A..B needs A <= B, got {text!r}")
+        ks = tuple(range(a, b + 1))
+    elif isinstance(text, str) and re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", text):
+        ks = tuple(int(x) for x in text.split(","))
+    elif isinstance(text, (list, tuple)) and text and all(isinstance(x, int) and not isinstance(x, bool)
+                                                          for x in text):
+        ks = tuple(text)
+    else:
+        raise InterfaceError(f"k: expected an int, A..B or A,B,..., got {text!r}")
+    bad = [x for x in ks if not 1 <= x <= MAX_AIM_K]
+    if bad:
+        raise InterfaceError(f"k: each k must be in 1..{MAX_AIM_K}, got {bad[0]}")
+    return tuple(sorted(set(ks)))
+
+
+def _whole(name: str, value, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            if isinstance(value, str) and value.strip().isdigit():
+                value = int(value)
+            else:
+                raise ValueError
+        except ValueError:
+            raise InterfaceError(f"{name}: expected a whole number, got {value!r}") from None
+    if not low <= value <= high:
+        raise InterfaceError(f"{name}: must be in {low}..{high}, got {value}")
+    return value
+
+
+def aim(vocab=None, k=None, max_tokens=None) -> Aim:
+    """The validated ``Aim`` (InterfaceError naming the argument otherwise): ``vocab`` 2 to
+    2^20, each k 1 to 16, ``max_tokens`` 0 to 64."""
+    return Aim(vocab=None if vocab is None else _whole("vocab", vocab, 2, MAX_AIM_VOCAB),
+               ks=() if k is None else parse_ks(k),
+               max_tokens=None if max_tokens is None else _whole("max_tokens", max_tokens, 0, MAX_AIM_TOKENS))
+
+
+__all__ = ["Aim", "InterfaceError", "NAMES", "aim", "detect", "get", "parse_ks", "score"]

@@ -105,12 +105,26 @@ def get_budget(budget) -> KernelBudget:
     return KERNEL_BUDGETS[name]
 
 
-def cases(budget: KernelBudget, seed: int) -> list[kc.KernelCase]:
+ENGINE_VOCABS = (1024, 4097, 33_024, 152_064)
+"""The vocabularies a drawn engine-scale kernel case picks from (tiles, int16, Qwen2.5's)."""
+
+
+def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
+    """The fixed cases, ``budget.generated`` drawn from ``SeedSequence(seed)``'s child 0, with
+    ``engine_scale`` one ``kc.sparse_engine_case`` drawn from child 4 (V from ``ENGINE_VOCABS``,
+    k 1 to 8, either side), and with an ``interfaces.Aim`` the aimed cases from child 5
+    (children 1 to 3 are the battery's contract, spot-check and statistics streams)."""
     fixed = [kc.every_draft_case(), kc.adversarial_case(), kc.ragged_case()]
+    children = np.random.SeedSequence(seed).spawn(6)
+    drawn = kc.generated_cases(children[0], budget.generated)
     if budget.engine_scale:
         fixed += [kc.engine_scale_case(n=1), kc.tile_boundary_case(), kc.wide_ids_case()]
-    stream = np.random.SeedSequence(seed).spawn(1)[0]  # child 0: the generated cases
-    return fixed + kc.generated_cases(stream, budget.generated)
+        rng = np.random.default_rng(children[4])
+        V, k = int(rng.choice(ENGINE_VOCABS)), int(rng.integers(1, 9))
+        side = ("residual", "draft")[int(rng.integers(2))]
+        drawn.append(kc.sparse_engine_case(rng, V, k, side, f"generated engine scale V{V} {side}, k={k}"))
+    aimed = kc.aimed_cases(children[5], aim.vocab, aim.ks) if aim else []
+    return fixed + drawn + aimed
 
 
 def coverage(budget) -> str:
@@ -169,6 +183,7 @@ class KernelBattery:
 
     def __init__(self, subject: runner.Runner, budget: KernelBudget, seed: int, deadline: float | None):
         self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
+        self.aim = None  # interfaces.Aim: the user's vocabulary and k (cases' aimed ones)
         self.result = BatteryResult(budget=budget.name)
         streams = np.random.SeedSequence(seed).spawn(4)  # 0 cases, 1 contract, 2 spot checks, 3 statistics
         self.contract_rng, self.spot_rng = (np.random.default_rng(s) for s in streams[1:3])
@@ -546,7 +561,7 @@ class KernelBattery:
 
     # -- all -------------------------------------------------------------------------------------
     def run(self, stop_on_first: bool = False, only=None) -> BatteryResult:
-        all_cases = cases(self.budget, self.seed) if only is None else list(only)
+        all_cases = cases(self.budget, self.seed, self.aim) if only is None else list(only)
         if not self.contract(all_cases[0]):
             self.result.ran.append("contract: breached; the remaining checks skipped")
             return self.result
@@ -560,9 +575,22 @@ class KernelBattery:
             except ContractBreach as exc:
                 self.breach(str(exc), case)
                 return self.result
+            self.cover(case)
             if stop_on_first and self.result.flagged():
                 break
         return self.result
+
+    def cover(self, case) -> None:
+        """The case's ``coverage_entry``: origin from its name (aimed, generated, else fixed),
+        judged exactly from the uniforms, or by statistics for a kernel that draws its own."""
+        origin = "aimed" if case.name.startswith("aimed") else (
+            "generated" if case.name.startswith("generated") else "fixed")
+        seen = [row for row in self.result.power if str(row.get("case", "")).startswith(f"{case.name}: ")]
+        self.result.cover(name=case.name, origin=origin, vocab=case.vocab_size, k=case.k, tokens=case.k + 1,
+                          judged="chi-square" if self.statistical else "exact from uniforms",
+                          runs=sum(row.get("runs", 0) for row in seen) or None,
+                          detect_tv=max((row["min_tv"] for row in seen), default=None),
+                          instances=case.n)
 
 
 def _numpy_type_error(message: str) -> bool:
@@ -581,10 +609,11 @@ def _torch_available() -> bool:
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, cases=None, **overrides) -> BatteryResult:
+        prefetched: dict | None = None, cases=None, aim=None, **overrides) -> BatteryResult:
     """Every kernel check on every case (``cases``: these ``KernelCase`` instead of the
-    budget's); never raises for a broken subject. ``overrides`` replace fields of the kernel
-    budget; an unknown one is a ValueError naming it."""
+    budget's; ``aim``: an ``interfaces.Aim`` adds cases at the user's vocabulary and k); never
+    raises for a broken subject. ``overrides`` replace fields of the kernel budget; an unknown
+    one is a ValueError naming it."""
     from ..validation import check_seed
 
     seed = check_seed(seed)
@@ -598,6 +627,7 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
 
     def make(handle):
         battery = KernelBattery(handle, b, seed, deadline)
+        battery.aim = aim
         holder.append(battery)
         return battery
 
@@ -607,7 +637,7 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
     return result
 
 
-def counterexample(subject, budget, seed: int, result: BatteryResult) -> dict | None:
+def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) -> dict | None:
     """The smallest flagged instance, found during the run (its tensors and laws side by side)."""
     return result.counterexample
 

@@ -32,22 +32,18 @@ def get_budget(budget):
 
 
 def coverage(budget) -> str:
-    from ..loop_battery import loop_cases
-
-    lb = get_budget(budget)
-    return (f"loop battery: {len(loop_cases())} request batches; a request the enumerator cannot "
-            f"follow must see TV {lb.detect_tv:g}")
+    return get_budget(budget).coverage()
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, **overrides) -> detectors.BatteryResult:
+        prefetched: dict | None = None, aim=None, **overrides) -> detectors.BatteryResult:
     from ..loop_battery import run_loop_battery
 
     return run_loop_battery(subject, get_budget(budget), seed, deadline=deadline,
-                            stop_on_first=stop_on_first, **overrides)
+                            stop_on_first=stop_on_first, aim=aim, **overrides)
 
 
-def counterexample(subject, budget, seed: int, result: detectors.BatteryResult) -> dict | None:
+def counterexample(subject, budget, seed: int, result: detectors.BatteryResult, aim=None) -> dict | None:
     """The smallest request and model that show a law or contract finding (None without one)."""
     from ..loop_battery import counterexample_checks, find_loop_counterexample
 

@@ -28,26 +28,33 @@ def coverage(budget) -> str:
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, **overrides) -> detectors.BatteryResult:
+        prefetched: dict | None = None, aim=None, **overrides) -> detectors.BatteryResult:
     return detectors.run_battery(subject, budget, seed, deadline=deadline, stop_on_first=stop_on_first,
-                                 prefetched=prefetched, **overrides)
+                                 prefetched=prefetched, aim=aim, **overrides)
 
 
-def counterexample(subject, budget, seed: int, result: detectors.BatteryResult) -> dict | None:
-    """The smallest model that shows a distribution finding (None without one): the small
-    candidates first (``detectors.find_counterexample``); when none of them shows it (a bug that
-    needs a larger vocabulary or k), the drawn case it was found on, described the same way."""
-    if not result.flagged(("distribution",)):
+def counterexample(subject, budget, seed: int, result: detectors.BatteryResult, aim=None) -> dict | None:
+    """The smallest model that shows a distribution finding (None without one). A finding on the
+    engine-scale cases alone (the binned chi-square) is shrunk over vocabularies and k
+    (``detectors.shrink_engine_scale``); otherwise the small candidates first
+    (``detectors.find_counterexample``), and when none of them shows it (a bug that needs a
+    larger vocabulary or k) the drawn case it was found on, described the same way, else the
+    engine-scale shrink."""
+    flagged = result.flagged(("distribution",))
+    if not flagged:
         return None
+    names = {f.case for f in flagged}
+    big = [c for c in detectors.engine_scale_cases(budget, seed, aim) if c.name in names]
+    smallest = lambda cases: min(cases, key=lambda c: (c.model.vocab_size, c.k, c.m))  # noqa: E731
+    if big and all(f.check == "binned-chi-square" for f in flagged):
+        return detectors.shrink_engine_scale(subject, budget, seed, smallest(big))
     found = detectors.find_counterexample(subject, budget, seed)
     if found is not None:
         return found
-    names = {f.case for f in result.flagged(("distribution",))}
     drawn = [c for c in detectors.generated_cases(budget, seed) if c.name in names]
-    if not drawn:
-        return None
-    case = min(drawn, key=lambda c: (c.model.vocab_size, c.k, c.m))
-    return detectors.describe_case(subject, case, budget)
+    if drawn:
+        return detectors.describe_case(subject, smallest(drawn), budget)
+    return detectors.shrink_engine_scale(subject, budget, seed, smallest(big)) if big else None
 
 
 def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
