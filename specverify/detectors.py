@@ -13,6 +13,14 @@ process (specverify.runner):
   budget is split Bonferroni over every case and every look.
 - ``tokens-per-round``: the mean round length against the exact rule's; a shortfall is an
   efficiency finding.
+- ``binned-chi-square``: the engine-scale cases (``engine_scale_cases``: V 4096 to 152,064, k up
+  to 8, and the user's ``--vocab`` / ``--k`` / ``--max-tokens``), sampled and judged on every
+  window position by a binned chi-square (specverify.scale); a finding there is shrunk over
+  vocabularies and k (``shrink_engine_scale``).
+
+Why this module is over 500 lines: it is still the whole round battery (budgets, cases, the
+subject-side tasks, the parent's detectors and the counterexample search), the part of issue 21
+not yet split into ``interfaces/round.py`` and ``battery.py``; its sections follow that cut.
 
 Verdict (``BatteryResult.exact``): False on a distribution finding or a contract breach; None
 (inconclusive) when no finding was made but a case could not be judged to the budget's plan (out

@@ -1036,9 +1036,9 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
     b = get_loop_budget(budget)
     b = replace(b, **{k: v for k, v in overrides.items() if hasattr(b, k)}) if overrides else b
     if cases is None:
-        fixed = list(loop_cases())  # the seeded case last: drawn cases before it
-        cases = ([c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + scale_loop_cases(b, seed, aim)
-                 + [c for c in fixed if c.seeded])
+        fixed = list(loop_cases())  # drawn cases before the seeded case, engine scale last
+        cases = ([c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + [c for c in fixed if c.seeded]
+                 + scale_loop_cases(b, seed, aim))  # the costly engine-scale batches last
     return run_in_subject(subject, lambda handle: _LoopBattery(handle, b, seed, deadline),
                           lambda run: run.run(list(cases), stop_on_first))
 

@@ -129,9 +129,11 @@ def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
 
 def coverage(budget) -> str:
     b = get_budget(budget)
-    scale = "V up to 33,024, k up to 8, " if b.engine_scale else ""
-    return (f"kernel battery: 3 fixed cases{' + 3 at engine scale' if b.engine_scale else ''} + "
-            f"{b.generated} generated, {scale}exact from uniforms on the float32 grid; statistics "
+    scale = "V up to 152,064, k up to 8, " if b.engine_scale else ""
+    big = " + 3 at engine scale" if b.engine_scale else ""
+    drawn = " (+ 1 at engine scale: V from 1,024 to 152,064, k 1-8, sparse rows)" if b.engine_scale else ""
+    return (f"kernel battery: 3 fixed cases{big} + {b.generated} generated{drawn}, {scale}exact from "
+            f"uniforms on the float32 grid; statistics "
             f"(generator kernels) see TV {b.detect_tv:g} per instance, {max(b.detect_tv, b.detect_tv_large):g} "
             f"where a row exceeds {b.large_row_bytes // 1024} KiB")
 
