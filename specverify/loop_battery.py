@@ -1167,6 +1167,30 @@ def describe_loop(case: LoopCase, finding: Finding, laws: dict) -> dict:
     }
 
 
+def describe_binned_loop(case: LoopCase, finding: Finding) -> dict:
+    """A binned finding on an engine-scale batch (``_LoopBattery.scale_case``) in
+    ``describe_loop``'s shape: the batch itself (no smaller model shows a bug that needs its
+    vocabulary), p / q the heaviest ids of the processed target row and the draft's softmax, the
+    position and binned TV that failed; no per-sequence law (``distributions`` is empty)."""
+    from .scale import heaviest
+
+    i = int(finding.evidence.get("request", 0))
+    req = case.requests[i]
+    p = step_distribution(case.target(req.prompt), req.params, req.prompt, ())
+    z = case.draft(req.prompt)
+    q = np.exp(z - z.max())
+    return {
+        "method": "binned", "case": case.name, "check": finding.check, "kind": finding.kind,
+        "message": finding.message, "evidence": dict(finding.evidence),
+        "vocab_size": case.vocab_size, "k": case.k, "window": req.params.max_tokens, "prefix": list(req.prompt),
+        "request": i, "requests": [{"prompt": list(r.prompt), "params": params_text(r.params)} for r in case.requests],
+        "model": f"{case.target.name} / {case.draft.name}", "order": 0, "period": 1,
+        "p": heaviest(p), "q": heaviest(q / q.sum()), "position": finding.evidence.get("position"),
+        "empirical_tv": float(finding.evidence.get("binned_tv", 0.0)), "samples": finding.evidence.get("samples"),
+        "distributions": [],
+    }
+
+
 def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=None,
                              exact_ok: bool = True, cases=None, judged: list | None = None,
                              **overrides) -> dict | None:

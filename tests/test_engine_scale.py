@@ -196,6 +196,16 @@ def test_a_loop_wrong_only_at_engine_scale_is_not_exact(name):
     assert {f.check for f in result.flagged()} == {"loop-binned-chi-square"}
 
 
+def test_a_binned_loop_finding_reports_its_batch_as_the_counterexample():
+    report = specverify.check(wrong.wrong_past_vocab1024, budget="standard", interface="loop")
+    assert report.exact is False and report.exit_code == 1
+    ce = report.counterexample
+    assert ce["method"] == "binned" and ce["vocab_size"] == 4096 and ce["k"] == 8
+    assert ce["check"] == "loop-binned-chi-square" and ce["empirical_tv"] > 0
+    assert len(ce["p"]) == len(ce["q"]) == 12
+    assert "smallest model (binned): vocab 4096, k=8" in report.text()
+
+
 def test_an_aimed_loop_check_reaches_int16_ids():
     report = specverify.check(wrong.ids_int16, budget="quick", interface="loop", vocab=40_000, k=2,
                               max_tokens=4, counterexample=False)
