@@ -56,6 +56,10 @@ every law case and every seed-law check; exact enumeration has no sampling noise
 With a finding, ``find_loop_counterexample`` gives the smallest request and model that show it
 (``small_loop_cases``, smallest first; each candidate judged by ``_LoopBattery.law_case``, the
 battery's own enumeration or chi-square), in the shape of ``detectors.describe`` plus the requests.
+
+Why this module is over 500 lines: it is the whole loop battery (budgets, fixed / edge / drawn /
+engine-scale cases, the subject-side readers, the parent's checks and the counterexample search),
+the part of issue 21 not yet split into ``interfaces/loop.py`` and a shared ``battery.py``.
 """
 
 from __future__ import annotations
