@@ -319,17 +319,13 @@ def coverage_words(coverage) -> str:
     """The budget's plan and how many cases ran, by origin and by how they were judged."""
     if isinstance(coverage, str):
         return coverage
+    from collections import Counter
+
     cases = coverage.get("cases", [])
     if not cases:
         return coverage["summary"]
-    by: dict = {}
-    for c in cases:
-        by[c["judged"]] = by.get(c["judged"], 0) + 1
-    origins: dict = {}
-    for c in cases:
-        origins[c["origin"]] = origins.get(c["origin"], 0) + 1
-    words = ", ".join(f"{n} {o}" for o, n in origins.items())
-    judged = ", ".join(f"{n} by {j}" for j, n in by.items())
+    words = ", ".join(f"{n} {o}" for o, n in Counter(c["origin"] for c in cases).items())
+    judged = ", ".join(f"{n} by {j}" for j, n in Counter(c["judged"] for c in cases).items())
     return f"{coverage['summary']}; ran {len(cases)} cases ({words}; {judged})"
 
 

@@ -220,15 +220,11 @@ def too_slow(breach: str) -> bool:
 
 
 def engine_scale_case(vocab: int, k: int, m: int, side: str, origin: str, rng, seed: int) -> Case:
-    """One engine-scale case: an i.i.d. ``scale.engine_pair`` over ``vocab`` ids drawn from
-    ``rng`` (a Dirichlet pair where the vocabulary is too small for edges and a head), k drafts,
-    a window of m tokens, judged by the binned chi-square (``RoundBattery.engine_scale``)."""
-    if vocab >= 2 * scale.HEAD_IDS:
-        model = scale.engine_pair(vocab, side, rng)
-    else:
-        p = rng.dirichlet(np.full(vocab, 0.3))
-        model = iid_model(p, 0.5 * p + 0.5 * rng.dirichlet(np.full(vocab, 0.3)), name=f"iid-V{vocab}")
-    return Case(f"{origin} V{vocab} {side} (seed {seed}), k={k}, {m} tokens, binned", model, (), k, m)
+    """One engine-scale case: an i.i.d. ``scale.scale_pair`` over ``vocab`` ids drawn from
+    ``rng``, k drafts, a window of m tokens, judged by the binned chi-square
+    (``RoundBattery.engine_scale``)."""
+    return Case(f"{origin} V{vocab} {side} (seed {seed}), k={k}, {m} tokens, binned",
+                scale.scale_pair(vocab, side, rng), (), k, m)
 
 
 SCALE_STREAMS = ("budget and aimed cases", "engine-scale runs", "shrink cases", "shrink runs")
@@ -993,6 +989,9 @@ class RoundBattery:
                 self.breach(breach, case)
                 continue
             p, n = case.model.p_table[0], len(runs)
+            if n < b.scale_runs:
+                r.ran.append(f"binned chi-square: {case.name}: {n} of {b.scale_runs} runs, stopped by the "
+                             f"time limit ({seconds:g} s)")
             verdict = scale.judge_positions(runs, p, case.m, per_check)
             words = scale.binning_words(len(verdict.want), case.model.vocab_size, n)
             if not verdict.passed:
@@ -1002,8 +1001,7 @@ class RoundBattery:
                     f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} ({words})",
                     case.name, {"position": verdict.position, "p_value": verdict.p_value, "samples": n,
                                 "binned_tv": verdict.binned_tv, "bins": len(verdict.want)}))
-            want = {(i,): float(w) for i, w in enumerate(verdict.want) if w > 0}
-            tv = min(stats.min_discrepancy_chi_square(n, want, per_check, POWER_FALSE_PASS_RATE), 1.0)
+            tv = scale.min_detectable_tv(p, n, per_check, POWER_FALSE_PASS_RATE)
             r.power.append({"case": case.name, "runs": n, "min_detectable_tv": tv, "false_fail_rate": per_check,
                             "detection_probability": 1 - POWER_FALSE_PASS_RATE, "binned": len(verdict.want)})
             r.ran.append(f"binned chi-square: {case.name}: {n} runs, {case.m} position(s); detects a binned "
@@ -1268,6 +1266,21 @@ def small_cases() -> list[Case]:
 COUNTEREXAMPLE_MAX_PATHS = 20_000
 
 
+@contextmanager
+def subject_process(subject):
+    """``subject`` as a started ``runner.Runner``: itself when it is one (left running), else a
+    process of its own for the callable, closed on leaving (also when starting it failed)."""
+    if isinstance(subject, runner.Runner):
+        yield subject
+        return
+    handle = runner.Runner.for_callable(subject)
+    try:
+        handle.start()
+        yield handle
+    finally:
+        handle.close()
+
+
 def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 0,
                         **overrides) -> dict | None:
     """The smallest (k, window, vocabulary, model) on which the subject shows its bias.
@@ -1278,18 +1291,12 @@ def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 
     empirical distribution). None when no candidate shows it within ``counterexample_s``.
     """
     b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
-    own = not isinstance(subject, runner.Runner)
-    handle = runner.Runner.for_callable(subject) if own else subject
-    search = RoundBattery(handle, b, seed, time.monotonic() + b.counterexample_s)
+    deadline = time.monotonic() + b.counterexample_s
     try:
-        if own:
-            handle.start()
-        return _search(search, small_cases())
+        with subject_process(subject) as handle:
+            return _search(RoundBattery(handle, b, seed, deadline), small_cases())
     except (OutOfTime, ContractBreach, runner.SubjectFailed):
         return None
-    finally:
-        if own:
-            handle.close()
 
 
 def _search(search: RoundBattery, cases: list[Case]) -> dict | None:
@@ -1323,18 +1330,12 @@ def _search(search: RoundBattery, cases: list[Case]) -> dict | None:
 def describe_case(subject, case: Case, budget: str | Budget = "standard") -> dict | None:
     """``describe`` of one case, enumerated in the subject's process (None if it cannot be)."""
     b = get_budget(budget)
-    own = not isinstance(subject, runner.Runner)
-    handle = runner.Runner.for_callable(subject) if own else subject
     try:
-        if own:
-            handle.start()
-        status, got = handle.call(enumerate_task, case, b, b.case_enumeration_s,
-                                  limit=b.case_enumeration_s + b.call_limit_s)
+        with subject_process(subject) as handle:
+            status, got = handle.call(enumerate_task, case, b, b.case_enumeration_s,
+                                      limit=b.case_enumeration_s + b.call_limit_s)
     except (runner.SubjectFailed, runner.RunnerError):
         return None
-    finally:
-        if own:
-            handle.close()
     if status != "ok":
         return None
     want = target_distribution(case)
@@ -1372,26 +1373,22 @@ def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) ->
                   for (v, k), st in zip(shapes, streams)]
     candidates[-1] = case
     per_check = stats.split_budget(b.false_fail_rate, sum(c.m for c in candidates))
-    own = not isinstance(subject, runner.Runner)
-    handle = runner.Runner.for_callable(subject) if own else subject
-    search = RoundBattery(handle, b, seed, time.monotonic() + b.counterexample_s)
+    deadline = time.monotonic() + b.counterexample_s
     rng = np.random.default_rng(scale_stream(seed, "shrink runs"))
     try:
-        if own:
-            handle.start()
-        for cand in candidates:
-            left = search.deadline - time.monotonic()
-            runs, breach, rng = search.call(sample_task, cand, b.counterexample_samples, rng, b, left, seconds=left)
-            if breach or len(runs) < b.counterexample_samples:
-                continue
-            verdict = scale.judge_positions(runs, cand.model.p_table[0], cand.m, per_check)
-            if not verdict.passed:
-                return describe_binned(cand, verdict)
+        with subject_process(subject) as handle:
+            search = RoundBattery(handle, b, seed, deadline)
+            for cand in candidates:
+                left = deadline - time.monotonic()
+                runs, breach, rng = search.call(sample_task, cand, b.counterexample_samples, rng, b, left,
+                                                seconds=left)
+                if breach or len(runs) < b.counterexample_samples:
+                    continue
+                verdict = scale.judge_positions(runs, cand.model.p_table[0], cand.m, per_check)
+                if not verdict.passed:
+                    return describe_binned(cand, verdict)
     except (OutOfTime, ContractBreach, runner.SubjectFailed):
         return None
-    finally:
-        if own:
-            handle.close()
     return None
 
 

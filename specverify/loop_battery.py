@@ -421,19 +421,15 @@ SCALE_KINDS = ("scale", "aimed")
 def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: str,
                     side: str = "residual") -> LoopCase:
     """A batch at engine scale: a context-free target and draft (``loop.ContextFreeLogits``, the
-    logs of a ``scale.engine_pair`` of that ``side``: mass on the ids where tiles and id types
-    end, drawn from ``rng``; a Dirichlet pair below 48 ids) and two requests of ``max_tokens`` each: a 1-token
+    logs of a ``scale.scale_pair`` of that ``side``: mass on the ids where tiles and id types
+    end, drawn from ``rng``) and two requests of ``max_tokens`` each: a 1-token
     prompt at temperature 1, and a 7-token prompt (ids at the edges) with temperature 0.8, top-k
     (half the vocabulary), top-p 0.95, min-p 1e-4, a logit bias on the last id and a stop id at
     V - 2. Context-free processing: every position's law is the processed row."""
-    from .scale import HEAD_IDS, engine_pair
+    from .scale import scale_pair
 
-    if vocab >= 2 * HEAD_IDS:
-        pair = engine_pair(vocab, side, rng)
-        p, q = pair.p_table[0], pair.q_table[0]
-    else:
-        p = rng.dirichlet(np.full(vocab, 0.5))
-        q = 0.5 * p + 0.5 * rng.dirichlet(np.full(vocab, 0.5))
+    pair = scale_pair(vocab, side, rng)
+    p, q = pair.p_table[0], pair.q_table[0]
     target = ContextFreeLogits(np.log(p), f"context-free target V{vocab}")
     draft = ContextFreeLogits(np.log(q), f"context-free draft V{vocab}")
     long_prompt = tuple(int(x) % vocab for x in (0, vocab - 1, 1, vocab - 2, 127, 128, 1023))
@@ -903,21 +899,19 @@ class _LoopBattery(RoundBattery):
                       {"request": 0, "p_value": p, "seeds": len(samples),
                        "empirical_tv": stats.tv_distance(self.laws[0][1], want)})
 
-    def scale_case(self, case: LoopCase, per_check: float) -> None:
+    def scale_case(self, case: LoopCase, per_check: float, seconds: float, rng):
         """An engine-scale or aimed batch (``scale_loop_cases``): ``scale_runs`` runs (within
         ``scale_s``, an aimed batch ``aim_s`` over the aimed ones), contracts on every outcome,
         then each request's tokens at each position (the runs that reached it) against its
         processed row by a binned chi-square (``scale.judge_columns``, at least 20 tokens per
-        position) at ``per_check``. Context-free processing: a position's law is the row."""
-        from .scale import binning_words, judge_columns
+        position) at ``per_check``, within ``seconds``, drawing from ``rng``; returns the rng after.
+        Context-free processing: a position's law is the row."""
+        from .scale import binning_words, judge_columns, min_detectable_tv
 
         b, r = self.budget, self.result
-        aimed = case.kind == "aimed"
-        seconds = b.aim_s / max(1, self.aimed) if aimed else b.scale_s
         ids = tuple(range(len(case.requests)))
-        rng = self.scale_rng
-        got, breach, _, self.scale_rng = self.call(loop_sample_task, case, ids, b.scale_runs, rng, seconds,
-                                                   b.call_limit_s, seconds=seconds + 4 * b.call_limit_s)
+        got, breach, _, rng = self.call(loop_sample_task, case, ids, b.scale_runs, rng, seconds,
+                                        b.call_limit_s, seconds=seconds + 4 * b.call_limit_s)
         if breach:
             self.find("contract", "contract", breach, case)
         before = len(r.findings)
@@ -932,8 +926,7 @@ class _LoopBattery(RoundBattery):
             if verdict is None:
                 continue
             words = binning_words(len(verdict.want), case.vocab_size, verdict.n)
-            want = {(x,): float(w) for x, w in enumerate(verdict.want) if w > 0}
-            tv = min(stats.min_discrepancy_chi_square(runs, want, per_check, POWER_FALSE_PASS_RATE), 1.0)
+            tv = min_detectable_tv(row, len(columns[0]) if columns else 0, per_check, POWER_FALSE_PASS_RATE)
             detect.append(tv)
             r.power.append({"case": case.name, "request": i, "runs": runs, "min_detectable_tv": tv,
                             "false_fail_rate": per_check, "detection_probability": 1 - POWER_FALSE_PASS_RATE,
@@ -950,6 +943,7 @@ class _LoopBattery(RoundBattery):
                            "binned_tv": verdict.binned_tv, "samples": verdict.n})
                 break
         self.cover(case, "binned chi-square", runs, max(detect) if detect else None)
+        return rng
 
     def cover(self, case: LoopCase, judged: str, runs: int | None, detect_tv: float | None) -> None:
         """The case's ``coverage_entry`` (origin: its kind; an engine-scale batch is generated)."""
@@ -963,8 +957,8 @@ class _LoopBattery(RoundBattery):
         r = self.result
         law = [c for c in cases if not c.seeded and c.kind not in SCALE_KINDS]
         big = [c for c in cases if c.kind in SCALE_KINDS]
-        self.aimed = sum(c.kind == "aimed" for c in big)
-        self.scale_rng = np.random.default_rng(seed_stream(self.seed, "engine-scale runs"))
+        aimed = sum(c.kind == "aimed" for c in big)
+        scale_rng = np.random.default_rng(seed_stream(self.seed, "engine-scale runs"))
         seed_laws = sum(1 for c in cases if c.seeded) if self.budget.seed_law_runs > 0 else 0
         positions = sum(q.params.max_tokens for c in big for q in c.requests)
         per_check = stats.split_budget(self.budget.false_fail_rate,
@@ -989,7 +983,8 @@ class _LoopBattery(RoundBattery):
             if case.seeded:
                 self.seeded_case(case, per_check)
             elif case.kind in SCALE_KINDS:
-                self.scale_case(case, per_check)
+                seconds = self.budget.aim_s / aimed if case.kind == "aimed" else self.budget.scale_s
+                scale_rng = self.scale_case(case, per_check, seconds, scale_rng)
             else:
                 self.law_case(case, per_check, exact_ok)
         return r

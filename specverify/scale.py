@@ -78,6 +78,16 @@ def engine_pair(vocab_size: int, side: str, rng: np.random.Generator, name: str 
     return iid_model(p, q, name=name or f"engine-V{vocab_size}-{side}")
 
 
+def scale_pair(vocab_size: int, side: str, rng: np.random.Generator) -> TableModel:
+    """The i.i.d. pair an engine-scale case runs on: ``engine_pair`` where the vocabulary has
+    room for edges and a head (``2 * HEAD_IDS`` ids or more), else a Dirichlet(0.3) p and a q
+    halfway to another Dirichlet(0.3) draw (both rejections and acceptances happen)."""
+    if vocab_size >= 2 * HEAD_IDS:
+        return engine_pair(vocab_size, side, rng)
+    p = rng.dirichlet(np.full(vocab_size, 0.3))
+    return iid_model(p, 0.5 * p + 0.5 * rng.dirichlet(np.full(vocab_size, 0.3)), name=f"iid-V{vocab_size}")
+
+
 def bins(p: np.ndarray, n: int) -> tuple[np.ndarray, int]:
     """(the bin of every id, the number of bins) for ``n`` samples from ``p`` (module docstring)."""
     expected = n * np.asarray(p, dtype=np.float64)
@@ -103,10 +113,24 @@ def bins(p: np.ndarray, n: int) -> tuple[np.ndarray, int]:
     return bin_of, n_bins
 
 
-def binned_law(p: np.ndarray, bin_of: np.ndarray, n_bins: int) -> dict:
-    """{(bin,): probability} of p over the bins."""
-    mass = np.bincount(bin_of, weights=p, minlength=n_bins)
+def binned_law(p: np.ndarray, bin_of: np.ndarray, n_bins: int) -> np.ndarray:
+    """The probability of p in each bin."""
+    return np.bincount(bin_of, weights=p, minlength=n_bins)
+
+
+def as_outcomes(mass: np.ndarray) -> dict:
+    """{(bin,): probability} of the bins with mass (``stats``' form of a law)."""
     return {(b,): float(m) for b, m in enumerate(mass) if m > 0}
+
+
+def min_detectable_tv(p: np.ndarray, n: int, per_check: float, false_pass_rate: float) -> float:
+    """The binned TV the chi-square at ``per_check`` sees with probability 1 - ``false_pass_rate``
+    on ``n`` samples from p, binned for n (``bins``; ``stats.min_discrepancy_chi_square``, at most
+    1; 1 with no sample)."""
+    if n < 1:
+        return 1.0
+    law = as_outcomes(binned_law(p, *bins(p, n)))
+    return min(stats.min_discrepancy_chi_square(n, law, per_check, false_pass_rate), 1.0)
 
 
 def binned(tokens, bin_of: np.ndarray) -> list[tuple]:
@@ -175,12 +199,11 @@ def judge_columns(columns: list, p: np.ndarray, per_check: float, min_samples: i
         if n < min_samples:
             continue
         bin_of, n_bins = bins(p, n)
-        want = binned_law(p, bin_of, n_bins)
-        got = binned(column, bin_of)
-        test = stats.chi_square_test(got, want, false_fail_rate=per_check)
+        mass = binned_law(p, bin_of, n_bins)
+        test = stats.chi_square_test(binned(column, bin_of), as_outcomes(mass), false_fail_rate=per_check)
         verdict = PositionVerdict(j, test.passed, test.p_value if test.p_value is not None else 0.0,
                                   np.bincount(bin_of[np.asarray(column, dtype=np.int64)], minlength=n_bins),
-                                  np.bincount(bin_of, weights=p, minlength=n_bins), bin_of, n)
+                                  mass, bin_of, n)
         if not test.passed:
             break
     return verdict
@@ -209,6 +232,7 @@ def heaviest(x: np.ndarray, limit: int = 12) -> dict:
     return {int(i): round(float(x[i]), 6) for i in sorted(top)}
 
 
-__all__ = ["BOUNDARIES", "MIN_BIN_EXPECTED", "PositionVerdict", "SHRINK_VOCABS", "SIDES", "bin_label",
-           "binned", "binned_law", "binned_rows", "binning_words", "bins", "edge_ids", "engine_pair",
-           "heaviest", "judge_columns", "judge_positions", "shrink_shapes", "side_of"]
+__all__ = ["BOUNDARIES", "MIN_BIN_EXPECTED", "PositionVerdict", "SHRINK_VOCABS", "SIDES", "as_outcomes",
+           "bin_label", "binned", "binned_law", "binned_rows", "binning_words", "bins", "edge_ids", "engine_pair",
+           "heaviest", "judge_columns", "judge_positions", "min_detectable_tv", "scale_pair", "shrink_shapes",
+           "side_of"]

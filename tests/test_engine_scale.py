@@ -91,8 +91,12 @@ def test_every_round_budget_reaches_a_vocabulary_in_the_hundreds_and_standard_th
 @pytest.mark.parametrize("seed", range(5))
 def test_the_reference_is_exact_on_the_engine_scale_cases_over_seeds_0_to_4(seed):
     """The standard budget's engine-scale stage alone on the reference (the fixed and drawn cases
-    are enumerated elsewhere, tests/test_generated_cases.py): no finding, power stated."""
-    b = detectors.get_budget("standard")
+    are enumerated elsewhere, tests/test_generated_cases.py): no finding, power stated. The
+    budget's time cap per case (``scale_s``) is lifted, so that every case gets its planned runs
+    however loaded the machine is; the test is of the binned test's calibration at that count."""
+    from dataclasses import replace
+
+    b = replace(detectors.get_budget("standard"), scale_s=600.0)
     result = detectors.run_in_subject(speculative_step, lambda h: detectors.RoundBattery(h, b, seed, None),
                                       lambda run: run.engine_scale(detectors.engine_scale_cases(b, seed),
                                                                    b.false_fail_rate / 4))
@@ -139,7 +143,10 @@ def test_the_cli_shrinks_a_binned_finding_to_the_first_vocabulary_that_shows_it(
     judged = {c["judged"] for c in cases}
     assert {"enumeration", "binned chi-square"} <= judged
     assert {c["origin"] for c in cases} >= {"fixed", "generated"}
-    assert any(c["vocab"] == 4096 and c["k"] == 8 and c["runs"] == 2000 for c in cases)
+    # its runs: up to the budget's 2,000, fewer when its 15 s ran out (a loaded machine); the
+    # planned count is asserted in-process above, with the time cap lifted
+    assert any(c["vocab"] == 4096 and c["k"] == 8 and 0 < c["runs"] <= 2000 and c["detect_tv"] is not None
+               for c in cases)
 
 
 def test_aim_validates_each_argument_by_name():
@@ -180,7 +187,7 @@ def test_every_loop_budget_has_an_engine_scale_batch_and_aims_add_one_per_k():
 @pytest.mark.parametrize("seed", range(5))
 def test_the_reference_loop_is_exact_on_its_engine_scale_batch_over_seeds_0_to_4(seed):
     case = scale_loop_cases("standard", seed)
-    result = run_loop_battery(generate, "standard", seed, cases=case)
+    result = run_loop_battery(generate, "standard", seed, cases=case, scale_s=600.0)  # every planned run
     assert result.exact is True, result.findings
     power = [row for row in result.power if row.get("binned")]
     assert len(power) == 2 and all(row["runs"] == 300 and row["min_detectable_tv"] < 0.3 for row in power)

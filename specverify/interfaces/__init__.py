@@ -135,14 +135,11 @@ def parse_ks(text) -> tuple[int, ...]:
 
 
 def _whole(name: str, value, low: int, high: int) -> int:
+    """``value`` (an int, or a string of digits) checked to lie in low..high; InterfaceError naming ``name``."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            if isinstance(value, str) and value.strip().isdigit():
-                value = int(value)
-            else:
-                raise ValueError
-        except ValueError:
-            raise InterfaceError(f"{name}: expected a whole number, got {value!r}") from None
+        raise InterfaceError(f"{name}: expected a whole number, got {value!r}")
     if not low <= value <= high:
         raise InterfaceError(f"{name}: must be in {low}..{high}, got {value}")
     return value
