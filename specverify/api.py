@@ -29,6 +29,7 @@ from typing import Callable
 
 from . import detectors, interfaces, runner
 from .files import json_default
+from .validation import check_tv_budget
 
 VERDICT_WORDS = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}
 EXIT_CODES = {True: 0, False: 1, None: 3}
@@ -446,8 +447,7 @@ def campaign_runs(tv: float, budget: str | detectors.Budget = "thorough",
             "runs": len(cases) * n_max, "per_case": per_case, "per_check_false_fail_rate": per_check}
 
 
-CAMPAIGN_SECONDS = 7 * 24 * 3600.0
-"""A campaign budget's time limits: a week per subject, i.e. the run count decides, not the clock."""
+CAMPAIGN_SECONDS = detectors.CAMPAIGN_SECONDS
 
 
 def campaign_budget(tv: float, base: str | detectors.Budget = "thorough") -> detectors.Budget:
@@ -465,13 +465,7 @@ def campaign_budget(tv: float, base: str | detectors.Budget = "thorough") -> det
 def resolve_budget(budget: str | detectors.Budget) -> detectors.Budget:
     """A name of detectors.BUDGETS, ``tv=X`` (a campaign that sees TV X), or a Budget."""
     if isinstance(budget, str) and budget.startswith("tv="):
-        try:
-            tv = float(budget[3:])
-        except ValueError:
-            tv = float("nan")
-        if not 0 < tv < 1:
-            raise ValueError(f"budget: tv=X needs 0 < X < 1, got {budget!r}")
-        return campaign_budget(tv)
+        return campaign_budget(check_tv_budget(budget))
     if isinstance(budget, str) and budget not in detectors.BUDGETS:
         raise ValueError(f"budget: must be one of {', '.join(detectors.BUDGETS)} or tv=X, got {budget!r}")
     return detectors.get_budget(budget)

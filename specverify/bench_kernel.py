@@ -84,7 +84,7 @@ def bench_exact(sizes) -> list[dict]:
     """Wall time of the exact law on one instance of V, k (plus the battery's contract call)."""
     out = []
     for V, k in sizes:
-        case = kc.engine_scale_case(V, k, n=1, seed=V + k)
+        case = kc.dense_case(V, k, n=1, seed=V + k)
         t0 = time.perf_counter()
         result = kernel.run(reference_kernel, "standard", 0, cases=[case])
         out.append({"vocab": V, "k": k, "seconds": round(time.perf_counter() - t0, 2), "exact": result.exact,

@@ -128,6 +128,11 @@ BUDGETS = {
 }
 
 
+CAMPAIGN_SECONDS = 7 * 24 * 3600.0
+"""A campaign budget's time limits (``--budget tv=X``, every interface): a week per subject,
+i.e. the run count decides, not the clock."""
+
+
 def get_budget(budget: str | Budget) -> Budget:
     if isinstance(budget, Budget):
         return budget
@@ -184,9 +189,9 @@ def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
     """``budget.generated`` cases drawn from ``numpy.random.SeedSequence(seed)``'s child 1 (the
     same seed gives the same cases): a vocabulary of 2 to 4, order 0 to 2, period 1 to 3, zeros
     or not, k and a window up to ``GENERATED_SHAPES``' bounds, a random prefix; then, with
-    ``engine_vocab``, an i.i.d. pair over that many ids (Dirichlet 0.3 rows, k = 1, one token:
-    V^2 paths, still enumerable) where a bug that needs a large vocabulary (a narrow id type,
-    drafts from a truncated q) can show."""
+    ``engine_vocab``, an i.i.d. pair over that many ids (``scale.enumerable_pair``: mass on 40
+    of them, edges included; k = 1, one token: ~3,000 paths whatever V) where a bug that needs a
+    large vocabulary (a narrow id type, drafts from a truncated q) can show."""
     b = get_budget(budget)
     child = np.random.SeedSequence(seed).spawn(2)[1]
     out = []
@@ -200,12 +205,9 @@ def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
         prefix = tuple(int(x) for x in rng.integers(0, V, max(order, 1)))
         out.append(Case(f"generated #{i} (seed {seed}): {model.name}, k={k}, {m} tokens", model, prefix, k, m))
     if b.engine_vocab:
-        rng = np.random.default_rng(child.spawn(1)[0])
         V = b.engine_vocab
-        p, q = rng.dirichlet(np.full(V, 0.3)), rng.dirichlet(np.full(V, 0.3))
-        q = 0.5 * p + 0.5 * q  # a draft close to the target: acceptance and rejection both happen
-        out.append(Case(f"generated V{V} iid (seed {seed}), k=1, 1 token", iid_model(p, q, name=f"iid-V{V}"),
-                        (), 1, 1))
+        model = scale.enumerable_pair(V, np.random.default_rng(child.spawn(1)[0]))
+        out.append(Case(f"generated V{V} iid (seed {seed}), k=1, 1 token", model, (), 1, 1))
     return out
 
 
@@ -1183,10 +1185,11 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
     the same result as without them. ``aim``: an ``interfaces.Aim`` (the user's --vocab, --k,
     --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
     """
-    from .validation import check_seed
+    from .validation import check_overrides, check_seed
 
     seed = check_seed(seed)
-    b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
+    b = get_budget(budget)
+    b = replace(b, **check_overrides("round", b, overrides)) if overrides else b
     if prefetched is None:
         make = lambda handle: RoundBattery(handle, b, seed, deadline, aim)  # noqa: E731
     else:
@@ -1223,7 +1226,10 @@ def run_in_subject(subject, battery_for: Callable, run: Callable) -> BatteryResu
 def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard",
                    **overrides) -> BatteryResult:
     """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
-    b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
+    from .validation import check_overrides
+
+    b = get_budget(budget)
+    b = replace(b, **check_overrides("round", b, overrides)) if overrides else b
     return run_in_subject(subject, lambda handle: RoundBattery(handle, b, seed, None),
                           lambda run: run.statistics(cases, cases, b.false_fail_rate))
 

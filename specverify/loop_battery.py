@@ -74,7 +74,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import exact, stats
-from .detectors import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
+from .detectors import (CAMPAIGN_SECONDS, DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
                         PASSED_THROUGH, ContractBreach, Finding, RoundBattery, as_sequence, call_subject, items_of,
                         message_of, plain_tokens, reading, run_in_subject, show, time_limit, token_id, type_name)
 from .loop import (ContextFreeLogits, LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output,
@@ -158,10 +158,28 @@ LOOP_BUDGETS = {
 }
 
 
+def campaign_loop_budget(name: str) -> LoopBudget:
+    """``tv=X``: the thorough loop budget with every request the enumerator cannot follow (fixed,
+    edge or generated case) sampled until its chi-square sees TV X (``samples`` and
+    ``extra_samples`` 0: sized per request from its law, ``stats.min_num_samples_chi_square``),
+    and time limits that do not cut it short. The seed law and the engine-scale batch keep the
+    thorough counts, run to the end (their power is stated in the result)."""
+    from .validation import check_tv_budget
+
+    tv = check_tv_budget(name)
+    return replace(LOOP_BUDGETS["thorough"], name=f"tv={tv:g}", detect_tv=tv, samples=0, extra_samples=0,
+                   statistics_s=CAMPAIGN_SECONDS, case_enumeration_s=CAMPAIGN_SECONDS,
+                   scale_s=CAMPAIGN_SECONDS, aim_s=CAMPAIGN_SECONDS)
+
+
 def get_loop_budget(budget) -> LoopBudget:
+    """A ``LoopBudget`` as it is, a name of ``LOOP_BUDGETS`` or ``tv=X`` (``campaign_loop_budget``);
+    a round ``detectors.Budget`` by its name."""
     if isinstance(budget, LoopBudget):
         return budget
     name = getattr(budget, "name", budget)
+    if isinstance(name, str) and name.startswith("tv="):
+        return campaign_loop_budget(name)
     if name not in LOOP_BUDGETS:
         raise ValueError(f"budget: must be one of {', '.join(LOOP_BUDGETS)}, got {budget!r}")
     return LOOP_BUDGETS[name]
@@ -793,7 +811,11 @@ class _LoopBattery(RoundBattery):
         r.ran.append(f"sequence-law: {case.name}: not enumerable ({value}); statistics instead")
         rng = np.random.default_rng(self.seed + 7)
         core = case.kind == "fixed"
-        got, breach, _, _ = self.call(loop_sample_task, case, ids, b.samples if core else b.extra_samples, rng,
+        runs = b.samples if core else b.extra_samples
+        if not runs:  # a campaign (tv=X): enough runs for every request's chi-square to see it
+            runs = max(stats.min_num_samples_chi_square(b.detect_tv, _law(case, i), per_check, POWER_FALSE_PASS_RATE)
+                       for i in ids)
+        got, breach, _, _ = self.call(loop_sample_task, case, ids, runs, rng,
                                       b.statistics_s, b.call_limit_s, seconds=b.statistics_s + 2 * b.call_limit_s)
         if breach:
             self.find("contract", "contract", breach, case)
@@ -1027,13 +1049,14 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
 
     ``subject``: ``generate(target, draft, requests, k, rng)`` (a callable, handed to its process by
     fork) or a started ``runner.Runner``; ``budget``: a name of ``LOOP_BUDGETS`` (or a round
-    ``detectors.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields.
+    ``detectors.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields
+    (``validation.check_overrides``: an unknown field or a bad value is an error).
     ``aim``: an ``interfaces.Aim`` adds aimed engine-scale batches (``scale_loop_cases``)."""
-    from .validation import check_seed
+    from .validation import check_overrides, check_seed
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)
-    b = replace(b, **{k: v for k, v in overrides.items() if hasattr(b, k)}) if overrides else b
+    b = replace(b, **check_overrides("loop", b, overrides)) if overrides else b
     if cases is None:
         fixed = list(loop_cases())  # drawn cases before the seeded case, engine scale last
         cases = ([c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + [c for c in fixed if c.seeded]

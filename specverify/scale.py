@@ -88,6 +88,34 @@ def scale_pair(vocab_size: int, side: str, rng: np.random.Generator) -> TableMod
     return iid_model(p, 0.5 * p + 0.5 * rng.dirichlet(np.full(vocab_size, 0.3)), name=f"iid-V{vocab_size}")
 
 
+ENUMERABLE_SUPPORT = 40
+"""The ids an enumerable wide case (``enumerable_pair``) puts mass on."""
+
+MISSING_FROM_Q = 4
+"""Ids of that support where q is 0 and p is not (a rejection's residual must reach them)."""
+
+
+def enumerable_pair(vocab_size: int, rng: np.random.Generator, name: str = "") -> TableModel:
+    """An i.i.d. (p, q) over ``vocab_size`` ids that the enumerator follows exactly at k = 1 and
+    one token: both put their mass on at most ``ENUMERABLE_SUPPORT`` ids, the edge ids below V
+    (``edge_ids``: 127, 128, V - 1, ...) and ids drawn from ``rng``, so a round costs about
+    2 |support|^2 paths whatever V is (a dense pair costs 2 V^2: 130k paths at V = 256).
+    p is Dirichlet(0.3) on the support; q is halfway between p and another Dirichlet(0.3) draw,
+    with ``MISSING_FROM_Q`` drawn ids set to 0 (q(x) = 0 on ids p keeps), renormalized. The
+    tensors are V wide, so an id past a narrow type or a draft from a truncated q still shows."""
+    size = min(ENUMERABLE_SUPPORT, vocab_size)
+    edges = edge_ids(vocab_size)[:size]
+    others = np.setdiff1d(np.arange(vocab_size), edges)
+    drawn = rng.choice(others, size - len(edges), replace=False) if size > len(edges) else others[:0]
+    support = np.concatenate([edges, drawn]).astype(np.int64)
+    p, q = np.zeros(vocab_size), np.zeros(vocab_size)
+    p[support] = rng.dirichlet(np.full(size, 0.3))
+    q[support] = 0.5 * p[support] + 0.5 * rng.dirichlet(np.full(size, 0.3))
+    if len(drawn) > MISSING_FROM_Q:
+        q[drawn[:MISSING_FROM_Q]] = 0.0
+    return iid_model(p, q / q.sum(), name=name or f"iid-V{vocab_size}")
+
+
 def bins(p: np.ndarray, n: int) -> tuple[np.ndarray, int]:
     """(the bin of every id, the number of bins) for ``n`` samples from ``p`` (module docstring)."""
     expected = n * np.asarray(p, dtype=np.float64)

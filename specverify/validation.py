@@ -1,7 +1,10 @@
 """Input checks shared by every public function.
 
-Each check raises ``ValueError`` (``TypeError`` for a non-integer k) whose message names the
-argument and the problem, so a caller never gets a silent wrong answer or a deep NumPy traceback.
+Each check raises an error whose message names the argument and the problem, so a caller never
+gets a silent wrong answer or a deep NumPy traceback: ``TypeError`` when the value has the wrong
+type (a string or a bool for a number, a float for a count), ``ValueError`` when it has the right
+type and a bad value (out of range, not finite, an unknown budget field). A probability vector is
+converted by NumPy first: one that does not convert is a ``ValueError`` naming it.
 
 Probability vectors must sum to 1 within ``SUM_TOL`` (absolute). The tolerance is loose enough
 for a float32 softmax over a 150k vocabulary (rounding error ~1e-6) and tight enough that an
@@ -79,7 +82,7 @@ def check_cost_ratio(c, name: str = "cost_ratio") -> float:
 
 def _real(x, name: str) -> float:
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise ValueError(f"{name}: must be a real number, got {x!r}")
+        raise TypeError(f"{name}: must be a real number, got {x!r} of type {type(x).__name__}")
     v = float(x)
     if not math.isfinite(v):
         raise ValueError(f"{name}: must be finite, got {v!r}")
@@ -213,3 +216,53 @@ positive_seconds_argument = _argument(float, lambda x: check_positive_real("seco
 positive_int_argument = _argument(int, lambda x: check_int("count", x, 1))
 count_argument = _argument(int, lambda x: check_int("count", x, 0))
 writable_file_argument = _argument(str, lambda x: check_writable_file("file", x))
+
+
+def check_tv_budget(name: str) -> float:
+    """X of a campaign budget named ``tv=X`` (every interface's): 0 < X < 1, else a ValueError
+    naming the budget."""
+    try:
+        tv = float(name[3:])
+    except ValueError:
+        tv = float("nan")
+    if not 0 < tv < 1:
+        raise ValueError(f"budget: tv=X needs 0 < X < 1, got {name!r}")
+    return tv
+
+
+RATE_FIELDS = ("false_fail_rate",)
+"""Budget fields that are probabilities strictly between 0 and 1."""
+
+TV_FIELDS = ("detect_tv", "detect_tv_large")
+"""Budget fields that are total-variation distances in (0, 1]."""
+
+
+def check_overrides(what: str, budget, overrides: dict) -> dict:
+    """``overrides`` of the dataclass ``budget`` (the ``what`` budget: "round", "loop",
+    "kernel"), checked at the boundary so a battery never runs on a value it cannot honour: an
+    unknown field is a ValueError naming it and the fields there are; a field whose value is a
+    bool must get a bool, an int an integer >= 0, a float a finite number > 0 (rates in (0, 1),
+    TVs in (0, 1]); a wrong type is a TypeError, a bad value a ValueError. Other fields (names,
+    tuples, devices) pass as given. Returns the overrides unchanged."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(budget)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"overrides: the {what} budget has no field(s) {', '.join(unknown)} "
+                         f"(its fields: {', '.join(sorted(fields))})")
+    for name, value in overrides.items():
+        default, label = getattr(budget, name), f"{name} (a {what} budget field)"
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise TypeError(f"{label}: must be True or False, got {value!r}")
+        elif isinstance(default, numbers.Integral):
+            check_int(label, value, 0)
+        elif isinstance(default, float):
+            if name in RATE_FIELDS:
+                check_rate(label, value)
+            elif name in TV_FIELDS:
+                check_discrepancy(label, value)
+            else:
+                check_positive_real(label, value)
+    return overrides

@@ -68,8 +68,11 @@ GRID_PROBABILITY = 2.0 ** -24
 class KernelBudget:
     name: str
     generated: int = 4  # cases drawn from the seed besides the fixed ones
-    engine_scale: bool = True  # the V = 1000 k = 8, tile and wide-id cases
-    spot_rows: int = 256  # random uniform rows per instance checked against the factorization
+    engine_scale: bool = True  # the dense k = 8, tile and wide-id cases, one drawn V-wide case
+    dense_vocab: int = 256  # the dense case's V (its exact law costs ~V^2: 3 s at V = 1000)
+    spot_rows: int = 256  # random uniform rows per instance checked against the factorization,
+    spot_bytes: int = 32 << 20  # ... at most this many input bytes of them (at least 32 rows):
+    # 84 rows at V = 33,024, k = 1, where 256 rows cost 2.4 s of a 6 s battery
     n_min: int = 20_000  # rows per instance at the first look of the sequential chi-square
     n_max: int = 160_000
     detect_tv: float = 0.02  # statistics must see this TV per instance (w.p. 1 - POWER_FALSE_PASS_RATE)
@@ -84,7 +87,7 @@ class KernelBudget:
 KERNEL_BUDGETS = {
     "quick": KernelBudget("quick", generated=2, engine_scale=False, n_max=40_000, detect_tv=0.04),
     "standard": KernelBudget("standard"),
-    "thorough": KernelBudget("thorough", generated=24, n_max=1_280_000, detect_tv=0.006),
+    "thorough": KernelBudget("thorough", generated=24, dense_vocab=1000, n_max=1_280_000, detect_tv=0.006),
 }
 
 
@@ -95,7 +98,9 @@ def get_budget(budget) -> KernelBudget:
         return budget
     name = getattr(budget, "name", budget)
     if isinstance(name, str) and name.startswith("tv="):
-        tv = float(name[3:])
+        from ..validation import check_tv_budget
+
+        tv = check_tv_budget(name)
         return replace(KERNEL_BUDGETS["thorough"], name=name, detect_tv=tv, n_max=1 << 40)
     if name not in KERNEL_BUDGETS:
         from . import InterfaceError
@@ -118,7 +123,7 @@ def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
     children = np.random.SeedSequence(seed).spawn(6)
     drawn = kc.generated_cases(children[0], budget.generated)
     if budget.engine_scale:
-        fixed += [kc.engine_scale_case(n=1), kc.tile_boundary_case(), kc.wide_ids_case()]
+        fixed += [kc.dense_case(budget.dense_vocab, n=1), kc.tile_boundary_case(), kc.wide_ids_case()]
         rng = np.random.default_rng(children[4])
         V, k = int(rng.choice(ENGINE_VOCABS)), int(rng.integers(1, 9))
         side = ("residual", "draft")[int(rng.integers(2))]
@@ -130,7 +135,8 @@ def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
 def coverage(budget) -> str:
     b = get_budget(budget)
     scale = "V up to 152,064, k up to 8, " if b.engine_scale else ""
-    big = " + 3 at engine scale" if b.engine_scale else ""
+    big = (f" + dense rows (V {b.dense_vocab}, k 8), tile boundaries (V 4097), wide ids (V 33,024)"
+           if b.engine_scale else "")
     drawn = " (+ 1 at engine scale: V from 1,024 to 152,064, k 1-8, sparse rows)" if b.engine_scale else ""
     return (f"kernel battery: 3 fixed cases{big} + {b.generated} generated{drawn}, {scale}exact from "
             f"uniforms on the float32 grid; statistics "
@@ -354,7 +360,7 @@ class KernelBattery:
     def spot_check(self, case, insts, coin, emission) -> set:
         """Instances whose random uniform rows disagree with the factorized law's prediction."""
         V, k = case.vocab_size, case.k
-        n = self.budget.spot_rows
+        n = min(self.budget.spot_rows, max(32, self.budget.spot_bytes // row_bytes(case)))
         inst = np.repeat(np.array(insts, dtype=np.int64), n)
         u = self.spot_rng.random((len(inst), k + 1), dtype=np.float32)
         out, nacc = self.rows(case, inst, u)
@@ -616,14 +622,11 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
     budget's; ``aim``: an ``interfaces.Aim`` adds cases at the user's vocabulary and k); never
     raises for a broken subject. ``overrides`` replace fields of the kernel budget; an unknown
     one is a ValueError naming it."""
-    from ..validation import check_seed
+    from ..validation import check_overrides, check_seed
 
     seed = check_seed(seed)
     b = get_budget(budget)
-    unknown = sorted(set(overrides) - set(KernelBudget.__dataclass_fields__))
-    if unknown:
-        raise ValueError(f"overrides: the kernel budget has no field(s) {', '.join(unknown)}")
-    b = replace(b, **overrides) if overrides else b
+    b = replace(b, **check_overrides("kernel", b, overrides)) if overrides else b
     check_device(b.device)
     holder: list = []
 

@@ -193,8 +193,11 @@ def peaky_rows(rng, V: int, rows: int, concentration: float) -> np.ndarray:
     return rng.dirichlet(np.full(V, concentration), size=rows).astype(np.float32)
 
 
-def engine_scale_case(V: int = 1000, k: int = 8, n: int = 2, seed: int = 21) -> KernelCase:
-    """Engine scale: a vocabulary of V, k drafts drawn from q, peaky rows (Dirichlet 0.05)."""
+def dense_case(V: int = 1000, k: int = 8, n: int = 2, seed: int = 21) -> KernelCase:
+    """Dense rows: every one of V ids has mass (peaky Dirichlet(0.05) rows), k drafts drawn
+    from q. The exact law's cost grows with the support (V breakpoints per accepted count), so
+    the battery runs it at ``KernelBudget.dense_vocab``; ``sparse_engine_case`` is V wide at the
+    cost of its support."""
     rng = np.random.default_rng(seed)
     rows = []
     for b in range(n):
@@ -202,7 +205,7 @@ def engine_scale_case(V: int = 1000, k: int = 8, n: int = 2, seed: int = 21) -> 
         q = (0.5 * p[:k] + 0.5 * peaky_rows(rng, V, k, 0.05)).astype(np.float32)
         drafts = [int(rng.choice(V, p=_normalized(q[i]))) for i in range(k)]
         rows.append((f"instance {b}", drafts, q, p))
-    return _stack(f"engine scale V{V}, k={k}", rows, k)
+    return _stack(f"dense rows V{V}, k={k}", rows, k)
 
 
 def tile_boundary_case(V: int = 4097) -> KernelCase:
@@ -304,5 +307,5 @@ def aimed_cases(seed_sequence: np.random.SeedSequence, vocab: int | None, ks: tu
 
 
 __all__ = ["KernelCase", "acceptance", "adversarial_case", "emission_breakpoints", "emission_weights",
-           "aimed_cases", "engine_scale_case", "every_draft_case", "generated_cases", "sparse_engine_case", "peaky_rows", "ragged_case", "rule_law",
+           "aimed_cases", "dense_case", "every_draft_case", "generated_cases", "sparse_engine_case", "peaky_rows", "ragged_case", "rule_law",
            "tile_boundary_case", "wide_ids_case"]

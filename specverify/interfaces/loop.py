@@ -18,16 +18,18 @@ ALIASES = {"target": ("target_model", "model", "p_model"), "draft": ("draft_mode
 
 
 def get_budget(budget):
-    """The loop section of a budget: ``LOOP_BUDGETS`` by the budget's name (a ``LoopBudget``
-    as it is)."""
+    """The loop section of a budget: ``LOOP_BUDGETS`` by the budget's name, ``tv=X`` (every
+    request the enumerator cannot follow sampled until it sees TV X:
+    ``loop_battery.campaign_loop_budget``), a ``LoopBudget`` as it is."""
     from ..loop_battery import LOOP_BUDGETS, get_loop_budget
 
     name = getattr(budget, "name", budget)
-    if not hasattr(budget, "seeds") and isinstance(name, str) and name not in LOOP_BUDGETS:
+    if (not hasattr(budget, "seeds") and isinstance(name, str) and name not in LOOP_BUDGETS
+            and not name.startswith("tv=")):
         from . import InterfaceError
 
-        raise InterfaceError(f"budget: the loop interface has the budgets {', '.join(LOOP_BUDGETS)}, "
-                         f"got {name!r}")
+        raise InterfaceError(f"budget: the loop interface has the budgets {', '.join(LOOP_BUDGETS)} "
+                             f"or tv=X, got {name!r}")
     return get_loop_budget(budget)
 
 
