@@ -19,8 +19,10 @@ process (specverify.runner):
   vocabularies and k (``shrink_engine_scale``).
 
 Why this module is over 500 lines: it is still the whole round battery (budgets, cases, the
-subject-side tasks, the parent's detectors and the counterexample search), the part of issue 21
-not yet split into ``interfaces/round.py`` and ``battery.py``; its sections follow that cut.
+subject-side tasks, the parent's detectors and the counterexample search); what every battery
+shares (results, the subject-side guards, calls under deadlines) is ``specverify.battery``,
+re-exported here for callers of the round battery's names. The part of issue 21 not yet done is
+moving the rest into ``interfaces/round.py``; its sections follow that cut.
 
 Verdict (``BatteryResult.exact``): False on a distribution finding or a contract breach; None
 (inconclusive) when no finding was made but a case could not be judged to the budget's plan (out
@@ -32,39 +34,25 @@ Rule: Leviathan, Kalman, Matias (arXiv 2211.17192); bug classes: specverify.muta
 from __future__ import annotations
 
 import copy
-import itertools
 import math
-import signal
-import threading
 import time
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
 import numpy as np
 
 from . import exact, optimum_tokens, runner, scale, stats
+from .battery import (BREAKING_KINDS, DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, JUDGED_BY, MESSAGE_CHARS,  # noqa: F401
+                      PASSED_THROUGH, PLAIN_INTS, POWER_FALSE_PASS_RATE, SHOW_CHARS, Battery, BatteryResult,
+                      ContractBreach, Finding, OutOfTime, as_sequence, call_subject, call_within, coverage_entry,
+                      describe_exception, items_of, message_of, plain_tokens, reading, run_in_subject, show,
+                      subject_process, time_limit, token_id, type_name)
 from .chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from .samplers.chain import speculative_step
 
-EXACT_TV_TOL = 1e-9
-"""A correct sampler's exact TV is rounding noise (~1e-15); anything above 1e-9 is a bias."""
-
-DEFAULT_FALSE_FAIL_RATE = stats.DEFAULT_FALSE_FAIL_RATE
-POWER_FALSE_PASS_RATE = 0.05
-"""Power statements give the smallest TV detected with probability 1 - this."""
-
 MIN_CONTRACT_CALLS = 3
 REPLAYED_CALLS = 10
-
-
-class ContractBreach(Exception):
-    """The sampler broke the interface: raised, exited, hung, returned junk or wrote its inputs."""
-
-
-class OutOfTime(Exception):
-    """The battery's deadline passed (``run_battery(deadline=...)``)."""
 
 
 # --------------------------------------------------------------------------- budgets and cases
@@ -274,283 +262,9 @@ def reference_case() -> Case:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass
-class Finding:
-    """One thing a detector found. ``check``: exact-tv | chi-square | tokens-per-round |
-    contract | rng; ``kind``: distribution | contract | efficiency | error."""
-
-    check: str
-    kind: str
-    message: str
-    case: str | None = None
-    evidence: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-BREAKING_KINDS = ("distribution", "contract", "error")
-
-JUDGED_BY = ("enumeration", "chi-square", "binned chi-square", "exact from uniforms", "contract")
-"""How a case was judged: its law enumerated exactly; a sequential chi-square on whole outputs;
-one on binned first tokens (vocabularies the enumerator cannot follow); a kernel's law computed
-from its uniforms; only its contract (shapes, replay, untouched inputs)."""
-
-
-def coverage_entry(name: str, origin: str, vocab: int, k, tokens: int, judged: str,
-                   runs: int | None = None, detect_tv: float | None = None, **shape) -> dict:
-    """One case as the JSON's ``coverage.cases`` lists it: ``origin`` fixed | generated | edge |
-    aimed (at the user's --vocab/--k/--max-tokens); ``vocab``, ``k`` (an int, or a list for a
-    loop's requests), ``tokens`` (the window judged, or a loop's largest max_tokens); ``judged``
-    one of ``JUDGED_BY``; ``runs`` the samples drawn (None when enumerated); ``detect_tv`` the
-    TV its statistics see with power 0.95 (None when enumerated: any TV above 1e-9); ``shape``:
-    anything else that defines the case (prefix length, requests, batch)."""
-    if origin not in ("fixed", "generated", "edge", "aimed"):
-        raise ValueError(f"origin: must be fixed, generated, edge or aimed, got {origin!r}")
-    if judged not in JUDGED_BY:
-        raise ValueError(f"judged: must be one of {', '.join(JUDGED_BY)}, got {judged!r}")
-    return {"name": name, "origin": origin, "vocab": vocab, "k": k, "tokens": tokens, "judged": judged,
-            "runs": runs, "detect_tv": detect_tv, **shape}
-
-
-@dataclass
-class BatteryResult:
-    findings: list[Finding] = field(default_factory=list)
-    exact_tv_max: float | None = None  # the largest exact TV over enumerated cases
-    chi2_p_value_min: float | None = None  # the smallest chi-square p-value
-    samples_to_detect: int | None = None  # runs the chi-square needed to flag a bias
-    mean_tokens_per_round: dict = field(default_factory=dict)  # case -> (measured, expected)
-    optimum_tokens_per_round: dict = field(default_factory=dict)  # case -> block verification's
-    tree_optimum_tokens_per_round: dict = field(default_factory=dict)  # case -> width-2 nodes at the LP optimum
-    power: list[dict] = field(default_factory=list)  # statistically judged cases: runs, min TV
-    shortfalls: list[str] = field(default_factory=list)  # why the verdict cannot be True
-    ran: list[str] = field(default_factory=list)  # what was run, one line each
-    output: str = ""  # the tail of what the subject printed
-    budget: str = ""
-    timed_out: bool = False
-    counterexample: dict | None = None
-    seconds: float = 0.0
-    cases: list[dict] = field(default_factory=list)  # every case run, one ``coverage_entry`` each
-
-    def cover(self, **entry) -> None:
-        """Record one case in ``cases`` (``coverage_entry``'s fields), once per name."""
-        row = coverage_entry(**entry)
-        if all(c["name"] != row["name"] for c in self.cases):
-            self.cases.append(row)
-
-    def flagged(self, kinds=BREAKING_KINDS) -> list[Finding]:
-        return [f for f in self.findings if f.kind in kinds and f.check != "rng"]
-
-    @property
-    def exact(self) -> bool | None:
-        if self.flagged():
-            return False
-        if self.shortfalls or self.timed_out or any(f.check == "rng" for f in self.findings):
-            return None
-        return True
-
-    @property
-    def efficient(self) -> bool | None:
-        if self.flagged(("efficiency",)):
-            return False
-        if not self.mean_tokens_per_round or any(s.startswith("tokens per round") for s in self.shortfalls):
-            return None
-        return True
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["mean_tokens_per_round"] = {k: {"measured": a, "expected": b}
-                                        for k, (a, b) in self.mean_tokens_per_round.items()}
-        out["exact"], out["efficient"] = self.exact, self.efficient
-        return out
-
-
 # --------------------------------------------------------------------------- the subject's side
 # Everything in this section runs in the subject's process (runner.Runner.call), or in-process for
 # the experiments' own samplers.
-
-_DEADLINES: list[tuple[float, str, type]] = []  # nested time limits, innermost last
-
-
-def _arm() -> None:
-    remaining = min(d for d, _, _ in _DEADLINES) - time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-4))
-
-
-def _on_alarm(signum, frame):
-    now = time.monotonic()
-    for deadline, what, exc in _DEADLINES:  # the outermost expired limit wins
-        if deadline <= now + 1e-3:
-            raise exc(what)
-    _arm()
-
-
-@contextmanager
-def time_limit(seconds: float, what: str, exc: type = ContractBreach):
-    """Raise ``exc(f"{what} did not return within {seconds} s")`` if the body overruns.
-
-    SIGALRM based (a Python-level loop is interrupted; a loop that swallows the exception or
-    hangs in C is the runner's to kill); nests; a no-op outside the main thread.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    if not _DEADLINES:
-        signal.signal(signal.SIGALRM, _on_alarm)
-    _DEADLINES.append((time.monotonic() + seconds, f"{what} did not return within {seconds:g} s", exc))
-    _arm()
-    try:
-        yield
-    finally:
-        _DEADLINES.pop()
-        if _DEADLINES:
-            _arm()
-        else:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
-
-
-SHOW_CHARS = 120
-"""The most characters of a subject's object (its repr) a message shows."""
-
-MESSAGE_CHARS = 500
-"""The most characters of a subject's exception message a finding shows."""
-
-PASSED_THROUGH = (ContractBreach, exact.NotEnumerable)
-"""What ``time_limit`` raises (these exact types): never swallowed while describing junk."""
-
-
-def _plain(text, limit: int) -> str:
-    """``text`` (a str or a subclass) as a plain str that encodes as UTF-8 (lone surrogates
-    backslash-escaped), cut at ``limit`` characters."""
-    out = str.__str__(text).encode("utf-8", "backslashreplace").decode("utf-8")
-    return out if len(out) <= limit else out[:limit] + "..."
-
-
-def type_name(obj) -> str:
-    """The name of ``obj``'s type, whatever its metaclass does."""
-    try:
-        name = type(obj).__name__
-        if isinstance(name, str):
-            return _plain(name, SHOW_CHARS)
-    except BaseException as exc:  # noqa: BLE001 - a hostile metaclass
-        if type(exc) in PASSED_THROUGH:
-            raise
-    return "object"
-
-
-def show(obj, limit: int = SHOW_CHARS) -> str:
-    """``repr(obj)`` for a message, cut at ``limit`` characters; a repr that raises (or an int too
-    long to print) gives ``<TYPE object>``."""
-    try:
-        return _plain(repr(obj), limit)
-    except BaseException as exc:  # noqa: BLE001 - a hostile __repr__
-        if type(exc) in PASSED_THROUGH:
-            raise
-    return f"<{type_name(obj)} object>"
-
-
-def describe_exception(exc: BaseException) -> str:
-    """``"TYPE: message"`` for an exception a subject raised; when its ``str()`` raises, its repr,
-    and when that raises too, the type alone (both failures said)."""
-    name = type_name(exc)
-    try:
-        text = _plain(str(exc), MESSAGE_CHARS)
-        return f"{name}: {text}" if text else name
-    except BaseException as err:  # noqa: BLE001 - a hostile __str__
-        if type(err) in PASSED_THROUGH:
-            raise
-    try:
-        return f"{name} (its str() raised; repr: {_plain(repr(exc), MESSAGE_CHARS)})"
-    except BaseException as err:  # noqa: BLE001 - a hostile __repr__
-        if type(err) in PASSED_THROUGH:
-            raise
-    return f"{name} (its str() and repr() raised)"
-
-
-def message_of(exc: BaseException) -> str:
-    """The message of a ContractBreach (or NotEnumerable) as a plain str, whoever raised it: a task
-    sends this, never ``str(exc)``, back to the parent."""
-    try:
-        if type(exc) in PASSED_THROUGH:
-            return _plain(str(exc), 4 * MESSAGE_CHARS)
-    except BaseException:  # noqa: BLE001 - raised by the subject with a hostile argument
-        pass
-    try:
-        return f"raised {describe_exception(exc)}"
-    except BaseException:  # noqa: BLE001 - nothing may escape a task
-        return "raised an exception that cannot be described"
-
-
-@contextmanager
-def reading(what: str):
-    """Reading what a subject returned (its ``__len__``, ``__iter__``, ``__int__``, ``tolist``, a
-    property, ...): whatever that raises becomes ``ContractBreach(f"{what} raised ...")``. The time
-    limits' own exceptions pass; a KeyboardInterrupt passes outside the subject's process."""
-    try:
-        yield
-    except PASSED_THROUGH:
-        raise
-    except KeyboardInterrupt as exc:
-        if not runner.IN_SUBJECT_PROCESS:
-            raise
-        raise ContractBreach(f"{what} raised KeyboardInterrupt") from exc
-    except BaseException as exc:  # noqa: BLE001 - the subject's junk is a finding
-        raise ContractBreach(f"{what} raised {describe_exception(exc)}") from exc
-
-
-def items_of(seq, what: str, limit: int) -> tuple[int, list]:
-    """(``len(seq)``, its items) of a list or tuple (or a subclass) the subject returned, read
-    once: its ``len()`` and its iteration must agree. Past ``limit`` items only ``limit`` + 1 are
-    read (the caller refuses that many)."""
-    with reading(f"{what} a {type_name(seq)} whose len()"):
-        n = int.__index__(len(seq))
-    with reading(f"{what} a {type_name(seq)} whose iteration"):
-        items = list(itertools.islice(iter(seq), min(n, limit) + 1))
-    if n <= limit and len(items) != n:
-        raise ContractBreach(f"{what} a {type_name(seq)} whose len() is {n} but which iterates "
-                             f"{'more' if len(items) > n else len(items)} items")
-    return n, items
-
-
-def token_id(t, vocab_size: int, what: str) -> int:
-    """``t`` as an int in [0, vocab_size): an int or NumPy integer, not a bool; its ``int()`` is
-    called once (a subclass may answer differently each time)."""
-    with reading(f"{what} a {type_name(t)}; checking its type"):
-        is_int = not isinstance(t, bool) and isinstance(t, (int, np.integer))
-    if not is_int:
-        raise ContractBreach(f"{what} a {type_name(t)} ({show(t)}), not an int token id")
-    with reading(f"{what} a {type_name(t)} whose int()"):
-        v = int(t)
-    if not 0 <= v < vocab_size:
-        raise ContractBreach(f"{what} token {show(v)}, outside the vocabulary [0, {vocab_size})")
-    return v
-
-
-PLAIN_INTS = frozenset({int, *(np.dtype(c).type for c in "bBhHiIlLqQ")})
-"""Token types that run no code of the subject's when read (``type(t) in PLAIN_INTS``)."""
-
-
-def plain_tokens(seq, vocab_size: int) -> list[int] | None:
-    """The fast path: ``seq`` as a list of ints when it is a list or tuple (exactly those types)
-    of plain ints in [0, vocab_size), else None (read it carefully). Runs no subject code."""
-    if type(seq) is not list and type(seq) is not tuple:
-        return None
-    for t in seq:
-        if type(t) not in PLAIN_INTS or not 0 <= t < vocab_size:
-            return None
-    return [int(t) for t in seq]
-
-
-def as_sequence(seq, what: str) -> tuple[object, bool]:
-    """(``seq``, or its ``tolist()`` for a NumPy / torch array, and whether that is a list or
-    tuple), read under ``reading``: whatever the subject's object raises is ContractBreach."""
-    with reading(f"{what} a {type_name(seq)}; reading it"):
-        if not isinstance(seq, (list, tuple)) and hasattr(seq, "tolist"):  # NumPy / torch
-            with reading(f"{what} a {type_name(seq)} whose tolist()"):
-                seq = seq.tolist()
-        return seq, isinstance(seq, (list, tuple))
-
 
 def validate_round(out, k: int, vocab_size: int) -> list[int]:
     """The round's tokens as ints, or ContractBreach saying what is wrong with them. Whatever the
@@ -598,34 +312,6 @@ def _check_untouched(handed: list) -> None:
                     raise
                 how = "its contents, dtype or shape changed"
             raise ContractBreach(f"wrote into an array {name} returned for prefix {tuple(prefix)}: {how}")
-
-
-def call_subject(fn: Callable, args: tuple, interrupt_after: float | None = None):
-    """``fn(*args)``; whatever it raises (SystemExit and, in the subject's process,
-    KeyboardInterrupt included) becomes ContractBreach; ``interrupt_after`` seconds interrupt it
-    (SIGALRM)."""
-    try:
-        if interrupt_after is None:
-            return fn(*args)
-        with time_limit(interrupt_after, "one call"):
-            return fn(*args)
-    except (ContractBreach, exact.NotEnumerable):
-        raise  # a time limit, or the enumerator's refusal (the tasks take their message safely)
-    except KeyboardInterrupt as exc:
-        if not runner.IN_SUBJECT_PROCESS:
-            raise
-        raise ContractBreach("raised KeyboardInterrupt") from exc
-    except SystemExit as exc:
-        raise ContractBreach(f"called sys.exit({_exit_code(exc)}) (raised SystemExit)") from exc
-    except BaseException as exc:  # noqa: BLE001 - the subject's failure is a finding
-        raise ContractBreach(f"raised {describe_exception(exc)}") from exc
-
-
-def _exit_code(exc: SystemExit) -> str:
-    try:
-        return show(exc.code)
-    except BaseException:  # noqa: BLE001 - a SystemExit subclass with a hostile ``code``
-        return "?"
 
 
 def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
@@ -778,44 +464,14 @@ def looks(n_min: int, n_max: int) -> list[int]:
     return sizes
 
 
-def call_within(subject: runner.Runner, task, args: tuple, seconds: float, deadline: float | None,
-                now: Callable[[], float]):
-    """``task(subject, *args)`` in the subject's process, killed past ``seconds`` or the battery's
-    ``deadline`` (on the clock ``now``): OutOfTime once the deadline has passed, ContractBreach
-    when the subject's process failed before it. Every battery's calls go through here."""
-    limit = seconds
-    if deadline is not None:
-        limit = min(limit, deadline - now())
-        if limit <= 0:
-            raise OutOfTime()
-    try:
-        return subject.call(task, *args, limit=limit)
-    except runner.SubjectFailed as exc:
-        if deadline is not None and now() >= deadline:
-            raise OutOfTime() from None
-        raise ContractBreach(str(exc)) from None
-
-
-class RoundBattery:
-    """One run of every detector on one subject (the parent's side)."""
+class RoundBattery(Battery):
+    """One run of every detector on one subject (the parent's side; ``battery.Battery``'s
+    ``call``, ``now`` and ``breach``)."""
 
     def __init__(self, subject: runner.Runner, budget: Budget, seed: int, deadline: float | None, aim=None):
-        self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
+        super().__init__(subject, budget, seed, deadline)
         self.aim = aim  # interfaces.Aim: aimed engine-scale cases (engine_scale_cases)
         self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
-        self.result = BatteryResult(budget=budget.name)
-
-    def call(self, task, *args, seconds: float):
-        """The task in the subject's process, killed past ``seconds`` (or the deadline)."""
-        return call_within(self.subject, task, args, seconds, self.deadline, self.now)
-
-    def now(self) -> float:
-        """The battery's clock (``time.monotonic``; a prefetched battery adds the time its
-        prefetched calls took elsewhere, see ``_PrefetchedBattery``)."""
-        return time.monotonic()
-
-    def breach(self, message: str, case: Case | None) -> None:
-        self.result.findings.append(Finding("contract", "contract", message, case and case.name))
 
     # -- contract ------------------------------------------------------------------------------
     def contract(self, cases) -> bool:
@@ -1197,32 +853,6 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
     return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
 
 
-def run_in_subject(subject, battery_for: Callable, run: Callable) -> BatteryResult:
-    """Start the subject's process (unless ``subject`` is a started Runner), ``run`` the battery
-    ``battery_for(runner)`` makes, and turn a deadline, a death or a breach that ended it into the
-    result; the subject's output and the seconds taken are recorded."""
-    t0 = time.perf_counter()
-    own = not isinstance(subject, runner.Runner)
-    handle = runner.Runner.for_callable(subject) if own else subject
-    battery_run = battery_for(handle)
-    try:
-        if own:
-            handle.start()
-        run(battery_run)
-    except OutOfTime:
-        battery_run.result.timed_out = True
-        battery_run.result.ran.append("stopped: the deadline passed")
-    except (runner.SubjectFailed, ContractBreach) as exc:  # it died loading, or mid-stage
-        battery_run.breach(str(exc), None)
-        battery_run.result.ran.append("contract: breached; the remaining detectors skipped")
-    finally:
-        battery_run.result.output = handle.output_excerpt()
-        if own:
-            handle.close()
-    battery_run.result.seconds = time.perf_counter() - t0
-    return battery_run.result
-
-
 def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard",
                    **overrides) -> BatteryResult:
     """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
@@ -1270,21 +900,6 @@ def small_cases() -> list[Case]:
 
 
 COUNTEREXAMPLE_MAX_PATHS = 20_000
-
-
-@contextmanager
-def subject_process(subject):
-    """``subject`` as a started ``runner.Runner``: itself when it is one (left running), else a
-    process of its own for the callable, closed on leaving (also when starting it failed)."""
-    if isinstance(subject, runner.Runner):
-        yield subject
-        return
-    handle = runner.Runner.for_callable(subject)
-    try:
-        handle.start()
-        yield handle
-    finally:
-        handle.close()
 
 
 def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 0,
@@ -1361,7 +976,6 @@ def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples:
             for key in sorted(set(got) | set(want))
         ],
     }
-
 
 
 def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) -> dict | None:

@@ -1,11 +1,11 @@
 """The loop battery: a generation loop (``specverify.loop``'s interface) judged on whole requests.
 
-``run_loop_battery(subject, budget, seed)`` returns the one ``detectors.BatteryResult`` (same
+``run_loop_battery(subject, budget, seed)`` returns the one ``battery.BatteryResult`` (same
 findings, verdicts and JSON as the round battery). The subject runs only in its own process
 (``runner.Runner``), through the tasks below; every reference is computed in the parent from its
 own tables (``loop.sequence_law``, the DP over the processed target).
 
-Cases, in this order (every one judged by ``_LoopBattery.law_case``):
+Cases, in this order (every one judged by ``LoopBattery.law_case``):
 
 - the core (``loop_cases``, kind "fixed"): logit tables on a vocabulary of 3 with drafts of the
   same width, wider (padding rows with finite logits, as real pairs have) and narrower; single
@@ -54,7 +54,7 @@ The false-fail rate ``budget.false_fail_rate`` (1e-6) is split (Bonferroni) over
 every law case and every seed-law check; exact enumeration has no sampling noise.
 
 With a finding, ``find_loop_counterexample`` gives the smallest request and model that show it
-(``small_loop_cases``, smallest first; each candidate judged by ``_LoopBattery.law_case``, the
+(``small_loop_cases``, smallest first; each candidate judged by ``LoopBattery.law_case``, the
 battery's own enumeration or chi-square), in the shape of ``detectors.describe`` plus the requests.
 
 Why this module is over 500 lines: it is the whole loop battery (budgets, fixed / edge / drawn /
@@ -74,9 +74,11 @@ from functools import lru_cache
 import numpy as np
 
 from . import exact, stats
-from .detectors import (CAMPAIGN_SECONDS, DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult,
-                        PASSED_THROUGH, ContractBreach, Finding, RoundBattery, as_sequence, call_subject, items_of,
-                        message_of, plain_tokens, reading, run_in_subject, show, time_limit, token_id, type_name)
+from .battery import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, PASSED_THROUGH, POWER_FALSE_PASS_RATE, Battery,
+                      BatteryResult,
+                      ContractBreach, Finding, as_sequence, call_subject, items_of, message_of, plain_tokens, reading,
+                      run_in_subject, show, time_limit, token_id, type_name)
+from .detectors import CAMPAIGN_SECONDS
 from .loop import (ContextFreeLogits, LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output,
                    sequence_law)
 from .loop import step_distribution
@@ -427,13 +429,13 @@ def generated_loop_cases(budget="standard", seed: int = 0) -> list[LoopCase]:
     loop's random decisions take at most ``budget.generated_paths`` paths (counted by enumerating
     it, the law then kept for tokens per pass); otherwise the stream draws again, and after
     ``GENERATED_ATTEMPTS`` draws max_tokens is drawn from a halved range. Judged like the fixed
-    cases (``_LoopBattery.law_case``: enumeration, or chi-square)."""
+    cases (``LoopBattery.law_case``: enumeration, or chi-square)."""
     b = get_loop_budget(budget)
     return list(_generated(int(seed), b.generated, b.generated_paths)) if b.generated else []
 
 
 SCALE_KINDS = ("scale", "aimed")
-"""LoopCase kinds judged by ``_LoopBattery.scale_case`` (a binned chi-square per position)."""
+"""LoopCase kinds judged by ``LoopBattery.scale_case`` (a binned chi-square per position)."""
 
 
 def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: str,
@@ -743,9 +745,18 @@ def contract_problem(case: LoopCase, i: int, row: tuple) -> tuple[str, str] | No
     return None
 
 
-class _LoopBattery(RoundBattery):
-    """One run of every loop check on one subject (the parent's side); ``call`` as the round
-    battery's: killed past its limit, a death a ContractBreach, the deadline OutOfTime."""
+class LoopBattery(Battery):
+    """One run of every loop check on one subject (the parent's side); ``battery.Battery``'s
+    ``call``: killed past its limit, a death a ContractBreach, the deadline OutOfTime.
+    ``laws``: each request's (method, law got, law wanted, runs) of the case judged last."""
+
+    def __init__(self, subject, budget: LoopBudget, seed: int, deadline: float | None):
+        super().__init__(subject, budget, seed, deadline)
+        self.laws: dict = {}
+
+    def restart(self) -> None:
+        """A fresh result and laws: the counterexample search judges each candidate alone."""
+        self.result, self.laws = BatteryResult(budget=self.budget.name), {}
 
     def find(self, check, kind, message, case, evidence=None):
         self.result.findings.append(Finding(check, kind, message, case.name, evidence or {}))
@@ -1061,7 +1072,7 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
         fixed = list(loop_cases())  # drawn cases before the seeded case, engine scale last
         cases = ([c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + [c for c in fixed if c.seeded]
                  + scale_loop_cases(b, seed, aim))  # the costly engine-scale batches last
-    return run_in_subject(subject, lambda handle: _LoopBattery(handle, b, seed, deadline),
+    return run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, deadline),
                           lambda run: run.run(list(cases), stop_on_first))
 
 
@@ -1072,7 +1083,7 @@ LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation")
 
 
 SEED_CHECKS = ("seeded-reproducibility", "seed-law")
-"""The checks only a seeded candidate can show (``_LoopBattery.seeded_case``)."""
+"""The checks only a seeded candidate can show (``LoopBattery.seeded_case``)."""
 
 
 def _family(check: str) -> str:
@@ -1190,7 +1201,7 @@ def describe_loop(case: LoopCase, finding: Finding, laws: dict) -> dict:
 
 
 def describe_binned_loop(case: LoopCase, finding: Finding) -> dict:
-    """A binned finding on an engine-scale batch (``_LoopBattery.scale_case``) in
+    """A binned finding on an engine-scale batch (``LoopBattery.scale_case``) in
     ``describe_loop``'s shape: the batch itself (no smaller model shows a bug that needs its
     vocabulary), p / q the heaviest ids of the processed target row and the draft's softmax, the
     position and binned TV that failed; no per-sequence law (``distributions`` is empty)."""
@@ -1225,20 +1236,20 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
     chi-square at the false-fail rate split over every candidate (``"method": "statistical"``).
     None when no candidate shows it within ``counterexample_s``, or the subject breaks the search;
     ``judged``, when a list, receives the name of every candidate judged to the end."""
-    from .validation import check_seed
+    from .validation import check_overrides, check_seed
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)
-    b = replace(b, **{k: v for k, v in overrides.items() if hasattr(b, k)}) if overrides else b
+    b = replace(b, **check_overrides("loop", b, overrides)) if overrides else b
     b = replace(b, samples=b.counterexample_samples, statistics_s=b.counterexample_s)
     candidates = list(small_loop_cases() if cases is None else cases)
     wanted = None if checks is None else {_family(c) for c in checks}
     per_check = stats.split_budget(b.false_fail_rate, max(1, sum(len(c.requests) for c in candidates)))
     found: list = []
 
-    def search(battery: _LoopBattery) -> None:
+    def search(battery: LoopBattery) -> None:
         for case in candidates:
-            battery.result, battery.laws = BatteryResult(budget=b.name), {}
+            battery.restart()
             if case.seeded:
                 if wanted is not None and not wanted & set(SEED_CHECKS):
                     continue
@@ -1256,7 +1267,7 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
                 found.append(describe_loop(case, hits[0], battery.laws))
                 return
 
-    run_in_subject(subject, lambda handle: _LoopBattery(handle, b, seed, time.monotonic() + b.counterexample_s),
+    run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, time.monotonic() + b.counterexample_s),
                    search)
     return found[0] if found else None
 

@@ -42,14 +42,12 @@ in the subject's process (``kernel_tasks``) are their own modules.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import runner, stats
-from ..detectors import (POWER_FALSE_PASS_RATE, BatteryResult, ContractBreach, Finding, call_within,
-                         run_in_subject)
+from ..battery import POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, run_in_subject
 from ..uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 from . import kernel_cases as kc
 from .kernel_tasks import (GENERATOR_NAMES, kind_task, as_round_sampler, check_device, kernel_counts_task,
@@ -186,13 +184,13 @@ def planned_looks(want: dict, budget: KernelBudget, checks: int, detect_tv: floa
 # --------------------------------------------------------------------------- the battery
 
 
-class KernelBattery:
-    """One run of the kernel checks on one subject (the parent's side)."""
+class KernelBattery(Battery):
+    """One run of the kernel checks on one subject (the parent's side; ``battery.Battery``'s
+    ``call``, ``now`` and ``breach``)."""
 
     def __init__(self, subject: runner.Runner, budget: KernelBudget, seed: int, deadline: float | None):
-        self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
+        super().__init__(subject, budget, seed, deadline)
         self.aim = None  # interfaces.Aim: the user's vocabulary and k (cases' aimed ones)
-        self.result = BatteryResult(budget=budget.name)
         streams = np.random.SeedSequence(seed).spawn(4)  # 0 cases, 1 contract, 2 spot checks, 3 statistics
         self.contract_rng, self.spot_rng = (np.random.default_rng(s) for s in streams[1:3])
         self.stat_stream = streams[3]
@@ -201,12 +199,6 @@ class KernelBattery:
         self.statistical = False  # judged by statistics: a generator, or uniforms that do not replay
         self.flagged_instances: list = []  # (V*k, case, b, got, want, tv, method)
         self.stat_checks = 1  # instances the statistics' false-fail rate is split over (set by run)
-
-    def call(self, task, *args, seconds: float):
-        return call_within(self.subject, task, args, seconds, self.deadline, time.monotonic)
-
-    def breach(self, message: str, case=None) -> None:
-        self.result.findings.append(Finding("contract", "contract", message, getattr(case, "name", case)))
 
     def chunk_rows(self, case: kc.KernelCase) -> int:
         per_row = 4 * (2 * case.k + 1) * case.vocab_size + 8 * (2 * case.k + 1)

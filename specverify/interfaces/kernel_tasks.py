@@ -15,7 +15,7 @@ import inspect
 
 import numpy as np
 
-from ..detectors import ContractBreach, call_subject, message_of, reading
+from ..battery import ContractBreach, call_subject, message_of, reading
 from . import kernel_cases as kc
 
 GENERATOR_NAMES = ("generator", "rng", "gen")
