@@ -198,6 +198,7 @@ class LoopCase:
     k: int
     seeded: bool = False  # a reproducibility case: request 0 is seeded per run
     kind: str = "fixed"  # "fixed" (the core), "edge" (edge_cases) or "generated" (generated_loop_cases)
+    side: str | None = None  # an engine-scale batch's ``scale.scale_pair`` side ("residual" / "draft")
 
     @property
     def vocab_size(self) -> int:
@@ -306,12 +307,14 @@ def edge_cases() -> tuple[LoopCase, ...]:
 
 # --------------------------------------------------------------------------- drawn from the seed
 
-SEED_STREAMS = ("generated cases", "seed-law and same-seed runs", "engine-scale cases", "engine-scale runs")
+SEED_STREAMS = ("generated cases", "seed-law and same-seed runs", "engine-scale cases", "engine-scale runs",
+                "shrink cases", "shrink runs")
 """What each child of ``numpy.random.SeedSequence(seed)`` draws, by index: child 0 the generated
 cases (one grandchild per case, so that case i is the same whatever the budget's count), child 1
 the ``rng`` handed to the loop in the seed-law and same-seed runs (what unseeded batch-mates draw
 from), child 2 the engine-scale and aimed cases (``scale_loop_cases``, one grandchild per case),
-child 3 the rng of their runs. The checks older than issue 22 keep their own streams, so their verdicts replay: the replay
+child 3 the rng of their runs, child 4 the smaller batches a binned finding is shrunk over
+(``shrink_binned_loop``, one grandchild per candidate), child 5 the rng of their runs. The checks older than issue 22 keep their own streams, so their verdicts replay: the replay
 check draws from ``default_rng(seed)``, the chi-square of a case the enumerator cannot follow from
 ``default_rng(seed + 7)``, the alone / batched replay from ``default_rng(10_000 + s)`` and
 ``default_rng(20_000 + s)``."""
@@ -458,7 +461,7 @@ def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: s
                                                 logit_bias={vocab - 1: 1.5}, stop_token_ids=(max(vocab - 2, 0),),
                                                 max_tokens=max_tokens)))
     return LoopCase(f"{name}: V{vocab}, k={k}, max_tokens {max_tokens}, prompts 1 and 7 tokens, binned",
-                    target, draft, reqs, k, kind=kind)
+                    target, draft, reqs, k, kind=kind, side=side)
 
 
 def scale_loop_cases(budget="standard", seed: int = 0, aim=None) -> list[LoopCase]:
@@ -1224,6 +1227,46 @@ def describe_binned_loop(case: LoopCase, finding: Finding) -> dict:
     }
 
 
+def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Finding) -> dict | None:
+    """The smallest engine-scale batch that still shows a binned finding of ``case``: the shapes
+    of ``scale.shrink_shapes`` (V one past each tile / id-type boundary below the case's, k = 1
+    before the case's k), each a fresh ``scale_loop_case`` of the case's side with max_tokens
+    min(the case's, k + 1), drawn from ``seed_stream(seed, "shrink cases")``, given
+    ``scale_runs`` runs and the binned chi-square at the false-fail rate split over every
+    candidate's positions; within ``counterexample_s`` in all. The case's own batch
+    (``describe_binned_loop`` of ``finding``) when no smaller one shows it in time."""
+    from .scale import shrink_shapes
+
+    b = get_loop_budget(budget)
+    side = case.side or "residual"
+    shapes = [s for s in shrink_shapes(case.vocab_size, case.k, side) if s != (case.vocab_size, case.k)]
+    m = max(q.params.max_tokens for q in case.requests)
+    streams = seed_stream(seed, "shrink cases").spawn(max(1, len(shapes)))
+    candidates = [scale_loop_case(v, k, min(m, k + 1), np.random.default_rng(st), f"shrunk (seed {seed})", "scale",
+                                  side) for (v, k), st in zip(shapes, streams)]
+    per_check = stats.split_budget(b.false_fail_rate, max(1, sum(min(m, c.k + 1) * len(c.requests)
+                                                                   for c in candidates)))
+    deadline = time.monotonic() + b.counterexample_s
+    found: list = []
+
+    def search(battery: LoopBattery) -> None:
+        rng = np.random.default_rng(seed_stream(seed, "shrink runs"))
+        for cand in candidates:
+            battery.restart()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            rng = battery.scale_case(cand, per_check, left, rng)
+            hits = [f for f in battery.result.findings if f.check == "loop-binned-chi-square"]
+            if hits:
+                found.append(describe_binned_loop(cand, hits[0]))
+                return
+
+    if candidates:
+        run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, deadline), search)
+    return found[0] if found else describe_binned_loop(case, finding)
+
+
 def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=None,
                              exact_ok: bool = True, cases=None, judged: list | None = None,
                              **overrides) -> dict | None:
@@ -1274,4 +1317,4 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
 __all__ = ["LOOP_BUDGETS", "LoopBudget", "LoopCase", "SEED_CHECKS", "SEED_STREAMS", "contract_problem",
            "counterexample_checks", "describe_loop", "drawn_grammar", "drawn_params", "edge_cases",
            "find_loop_counterexample", "generated_loop_cases", "loop_cases", "run_loop_battery", "seed_stream",
-           "small_loop_cases"]
+           "shrink_binned_loop", "small_loop_cases"]

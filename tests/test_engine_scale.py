@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import specverify
 from specverify import detectors, interfaces, scale
+from specverify.battery import Finding
 from specverify.loop_battery import run_loop_battery, scale_loop_cases
 from specverify.samplers.chain import speculative_step
 from specverify.samplers.loop import generate
@@ -203,14 +204,31 @@ def test_a_loop_wrong_only_at_engine_scale_is_not_exact(name):
     assert {f.check for f in result.flagged()} == {"loop-binned-chi-square"}
 
 
-def test_a_binned_loop_finding_reports_its_batch_as_the_counterexample():
+def test_a_binned_loop_finding_is_shrunk_to_the_first_vocabulary_that_shows_it():
+    """Found on the V = 4096, k = 8 batch; shrunk over V = 129, 257, 513, 1025, ... (k = 1 first at
+    each): a residual that drops each 1024-id tile's last id first shows at V = 1025, k = 1
+    (binned chi-square at 1e-6 split over the candidates' positions, seeded)."""
     report = specverify.check(wrong.wrong_past_vocab1024, budget="standard", interface="loop")
     assert report.exact is False and report.exit_code == 1
     ce = report.counterexample
-    assert ce["method"] == "binned" and ce["vocab_size"] == 4096 and ce["k"] == 8
+    assert ce["method"] == "binned" and ce["vocab_size"] == 1025 and ce["k"] == 1
+    assert ce["case"].startswith("shrunk") and ce["window"] == 2
     assert ce["check"] == "loop-binned-chi-square" and ce["empirical_tv"] > 0
     assert len(ce["p"]) == len(ce["q"]) == 12
-    assert "smallest model (binned): vocab 4096, k=8" in report.text()
+    assert "smallest model (binned): vocab 1025, k=1" in report.text()
+
+
+def test_a_binned_loop_finding_no_smaller_batch_shows_is_its_own_counterexample():
+    """When no smaller batch shows it, the batch the finding was made on is the counterexample:
+    here the reference loop (exact: no candidate flags it, false-fail 1e-6 over all of them) and a
+    finding handed to the shrink as a loop wrong only at the quick batch's shape would give."""
+    from specverify.loop_battery import shrink_binned_loop
+
+    case = scale_loop_cases("quick", 0)[0]
+    finding = Finding("loop-binned-chi-square", "distribution", "request 0: ...", case.name,
+                      {"request": 0, "position": 3, "binned_tv": 0.4, "samples": 300})
+    ce = shrink_binned_loop(generate, "quick", 0, case, finding)
+    assert ce["case"] == case.name and ce["vocab_size"] == case.vocab_size and ce["position"] == 3
 
 
 def test_an_aimed_loop_check_reaches_int16_ids():

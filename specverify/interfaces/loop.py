@@ -49,15 +49,15 @@ def counterexample(subject, budget, seed: int, result: detectors.BatteryResult, 
     """The smallest request and model that show a law or contract finding (None without one)."""
     from ..loop_battery import counterexample_checks, find_loop_counterexample
 
-    from ..loop_battery import describe_binned_loop, scale_loop_cases
+    from ..loop_battery import scale_loop_cases, shrink_binned_loop
 
     checks = counterexample_checks(result)
     if not checks:
         return None
-    if checks == {"loop-binned-chi-square"}:  # only an engine-scale batch shows it: that batch
+    if checks == {"loop-binned-chi-square"}:  # only an engine-scale batch shows it: shrunk from it
         finding = next(f for f in result.flagged(("distribution",)) if f.check == "loop-binned-chi-square")
         case = next((c for c in scale_loop_cases(budget, seed, aim) if c.name == finding.case), None)
-        return describe_binned_loop(case, finding) if case is not None else None
+        return shrink_binned_loop(subject, budget, seed, case, finding) if case is not None else None
     exact_ok = not any(f.check == "rng" for f in result.findings)
     return find_loop_counterexample(subject, get_budget(budget), seed, checks, exact_ok)
 
