@@ -447,9 +447,6 @@ def campaign_runs(tv: float, budget: str | detectors.Budget = "thorough",
             "runs": len(cases) * n_max, "per_case": per_case, "per_check_false_fail_rate": per_check}
 
 
-CAMPAIGN_SECONDS = detectors.CAMPAIGN_SECONDS
-
-
 def campaign_budget(tv: float, base: str | detectors.Budget = "thorough") -> detectors.Budget:
     """``base`` with every case tested by statistics up to the run count ``campaign_runs`` gives
     for ``tv``, and time limits that do not cut it short (``--budget tv=0.001``)."""
@@ -458,8 +455,8 @@ def campaign_budget(tv: float, base: str | detectors.Budget = "thorough") -> det
     b = detectors.get_budget(base)
     c = campaign_runs(tv, b)
     return replace(b, name=f"tv={tv:g}", stat_cases=len(b.cases), n_max=c["n_max"],
-                   detect_tv=min(b.detect_tv, tv), statistics_s=CAMPAIGN_SECONDS,
-                   fallback_statistics_s=CAMPAIGN_SECONDS)
+                   detect_tv=min(b.detect_tv, tv), statistics_s=detectors.CAMPAIGN_SECONDS,
+                   fallback_statistics_s=detectors.CAMPAIGN_SECONDS)
 
 
 def resolve_budget(budget: str | detectors.Budget) -> detectors.Budget:

@@ -44,6 +44,11 @@ POWER_FALSE_PASS_RATE = 0.05
 """Power statements give the smallest TV detected with probability 1 - this."""
 
 
+CAMPAIGN_SECONDS = 7 * 24 * 3600.0
+"""A campaign budget's time limits (``--budget tv=X``, every interface): a week per subject,
+i.e. the run count decides, not the clock."""
+
+
 class ContractBreach(Exception):
     """The sampler broke the interface: raised, exited, hung, returned junk or wrote its inputs."""
 
@@ -448,7 +453,7 @@ def subject_process(subject):
 
 
 __all__ = [
-    "BREAKING_KINDS", "DEFAULT_FALSE_FAIL_RATE", "EXACT_TV_TOL", "JUDGED_BY", "MESSAGE_CHARS", "PASSED_THROUGH",
+    "BREAKING_KINDS", "CAMPAIGN_SECONDS", "DEFAULT_FALSE_FAIL_RATE", "EXACT_TV_TOL", "JUDGED_BY", "MESSAGE_CHARS", "PASSED_THROUGH",
     "PLAIN_INTS", "POWER_FALSE_PASS_RATE", "SHOW_CHARS", "Battery", "BatteryResult", "ContractBreach", "Finding", "OutOfTime",
     "as_sequence", "call_subject", "call_within", "coverage_entry", "describe_exception", "items_of", "message_of",
     "plain_tokens", "reading", "run_in_subject", "show", "subject_process", "time_limit", "token_id", "type_name",

@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from . import exact, optimum_tokens, runner, scale, stats
-from .battery import (BREAKING_KINDS, DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, JUDGED_BY, MESSAGE_CHARS,  # noqa: F401
+from .battery import (BREAKING_KINDS, CAMPAIGN_SECONDS, DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, JUDGED_BY, MESSAGE_CHARS,  # noqa: F401
                       PASSED_THROUGH, PLAIN_INTS, POWER_FALSE_PASS_RATE, SHOW_CHARS, Battery, BatteryResult,
                       ContractBreach, Finding, OutOfTime, as_sequence, call_subject, call_within, coverage_entry,
                       describe_exception, items_of, message_of, plain_tokens, reading, run_in_subject, show,
@@ -114,11 +114,6 @@ BUDGETS = {
                        scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
                        scale_runs=4000, scale_s=60.0, aim_s=240.0),
 }
-
-
-CAMPAIGN_SECONDS = 7 * 24 * 3600.0
-"""A campaign budget's time limits (``--budget tv=X``, every interface): a week per subject,
-i.e. the run count decides, not the clock."""
 
 
 def get_budget(budget: str | Budget) -> Budget:
@@ -841,11 +836,11 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
     the same result as without them. ``aim``: an ``interfaces.Aim`` (the user's --vocab, --k,
     --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
     """
-    from .validation import check_overrides, check_seed
+    from .validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_budget(budget)
-    b = replace(b, **check_overrides("round", b, overrides)) if overrides else b
+    b = with_overrides("round", b, overrides)
     if prefetched is None:
         make = lambda handle: RoundBattery(handle, b, seed, deadline, aim)  # noqa: E731
     else:
@@ -856,10 +851,10 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
 def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard",
                    **overrides) -> BatteryResult:
     """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
-    from .validation import check_overrides
+    from .validation import with_overrides
 
     b = get_budget(budget)
-    b = replace(b, **check_overrides("round", b, overrides)) if overrides else b
+    b = with_overrides("round", b, overrides)
     return run_in_subject(subject, lambda handle: RoundBattery(handle, b, seed, None),
                           lambda run: run.statistics(cases, cases, b.false_fail_rate))
 
@@ -911,7 +906,9 @@ def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 
     rate of ``false_fail_rate`` split over all candidates (``"method": "statistical"``, with the
     empirical distribution). None when no candidate shows it within ``counterexample_s``.
     """
-    b = replace(get_budget(budget), **overrides) if overrides else get_budget(budget)
+    from .validation import with_overrides
+
+    b = with_overrides("round", get_budget(budget), overrides)
     deadline = time.monotonic() + b.counterexample_s
     try:
         with subject_process(subject) as handle:

@@ -59,7 +59,8 @@ battery's own enumeration or chi-square), in the shape of ``detectors.describe``
 
 Why this module is over 500 lines: it is the whole loop battery (budgets, fixed / edge / drawn /
 engine-scale cases, the subject-side readers, the parent's checks and the counterexample search),
-the part of issue 21 not yet split into ``interfaces/loop.py`` and a shared ``battery.py``.
+the part of issue 21 not yet moved into ``interfaces/loop.py``; what every battery shares is
+``specverify.battery``.
 """
 
 from __future__ import annotations
@@ -74,11 +75,9 @@ from functools import lru_cache
 import numpy as np
 
 from . import exact, stats
-from .battery import (DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, PASSED_THROUGH, POWER_FALSE_PASS_RATE, Battery,
-                      BatteryResult,
-                      ContractBreach, Finding, as_sequence, call_subject, items_of, message_of, plain_tokens, reading,
-                      run_in_subject, show, time_limit, token_id, type_name)
-from .detectors import CAMPAIGN_SECONDS
+from .battery import (CAMPAIGN_SECONDS, DEFAULT_FALSE_FAIL_RATE, EXACT_TV_TOL, PASSED_THROUGH, POWER_FALSE_PASS_RATE,
+                      Battery, BatteryResult, ContractBreach, Finding, as_sequence, call_subject, items_of, message_of,
+                      plain_tokens, reading, run_in_subject, show, time_limit, token_id, type_name)
 from .loop import (ContextFreeLogits, LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output,
                    sequence_law)
 from .loop import step_distribution
@@ -1064,13 +1063,13 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
     ``subject``: ``generate(target, draft, requests, k, rng)`` (a callable, handed to its process by
     fork) or a started ``runner.Runner``; ``budget``: a name of ``LOOP_BUDGETS`` (or a round
     ``detectors.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields
-    (``validation.check_overrides``: an unknown field or a bad value is an error).
+    (``validation.with_overrides``: an unknown field or a bad value is an error).
     ``aim``: an ``interfaces.Aim`` adds aimed engine-scale batches (``scale_loop_cases``)."""
-    from .validation import check_overrides, check_seed
+    from .validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)
-    b = replace(b, **check_overrides("loop", b, overrides)) if overrides else b
+    b = with_overrides("loop", b, overrides)
     if cases is None:
         fixed = list(loop_cases())  # drawn cases before the seeded case, engine scale last
         cases = ([c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + [c for c in fixed if c.seeded]
@@ -1241,7 +1240,7 @@ def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Find
     side = case.side or "residual"
     shapes = [s for s in shrink_shapes(case.vocab_size, case.k, side) if s != (case.vocab_size, case.k)]
     m = max(q.params.max_tokens for q in case.requests)
-    streams = seed_stream(seed, "shrink cases").spawn(max(1, len(shapes)))
+    streams = seed_stream(seed, "shrink cases").spawn(len(shapes))
     candidates = [scale_loop_case(v, k, min(m, k + 1), np.random.default_rng(st), f"shrunk (seed {seed})", "scale",
                                   side) for (v, k), st in zip(shapes, streams)]
     per_check = stats.split_budget(b.false_fail_rate, max(1, sum(min(m, c.k + 1) * len(c.requests)
@@ -1279,11 +1278,11 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
     chi-square at the false-fail rate split over every candidate (``"method": "statistical"``).
     None when no candidate shows it within ``counterexample_s``, or the subject breaks the search;
     ``judged``, when a list, receives the name of every candidate judged to the end."""
-    from .validation import check_overrides, check_seed
+    from .validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)
-    b = replace(b, **check_overrides("loop", b, overrides)) if overrides else b
+    b = with_overrides("loop", b, overrides)
     b = replace(b, samples=b.counterexample_samples, statistics_s=b.counterexample_s)
     candidates = list(small_loop_cases() if cases is None else cases)
     wanted = None if checks is None else {_family(c) for c in checks}

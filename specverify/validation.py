@@ -266,3 +266,11 @@ def check_overrides(what: str, budget, overrides: dict) -> dict:
             else:
                 check_positive_real(label, value)
     return overrides
+
+
+def with_overrides(what: str, budget, overrides: dict):
+    """``budget`` with ``overrides`` (checked by ``check_overrides``) replacing its fields; the
+    budget itself when there are none."""
+    import dataclasses
+
+    return dataclasses.replace(budget, **check_overrides(what, budget, overrides)) if overrides else budget

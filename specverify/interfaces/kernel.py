@@ -614,11 +614,11 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
     budget's; ``aim``: an ``interfaces.Aim`` adds cases at the user's vocabulary and k); never
     raises for a broken subject. ``overrides`` replace fields of the kernel budget; an unknown
     one is a ValueError naming it."""
-    from ..validation import check_overrides, check_seed
+    from ..validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_budget(budget)
-    b = replace(b, **check_overrides("kernel", b, overrides)) if overrides else b
+    b = with_overrides("kernel", b, overrides)
     check_device(b.device)
     holder: list = []
 

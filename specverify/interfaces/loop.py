@@ -47,9 +47,7 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
 
 def counterexample(subject, budget, seed: int, result: detectors.BatteryResult, aim=None) -> dict | None:
     """The smallest request and model that show a law or contract finding (None without one)."""
-    from ..loop_battery import counterexample_checks, find_loop_counterexample
-
-    from ..loop_battery import scale_loop_cases, shrink_binned_loop
+    from ..loop_battery import counterexample_checks, find_loop_counterexample, scale_loop_cases, shrink_binned_loop
 
     checks = counterexample_checks(result)
     if not checks:

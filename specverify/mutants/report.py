@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 import polars as pl
@@ -27,7 +27,8 @@ from ..samplers.chain import draft
 from ..units import merge_output, prefetched
 from ..checker import OneLineParser, budget_argument
 from ..executors import ExecutorUnavailable, executor_argument
-from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
+from ..validation import (positive_int_argument, positive_seconds_argument, seed_argument, with_overrides,
+                          writable_file_argument)
 from . import ALL, Mutant, get
 
 BASELINE_ID = "baseline/reference"
@@ -152,7 +153,7 @@ def subject_units(mutant_id: str, effect: str, budget: str) -> list[tuple]:
     b, overrides = report_budget(budget)
     kind = interfaces.get(interface_of(mutant_id))
     if kind.NAME == "round":
-        b = replace(detectors.get_budget(b), **overrides)
+        b = with_overrides("round", detectors.get_budget(b), overrides)
     return kind.units(partial(subject_fn, mutant_id), b, stops_on_first(effect))
 
 
