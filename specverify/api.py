@@ -262,14 +262,15 @@ class _Progress:
 def assert_exact(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
                  interface: Callable | None = None, allow_inconclusive: bool = False,
                  target: str | None = None, vocab: int | None = None, k=None,
-                 max_tokens: int | None = None) -> Report:
+                 max_tokens: int | None = None, progress: bool | None = None) -> Report:
     """``check`` the sampler; AssertionError unless it is exact (and, unless
     ``allow_inconclusive``, conclusively so). The message puts the verdict first, then each
     finding, then the smallest counterexample side by side (tokens: sampler vs target). Returns
-    the report when the assertion holds. ``vocab``, ``k``, ``max_tokens``: as ``check``'s."""
+    the report when the assertion holds. ``vocab``, ``k``, ``max_tokens``, ``progress``: as
+    ``check``'s."""
     __tracebackhide__ = True  # a failing test's traceback ends at its own call, not here
     report = check(sampler, budget=budget, seed=seed, interface=interface, target=target, vocab=vocab, k=k,
-                   max_tokens=max_tokens)
+                   max_tokens=max_tokens, progress=progress)
     if report.exact is False or (report.exact is None and not allow_inconclusive):
         raise AssertionError(failure_message(report))
     return report
@@ -301,11 +302,13 @@ def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
     """The smallest model and its distributions side by side, the largest differences first."""
     tv = ce.get("exact_tv", ce.get("empirical_tv"))
     lines = [f"  smallest counterexample ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
-             f"window {ce['window']} token(s), prefix {ce['prefix']}, model {ce['model']}, TV {tv:.4g}",
-             f"    p = {ce['p']}", f"    q = {ce['q']}"]
+             f"window {ce['window']} token(s), prefix {ce['prefix']}, model {ce['model']}, TV {tv:.4g}"]
     if "requests" in ce:  # a loop counterexample: p and q are logit tables; the requests and what they show
+        lines += loop_model_lines(ce, "    ")
         lines += [f"    request {j}: prompt {r['prompt']}, params {r['params']}" for j, r in enumerate(ce["requests"])]
         lines.append(f"    shows [{ce['kind']}] {ce['check']}: {ce['message']}")
+    else:
+        lines += [f"    p = {ce['p']}", f"    q = {ce['q']}"]
     lines.append(f"    {'tokens':>12}  {'sampler':>10}  {'target':>10}  {'difference':>11}")
     dist = sorted(ce["distributions"], key=lambda r: -abs(r["sampler"] - r["target"]))
     for r in dist[:rows]:
@@ -313,6 +316,29 @@ def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
                      f"{r['target']:>10.6f}  {r['sampler'] - r['target']:>+11.6f}")
     if len(dist) > rows:
         lines.append(f"    ... {len(dist) - rows} more sequence(s)")
+    return lines
+
+
+def loop_model_lines(ce: dict, indent: str) -> list[str]:
+    """A loop counterexample's models, one row per context: the target's and the draft's raw
+    logits (a table row is chosen by the position modulo the table's period and the last token),
+    then, where given, the processed target distribution p of the request's first output token."""
+    lines = []
+    if ce.get("method") == "binned":  # an engine-scale batch: the heaviest ids of its rows
+        return [f"{indent}processed target p (heaviest ids) = {ce.get('p')}",
+                f"{indent}draft q (heaviest ids) = {ce.get('q')}"]
+    for words, key in (("target logits", "p"), ("draft logits", "q")):
+        table = ce.get(key)
+        if not isinstance(table, list) or not table or not isinstance(table[0], list):
+            lines.append(f"{indent}{words} = {table}")
+            continue
+        lines.append(f"{indent}{words} (row: position mod {len(table)}, last token):")
+        for j, rows in enumerate(table):
+            for last, row in enumerate(rows if isinstance(rows[0], list) else [rows]):
+                lines.append(f"{indent}  [{j}, {last}]: " + " ".join(f"{x:.4g}" for x in row))
+    if ce.get("processed_p"):
+        lines.append(f"{indent}processed p of request {ce.get('request', 0)}'s first token: "
+                     + " ".join(f"{x:.4g}" for x in ce["processed_p"]))
     return lines
 
 
@@ -340,10 +366,14 @@ def human(report: dict) -> str:
     ce = report["counterexample"]
     if ce:
         tv = ce.get("exact_tv", ce.get("empirical_tv"))
-        lines.append(f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
-                     f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {tv:.4g}")
         if "requests" in ce:
+            lines.append(f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
+                         f"window {ce['window']}, {ce['model']}, TV {tv:.4g}")
+            lines += loop_model_lines(ce, "    ")
             lines.append(f"    requests {ce['requests']}; shows [{ce['kind']}] {ce['check']}: {ce['message']}")
+        else:
+            lines.append(f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
+                         f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {tv:.4g}")
         for row in ce["distributions"][:8]:
             lines.append(f"    {row['tokens']}: sampler {row['sampler']:.6f}  target {row['target']:.6f}")
     if report["output"]:
@@ -484,9 +514,21 @@ def campaign_table(tv: float = 1e-3, budget: str = "thorough", subjects: int | N
     return (f"{subjects} subjects x {c['cases']} cases at TV {tv:g} = {total:.3g} runs "
             f"({c['runs']:.3g} per subject: {c['looks']} looks, the last at {c['n_max']:,} runs per "
             f"case; per-check false-fail rate {c['per_check_false_fail_rate']:.2g}). At {rate:,.0f} "
-            f"runs per core-second: {core_hours / cores:,.0f} hours on one {cores}-core machine, "
-            f"about {core_hours:,.0f}/W hours on W one-core workers (W up to {subjects}: one task "
-            f"per subject; {core_hours / subjects:,.0f} hours per subject)")
+            f"runs per core-second: {duration(core_hours / cores)} on one {cores}-core machine, "
+            f"about {duration(core_hours)} / W on W one-core workers (W up to {subjects}: one task "
+            f"per subject; {duration(core_hours / subjects)} per subject)")
+
+
+def duration(hours: float) -> str:
+    """A time in the unit that reads best: "1,290 hours", "2.5 hours", "12 minutes", "40 s"
+    (never "0 hours")."""
+    if hours >= 10:
+        return f"{hours:,.0f} hours"
+    if hours >= 1:
+        return f"{hours:.1f} hours"
+    if hours * 60 >= 1:
+        return f"{hours * 60:.0f} minutes"
+    return f"{hours * 3600:.2g} s"
 
 
 def measure_runs_per_second(seconds: float = 2.0) -> float:

@@ -74,6 +74,15 @@ class Finding:
 
 BREAKING_KINDS = ("distribution", "contract", "error")
 
+
+def stopping_kinds(stop_on_first) -> tuple[str, ...]:
+    """The finding kinds that end a battery early under its ``stop_on_first``: none (False), a
+    breaking finding (True), or the kinds given (a tuple: the mutant report stops an edge mutant
+    at its first edge finding too)."""
+    if not stop_on_first:
+        return ()
+    return BREAKING_KINDS if stop_on_first is True else tuple(stop_on_first)
+
 JUDGED_BY = ("enumeration", "chi-square", "binned chi-square", "exact from uniforms", "contract")
 """How a case was judged: its law enumerated exactly; a sequential chi-square on whole outputs;
 one on binned first tokens (vocabularies the enumerator cannot follow); a kernel's law computed

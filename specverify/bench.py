@@ -15,27 +15,19 @@ things timed back to back move far less):
   (specverify.stats via specverify.experiments.analytic.detectable_tvs).
 
 ``--markdown docs/BENCHMARKS.md`` writes the committed report (regenerate it that way).
+
+The battery, the mutants, the experiments (matplotlib, polars) and SciPy are imported by the
+functions that use them, after the command line is parsed, so that a usage error is quick.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
 import platform
 import sys
 import time
-
-import numpy as np
-
-from . import checker, detectors, exact, mutants
-from .chains import random_model
-from .experiments.analytic import HANDOUT_N, detectable_tvs
-from .files import write_or_report
-from .samplers.batched import benchmark_batched_vs_loop
-from .samplers.chain import speculative_step
-from .validation import writable_file_argument
 
 CHECK_SUBJECTS = (
     "rejection/resample-from-p", "draft/temperature-draft-only", "draft/low-precision",
@@ -48,6 +40,8 @@ ENUMERATION_MAX_PATHS = 300_000
 
 def machine() -> dict:
     """nproc, CPU model (/proc/cpuinfo), Python and NumPy versions, date (UTC)."""
+    import numpy as np
+
     model = platform.processor() or "unknown"
     try:
         with open("/proc/cpuinfo") as f:
@@ -62,6 +56,8 @@ def machine() -> dict:
 
 
 def bench_batched(quick: bool) -> dict:
+    from .samplers.batched import benchmark_batched_vs_loop
+
     if quick:
         return benchmark_batched_vs_loop(n_rounds_batched=100_000, n_rounds_loop=2_000)
     return benchmark_batched_vs_loop(n_rounds_batched=1_000_000, n_rounds_loop=20_000)
@@ -69,6 +65,10 @@ def bench_batched(quick: bool) -> dict:
 
 def time_enumeration(vocab: int, k: int, m: int, cap_s: float = ENUMERATION_CAP_S) -> dict:
     """Seconds and paths to enumerate m tokens of the reference on a random chain, or capped."""
+    from . import detectors, exact
+    from .chains import random_model
+    from .samplers.chain import speculative_step
+
     model, paths = random_model(vocab, 1, 1, 1000 * vocab + k), [0]
 
     def counted(p_fn, q_fn, prefix, k, rng):  # one call per enumerated path
@@ -100,6 +100,9 @@ def bench_exact_enumeration(quick: bool) -> list[dict]:
 
 def bench_check(quick: bool, budget: str | None = None) -> list[dict]:
     """``checker.check`` on the reference and each subject; seconds relative to the reference."""
+    from . import checker, mutants
+    from .samplers.chain import speculative_step
+
     budget = budget or ("quick" if quick else "standard")
     subjects = [("reference/speculative_step", "exact", speculative_step)]
     subjects += [(m.id, m.effect, m.fn) for m in map(mutants.get,
@@ -119,11 +122,15 @@ def bench_check(quick: bool, budget: str | None = None) -> list[dict]:
 
 
 def bench_power() -> list[dict]:
+    from .experiments.analytic import HANDOUT_N, detectable_tvs
+
     return detectable_tvs(HANDOUT_N).to_dicts()
 
 
 def run_bench(quick: bool = False, budget: str | None = None) -> dict:
     """Every measurement above, as one dict with named fields."""
+    from . import detectors
+
     if budget is not None and budget not in list(detectors.BUDGETS):
         raise ValueError(f"budget: must be one of {list(detectors.BUDGETS)}, got {budget!r}")
     start = time.perf_counter()
@@ -200,15 +207,24 @@ def to_markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specverify.bench",
-                                 description="Benchmark the simulator, enumeration and check.")
+    from . import detectors  # its budgets' names are --budget's choices
+    from .checker import OneLineParser
+    from .validation import writable_file_argument
+
+    ap = OneLineParser(prog="python -m specverify.bench",
+                       description="Benchmark the simulator, enumeration and check.")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
     ap.add_argument("--budget", choices=list(detectors.BUDGETS), default=None,
                     help="check budget (default: quick with --quick, else standard)")
     ap.add_argument("--markdown", metavar="PATH", type=writable_file_argument,
                     help="also write the markdown report here")
-    args = ap.parse_args(argv)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:  # --help, or one line of usage error
+        return 0 if exc.code in (0, None) else 2
+    from .files import write_or_report
+
     result = run_bench(quick=args.quick, budget=args.budget)
     text = to_markdown(result)
     sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n" if args.json else text)

@@ -14,6 +14,9 @@ interface buys, measured side by side in one run (ratios first: these machines a
 
 The reference kernel is ``specverify.samplers.kernel.reference_kernel`` (NumPy, vectorized over
 the batch). ``--markdown docs/BENCHMARKS_KERNEL.md`` writes the committed report.
+
+The battery, SciPy and the kernel interface are imported by the functions that use them, after
+the command line is parsed, so that a usage error is one line, quickly.
 """
 
 from __future__ import annotations
@@ -22,27 +25,26 @@ import json
 import sys
 import time
 
-import numpy as np
-
-from . import detectors, exact, stats
-from .bench import machine
-from .files import write_or_report
-from .interfaces import kernel, kernel_cases as kc
-from .interfaces.kernel_tasks import kernel_counts_task
-from .samplers.chain import speculative_step
-from .samplers.kernel import reference_generator_kernel, reference_kernel
-from .validation import writable_file_argument
-
 FALSE_FAIL = 1e-6
-POWER_FAIL = detectors.POWER_FALSE_PASS_RATE
 
 
 def _tv_per_minute(rows_per_s: float, want: dict) -> float:
-    return stats.min_discrepancy_chi_square(max(1, int(60 * rows_per_s)), want, FALSE_FAIL, POWER_FAIL)
+    from . import detectors, stats
+
+    return stats.min_discrepancy_chi_square(max(1, int(60 * rows_per_s)), want, FALSE_FAIL,
+                                            detectors.POWER_FALSE_PASS_RATE)
 
 
 def bench_rates(seconds: float) -> dict:
     """Rows judged per second through each interface, and the TV a minute of them sees."""
+    import numpy as np
+
+    from . import detectors, exact
+    from .interfaces import kernel_cases as kc
+    from .interfaces.kernel_tasks import kernel_counts_task
+    from .samplers.chain import speculative_step
+    from .samplers.kernel import reference_generator_kernel
+
     case = detectors.reference_case()
     want_round = exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
     rng = np.random.default_rng(0)
@@ -72,6 +74,9 @@ def bench_rates(seconds: float) -> dict:
 
 def bench_to_tv(tv: float) -> dict:
     """The kernel battery's statistics on the every-draft case at budget tv=X."""
+    from .interfaces import kernel, kernel_cases as kc
+    from .samplers.kernel import reference_generator_kernel
+
     t0 = time.perf_counter()
     result = kernel.run(reference_generator_kernel, f"tv={tv:g}", 0, cases=[kc.every_draft_case()])
     seconds = time.perf_counter() - t0
@@ -82,6 +87,9 @@ def bench_to_tv(tv: float) -> dict:
 
 def bench_exact(sizes) -> list[dict]:
     """Wall time of the exact law on one instance of V, k (plus the battery's contract call)."""
+    from .interfaces import kernel, kernel_cases as kc
+    from .samplers.kernel import reference_kernel
+
     out = []
     for V, k in sizes:
         case = kc.dense_case(V, k, n=1, seed=V + k)
@@ -93,6 +101,8 @@ def bench_exact(sizes) -> list[dict]:
 
 
 def run_bench(quick: bool = False) -> dict:
+    from .bench import machine
+
     t0 = time.perf_counter()
     # dense rows: the scan probes every cumulative sum, and each probe is a row of (2k + 1) V
     # floats, so the time grows as k V^2; 8192 with k = 8 is the largest size run here
@@ -133,6 +143,7 @@ def to_markdown(r: dict) -> str:
 
 def main(argv=None) -> int:
     from .checker import OneLineParser
+    from .validation import writable_file_argument
 
     ap = OneLineParser(prog="python -m specverify.bench_kernel", description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
@@ -142,6 +153,8 @@ def main(argv=None) -> int:
         args = ap.parse_args(argv)
     except SystemExit as exc:  # --help, or one line of usage error
         return 0 if exc.code in (0, None) else 2
+    from .files import write_or_report
+
     result = run_bench(args.quick)
     text = json.dumps(result, indent=1, default=str) if args.json else to_markdown(result)
     print(text)

@@ -26,7 +26,7 @@ from .files import json_default
 from .validation import seed_argument
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
-EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
+EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 130, 143
 
 
 # loading a TARGET lives in api (specverify.check takes TARGET strings too); re-exported here
@@ -264,6 +264,11 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # OneLineParser already printed one line of usage error
         return 0 if exc.code in (0, None) else EXIT_USAGE
     outcomes = []  # the finished targets' outcomes: reported even when Ctrl-C stops the rest
+    with runner.sigterm_as_interrupt():
+        return _check_all(args, outcomes)
+
+
+def _check_all(args, outcomes: list) -> int:
     try:
         for target in args.targets:  # every TARGET string checked before anything runs
             split_target(target)
@@ -281,13 +286,14 @@ def main(argv=None) -> int:
     except UsageError as exc:
         emit(f"specverify check: {exc}\n", sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         runner.kill_all()
         if outcomes:
             report_outcomes(args, args.targets, outcomes)
         done = f" after {len(outcomes)} of {len(args.targets)} targets" if len(args.targets) > 1 else ""
-        print(f"specverify check: interrupted{done}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        how = "terminated (SIGTERM)" if isinstance(stop, runner.Terminated) else "interrupted"
+        print(f"specverify check: {how}{done}", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(stop, runner.Terminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - ExecutorUnavailable, or Ray could not start
         from .executors import ExecutorUnavailable
 

@@ -42,19 +42,16 @@ decoding (github.com/apoorvumang/prompt-lookup-decoding).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import itertools
 import json
 import sys
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
 from .chains import TableModel, handout_iid, toy_chain
-from .exact import NotEnumerable, counted_round, round_transition
-from .files import write_or_report
 from .samplers.adaptive import AdaptiveK, confidence_step
 from .samplers.chain import speculative_step
 from .samplers.prompt_lookup import prompt_lookup_step
@@ -62,7 +59,9 @@ from .samplers.block import block_step
 from .samplers.transport import canonical_step, spectr_step
 from .samplers.traversal import traversal_step
 from .samplers.tree import tree_nodes, tree_step
-from .validation import writable_file_argument
+
+if TYPE_CHECKING:  # polars is imported where it is used: a usage error need not load it
+    import polars as pl
 
 COST_RATIOS = (0.05, 0.32)
 K_RANGE = range(1, 9)
@@ -147,6 +146,8 @@ class Measurement:
 
 def exact_long_run(sampler, model: TableModel, prompt, k: int, fixed_calls=None) -> Measurement:
     """Long-run tokens and draft calls per round of a stateless sampler (see module docstring)."""
+    from .exact import round_transition
+
     states, kernel, tokens, calls = round_transition(sampler, model, k, max_paths=MAX_PATHS)
     if fixed_calls is not None:
         calls = np.full(len(states), float(fixed_calls))
@@ -170,6 +171,8 @@ def cesaro_average(kernel: np.ndarray, start: int, steps: int = CESARO_STEPS) ->
 def simulate(sampler, model: TableModel, prompt, k: int, seed: int = 0, fixed_calls=None,
              sequences: int = SEQUENCES, rounds: int = ROUNDS) -> Measurement:
     """Mean tokens and draft calls per round over independent sequences from ``prompt``."""
+    from .exact import counted_round
+
     rng = np.random.default_rng(seed)
     per_sequence, all_calls = [], []
     for _ in range(sequences):
@@ -202,6 +205,8 @@ def measure(sampler, model, prompt, k, try_exact: bool = True, fixed_calls=None,
 
 
 def _measure(sampler, model, prompt, k, try_exact, fixed_calls, seed) -> Measurement:
+    from .exact import NotEnumerable
+
     if try_exact:
         try:
             return exact_long_run(sampler, model, prompt, k, fixed_calls)
@@ -274,6 +279,8 @@ def model_drafter_rows(model: TableModel, prompt, c: float) -> list[Row]:
 
 
 def compare() -> pl.DataFrame:
+    import polars as pl
+
     rows: list[Row] = []
     for c in COST_RATIOS:
         for model in (handout_iid(), toy_chain(), context_varying_chain()):
@@ -311,6 +318,8 @@ def rules_models() -> list[TableModel]:
 def compare_rules() -> pl.DataFrame:
     """Tokens per round and modelled speedup of every rule at every k (same models, same k), with
     the chain optimum (block) beside the token-wise chain: the "block / chain" column."""
+    import polars as pl
+
     rows = []
     for model in rules_models():
         for name, sampler, tree in RULES:
@@ -331,6 +340,8 @@ def compare_rules() -> pl.DataFrame:
 def one_step_acceptance() -> pl.DataFrame:
     """At each model's first state: alpha, each width-2 rule's one-node acceptance, and the
     transport LP's optimum for 2 i.i.d. drafts and 2 drafts without replacement."""
+    import polars as pl
+
     from .exact import round_length_distribution
     from .optimal import optimal_acceptance
 
@@ -349,6 +360,8 @@ def one_step_acceptance() -> pl.DataFrame:
 
 
 def plot_rules(df: pl.DataFrame, path: str) -> None:
+    import polars as pl
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -373,6 +386,8 @@ def plot_rules(df: pl.DataFrame, path: str) -> None:
 
 
 def _markdown_table(df: pl.DataFrame) -> str:
+    import polars as pl
+
     shown = df.with_columns(pl.col(pl.Float64).round(4))
     with pl.Config(tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True,
                    tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1, tbl_width_chars=400,
@@ -381,6 +396,8 @@ def _markdown_table(df: pl.DataFrame) -> str:
 
 
 def rules_markdown(df: pl.DataFrame, acc: pl.DataFrame) -> str:
+    import polars as pl
+
     block = df.filter(pl.col("rule") == "block")
     gains = ", ".join(
         f"{r['model']} k={r['k']}: +{100 * (r['vs_chain'] - 1):.1f}%" for r in block.iter_rows(named=True))
@@ -412,6 +429,8 @@ def rules_markdown(df: pl.DataFrame, acc: pl.DataFrame) -> str:
 
 
 def to_markdown(df: pl.DataFrame) -> str:
+    import polars as pl
+
     shown = df.with_columns(
         pl.col("draft_tokens", "tokens_per_round", "draft_calls").round(3),
         pl.col("se").round(4),
@@ -433,14 +452,24 @@ def to_markdown(df: pl.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m specverify.compare_samplers",
-                                     description=__doc__.split("\n\n")[0])
+    from .checker import OneLineParser
+    from .validation import writable_file_argument
+
+    parser = OneLineParser(prog="python -m specverify.compare_samplers",
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--out", type=writable_file_argument,
                         help="write the table as markdown to this file")
     parser.add_argument("--figure", default=None,
                         help="write the rules plot here (default: figures/rules.png beside --out)")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or one line of usage error
+        return 0 if exc.code in (0, None) else 2
+    import polars as pl
+
+    from .files import write_or_report
+
     df = compare()
     rules, acc = compare_rules(), one_step_acceptance()
     if args.out:

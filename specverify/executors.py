@@ -14,7 +14,13 @@ the same seed. A look of the sequential test is not a unit: its samples continue
 every earlier look and case drew from (specverify.units says why).
 
 Ray is an optional extra (``pip install -e '.[ray]'``) imported only when asked for; without it
-``--executor ray`` is a usage error naming the extra.
+``--executor ray`` is a usage error naming the extra. ``ray://`` needs the Ray Client as well
+(``pip install 'ray[client]'``). Before ``ray.init`` is asked to connect, the address
+(``ray://HOST:PORT`` or ``RAY_ADDRESS``) is parsed (``parse_address``: a bad port is an error at
+once) and its host:port is probed with a short TCP connect (``probe``), so that an unreachable
+cluster is one line within seconds, not Ray's minute of retries; both are plain functions that
+need no Ray. Every such failure is an ExecutorUnavailable, which ``check`` and ``mutants report``
+print as one line and exit 2.
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ from typing import Callable
 
 LOCAL = "local"
 RAY_EXTRA_HINT = "--executor ray needs Ray: install the extra with pip install -e '.[ray]' (or pip install 'ray>=2.9')"
+RAY_CLIENT_HINT = "pip install 'ray[client]'"
+PROBE_TIMEOUT_S = 3.0
+"""Seconds the TCP probe of a cluster's address waits (name lookup and connect)."""
+NO_PROBE = ("auto", "local")
+"""RAY_ADDRESS values that name no host:port (Ray finds or starts the cluster itself)."""
 
 
 class ExecutorUnavailable(Exception):
@@ -31,12 +42,117 @@ class ExecutorUnavailable(Exception):
 
 
 def executor_argument(text: str) -> str:
-    """argparse ``type=`` for --executor: local, ray or ray://ADDRESS."""
+    """argparse ``type=`` for --executor: local, ray or ray://HOST:PORT (its port checked here)."""
     import argparse
 
-    if text in (LOCAL, "ray") or (text.startswith("ray://") and len(text) > len("ray://")):
+    if text in (LOCAL, "ray"):
         return text
-    raise argparse.ArgumentTypeError(f"expected local, ray or ray://ADDRESS, got {text!r}")
+    if text.startswith("ray://"):
+        try:
+            parse_address(text)
+        except ExecutorUnavailable as exc:  # "--executor: 'ray://...': why": argparse names the flag
+            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
+        return text
+    raise argparse.ArgumentTypeError(f"expected local, ray or ray://HOST:PORT, got {text!r}")
+
+
+def parse_address(address: str, what: str = "--executor") -> tuple[str, int]:
+    """``(host, port)`` of ``ray://HOST:PORT`` or ``HOST:PORT`` (``[IPv6]:PORT`` too), or
+    ExecutorUnavailable naming ``what`` (the flag or variable it came from) and the problem."""
+    text = address.strip()
+    rest = text[len("ray://"):] if text.startswith("ray://") else text
+    if "://" in rest:
+        raise ExecutorUnavailable(f"{what}: {address!r}: expected ray://HOST:PORT or HOST:PORT")
+    rest = rest.split("/", 1)[0]
+    if rest.startswith("["):
+        host, sep, port_text = rest[1:].partition("]:")
+    else:
+        host, sep, port_text = rest.rpartition(":")
+    if not sep or not host:
+        raise ExecutorUnavailable(f"{what}: {address!r}: expected HOST:PORT (the Ray Client's port "
+                                  f"is usually 10001, a head node's 6379)")
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ExecutorUnavailable(f"{what}: {address!r}: the port must be an integer in 1..65535, "
+                                  f"got {port_text!r}")
+    return host, int(port_text)
+
+
+def probe(host: str, port: int, what: str = "--executor", timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Return when a TCP connection to host:port opens within ``timeout`` seconds (the name
+    lookup included: it runs in a thread that is not waited for past the deadline); else
+    ExecutorUnavailable naming ``what`` and why."""
+    import socket
+    import threading
+    import time
+
+    deadline = time.monotonic() + timeout
+    found: list = []
+
+    def lookup():
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=lookup, name="specverify-ray-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    where = f"{what}: cannot reach the Ray cluster at {host}:{port}"
+    if not found:
+        raise ExecutorUnavailable(f"{where} (no answer for the name {host!r} within {timeout:g} s)")
+    if isinstance(found[0], OSError):
+        raise ExecutorUnavailable(f"{where} (unknown host: {found[0].strerror or found[0]})")
+    error: OSError | None = None
+    for family, kind, proto, _, sockaddr in found[0]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.settimeout(left)
+                sock.connect(sockaddr)
+            return
+        except OSError as exc:
+            error = exc
+    why = (f"no answer within {timeout:g} s" if error is None or isinstance(error, TimeoutError)
+           else (error.strerror or str(error)).lower())
+    raise ExecutorUnavailable(f"{where} ({why}); is the cluster up, and is that its address?")
+
+
+def client_available() -> bool:
+    """Whether the installed Ray has the Ray Client (``ray.util.client`` and grpc import)."""
+    try:
+        import grpc  # noqa: F401
+        import ray.util.client  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def cluster_address(executor: str) -> tuple[str, str] | None:
+    """``(address, what names it)`` of the cluster ``ray.init`` will connect to: the ``ray://``
+    of --executor, else ``RAY_ADDRESS`` unless it is empty, auto or local (None: Ray starts or
+    finds a local instance itself)."""
+    if executor.startswith("ray://"):
+        return executor, "--executor"
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    if not env or env in NO_PROBE:
+        return None
+    return env, f"--executor {executor} (RAY_ADDRESS)"
+
+
+def check_cluster(executor: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Before ``ray.init``: the Ray Client is installed when the address is ``ray://``, the
+    address parses and its host:port answers within ``timeout`` s; else ExecutorUnavailable."""
+    named = cluster_address(executor)
+    if named is None:
+        return
+    address, what = named
+    if address.startswith("ray://") and not client_available():
+        raise ExecutorUnavailable(f"{what}: {address!r} needs the Ray Client, which the installed "
+                                  f"Ray lacks: {RAY_CLIENT_HINT}")
+    host, port = parse_address(address, what)
+    probe(host, port, what, timeout)
 
 
 def require_ray():
@@ -83,13 +199,20 @@ def _connect(ray, executor: str, num_cpus: int | None) -> bool:
         return False
     import logging
 
+    check_cluster(executor)
+
     kwargs: dict = {"include_dashboard": False, "log_to_driver": False,
                     "logging_level": logging.ERROR}  # stderr keeps the report's one-line errors
     if executor.startswith("ray://"):
         kwargs["address"] = executor
     elif not os.environ.get("RAY_ADDRESS") and num_cpus:
         kwargs["num_cpus"] = num_cpus
-    ray.init(**kwargs)
+    try:
+        ray.init(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - Ray's own error types vary by version
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ExecutorUnavailable(f"--executor {executor}: Ray could not start or connect "
+                                  f"({type(exc).__name__}: {first})") from None
     return True
 
 
@@ -121,5 +244,6 @@ def _wait(ray, refs: list, on_done: Callable[[], None] | None, poll_s: float) ->
                 on_done()
 
 
-__all__ = ["ExecutorUnavailable", "LOCAL", "RAY_EXTRA_HINT", "executor_argument", "ray_map",
-           "require_ray"]
+__all__ = ["ExecutorUnavailable", "LOCAL", "PROBE_TIMEOUT_S", "RAY_CLIENT_HINT", "RAY_EXTRA_HINT",
+           "check_cluster", "client_available", "cluster_address", "executor_argument",
+           "parse_address", "probe", "ray_map", "require_ray"]

@@ -21,6 +21,10 @@ fixture, so the plugin costs other test suites nothing.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import pytest
 
 DEFAULT_BUDGET = "standard"
@@ -116,6 +120,29 @@ def specverify_check(request):
         for key in ("interface", "allow_inconclusive"):
             if kwargs.get(key) is None and key in marked:
                 kwargs[key] = marked[key]
-        return assert_exact(sampler, budget=b, seed=s, **kwargs)
+        with status_line_through_capture(config, kwargs):
+            return assert_exact(sampler, budget=b, seed=s, **kwargs)
 
     return check
+
+
+@contextlib.contextmanager
+def status_line_through_capture(config, kwargs: dict):
+    """The check's status line (``check``'s ``progress``) reaches the terminal through pytest's
+    output capture: while the battery runs, capture is suspended (only specverify's code runs
+    here; the subject's output goes to its own capture file) and, when stderr is then a terminal,
+    the line is shown below the test's name and erased when done. Not under pytest-xdist (a
+    worker has no terminal) nor when the caller passed ``progress``."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if kwargs.get("progress") is not None or capman is None or os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    with capman.global_and_fixture_disabled():
+        try:
+            shown = sys.stderr.isatty()
+        except (AttributeError, ValueError, OSError):
+            shown = False
+        if shown:
+            sys.stderr.write("\n")  # below pytest's partial line, which the erased status line keeps
+            kwargs["progress"] = True
+        yield

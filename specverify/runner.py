@@ -39,6 +39,7 @@ of ours and is raised in the parent as ``RunnerError`` with the child's tracebac
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import multiprocessing
@@ -47,14 +48,19 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import traceback
 import weakref
+from multiprocessing.reduction import ForkingPickler
 from typing import Callable
 
 from .validation import check_positive_real
 
 OUTPUT_EXCERPT_CHARS = 2000
 """How much of the subject's captured stdout/stderr reports show (its head and its tail)."""
+
+MAX_MESSAGE_BYTES = 1 << 31
+"""The largest reply read from a subject's process (a forged length header beyond it is a failure)."""
 
 KILL_MARGIN_S = 1.0
 """Added to every call's limit before the child is killed (fork, pickling, a loaded machine)."""
@@ -182,6 +188,7 @@ def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable]
     parents_end.close()  # so that the parent's death is an EOF here
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the checker's handler (sigterm_as_interrupt)
     fd = os.open(capture_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -218,6 +225,13 @@ def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable]
             conn.send(("error", f"result of {getattr(task, '__name__', task)} not picklable: {exc}"))
 
 
+def _exception_text(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:200]
+    except Exception:  # noqa: BLE001
+        return type(exc).__name__
+
+
 def _picklable(exc: BaseException) -> bool:
     import pickle
 
@@ -241,7 +255,7 @@ class _Leftovers:
 
     def capture(self) -> str:
         if self.capture_path is None or not os.path.exists(self.capture_path):
-            fd, self.capture_path = tempfile.mkstemp(prefix="specverify-subject-", suffix=".log")
+            fd, self.capture_path = tempfile.mkstemp(prefix=capture_prefix(os.getpid()), suffix=".log")
             os.close(fd)
         return self.capture_path
 
@@ -266,6 +280,30 @@ class _Leftovers:
         self.kill_group()
         self.pgid = None
         self.remove_capture()
+
+
+def capture_prefix(pid: int) -> str:
+    """The name every capture file made by process ``pid`` starts with (in ``tempfile.gettempdir()``)."""
+    return f"specverify-subject-{pid}-"
+
+
+def remove_captures_of(pid: int) -> list[str]:
+    """Delete the capture files process ``pid`` made and could not delete itself (it was killed
+    with SIGKILL, which runs no finalizer); returns their paths. For a parent that kills its
+    worker processes (the mutant report on Ctrl-C)."""
+    folder, prefix = tempfile.gettempdir(), capture_prefix(pid)
+    removed = []
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".log")]
+    except OSError:
+        return removed
+    for name in names:
+        try:
+            os.unlink(os.path.join(folder, name))
+            removed.append(os.path.join(folder, name))
+        except OSError:
+            pass
+    return removed
 
 
 class Runner:
@@ -367,13 +405,46 @@ class Runner:
         if not self._conn.poll(limit):
             self.kill()
             raise SubjectFailed(f"{what} did not return within {limit:g} s; its process was killed")
+        data = self._read_message(limit)
         try:
-            return self._conn.recv()
-        except (EOFError, OSError):
+            status, value = ForkingPickler.loads(data)
+        except Exception as exc:  # noqa: BLE001 - bytes the subject wrote onto our pipe
+            self.kill()
+            raise SubjectFailed(f"{what} returned bytes that are not a reply of specverify's "
+                                f"({_exception_text(exc)}): the subject wrote onto the result pipe; "
+                                f"its process was killed") from None
+        return status, value
+
+    def _read_message(self, limit: float) -> bytes:
+        """One whole message from the child, within ``limit`` s once its first bytes arrived (a
+        length header the subject forged could otherwise keep ``recv_bytes`` waiting forever) and
+        at most ``MAX_MESSAGE_BYTES``; SubjectFailed when the child died, overran or lied."""
+        box: dict = {}
+
+        def read():
+            try:
+                box["data"] = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+                box["error"] = exc
+
+        reader = threading.Thread(target=read, daemon=True, name="specverify-receive")
+        reader.start()
+        reader.join(limit)
+        if reader.is_alive():  # a message that never ends: kill the writer, which ends the read
+            self.kill()
+            reader.join(5)
+            raise SubjectFailed(f"a reply did not arrive whole within {limit:g} s; its process was killed")
+        error = box.get("error")
+        if error is None:
+            return box["data"]
+        if isinstance(error, EOFError) or (isinstance(error, OSError) and "bad message length" not in str(error)):
             self._process.join(5)
             code = self._process.exitcode
             self.kill()
             raise SubjectFailed(describe_exit(code)) from None
+        self.kill()
+        raise SubjectFailed(f"the subject's process sent a malformed reply ({_exception_text(error)}); "
+                            f"its process was killed") from None
 
     def output_excerpt(self, chars: int = OUTPUT_EXCERPT_CHARS) -> str:
         """What the subject printed (stdout and stderr together): the first and the last
@@ -401,10 +472,35 @@ class _Constant:
         return self.fn
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received by the checker, raised where it is, so that it stops as on Ctrl-C: the
+    subjects' process groups killed, capture files deleted, finished verdicts reported (exit 143)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM raises ``Terminated`` (a KeyboardInterrupt) in the main thread
+    instead of ending the process at once (which would leave the subject's children and capture
+    file behind). Does nothing outside the main thread, where signals cannot be handled."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def kill_all() -> None:
     """Kill every live subject process (Ctrl-C: the parent stops within a second or two)."""
     for runner in list(_LIVE):
         runner.kill()
 
 
-__all__ = ["Runner", "RunnerError", "SubjectFailed", "describe_exit", "kill_all"]
+__all__ = ["Runner", "RunnerError", "SubjectFailed", "Terminated", "capture_prefix", "sigterm_as_interrupt", "describe_exit", "kill_all",
+           "remove_captures_of"]

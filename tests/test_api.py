@@ -86,6 +86,22 @@ def test_campaign_arithmetic_and_budget():
         api.resolve_budget("tv=2")
 
 
+def test_campaign_table_counts_the_reports_subjects_and_never_says_0_hours():
+    """The line the README quotes: as many subjects as the mutant report runs (the catalogue,
+    the baseline and the forced fail), the README's line says the same number, and a short
+    campaign is said in minutes or seconds."""
+    from specverify.mutants import ALL
+
+    line = api.campaign_table(1e-3, runs_per_second=3800)
+    assert line.startswith(f"{len(ALL) + 2} subjects x 12 cases at TV 0.001")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    quoted = [ln for ln in readme.splitlines() if "subjects x 12 cases at TV 0.001 =" in ln]
+    assert quoted and all(ln.startswith(f"{len(ALL) + 2} subjects") for ln in quoted)
+    short = api.campaign_table(0.3, runs_per_second=3800)
+    assert " 0 hours" not in short and "5 minutes on one 2-core machine" in short
+    assert [api.duration(h) for h in (1290.4, 2.46, 0.2, 0.001)] == ["1,290 hours", "2.5 hours", "12 minutes", "3.6 s"]
+
+
 def test_check_of_several_targets_writes_junit_xml(tmp_path):
     xml = tmp_path / "check.xml"
     code, out, err = cli("check", "specverify:speculative_step", "specverify.mutants.catalogue:no_verification",
@@ -120,7 +136,7 @@ def test_executor_ray_without_ray_is_a_usage_error_naming_the_extra(tmp_path):
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
         assert "pip install -e '.[ray]'" in err
     code, _, err = cli("check", "specverify:speculative_step", "--executor", "spark", timeout=60)
-    assert code == 2 and "ray://ADDRESS" in err
+    assert code == 2 and "ray://HOST:PORT" in err and "spark" in err
 
 
 def test_mutant_report_writes_junit_xml(tmp_path):
@@ -177,3 +193,15 @@ def test_a_campaign_budget_reaches_the_report_without_its_overrides():
     assert report.parse_args(["report", "--budget", "tv=0.001"]).budget == "tv=0.001"
     code, _, err = cli("report", "--budget", "huge", module="specverify.mutants", timeout=60)
     assert code == 2 and "tv=X" in err
+
+
+def test_a_loop_counterexample_reads_as_tables_of_logits():
+    """The loop counterexample in the human report and in the fixture's message: the target's and
+    the draft's logits labelled as such, one row per context, never a triple-nested list; the
+    processed p of the request's first token beside them (a min-p bug shows there). Exact
+    enumeration at quick: deterministic."""
+    report = specverify.check(get("loop-minp/bonus-only").fn, budget="quick", progress=False)
+    ce = report.to_dict()["counterexample"]
+    for text in (api.human(report.to_dict()), "\n".join(api.counterexample_lines(ce))):
+        assert "target logits (row: position mod 1, last token):" in text and "draft logits" in text
+        assert "      [0, 1]: " in text and "[[[" not in text and " p = " not in text

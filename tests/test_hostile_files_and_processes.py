@@ -57,6 +57,44 @@ SUBJECTS = textwrap.dedent(
     def prints_an_accent(p_fn, q_fn, prefix, k, rng):
         print("caf\\u00e9")
         return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def starts_sleep_then_dawdles(p_fn, q_fn, prefix, k, rng):
+        import subprocess, time
+        marker = os.environ.get("SPECVERIFY_TEST_MARKER")
+        if marker and not os.path.exists(marker + ".started"):
+            subprocess.Popen(["sleep", os.path.basename(marker)])
+            open(marker + ".started", "w").close()
+        time.sleep(0.2)
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def _forge(payload):
+        import stat, struct
+        for fd in range(3, 64):  # the result pipe is a socket the subject's process inherited
+            try:
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    os.write(fd, struct.pack("!i", len(payload)) + payload)
+            except OSError:
+                pass
+
+    def forges_garbage(p_fn, q_fn, prefix, k, rng):
+        _forge(b"hello")
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def forges_a_pickle_of_the_wrong_shape(p_fn, q_fn, prefix, k, rng):
+        import pickle
+        _forge(pickle.dumps(42))
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def forges_an_endless_message(p_fn, q_fn, prefix, k, rng):
+        import struct
+        for fd in range(3, 64):
+            try:
+                if __import__("stat").S_ISSOCK(os.fstat(fd).st_mode):
+                    os.write(fd, struct.pack("!i", 0x7FFFFFF0) + b"x")  # promises 2 GiB, sends 1 byte
+            except OSError:
+                pass
+        import time
+        time.sleep(600)
     """
 )
 
@@ -318,6 +356,47 @@ def test_the_subject_cannot_signal_the_checker(subjects, tmp_path, name):
     assert report["exact"] is False
     assert "may not signal the checker" in report["findings"][0]["message"]
     assert ET.parse(xml).getroot().find("testsuite/testcase/failure") is not None
+    assert captures_in(tmp_path) == []
+
+
+@pytest.mark.parametrize("name, words", [
+    ("forges_garbage", "not a reply of specverify's"),
+    ("forges_a_pickle_of_the_wrong_shape", "not a reply of specverify's"),
+    ("forges_an_endless_message", "did not arrive whole within")])
+def test_bytes_forged_onto_the_result_pipe_are_a_contract_finding(subjects, tmp_path, name, words):
+    """The subject writes onto the pipe its process answers on: garbage, a pickle that is not a
+    reply, a length header promising 2 GiB that never come (read within the call's limit, 2 s at
+    quick, then killed). Verdict False (exit 1) with a finding that says so, JSON and XML parse,
+    no capture file left; never an UnpicklingError traceback or a hang."""
+    xml = tmp_path / "r.xml"
+    start = time.monotonic()
+    proc = run_check(f"{subjects}:{name}", "--budget", "quick", "--json", "--junit-xml", str(xml),
+                     tmpdir=tmp_path, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["exact"] is False
+    assert any(words in f["message"] for f in report["findings"] if f["kind"] == "contract"), report["findings"]
+    assert ET.parse(xml).getroot().find("testsuite/testcase/failure") is not None
+    assert captures_in(tmp_path) == []
+    assert time.monotonic() - start < 60
+
+
+@needs_proc
+def test_sigterm_to_the_checker_stops_it_like_ctrl_c(subjects, tmp_path):
+    """``kill -TERM`` on a running check: exit 143 with one line saying so, the subject's children
+    killed and no capture file left (before, the process died at once and left both)."""
+    seconds = marker_seconds(7)
+    marker = tmp_path / seconds
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path), "SPECVERIFY_TEST_MARKER": str(marker)}
+    proc = subprocess.Popen([sys.executable, "-m", "specverify", "check", f"{subjects}:starts_sleep_then_dawdles",
+                             "--budget", "quick"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, start_new_session=True, text=True)
+    _wait_for(seconds, 60)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines() == ["specverify check: terminated (SIGTERM)"]
+    assert gone_within(seconds) == []
     assert captures_in(tmp_path) == []
 
 

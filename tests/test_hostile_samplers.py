@@ -226,9 +226,11 @@ def _umask() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
-def test_ctrl_c_stops_the_report_and_its_workers_within_2_s():
+def test_ctrl_c_stops_the_report_and_its_workers_within_2_s(tmp_path):
+    """The workers are killed (SIGKILL runs no finalizer): the report deletes their subjects'
+    capture files itself, so none is left in TMPDIR."""
     marker = "424242"  # a seed no other process uses: marks the report's processes
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-m", "specverify.mutants", "report", "--seed", marker],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 60
@@ -242,3 +244,4 @@ def test_ctrl_c_stops_the_report_and_its_workers_within_2_s():
     assert proc.returncode == 130 and len(err.strip().splitlines()) == 1 and "interrupted" in err
     time.sleep(0.5)
     assert processes_with(marker) == []
+    assert sorted(p.name for p in tmp_path.glob("specverify-subject-*")) == []

@@ -56,3 +56,37 @@ def test_a_bad_budget_is_a_usage_error(pytester, monkeypatch):
     pytester.makepyfile(test_user="def test_x(specverify_check):\n    pass\n")
     result = pytester.runpytest_subprocess(*plugin_args(), "--specverify-budget", "huge")
     assert result.ret == 4 and "--specverify-budget" in result.stderr.str()
+
+
+def test_the_fixture_shows_its_status_line_on_a_terminal_through_capture(tmp_path):
+    """Under pytest's default output capture, on a terminal (a pseudo-terminal here), the fixture's
+    check shows specverify's status line (then erases it). (Piped, it shows none: the other tests
+    here run the fixture without a terminal.)"""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    (tmp_path / "test_user.py").write_text(
+        "from specverify import speculative_step\n\n"
+        "def test_step(specverify_check):\n"
+        "    specverify_check(speculative_step, budget='quick')\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm", "COLUMNS": "100"}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), "test_user.py"]
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdin=terminal, stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closed: pytest ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert proc.wait(timeout=300) == 0, shown[-2000:]
+    text = shown.decode("utf-8", "replace")
+    assert "specverify: checking" in text and "1 passed" in text

@@ -1,8 +1,10 @@
 """Usage errors and readable output (issue 25, part): every command line's usage error is one line
-on stderr and exit 2 within seconds; ``python -m specverify --help`` exits 0; the pytest marker
-refuses what it would otherwise ignore; ``check(interface=3)`` names the argument; assert_exact's
-own frame stays out of pytest tracebacks; JUnit failure text has each finding once; ``check``'s
-progress line appears only on a terminal; the mutant report's table fits 100 columns.
+on stderr and exit 2 within seconds (check, mutants, engines, bench, bench_kernel,
+compare_samplers, experiments; a bad --executor address too); ``python -m specverify --help``
+exits 0; the pytest marker refuses what it would otherwise ignore; ``check(interface=3)`` names
+the argument; assert_exact's own frame stays out of pytest tracebacks; JUnit failure text has
+each finding once; ``check``'s progress line appears only on a terminal; the mutant report's
+table fits 100 columns.
 
 Statistical false-fail rate: the battery's 1e-6 per run, fixed seeds: deterministic."""
 
@@ -49,6 +51,20 @@ def run_module(*args, timeout=60):
     (("specverify.engines", "--render", "/no/such/rows.json"), "--render: cannot read"),
     (("specverify.bench_kernel", "--bogus"), "unrecognized arguments: --bogus"),
     (("specverify.bench_kernel", "--markdown"), "expected one argument"),
+    (("specverify.bench_kernel", "--markdown", "/no/such/dir/K.md"), "argument --markdown: folder"),
+    (("specverify.bench", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.bench", "--budget", "huge"), "argument --budget: invalid choice: 'huge'"),
+    (("specverify.bench", "--markdown", "/no/such/dir/B.md"), "argument --markdown: folder"),
+    (("specverify.compare_samplers", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.compare_samplers", "--out", "/no/such/dir/S.md"), "argument --out: folder"),
+    (("specverify.experiments",), "the following arguments are required: NAME"),
+    (("specverify.experiments", "nope"), "argument NAME: invalid choice: 'nope'"),
+    (("specverify.experiments", "power", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.experiments", "power", "--out", "pyproject.toml"),
+     "--out: 'pyproject.toml' exists and is not a directory"),
+    (("specverify", "check", "a:b", "--executor", "ray://head:99999"),
+     "argument --executor: 'ray://head:99999': the port must be an integer in 1..65535"),
+    (("specverify.mutants", "report", "--executor", "ray://head"), "argument --executor: 'ray://head': expected"),
 ], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
 def test_a_usage_error_is_one_line_and_exit_2(args, words):
     code, out, err, seconds = run_module(*args)

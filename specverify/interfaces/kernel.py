@@ -47,7 +47,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import runner, stats
-from ..battery import POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, run_in_subject
+from ..battery import (POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, run_in_subject,
+                       stopping_kinds)
 from ..uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 from . import kernel_cases as kc
 from .kernel_tasks import (GENERATOR_NAMES, kind_task, as_round_sampler, check_device, kernel_counts_task,
@@ -576,7 +577,7 @@ class KernelBattery(Battery):
                 self.breach(str(exc), case)
                 return self.result
             self.cover(case)
-            if stop_on_first and self.result.flagged():
+            if stop_on_first and self.result.flagged(stopping_kinds(stop_on_first)):
                 break
         return self.result
 

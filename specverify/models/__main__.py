@@ -4,23 +4,34 @@ Pair selection, first match wins: ``--tiny`` (a random Qwen2 pair, nothing downl
 ``--target/--draft`` and/or ``--target-gguf/--draft-gguf``; the local GGUF pair named by
 SPECVERIFY_REAL_DIR, SPECVERIFY_REAL_TARGET_GGUF and SPECVERIFY_REAL_DRAFT_GGUF; else the
 handout's Qwen/Qwen2.5-1.5B-Instruct drafted by Qwen/Qwen2.5-0.5B-Instruct.
+
+Exit codes (``models.cli``): 0 done; 2 a usage error or a bad input, one line on stderr (a bad
+option or --out is told before anything is loaded), or --out could not be written (the result
+is printed first, then saved to a fallback file named in the one line on stderr); 130
+interrupted. Without --json the table shows the main columns; --json and --out hold every field.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from ..checker import OneLineParser, emit
 from ..files import json_default
-from ..validation import positive_int_argument, seed_argument, writable_file_argument
+from ..validation import check_distinct_files, positive_int_argument, seed_argument, writable_file_argument
 from . import loading, measure
 from . import medusa
+from .cli import EXIT_INTERRUPTED, EXIT_USAGE, error, save_or_fall_back
 from .medusa import add_train_head_parser, run_train_head
+
+PROG = "python -m specverify.models measure"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m specverify.models")
+    """The parser; its usage errors (and its subcommands') are one line on stderr, exit 2."""
+    parser = OneLineParser(prog="python -m specverify.models")
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measure", help="predict alpha, c and speedup, then measure them")
     m.add_argument("--target", help="hub id or local folder of the target")
@@ -48,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--compile", action="store_true",
                    help="torch.compile both forwards (CUDA only; pair it with --static-cache)")
     m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    m.add_argument("--out", type=writable_file_argument, help="also write the JSON object to this file (atomically)")
+    m.add_argument("--out", type=writable_file_argument,
+                   help="also write the JSON object to this file (atomically, after printing the result)")
     add_train_head_parser(sub)
     return parser
 
@@ -96,7 +108,7 @@ def choose_drafters(args, pair) -> tuple[list[str], object]:
     if "medusa" not in drafters:
         return drafters, None
     if args.head:
-        return drafters, medusa.load_head(args.head, pair.target)
+        return drafters, medusa.load_head(args.head, pair.target, name="--head")
     if args.tiny:
         return drafters, tiny_head(pair, args.seed)
     if "all" in asked:
@@ -106,10 +118,29 @@ def choose_drafters(args, pair) -> tuple[list[str], object]:
     raise ValueError("--drafter medusa: needs --head HEAD.pt (python -m specverify.models train-head)")
 
 
-def run_measure(args) -> dict:
+def check_inputs(args) -> None:
+    """What can be told before anything is loaded: counts, --head, and --out not being --head."""
     for name in ("max_new_tokens", "k", "n_prompts", "repeats"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
+    for workload in measure.WORKLOADS if args.workload == "all" else (args.workload,):
+        measure.select_prompts(workload, args.n_prompts)  # "n_prompts: at most N built-in ..."
+    device = args.device
+    if device is not None and device not in ("cpu", "cuda") and not (
+            device.startswith("cuda:") and device[5:].isdigit()):
+        raise ValueError(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
+    if args.head is not None:
+        if not os.path.isfile(args.head):
+            what = "is a folder" if os.path.isdir(args.head) else "does not exist"
+            raise ValueError(f"--head: {args.head!r} {what}; give a head file saved by train-head")
+        check_distinct_files(out=args.out, head=args.head)
+    if not args.tiny:
+        for name in ("target", "draft"):
+            loading.check_source(f"--{name}", getattr(args, name))
+
+
+def run_measure(args) -> dict:
+    check_inputs(args)
     pair = load_from_args(args)
     maybe_compile(pair, args)
     workloads = measure.WORKLOADS if args.workload == "all" else (args.workload,)
@@ -129,19 +160,25 @@ def main(argv=None) -> int:
         return run_train_head(args)
     try:
         result = run_measure(args)
-    except (ValueError, RuntimeError, ImportError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.out:
-        measure.write_json_atomic(args.out, result)
-    if args.json:
-        print(json.dumps(measure.json_safe(result), default=json_default))
-    else:
-        import polars as pl
-
-        with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=250):
-            print(f"pair: {result['pair']} on {result['device']} ({result['dtype']})")
-            print(measure.table(result["rows"]))
+    except (ValueError, RuntimeError, ImportError, OSError) as exc:  # loading.LoadError included
+        error(PROG, exc)  # "target: ..." from loading is printed as "--target: ..."
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        error(PROG, "interrupted")
+        return EXIT_INTERRUPTED
+    # print first: a failing --out (a full disk) must not lose the measurement
+    emit((json.dumps(measure.json_safe(result), default=json_default) if args.json else
+          measure.human_report(result)) + "\n")  # emit: a path that LC_ALL=C cannot encode is escaped
+    sys.stdout.flush()
+    if not args.out:
+        return 0
+    saved, problem = save_or_fall_back("--out", args.out, lambda path: measure.write_json_atomic(path, result),
+                                       "specverify-measure", ".json")
+    if problem:
+        error(PROG, problem if args.json or saved else f"{problem}; the JSON object follows on stdout")
+        if not (args.json or saved):  # the table alone leaves fields out: print them all
+            print(json.dumps(measure.json_safe(result), default=json_default))
+        return EXIT_USAGE
     return 0
 
 

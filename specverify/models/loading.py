@@ -9,9 +9,13 @@ compared (``ModelPair.vocab_size``).
 
 Precision: fp32 on CPU, bf16 on a GPU, fp16 on a GPU without bf16 (a T4).
 
-Offline: nothing here sets ``HF_HUB_OFFLINE`` or any other global. A hub id that is neither a
-local folder nor in the local cache fails with a ``RuntimeError`` naming the model id and saying
-it is offline or not found, instead of a long connection traceback.
+Offline: nothing here sets ``HF_HUB_OFFLINE`` or any other global. Every load tries the local
+folder or the local cache first (``local_files_only=True``: a cached model loads with no
+network); only then, unless HF_HUB_OFFLINE is set, is the hub's host (HF_ENDPOINT) probed with a
+TCP connection of at most ``PROBE_TIMEOUT_S`` seconds before transformers may download. A hub id
+that is neither a local folder nor cached fails with a ``LoadError`` (a RuntimeError) naming the
+argument and the model id, saying it is offline, the host cannot be reached, or the id was not
+found, instead of a minute of retries and a connection traceback.
 
 ``tiny_pair`` builds a random Qwen2-architecture pair (a few layers, hidden 64) whose draft is the
 target's first layers plus small weight noise, so that alpha sits well inside (0, 1), with a
@@ -121,27 +125,125 @@ def _dtype_kwarg() -> str:
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
-def _split_gguf(source: str | None, gguf_file: str | None) -> tuple[str, str | None]:
+def _split_gguf(source: str | None, gguf_file: str | None, role: str = "model") -> tuple[str, str | None]:
     """A GGUF path may be given whole, or as a file name inside the folder ``source``."""
+    argument = _argument_of(role)
     if gguf_file is None:
         if source is None:
-            raise ValueError("source: a hub id or a local folder is required when no GGUF file is given")
+            raise ValueError(f"{argument}: a hub id or a local folder is required when no GGUF file is given")
         return source, None
     path = Path(gguf_file) if source is None else Path(source) / gguf_file
     if not path.is_file():
-        raise ValueError(f"gguf_file: {str(path)!r} is not a file")
+        name = f"{argument}_gguf" if argument != "source" else "gguf_file"
+        raise ValueError(f"{name}: {str(path)!r} is not a file")
     return str(path.parent), path.name
 
 
+class LoadError(RuntimeError):
+    """A model or tokenizer that could not be loaded, for a reason outside this code (not a
+    local folder, not cached, hub unreachable or id unknown). ``argument`` names the parameter
+    ("target", "draft" or "source"), ``detail`` says why; ``str()`` is "ARGUMENT: DETAIL"."""
+
+    def __init__(self, argument: str, detail: str):
+        super().__init__(f"{argument}: {detail}")
+        self.argument, self.detail = argument, detail
+
+
+PROBE_TIMEOUT_S = 3.0
+"""How long the hub's host may take to accept a TCP connection before it counts as unreachable."""
+
+
+def _argument_of(role: str) -> str:
+    word = role.split()[0] if role else "source"
+    return word if word in ("target", "draft") else "source"
+
+
+def offline() -> bool:
+    """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) asks that the hub not be contacted."""
+    return any(os.environ.get(name, "").strip().lower() not in ("", "0", "false", "off", "no")
+               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_endpoint() -> tuple[str, str, int]:
+    """(endpoint URL, host, port) of the hub: HF_ENDPOINT, else https://huggingface.co."""
+    from urllib.parse import urlsplit
+
+    url = os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co"
+    parts = urlsplit(url if "://" in url else f"https://{url}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return url, parts.hostname or url, port or (80 if parts.scheme == "http" else 443)
+
+
+_PROBED: dict = {}
+
+
+def hub_unreachable(timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when the hub's host accepts a TCP connection within ``timeout`` seconds, else why not
+    (one phrase). The name lookup runs in a daemon thread, so a resolver that hangs costs at most
+    ``timeout`` too. Remembered per endpoint for the process."""
+    import socket
+    import threading
+
+    url, host, port = hub_endpoint()
+    if (host, port) in _PROBED:
+        return _PROBED[host, port]
+    outcome: list = []
+
+    def connect():
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            outcome.append(None)
+        except OSError as exc:
+            outcome.append(exc.strerror or type(exc).__name__)
+
+    worker = threading.Thread(target=connect, daemon=True)
+    worker.start()
+    worker.join(timeout + 0.5)
+    why = outcome[0] if outcome else f"no answer within {timeout:g} s"
+    _PROBED[host, port] = None if why is None else f"{why.rstrip('.').lower()} at {host}:{port}"
+    return _PROBED[host, port]
+
+
+def check_source(argument: str, source) -> None:
+    """ValueError naming ``argument`` when ``source`` is neither an existing local path nor
+    shaped like a hub id (``name`` or ``org/name``): "./models/qwen" that is not there."""
+    if source is None or os.path.exists(os.path.expanduser(str(source))):
+        return
+    text = str(source)
+    if text.startswith(("/", ".", "~")) or text.count("/") > 1 or "\\" in text or not text.strip():
+        raise ValueError(f"{argument}: {text!r} is not a local folder (no such path) and not a hub id "
+                         f"(org/name)")
+    try:
+        from huggingface_hub.utils import validate_repo_id
+    except ImportError:
+        return
+    try:
+        validate_repo_id(text)
+    except ValueError as exc:
+        raise ValueError(f"{argument}: {text!r} is not a local folder (no such path) and not a hub id "
+                         f"({str(exc).splitlines()[0]})") from None
+
+
+def _cause(exc: Exception, limit: int = 300) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _explain_load_failure(role: str, source: str, gguf_file: str | None, exc: Exception):
+    argument = _argument_of(role)
     where = f"{source!r}" + (f" (gguf_file={gguf_file!r})" if gguf_file else "")
-    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
-    hint = "HF_HUB_OFFLINE is set, so the hub was not asked" if offline else "the hub is unreachable"
-    return RuntimeError(
+    if os.path.exists(os.path.expanduser(str(source))):
+        return LoadError(argument, f"could not load the {role} from the local {where}: {_cause(exc)}")
+    hint = "HF_HUB_OFFLINE is set, so the hub was not asked" if offline() else "the hub is unreachable"
+    return LoadError(
+        argument,
         f"could not load the {role} {where}: it is not a local folder with model files and it is "
         f"not in the local Hugging Face cache, and {hint} (offline) or the id was not found. "
         f"Pass a local folder or GGUF file, or set {ENV_DIR} with {ENV_TARGET_GGUF} and "
-        f"{ENV_DRAFT_GGUF}. Cause: {type(exc).__name__}: {exc}"
+        f"{ENV_DRAFT_GGUF}. Cause: {_cause(exc)}"
     )
 
 
@@ -160,32 +262,58 @@ def _load_failures():
         kinds.append(requests.exceptions.RequestException)
     except ImportError:
         pass
+    try:
+        import httpx
+
+        kinds.append(httpx.HTTPError)
+    except ImportError:
+        pass
     return tuple(kinds)
+
+
+def _from_pretrained(auto, folder: str, role: str, gguf_name, **kwargs):
+    """``auto.from_pretrained(folder)``, local first: a local folder or a model in the local
+    cache loads without the network. Otherwise, unless offline, the hub's host is probed (a few
+    seconds at most) before transformers is let to download, so an unreachable hub is one
+    LoadError naming the argument rather than a minute of retries."""
+    check_source(_argument_of(role), folder)
+    try:
+        return auto.from_pretrained(folder, local_files_only=True, **kwargs)
+    except _load_failures() as exc:
+        local = exc
+    if offline() or os.path.exists(os.path.expanduser(folder)):
+        raise _explain_load_failure(role, folder, gguf_name, local) from local
+    why = hub_unreachable()
+    if why is not None:
+        url, host, _ = hub_endpoint()
+        source = "HF_ENDPOINT" if os.environ.get("HF_ENDPOINT", "").strip() else "the default; HF_ENDPOINT sets it"
+        raise LoadError(_argument_of(role),
+                        f"{folder} is not a local folder or a cached model, and {host} cannot be reached "
+                        f"({why}; hub {url}, {source}): pass a local folder or a GGUF file, or run "
+                        f"where the hub can be reached") from local
+    try:
+        return auto.from_pretrained(folder, **kwargs)
+    except _load_failures() as exc:
+        raise _explain_load_failure(role, folder, gguf_name, exc) from exc
 
 
 def load_model(source=None, *, gguf_file=None, device=None, dtype=None, role="model"):
     """One causal LM from a hub id, a local folder, or a GGUF file, in eval mode on ``device``."""
     _, transformers = torch_modules()
     device, default_dtype = pick_device_and_dtype(device)
-    folder, gguf_name = _split_gguf(source, gguf_file)
+    folder, gguf_name = _split_gguf(source, gguf_file, role)
     kwargs = {_dtype_kwarg(): dtype or default_dtype}
     if gguf_name is not None:
         kwargs["gguf_file"] = gguf_name
-    try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(folder, **kwargs)
-    except _load_failures() as exc:
-        raise _explain_load_failure(role, folder, gguf_name, exc) from exc
+    model = _from_pretrained(transformers.AutoModelForCausalLM, folder, role, gguf_name, **kwargs)
     return model.to(device).eval()
 
 
 def load_tokenizer(source=None, *, gguf_file=None, role="tokenizer"):
     _, transformers = torch_modules()
-    folder, gguf_name = _split_gguf(source, gguf_file)
+    folder, gguf_name = _split_gguf(source, gguf_file, role)
     kwargs = {"gguf_file": gguf_name} if gguf_name is not None else {}
-    try:
-        return transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
-    except _load_failures() as exc:
-        raise _explain_load_failure(role, folder, gguf_name, exc) from exc
+    return _from_pretrained(transformers.AutoTokenizer, folder, role, gguf_name, **kwargs)
 
 
 def check_tokenizers_agree(target_tok, draft_tok, probe: str = PROBE_TEXT) -> None:

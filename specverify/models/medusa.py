@@ -87,14 +87,16 @@ import pickle
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from ..files import atomic_path
 from ..processing import check_sampling, process_logits
 from ..samplers.greedy import argmax_token
-from ..validation import check_int, check_k, positive_int_argument, seed_argument, writable_file_argument
+from ..validation import check_int, check_k, positive_int_argument, same_file, seed_argument
 from . import decoding, loading
+from .cli import EXIT_INTERRUPTED, EXIT_USAGE, error, save_or_fall_back, suffixed_file_argument
 from .loading import torch_modules
 
 FORMAT = "specverify-medusa-head/1"
@@ -214,42 +216,74 @@ def check_head_matches(head, target) -> None:
 
 def save_head(head, path) -> None:
     """torch.save of {"format", "meta", "state_dict"} to ``path``, atomically (``files.atomic_path``:
-    a temporary file in the same folder, then os.replace), so a reader never sees half a head."""
+    a temporary file in the same folder, then os.replace), so a reader never sees half a head.
+    The bytes are serialised in memory first: torch.save refuses some temporary names (a path
+    without a suffix gives ".tmp-XXXX", which it calls an invalid file name)."""
+    import io
+
     torch, _ = torch_modules()
     meta = dict(head.meta, hidden_size=head.hidden_size, vocab_size=head.vocab_size, n_blocks=head.n_blocks,
                 intermediate_size=head.intermediate_size)
     payload = {"format": FORMAT, "meta": json.loads(json.dumps(meta, default=_json_default)),
                "state_dict": {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}}
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
     with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+        tmp.write_bytes(buffer.getvalue())
 
 
-def load_head(path, target=None):
+HEAD_KEYS = ("format", "meta", "state_dict")
+"""The entries of a saved head."""
+META_KEYS = ("hidden_size", "vocab_size")
+"""The entries of a head's ``meta`` that loading needs (``n_blocks``, ``intermediate_size``
+default to 1 and hidden_size)."""
+
+
+def load_head(path, target=None, name: str = "path"):
     """The head saved at ``path`` (on CPU, or on ``target``'s device and dtype when given).
 
-    ValueError when the file is not a saved head, or (``target`` given) when the head's hidden
-    size or vocabulary does not match the target's. Loaded with ``weights_only=True``: no pickled
-    code runs.
+    ValueError, naming ``name`` (the argument: "path", or "--head" for the CLI) and the file,
+    when the file cannot be read, is not a saved head, lacks an entry (``state_dict``, ``meta``
+    or one of its ``META_KEYS``), holds entries of the wrong type or weights that do not fit its
+    metadata; or, ``target`` given, "head: ..." when its hidden size or vocabulary does not match
+    the target's. Loaded with ``weights_only=True``: no pickled code runs.
     """
     torch, _ = torch_modules()
+    where = repr(str(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{name}: {where} is a folder, not a saved head file")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
-        raise ValueError(f"path: cannot read a head from {str(path)!r} ({exc})") from None
+    except (OSError, RuntimeError, EOFError, ValueError, KeyError, TypeError, AttributeError,
+            pickle.UnpicklingError) as exc:
+        cause = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{name}: cannot read a head from {where} ({type(exc).__name__}: {cause})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"path: {str(path)!r} is not a saved Medusa head (format {FORMAT!r})")
-    meta = dict(payload["meta"])
+        raise ValueError(f"{name}: {where} is not a saved Medusa head (format {FORMAT!r})")
+    missing = [key for key in HEAD_KEYS if key not in payload]
+    if missing:
+        raise ValueError(f"{name}: {where} has no {' and no '.join(map(repr, missing))} entry "
+                         f"(a saved head holds {', '.join(HEAD_KEYS)}; save it with train-head)")
+    meta, state = payload["meta"], payload["state_dict"]
+    if not isinstance(meta, dict):
+        raise ValueError(f"{name}: {where} has a 'meta' entry of type {type(meta).__name__}, not a dict")
+    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+        raise ValueError(f"{name}: {where} has a 'state_dict' entry that is not a dict of tensors")
+    missing = [key for key in META_KEYS if key not in meta]
+    if missing:
+        raise ValueError(f"{name}: {where} has no {' and no '.join(map(repr, missing))} in its 'meta' entry")
     try:
         head = _head_cls()(meta["hidden_size"], meta["vocab_size"], meta.get("n_blocks", 1),
-                           meta.get("intermediate_size"), meta)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"path: {str(path)!r} has incomplete head metadata ({exc})") from None
+                           meta.get("intermediate_size"), dict(meta))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name}: {where} has bad head metadata ({exc})") from None
     try:
-        head.load_state_dict(payload["state_dict"])
-    except RuntimeError as exc:
-        raise ValueError(f"path: the weights in {str(path)!r} do not fit its metadata ({exc})") from None
+        head.load_state_dict(state)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        cause = " ".join(str(exc).split())[:300]
+        raise ValueError(f"{name}: the weights in {where} do not fit its metadata ({cause})") from None
     if target is not None:
-        check_head_matches(head, target)
+        check_head_matches(head, target)  # "head: ..." (the head does not fit this target)
         lm = target.get_output_embeddings()
         head = head.to(device=lm.weight.device, dtype=lm.weight.dtype)
     return head.eval()
@@ -561,7 +595,8 @@ def add_train_head_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--target", help="hub id or local folder of the target")
     p.add_argument("--target-gguf", help="GGUF file of the target (a path, or a name inside --target)")
     p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
-    p.add_argument("--out", type=writable_file_argument, required=True, help="where to save the head (.pt)")
+    p.add_argument("--out", type=suffixed_file_argument(), required=True,
+                   help="where to save the head (a file name with a suffix: HEAD.pt; checked before training)")
     p.add_argument("--positions", type=positive_int_argument, default=2000, help="training positions")
     p.add_argument("--epochs", type=positive_int_argument, default=3)
     p.add_argument("--seed", type=seed_argument, default=0)
@@ -607,6 +642,10 @@ def train_head_command(args) -> dict:
         raise ValueError(f"--lr: must be a finite number > 0, got {args.lr}")
     if args.generate_prompts < 0:
         raise ValueError(f"--generate-prompts: must be >= 0, got {args.generate_prompts}")
+    given = [args.target_gguf, os.path.join(args.target, args.target_gguf) if args.target and args.target_gguf
+             else None]
+    if any(g and same_file(args.out, g) for g in given):
+        raise ValueError(f"--out: {args.out!r} is the target's GGUF file; give the head its own file")
     start = time.perf_counter()
 
     def say(what):  # progress on stderr: the real target takes minutes per phase
@@ -630,9 +669,10 @@ def train_head_command(args) -> dict:
     trained = evaluate_head(head, target, held)
     say(f"trained head ({history['wall_s']:.1f} s): held-out top-1 {trained['top1']:.3f}, alpha {trained['alpha']}")
     head.meta.update(train_temperature=args.temperature, top_k_targets=args.top_k_targets)
-    save_head(head, args.out)
-    say(f"saved {args.out}")
-    result = {"target": name, "out": args.out, "load_s": load_s,
+    saved, write_error = save_or_fall_back("--out", args.out, lambda path: save_head(head, path),
+                                           "specverify-head", Path(args.out).suffix or ".pt")
+    say(f"saved {saved}" if saved else "the head was not saved")
+    result = {"target": name, "out": saved, "load_s": load_s,
               "train_positions": len(train), "train_sequences": train.n_sequences,
               "collect_train_s": train.wall_s, "train_target_mass": train.target_mass,
               "eval_positions": len(held), "collect_eval_s": held.wall_s, **history,
@@ -655,16 +695,26 @@ def train_head_command(args) -> dict:
             "target_only_tokens_per_s": sum(len(r.new_ids) for r, _ in gens) / sum(r.stats.wall_s for r, _ in gens),
         }
     result["total_s"] = time.perf_counter() - start
+    if write_error:
+        result["out_error"] = write_error
     return result
 
 
+PROG = "python -m specverify.models train-head"
+
+
 def run_train_head(args) -> int:
-    """Entry point of ``python -m specverify.models train-head``: 0, or 2 with one error line."""
+    """Entry point of ``python -m specverify.models train-head``: 0; 2 with one error line on
+    stderr for a bad input, or when --out could not be written (the figures are printed first
+    and the head saved to a fallback file named in that line); 130 interrupted."""
     try:
         result = train_head_command(args)
     except (ValueError, RuntimeError, ImportError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        error(PROG, exc)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        error(PROG, "interrupted")
+        return EXIT_INTERRUPTED
     if args.json:
         print(json.dumps(result, default=_json_default))
     else:
@@ -682,5 +732,10 @@ def run_train_head(args) -> int:
             print(f"greedy medusa_generate: {g['tokens_per_pass']:.2f} tokens/pass, acceptance "
                   f"{g['acceptance_rate']:.3f}, {g['medusa_tokens_per_s']:.2f} tokens/s vs target-only "
                   f"{g['target_only_tokens_per_s']:.2f}; vs target-only: {kinds}")
-        print(f"saved {result['out']} ({result['total_s']:.1f} s in all)")
+        print(f"saved {result['out']} ({result['total_s']:.1f} s in all)" if result["out"] else
+              f"not saved ({result['total_s']:.1f} s in all)")
+    sys.stdout.flush()
+    if "out_error" in result:
+        error(PROG, result["out_error"])
+        return EXIT_USAGE
     return 0

@@ -21,7 +21,7 @@ from functools import partial
 
 import polars as pl
 
-from .. import detectors, interfaces, runner
+from .. import detectors, interfaces, runner, tables
 from ..files import write_atomically
 from ..samplers.chain import draft
 from ..units import merge_output, prefetched
@@ -107,9 +107,13 @@ def interface_of(mutant_id: str) -> str:
     return "round" if mutant_id in (BASELINE_ID, SANITY_ID) else get(mutant_id).interface
 
 
-def stops_on_first(effect: str) -> bool:
-    """A mutant's battery stops enumerating at its first finding; controls run every case."""
-    return effect not in ("exact", "fewer-tokens")
+def stops_on_first(effect: str) -> bool | tuple[str, ...]:
+    """A mutant's battery stops at its first finding that kills it (an edge mutant: an edge
+    finding, or a breaking one, which accuses it anyway; ``battery.stopping_kinds``); controls
+    run every case."""
+    if effect in ("exact", "fewer-tokens"):
+        return False
+    return ("edge", *detectors.BREAKING_KINDS) if effect == "edge" else True
 
 
 def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float, *units) -> tuple:
@@ -212,6 +216,8 @@ def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers
         except KeyboardInterrupt:
             for process in list(getattr(pool, "_processes", {}).values()):
                 process.kill()  # their subjects' processes die with them (runner)
+                process.join(2)
+                runner.remove_captures_of(process.pid)  # a killed worker deletes nothing itself
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown()
@@ -311,43 +317,7 @@ def table(rows: list[Row], width: int = TABLE_WIDTH) -> str:
     heads = ("id", "effect", "status", "killed_by", "exact_tv", "seconds")
     cells = [(r.id, r.effect, str(r.status), r.killed_by.replace(",", ", "),
               "" if r.exact_tv is None else f"{r.exact_tv:.3g}", f"{r.seconds:.1f}") for r in rows]
-    natural = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
-    gap = 2
-    widths = list(natural)
-    fixed = sum(natural[i] for i in (1, 2, 4, 5)) + gap * (len(heads) - 1)
-    room = max(width - fixed, 2 * len("killed_by"))
-    widths[3] = min(natural[3], max(len("killed_by"), room - natural[0]))
-    widths[0] = min(natural[0], room - widths[3])
-    right = {4, 5}
-    lines = []
-    for values in [heads, tuple("-" * w for w in widths), *cells]:
-        wrapped = [_wrap(v, w) for v, w in zip(values, widths)]
-        for k in range(max(map(len, wrapped))):
-            parts = [(piece[k] if k < len(piece) else "") for piece in wrapped]
-            parts = [p.rjust(w) if i in right else p.ljust(w) for i, (p, w) in enumerate(zip(parts, widths))]
-            lines.append((" " * gap).join(parts).rstrip())
-    return "\n".join(lines)
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    """``text`` in pieces of at most ``width`` characters, broken after "/", "-" or ", " where
-    it can be, else anywhere."""
-    import re
-
-    pieces, line = [], ""
-    for token in re.findall(r"[^/\-, ]*(?:[/\-]|, ?|$)", text):
-        if not token:
-            continue
-        if line and len(line) + len(token.rstrip()) > width:
-            pieces.append(line.rstrip())
-            line = ""
-        while len(token.rstrip()) > width:
-            pieces.append(token[:width])
-            token = token[width:]
-        line += token
-    if line.strip() or not pieces:
-        pieces.append(line.rstrip())
-    return pieces
+    return tables.render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: 9, 0: 9})
 
 
 def _markdown(frame: pl.DataFrame) -> str:
@@ -411,15 +381,17 @@ def main(argv=None) -> int:
             return 2
     progress = sys.stderr.isatty()
     try:
-        rows = run_all(subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers,
-                       progress, args.executor)
+        with runner.sigterm_as_interrupt():
+            rows = run_all(subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers,
+                           progress, args.executor)
     except ExecutorUnavailable as exc:
         print(f"specverify.mutants: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         runner.kill_all()
-        print("specverify.mutants: interrupted; workers stopped", file=sys.stderr)
-        return 130
+        how = "terminated (SIGTERM)" if isinstance(stop, runner.Terminated) else "interrupted"
+        print(f"specverify.mutants: {how}; workers stopped", file=sys.stderr)
+        return 143 if isinstance(stop, runner.Terminated) else 130
     text = render(rows, args.format, args.seed, args.budget)
     sys.stdout.write(text)
     bad = culprits(rows)
