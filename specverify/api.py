@@ -27,8 +27,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
-from . import detectors, interfaces, runner
+from . import interfaces, runner
+from .battery import CAMPAIGN_SECONDS, POWER_FALSE_PASS_RATE, BatteryResult, Finding
 from .files import json_default
+from .interfaces import round_cases, round_tasks
+from .samplers.chain import speculative_step
 from .validation import check_tv_budget
 
 VERDICT_WORDS = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}
@@ -45,7 +48,7 @@ class Report:
     budget: str
     coverage: str
     false_fail_rate: float
-    result: detectors.BatteryResult = field(repr=False)
+    result: BatteryResult = field(repr=False)
 
     @property
     def exact(self) -> bool | None:
@@ -56,7 +59,7 @@ class Report:
         return self.result.efficient
 
     @property
-    def findings(self) -> list[detectors.Finding]:
+    def findings(self) -> list[Finding]:
         return self.result.findings
 
     @property
@@ -70,7 +73,7 @@ class Report:
 
     def to_dict(self) -> dict:
         """The JSON object ``check --json`` prints. ``coverage``: ``summary`` (the budget's plan in
-        words) and ``cases`` (every case run, ``detectors.coverage_entry``: origin fixed /
+        words) and ``cases`` (every case run, ``battery.coverage_entry``: origin fixed /
         generated / edge / aimed, its shape, how it was judged, its runs and the TV they see)."""
         out = self.result.to_dict()
         cases = out.pop("cases", [])
@@ -111,7 +114,7 @@ def _interface_task(subject) -> tuple[str, str]:
         return "usage", str(exc)
 
 
-def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
+def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int = 0,
           interface: str | Callable | None = None, counterexample: bool = True,
           target: str | None = None, prefetched: dict | None = None, device: str | None = None,
           progress: bool | None = None, vocab: int | None = None, k=None,
@@ -124,7 +127,7 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
     "round", "loop" (``generate(target, draft, requests, k, rng)``, judged by the loop battery),
     None / "auto" (by the function's parameter names), or an adapter applied to ``sampler``
     first (``interface(sampler)`` must return a function of the handout's). ``budget``: a name of
-    ``detectors.BUDGETS`` or a ``detectors.Budget``. ``counterexample``: search for the smallest
+    ``round_cases.BUDGETS`` or a ``round_cases.Budget``. ``counterexample``: search for the smallest
     model that shows a distribution finding (a loop subject: the smallest request and model that
     show its law or contract finding, ``loop_battery.find_loop_counterexample``). Never raises for a
     broken sampler (its breaches are findings); a TARGET that cannot be loaded raises ``UsageError``.
@@ -146,7 +149,7 @@ def check(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0
         raise ValueError(str(exc)) from None
     # a name, tv=X or a round Budget; an interface's own budget object (a LoopBudget, a
     # KernelBudget) is passed to that interface as it is
-    b = resolve_budget(budget) if isinstance(budget, (str, detectors.Budget)) else budget
+    b = resolve_budget(budget) if isinstance(budget, (str, round_cases.Budget)) else budget
     own = None
     if target is None and not isinstance(sampler, (str, runner.Runner)):  # named before adapting
         name = getattr(sampler, "__qualname__", None) or getattr(sampler, "__name__", None)
@@ -259,7 +262,7 @@ class _Progress:
                     self.stream.close()
 
 
-def assert_exact(sampler, *, budget: str | detectors.Budget = "standard", seed: int = 0,
+def assert_exact(sampler, *, budget: str | round_cases.Budget = "standard", seed: int = 0,
                  interface: Callable | None = None, allow_inconclusive: bool = False,
                  target: str | None = None, vocab: int | None = None, k=None,
                  max_tokens: int | None = None, progress: bool | None = None) -> Report:
@@ -444,10 +447,10 @@ def start_target(target: str, start_method: str | None = None) -> runner.Runner:
 # --------------------------------------------------------------------------- campaign arithmetic
 
 
-def campaign_runs(tv: float, budget: str | detectors.Budget = "thorough",
+def campaign_runs(tv: float, budget: str | round_cases.Budget = "thorough",
                   false_fail_rate: float | None = None) -> dict:
     """Sampler runs one subject needs so that the chi-square detector sees a TV of ``tv`` (with
-    probability 1 - detectors.POWER_FALSE_PASS_RATE) on every case of ``budget``.
+    probability 1 - POWER_FALSE_PASS_RATE) on every case of ``budget``.
 
     The statistical half of the battery's false-fail rate is split (Bonferroni) over every case
     and every look of the sequential test, exactly as the battery splits it; the number of looks
@@ -458,17 +461,17 @@ def campaign_runs(tv: float, budget: str | detectors.Budget = "thorough",
     """
     from . import stats
 
-    b = detectors.get_budget(budget)
+    b = round_cases.get_budget(budget)
     rate = b.false_fail_rate if false_fail_rate is None else false_fail_rate
-    cases = [detectors.all_cases()[i] for i in b.cases]
+    cases = [round_cases.all_cases()[i] for i in b.cases]
     n_looks = 1
     while True:
         per_check = stats.split_budget(rate / 2, len(cases) * n_looks)
         per_case = {c.name: stats.min_num_samples_chi_square(
-            tv, detectors.target_distribution(c), per_check, detectors.POWER_FALSE_PASS_RATE)
+            tv, round_cases.target_distribution(c), per_check, POWER_FALSE_PASS_RATE)
             for c in cases}
         need = max(max(per_case.values()), b.n_min)
-        sizes = detectors.looks(b.n_min, 2 * need - 1)  # up to the first look >= need
+        sizes = round_cases.looks(b.n_min, 2 * need - 1)  # up to the first look >= need
         if len(sizes) <= n_looks:
             break
         n_looks = len(sizes)
@@ -477,25 +480,25 @@ def campaign_runs(tv: float, budget: str | detectors.Budget = "thorough",
             "runs": len(cases) * n_max, "per_case": per_case, "per_check_false_fail_rate": per_check}
 
 
-def campaign_budget(tv: float, base: str | detectors.Budget = "thorough") -> detectors.Budget:
+def campaign_budget(tv: float, base: str | round_cases.Budget = "thorough") -> round_cases.Budget:
     """``base`` with every case tested by statistics up to the run count ``campaign_runs`` gives
     for ``tv``, and time limits that do not cut it short (``--budget tv=0.001``)."""
     from dataclasses import replace
 
-    b = detectors.get_budget(base)
+    b = round_cases.get_budget(base)
     c = campaign_runs(tv, b)
     return replace(b, name=f"tv={tv:g}", stat_cases=len(b.cases), n_max=c["n_max"],
-                   detect_tv=min(b.detect_tv, tv), statistics_s=detectors.CAMPAIGN_SECONDS,
-                   fallback_statistics_s=detectors.CAMPAIGN_SECONDS)
+                   detect_tv=min(b.detect_tv, tv), statistics_s=CAMPAIGN_SECONDS,
+                   fallback_statistics_s=CAMPAIGN_SECONDS)
 
 
-def resolve_budget(budget: str | detectors.Budget) -> detectors.Budget:
-    """A name of detectors.BUDGETS, ``tv=X`` (a campaign that sees TV X), or a Budget."""
+def resolve_budget(budget: str | round_cases.Budget) -> round_cases.Budget:
+    """A name of round_cases.BUDGETS, ``tv=X`` (a campaign that sees TV X), or a Budget."""
     if isinstance(budget, str) and budget.startswith("tv="):
         return campaign_budget(check_tv_budget(budget))
-    if isinstance(budget, str) and budget not in detectors.BUDGETS:
-        raise ValueError(f"budget: must be one of {', '.join(detectors.BUDGETS)} or tv=X, got {budget!r}")
-    return detectors.get_budget(budget)
+    if isinstance(budget, str) and budget not in round_cases.BUDGETS:
+        raise ValueError(f"budget: must be one of {', '.join(round_cases.BUDGETS)} or tv=X, got {budget!r}")
+    return round_cases.get_budget(budget)
 
 
 def campaign_table(tv: float = 1e-3, budget: str = "thorough", subjects: int | None = None,
@@ -538,12 +541,12 @@ def measure_runs_per_second(seconds: float = 2.0) -> float:
 
     import numpy as np
 
-    cases = detectors.battery("thorough")
+    cases = round_cases.battery("thorough")
     rng = np.random.default_rng(0)
     n, t0 = 0, time.process_time()
     while time.process_time() - t0 < seconds:
         for case in cases:
-            detectors.sample_first_tokens(detectors.speculative_step, case, 20, rng)
+            round_tasks.sample_first_tokens(speculative_step, case, 20, rng)
             n += 20
     return n / (time.process_time() - t0)
 

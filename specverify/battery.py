@@ -16,7 +16,7 @@ batteries share, so that none of them re-implements it.
   breach into the result), ``subject_process``.
 
 The statistics themselves (the sequential chi-square, its power, exact TV) are
-``specverify.stats`` and ``specverify.exact``; each interface's battery (``detectors`` for
+``specverify.stats`` and ``specverify.exact``; each interface's battery (``interfaces.round`` for
 round samplers, ``loop_battery``, ``interfaces.kernel``) decides what to run and calls these.
 """
 
@@ -381,7 +381,7 @@ class Battery:
     deadline (a ``time.monotonic()`` value or None) and the ``BatteryResult`` it fills.
     ``call`` runs one task in the subject's process under its limit and the deadline;
     ``breach`` records a contract finding (``run_in_subject`` calls it when the subject died
-    or broke the interface mid-stage). Subclasses (``detectors.RoundBattery``,
+    or broke the interface mid-stage). Subclasses (``interfaces.round.RoundBattery``,
     ``loop_battery.LoopBattery``, ``interfaces.kernel.KernelBattery``) add the checks."""
 
     def __init__(self, subject: runner.Runner, budget, seed: int, deadline: float | None):

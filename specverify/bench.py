@@ -65,7 +65,8 @@ def bench_batched(quick: bool) -> dict:
 
 def time_enumeration(vocab: int, k: int, m: int, cap_s: float = ENUMERATION_CAP_S) -> dict:
     """Seconds and paths to enumerate m tokens of the reference on a random chain, or capped."""
-    from . import detectors, exact
+    from . import exact
+    from .battery import time_limit
     from .chains import random_model
     from .samplers.chain import speculative_step
 
@@ -78,7 +79,7 @@ def time_enumeration(vocab: int, k: int, m: int, cap_s: float = ENUMERATION_CAP_
     row = {"vocab": vocab, "k": k, "window": m}
     start = time.perf_counter()
     try:
-        with detectors.time_limit(cap_s, "exact enumeration", exact.NotEnumerable):
+        with time_limit(cap_s, "exact enumeration", exact.NotEnumerable):
             dist = exact.sampler_distribution(counted, model.p_fn, model.q_fn, (0,), k, m,
                                               max_paths=ENUMERATION_MAX_PATHS)
         tv = exact.total_variation(dist, exact.sequence_distribution(model.p_fn, (0,), m))
@@ -129,10 +130,10 @@ def bench_power() -> list[dict]:
 
 def run_bench(quick: bool = False, budget: str | None = None) -> dict:
     """Every measurement above, as one dict with named fields."""
-    from . import detectors
+    from .interfaces import round_cases
 
-    if budget is not None and budget not in list(detectors.BUDGETS):
-        raise ValueError(f"budget: must be one of {list(detectors.BUDGETS)}, got {budget!r}")
+    if budget is not None and budget not in list(round_cases.BUDGETS):
+        raise ValueError(f"budget: must be one of {list(round_cases.BUDGETS)}, got {budget!r}")
     start = time.perf_counter()
     batched = bench_batched(quick)
     result = {
@@ -207,7 +208,7 @@ def to_markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from . import detectors  # its budgets' names are --budget's choices
+    from .interfaces import round_cases  # its budgets' names are --budget's choices
     from .checker import OneLineParser
     from .validation import writable_file_argument
 
@@ -215,7 +216,7 @@ def main(argv=None) -> int:
                        description="Benchmark the simulator, enumeration and check.")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
-    ap.add_argument("--budget", choices=list(detectors.BUDGETS), default=None,
+    ap.add_argument("--budget", choices=list(round_cases.BUDGETS), default=None,
                     help="check budget (default: quick with --quick, else standard)")
     ap.add_argument("--markdown", metavar="PATH", type=writable_file_argument,
                     help="also write the markdown report here")

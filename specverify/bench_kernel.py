@@ -2,7 +2,7 @@
 interface buys, measured side by side in one run (ratios first: these machines are noisy).
 
 - **rows per second, TV per minute**: the same rule judged through the round interface (one
-  round per sampler call, ``detectors.sample_first_tokens`` on the handout's toy chain) and
+  round per sampler call, ``round_tasks.sample_first_tokens`` on the handout's toy chain) and
   through the kernel interface (``kernel_counts_task``: B rows per call, counts only across the
   pipe), each timed for a few seconds back to back; the TV a minute of rows lets the chi-square
   see (power 0.95, false-fail rate 1e-6) from ``stats.min_discrepancy_chi_square``;
@@ -29,28 +29,29 @@ FALSE_FAIL = 1e-6
 
 
 def _tv_per_minute(rows_per_s: float, want: dict) -> float:
-    from . import detectors, stats
+    from . import stats
+    from .battery import POWER_FALSE_PASS_RATE
 
     return stats.min_discrepancy_chi_square(max(1, int(60 * rows_per_s)), want, FALSE_FAIL,
-                                            detectors.POWER_FALSE_PASS_RATE)
+                                            POWER_FALSE_PASS_RATE)
 
 
 def bench_rates(seconds: float) -> dict:
     """Rows judged per second through each interface, and the TV a minute of them sees."""
     import numpy as np
 
-    from . import detectors, exact
-    from .interfaces import kernel_cases as kc
+    from . import exact
+    from .interfaces import kernel_cases as kc, round_cases, round_tasks
     from .interfaces.kernel_tasks import kernel_counts_task
     from .samplers.chain import speculative_step
     from .samplers.kernel import reference_generator_kernel
 
-    case = detectors.reference_case()
+    case = round_cases.reference_case()
     want_round = exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
     rng = np.random.default_rng(0)
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        detectors.sample_first_tokens(speculative_step, case, 200, rng)
+        round_tasks.sample_first_tokens(speculative_step, case, 200, rng)
         n += 200
     round_rate = n / (time.perf_counter() - t0)
     kcase = kc.every_draft_case()

@@ -6,7 +6,8 @@ loop ``generate(target, draft, requests, k, rng)`` or a batched kernel ``kernel(
 draft_probs, target_probs, uniforms)`` (specverify.interfaces: told by the parameter names, or
 ``--interface``; ``--device cuda`` runs a kernel's tensors on a GPU). The target is
 imported and run only in its own process (specverify.runner); this module is the command line
-over ``specverify.api.check`` (``detectors.run_battery`` and ``detectors.find_counterexample``);
+over ``specverify.api.check`` (``interfaces.round.run_battery`` and
+``interfaces.round_counterexample.find_counterexample``);
 ``--junit-xml FILE`` writes one JUnit test case per target, ``--executor ray`` runs one Ray task
 per target and one per case enumeration (specverify.executors, specverify.units).
 
@@ -21,8 +22,10 @@ import argparse
 import json
 import sys
 
-from . import api, detectors, interfaces, runner
+from . import api, interfaces, runner
+from .battery import BatteryResult
 from .files import json_default
+from .interfaces import round_cases
 from .validation import seed_argument
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
@@ -48,7 +51,7 @@ VERDICT_WORDS = api.VERDICT_WORDS
 human = api.human
 
 
-BUDGET_WORDS = ", ".join([*detectors.BUDGETS, "tv=X"])
+BUDGET_WORDS = ", ".join([*round_cases.BUDGETS, "tv=X"])
 SEVERITY = {0: 0, 3: 1, 1: 2, 2: 3}  # exact < inconclusive < not exact < usage error
 
 
@@ -76,7 +79,7 @@ def parse_args(argv):
     from .executors import executor_argument
     from .validation import writable_file_argument
 
-    coverage = "; ".join(f"{name}: {b.coverage()}" for name, b in detectors.BUDGETS.items())
+    coverage = "; ".join(f"{name}: {b.coverage()}" for name, b in round_cases.BUDGETS.items())
     ap = OneLineParser(
         prog="python -m specverify check",
         description="Check that speculative samplers are exact. Exit 0 exact, 1 not exact, "
@@ -141,7 +144,7 @@ def check_target(target: str, budget: str, seed: int, interface: str = "auto", d
         report = check(subject, target, budget, seed, interface=interface,
                        prefetched=prefetched(units) if units else None, device=device, aim=aim)
         if units:
-            extra = detectors.BatteryResult(output=report["output"], seconds=report["seconds"])
+            extra = BatteryResult(output=report["output"], seconds=report["seconds"])
             merge_output(extra, units)
             report["output"], report["seconds"] = extra.output, extra.seconds
         return "ok", report

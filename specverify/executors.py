@@ -9,7 +9,7 @@ independent of each other and draw no random numbers, so each runs in its own ta
 subject process. The seeded part of the battery (the contract, the sequential chi-square's looks,
 sampled tokens per round) runs in order in the subject's own task, which starts once its
 enumeration tasks are done and replays the battery with their results
-(``detectors.run_battery(prefetched=...)``): verdicts and findings are the local executor's for
+(``interfaces.round.run_battery(prefetched=...)``): verdicts and findings are the local executor's for
 the same seed. A look of the sequential test is not a unit: its samples continue the rng stream
 every earlier look and case drew from (specverify.units says why).
 

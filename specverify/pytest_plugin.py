@@ -86,7 +86,7 @@ def marker_keywords(node) -> dict:
     given = {k: v for k, v in marker.kwargs.items() if v is not None}
     if "budget" in given:
         from .api import resolve_budget
-        from .detectors import Budget
+        from .interfaces.round_cases import Budget
 
         try:
             if not isinstance(given["budget"], (str, Budget)):

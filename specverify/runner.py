@@ -33,7 +33,7 @@ A daemonic process (a ``multiprocessing.Pool`` worker) cannot have children: ``s
 with a RuntimeError instead of multiprocessing's "can only join a started process".
 
 Tasks must convert the subject's own exceptions, ``SystemExit`` and ``KeyboardInterrupt``
-included, into their results (see detectors.guarded); an exception that escapes a task is a bug
+included, into their results (see interfaces.round_tasks.guarded); an exception that escapes a task is a bug
 of ours and is raised in the parent as ``RunnerError`` with the child's traceback.
 """
 

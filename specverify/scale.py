@@ -246,7 +246,7 @@ def bin_label(bin_of: np.ndarray, b: int) -> str:
 
 
 def binned_rows(verdict: PositionVerdict, limit: int = 16) -> list[dict]:
-    """The bins whose frequency differs most from the target's, as ``detectors.describe``'s
+    """The bins whose frequency differs most from the target's, as ``round_counterexample.describe``'s
     ``distributions`` rows (``tokens``: the bin's label)."""
     freq = verdict.counts / max(verdict.n, 1)
     order = np.argsort(-np.abs(freq - verdict.want))[:limit]

@@ -1,6 +1,6 @@
 """The battery's independent units, for executors that spread one subject over several workers.
 
-A round subject's battery (specverify.detectors) makes two kinds of calls into the subject's
+A round subject's battery (specverify.interfaces.round) makes two kinds of calls into the subject's
 process:
 
 - **enumerations** (``enumerate_task``: one case's exact distribution, or its round-length
@@ -14,12 +14,12 @@ process:
   each look: case i's batch at look j starts where the batch before it left the stream, and how
   many numbers a batch draws depends on the subject) and sampled tokens per round (seed + 2).
   These are not independent units: the samples of a case's look depend on every batch drawn
-  before it, so they run in order, in one task (``detectors.run_battery(prefetched=...)``), as
+  before it, so they run in order, in one task (``run_battery(prefetched=...)``), as
   in the local executor. Splitting them would need a stream per (case, look), which changes the
   samples, the p-values and the figures of every earlier report.
 
 ``run_battery(prefetched=units)`` then replays the battery with the enumerations served from the
-units (``detectors._PrefetchedBattery``): the same code takes the same decisions on the same
+units (``interfaces.round``'s prefetched battery): the same code takes the same decisions on the same
 values (stop at the first finding, the enumeration budget, the deadline, charged with the
 seconds each unit took), so verdicts and findings are those of the local run for the same seed.
 """
@@ -29,10 +29,12 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from . import detectors, runner
+from . import runner
+from .battery import BatteryResult
+from .interfaces import round_cases, round_tasks
 
 
-def enumeration_calls(budget: detectors.Budget, stop_on_first: bool = False) -> list[tuple[bool, int]]:
+def enumeration_calls(budget: round_cases.Budget, stop_on_first: bool = False) -> list[tuple[bool, int]]:
     """The enumerations worth a unit, as ``(lengths, case index)``: those the battery asks for
     unless the contract fails. Every case of the budget (``all_cases()``), or with
     ``stop_on_first`` only the first (a mutant's first finding ends enumeration, usually on
@@ -41,14 +43,14 @@ def enumeration_calls(budget: detectors.Budget, stop_on_first: bool = False) -> 
     (``round_length_cases()``)."""
     cases = budget.cases[:1] if stop_on_first else budget.cases
     return ([(False, i) for i in cases]
-            + [(True, i) for i in range(len(detectors.round_length_cases()))])
+            + [(True, i) for i in range(len(round_cases.round_length_cases()))])
 
 
-def _case(lengths: bool, index: int) -> detectors.Case:
-    return (detectors.round_length_cases() if lengths else detectors.all_cases())[index]
+def _case(lengths: bool, index: int) -> round_cases.Case:
+    return (round_cases.round_length_cases() if lengths else round_cases.all_cases())[index]
 
 
-def enumeration_unit(load: Callable[[], Callable], budget: detectors.Budget, lengths: bool,
+def enumeration_unit(load: Callable[[], Callable], budget: round_cases.Budget, lengths: bool,
                      index: int) -> dict:
     """One enumeration in a fresh subject process (``load`` runs there and returns the subject):
     ``{"key", "outcome", "seconds", "output"}``, ``outcome`` ("ok", the battery task's own
@@ -57,7 +59,7 @@ def enumeration_unit(load: Callable[[], Callable], budget: detectors.Budget, len
     the battery's own start to report). Never raises for a broken subject."""
     case = _case(lengths, index)
     seconds = budget.case_enumeration_s
-    unit = {"key": detectors.enumeration_key(case, budget, seconds, lengths), "seconds": 0.0, "output": ""}
+    unit = {"key": round_tasks.enumeration_key(case, budget, seconds, lengths), "seconds": 0.0, "output": ""}
     handle = runner.Runner(load)
     try:
         try:
@@ -67,7 +69,7 @@ def enumeration_unit(load: Callable[[], Callable], budget: detectors.Budget, len
             return unit
         t0 = time.monotonic()
         try:
-            unit["outcome"] = ("ok", handle.call(detectors.enumerate_task, case, budget, seconds,
+            unit["outcome"] = ("ok", handle.call(round_tasks.enumerate_task, case, budget, seconds,
                                                  lengths, limit=seconds + budget.call_limit_s))
         except runner.SubjectFailed as exc:
             unit["outcome"] = ("failed", str(exc))
@@ -85,7 +87,7 @@ def prefetched(units) -> dict:
     return {u["key"]: u for u in units if u["outcome"][0] != "load-failed"}
 
 
-def merge_output(result: detectors.BatteryResult, units) -> None:
+def merge_output(result: BatteryResult, units) -> None:
     """Add what the subject printed in the units' processes to the result's output (excerpt);
     the units' seconds to its seconds (detector time, discarded units included)."""
     parts = [result.output, *(u["output"] for u in units)]

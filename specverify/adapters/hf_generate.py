@@ -59,7 +59,7 @@ import numpy as np
 from scipy.stats import norm
 
 from .. import stats
-from ..detectors import Finding
+from ..battery import Finding
 from ..models.loading import tiny_pair, torch_modules
 from ..processing import process_logits
 from ..validation import check_int, check_seed, count_argument, positive_int_argument, seed_argument

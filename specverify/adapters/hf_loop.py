@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats
-from ..detectors import POWER_FALSE_PASS_RATE
+from ..battery import POWER_FALSE_PASS_RATE
 from ..loop import LogitTable, Request, SamplingParams, check_requests
 from ..loop_battery import LoopBudget, LoopCase, run_loop_battery
 from ..models.loading import torch_modules

@@ -340,8 +340,8 @@ def _tensorrt_skip(engine: Engine, download: bool) -> str:
 
 def judge(engine: Engine, subject, budget: str, seed: int = 0):
     """The engine's Report under budget ``budget`` (its per-engine overrides applied)."""
-    from .. import api, detectors
-    from ..interfaces import kernel as KI
+    from .. import api
+    from ..interfaces import kernel as KI, round_cases
 
     spec = dict(engine.budgets.get(budget, {"base": budget}))
     base = spec.pop("base", budget)
@@ -352,7 +352,7 @@ def judge(engine: Engine, subject, budget: str, seed: int = 0):
         result = KI.run(subject, kb, seed, stop_on_first=stop)
         return api.Report(target=engine.name, seed=seed, budget=kb.name, coverage=KI.coverage(kb),
                           false_fail_rate=kb.false_fail_rate, result=result)
-    rb = replace(detectors.get_budget(base), name=f"{budget}-{engine.name}", **spec)
+    rb = replace(round_cases.get_budget(base), name=f"{budget}-{engine.name}", **spec)
     return api.check(subject, budget=rb, seed=seed, interface="round", counterexample=counterexample,
                      target=engine.name)
 

@@ -7,8 +7,9 @@ NAME.png, NAME.md (caption, figure and tables) and one CSV per table, and prints
 - noise-vs-bias, greedy-drafter, non-iid: sampled (specverify.experiments.sampled);
 - temperature, speedup-surface, power: closed form or exact (specverify.experiments.analytic).
 
-Every detector-like number (exact TV, samples, power) comes from specverify.detectors,
-specverify.exact and specverify.stats; nothing here re-implements a detector.
+Every detector-like number (exact TV, samples, power) comes from the round battery
+(specverify.interfaces.round_cases, round_tasks), specverify.exact and specverify.stats;
+nothing here re-implements a detector.
 
 The experiments' modules (matplotlib, polars, SciPy, the battery) load on first use: ``python -m
 specverify.experiments`` parses its command line first, so that a usage error is quick.

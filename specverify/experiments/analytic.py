@@ -22,8 +22,10 @@ import numpy as np
 import polars as pl
 from scipy.special import softmax
 
-from .. import detectors, exact, mutants, stats, theory
+from .. import exact, mutants, stats, theory
+from ..battery import DEFAULT_FALSE_FAIL_RATE
 from ..chains import toy_chain
+from ..interfaces import round_cases, round_tasks
 from .output import Table, figure, write_outputs
 
 # ------------------------------------------------------------------------------ temperature
@@ -166,7 +168,7 @@ def speedup_surface(out_dir, *, alphas=(0.5, 0.6, 0.7, 0.8, 0.9), costs=(0.05, 0
 
 HANDOUT_N, HANDOUT_TV_THRESHOLD = 30_000, 0.015
 HANDOUT_FALSE_FAIL_RATE = 1.5e-5  # measured in specverify/stats.py's docstring (2e7 draws)
-SUITE_FALSE_FAIL_RATE = detectors.DEFAULT_FALSE_FAIL_RATE
+SUITE_FALSE_FAIL_RATE = DEFAULT_FALSE_FAIL_RATE
 FALSE_PASS_RATE = 0.01
 POWER_TVS = (0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.17, 0.3, 0.5)
 POWER_MUTANTS = ("rejection/resample-from-p", "draft/temperature-draft-only",
@@ -216,10 +218,10 @@ def samples_needed_table(tvs=POWER_TVS, false_pass_rate: float = FALSE_PASS_RATE
 
 
 def mutant_biases(ids=POWER_MUTANTS) -> dict[str, float]:
-    case = detectors.reference_case()
+    case = round_cases.reference_case()
     out = {}
     for mid in ids:
-        got, want = detectors.exact_case(mutants.get(mid).fn, case, 100_000)
+        got, want = round_tasks.exact_case(mutants.get(mid).fn, case, 100_000)
         out[mid] = exact.total_variation(got, want)
     return out
 

@@ -1,12 +1,12 @@
 """The handout's CPU experiments that sample: noise versus bias, the greedy drafter, and
 non-i.i.d. acceptance on the toy chain.
 
-Every number comes from the detector battery's own pieces (specverify.detectors): the case is
-``detectors.reference_case()`` (the handout's toy chain, k = 2, prefix (0,), a 2-token window),
-samples come from ``detectors.sample_first_tokens`` (mutants run through their Python function,
-round by round) or from the batched simulator (specverify.samplers.batched) for the exact step,
-and the bias of each sampler is its exact TV from ``detectors.exact_case``. Rule: Leviathan et al.
-2023 (arXiv 2211.17192); mutants and their references: specverify.mutants.
+Every number comes from the round battery's own pieces (specverify.interfaces.round_cases and
+round_tasks): the case is ``round_cases.reference_case()`` (the handout's toy chain, k = 2,
+prefix (0,), a 2-token window), samples come from ``round_tasks.sample_first_tokens`` (mutants
+run through their Python function, round by round) or from the batched simulator
+(specverify.samplers.batched) for the exact step, and the bias of each sampler is its exact TV
+from ``round_tasks.exact_case``. Rule: Leviathan et al. 2023 (arXiv 2211.17192); mutants and their references: specverify.mutants.
 
 The expected TV of n draws is computed exactly, not simulated: TV(p_hat, t) = 1/2 sum_x |p_hat(x) -
 t(x)| and each count n p_hat(x) is Binomial(n, r(x)) when the sampler's exact distribution is r,
@@ -23,8 +23,9 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-from .. import detectors, exact, mutants, stats, theory
+from .. import exact, mutants, stats, theory
 from ..chains import toy_chain
+from ..interfaces import round_cases, round_tasks
 from ..samplers.batched import simulate_tokens
 from ..samplers.chain import speculative_step
 from .output import Table, figure, write_outputs
@@ -86,15 +87,15 @@ def _curve(label, kind, dist, target, sizes, tvs, replicates):
 
 def loop_curve(label: str, kind: str, sampler, case, sizes, rng) -> list[dict]:
     """One stream of sampled runs through the sampler's Python function; TV at nested sizes."""
-    dist, target = detectors.exact_case(sampler, case, MAX_PATHS)
-    samples = detectors.sample_first_tokens(sampler, case, sizes[-1], rng)
+    dist, target = round_tasks.exact_case(sampler, case, MAX_PATHS)
+    samples = round_tasks.sample_first_tokens(sampler, case, sizes[-1], rng)
     return _curve(label, kind, dist, target, sizes,
                   [_empirical_tv(samples[:n], target) for n in sizes], 1)
 
 
 def batched_curve(case, sizes, rng, replicates: int) -> list[dict]:
     """The exact step through the batched simulator; mean TV of independent replicates per size."""
-    dist, target = detectors.exact_case(speculative_step, case, MAX_PATHS)
+    dist, target = round_tasks.exact_case(speculative_step, case, MAX_PATHS)
     tvs = [float(np.mean([_empirical_tv(simulate_tokens(case.model, case.prefix, case.k, case.m,
                                                         n, rng), target)
                           for _ in range(replicates)])) for n in sizes]
@@ -139,7 +140,7 @@ def noise_vs_bias(out_dir, *, n_max: int = 100_000, replicates: int = 16, seed: 
                   mutant_ids=NOISE_VS_BIAS_MUTANTS):
     """TV against runs for the exact step and buggy ones (handout, CPU experiment 1)."""
     t0 = time.perf_counter()
-    case, sizes, rng = detectors.reference_case(), run_sizes(n_max), np.random.default_rng(seed)
+    case, sizes, rng = round_cases.reference_case(), run_sizes(n_max), np.random.default_rng(seed)
     rows = batched_curve(case, sizes, rng, replicates)
     for mid in mutant_ids:
         rows += loop_curve(mid, mutants.get(mid).effect, mutants.get(mid).fn, case, sizes, rng)
@@ -162,7 +163,7 @@ def noise_vs_bias(out_dir, *, n_max: int = 100_000, replicates: int = 16, seed: 
 def greedy_drafter(out_dir, *, n_max: int = 100_000, seed: int = 1):
     """Greedy drafter with one-hot q (exact) beside the softmax-q bug (handout §4, experiment 4)."""
     t0 = time.perf_counter()
-    case, sizes, rng = detectors.reference_case(), run_sizes(n_max), np.random.default_rng(seed)
+    case, sizes, rng = round_cases.reference_case(), run_sizes(n_max), np.random.default_rng(seed)
     rows = []
     for mid in (GREEDY_CONTROL, GREEDY_BUG):
         rows += loop_curve(mid, mutants.get(mid).effect, mutants.get(mid).fn, case, sizes, rng)

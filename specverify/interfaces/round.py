@@ -1,26 +1,71 @@
 """The round interface: the handout's ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]``.
 
 One call is one speculative round: 1 to k + 1 token ids, distributed (over the sampler's draws
-from ``rng``) exactly as the target p's next tokens. Judged by the round battery
-(``specverify.detectors``: contract, exact enumeration, sequential chi-square, tokens per round)
-and, on a distribution finding, the smallest counterexample model
-(``detectors.find_counterexample``). Rule: Leviathan, Kalman, Matias (arXiv 2211.17192).
+from ``rng``) exactly as the target p's next tokens. The mutant report, the checker, the
+experiments and the benchmarks all judge a round sampler through ``run_battery`` (``run``) and
+never re-implement a detector. Detectors, each on the battery's table-driven cases
+(``round_cases.Case``), the subject always in its own process (specverify.runner):
+
+- ``contract``: 1 to k + 1 int tokens in range from a list, tuple or array; no exception, no
+  exit, no write into the arrays p_fn / q_fn hand out (each call gets fresh copies, compared
+  afterwards), every call within ``Budget.call_limit_s``; the same seed replays the same rounds.
+- ``exact``: the exact distribution of the first m emitted tokens by enumerating every path of
+  the sampler's random decisions (specverify.exact); a finding when TV > ``EXACT_TV_TOL``.
+- ``chi-square``: sampled runs against the exact target at doubling sample sizes; the false-fail
+  budget is split Bonferroni over every case and every look.
+- ``tokens-per-round``: the mean round length against the exact rule's; a shortfall is an
+  efficiency finding.
+- ``binned-chi-square``: the engine-scale cases (``engine_scale_cases``: V 4096 to 152,064, k up
+  to 8, and the user's ``--vocab`` / ``--k`` / ``--max-tokens``), sampled and judged on every
+  window position by a binned chi-square (specverify.scale); a finding there is shrunk over
+  vocabularies and k (``shrink_engine_scale``).
+
+Verdict (``BatteryResult.exact``): False on a distribution finding or a contract breach; None
+(inconclusive) when no finding was made but a case could not be judged to the budget's plan (out
+of time, or a sampler that does not draw from its rng); True otherwise. References are computed
+from the parent's own copies of the tables, never from anything the subject touched. On a
+distribution finding, ``counterexample`` gives the smallest model that shows it.
+Rule: Leviathan, Kalman, Matias (arXiv 2211.17192); bug classes: specverify.mutants.
+
+This module is the parent's side (``RoundBattery``, its prefetched variant, ``run_battery``,
+``run_statistics``); the budgets, cases and reference laws are ``round_cases``, what runs in the
+subject's process ``round_tasks``, the counterexample search ``round_counterexample``; what
+every battery shares (results, the subject-side guards, calls under deadlines) is
+``specverify.battery``. ``specverify.detectors`` re-exports the public names for older callers.
+Over 500 lines because ``RoundBattery``'s detectors share one run's state (the findings, the
+rng threaded through the cases, the cases too slow to judge) and read as one class.
 """
 
 from __future__ import annotations
 
-from .. import detectors
+import copy
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from .. import exact, runner, scale, stats
+from ..battery import (EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding,
+                       OutOfTime, run_in_subject)
+from . import round_cases
+from .round_cases import (WIDE_VOCAB, Budget, Case, battery, engine_scale_cases, expected_round_length,
+                          generated_cases, looks, optimum_tokens_per_round, round_length_cases, scale_stream,
+                          target_distribution, too_slow, tree_optimum_tokens_per_round)
+from .round_counterexample import describe_case, find_counterexample, shrink_engine_scale
+from .round_tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_task
 
 NAME = "round"
 PARAMETERS = ("p_fn", "q_fn", "prefix", "k", "rng")
 ALIASES = {"p_fn": ("p", "target_fn", "p_model"), "q_fn": ("q", "draft_fn", "q_model"),
            "prefix": ("context", "ctx", "tokens", "prompt"), "k": ("gamma", "num_draft_tokens"),
            "rng": ("generator", "random_state", "gen")}
+REPLAYED_CALLS = 10
 
 
 def get_budget(budget):
-    """The round section of a budget (a name, or a ``detectors.Budget``)."""
-    return detectors.get_budget(budget)
+    """The round section of a budget (a name, or a ``round_cases.Budget``)."""
+    return round_cases.get_budget(budget)
 
 
 def coverage(budget) -> str:
@@ -28,33 +73,33 @@ def coverage(budget) -> str:
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, aim=None, **overrides) -> detectors.BatteryResult:
-    return detectors.run_battery(subject, budget, seed, deadline=deadline, stop_on_first=stop_on_first,
-                                 prefetched=prefetched, aim=aim, **overrides)
+        prefetched: dict | None = None, aim=None, **overrides) -> BatteryResult:
+    return run_battery(subject, budget, seed, deadline=deadline, stop_on_first=stop_on_first,
+                       prefetched=prefetched, aim=aim, **overrides)
 
 
-def counterexample(subject, budget, seed: int, result: detectors.BatteryResult, aim=None) -> dict | None:
+def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) -> dict | None:
     """The smallest model that shows a distribution finding (None without one). A finding on the
     engine-scale cases alone (the binned chi-square) is shrunk over vocabularies and k
-    (``detectors.shrink_engine_scale``); otherwise the small candidates first
-    (``detectors.find_counterexample``), and when none of them shows it (a bug that needs a
-    larger vocabulary or k) the drawn case it was found on, described the same way, else the
-    engine-scale shrink."""
+    (``round_counterexample.shrink_engine_scale``); otherwise the small candidates first
+    (``round_counterexample.find_counterexample``), and when none of them shows it (a bug that
+    needs a larger vocabulary or k) the drawn case it was found on, described the same way, else
+    the engine-scale shrink."""
     flagged = result.flagged(("distribution",))
     if not flagged:
         return None
     names = {f.case for f in flagged}
-    big = [c for c in detectors.engine_scale_cases(budget, seed, aim) if c.name in names]
+    big = [c for c in engine_scale_cases(budget, seed, aim) if c.name in names]
     smallest = lambda cases: min(cases, key=lambda c: (c.model.vocab_size, c.k, c.m))  # noqa: E731
     if big and all(f.check == "binned-chi-square" for f in flagged):
-        return detectors.shrink_engine_scale(subject, budget, seed, smallest(big))
-    found = detectors.find_counterexample(subject, budget, seed)
+        return shrink_engine_scale(subject, budget, seed, smallest(big))
+    found = find_counterexample(subject, budget, seed)
     if found is not None:
         return found
-    drawn = [c for c in detectors.generated_cases(budget, seed) if c.name in names]
+    drawn = [c for c in generated_cases(budget, seed) if c.name in names]
     if drawn:
-        return detectors.describe_case(subject, smallest(drawn), budget)
-    return detectors.shrink_engine_scale(subject, budget, seed, smallest(big)) if big else None
+        return describe_case(subject, smallest(drawn), budget)
+    return shrink_engine_scale(subject, budget, seed, smallest(big)) if big else None
 
 
 def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
@@ -65,4 +110,410 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return [(enumeration_unit, (load, b, lengths, i)) for lengths, i in enumeration_calls(b, stop_on_first)]
 
 
-__all__ = ["ALIASES", "NAME", "PARAMETERS", "counterexample", "coverage", "get_budget", "run", "units"]
+# --------------------------------------------------------------------------- the battery run
+
+
+def _among(case: Case, cases) -> bool:
+    return any(case is c for c in cases)
+
+
+def _table(dist: dict, limit: int = 16) -> dict:
+    top = sorted(dist.items(), key=lambda kv: -kv[1])[:limit]
+    return {" ".join(map(str, key)): round(float(v), 12) for key, v in top}
+
+
+class RoundBattery(Battery):
+    """One run of every detector on one subject (the parent's side; ``battery.Battery``'s
+    ``call``, ``now`` and ``breach``)."""
+
+    def __init__(self, subject: runner.Runner, budget: Budget, seed: int, deadline: float | None, aim=None):
+        super().__init__(subject, budget, seed, deadline)
+        self.aim = aim  # interfaces.Aim: aimed engine-scale cases (engine_scale_cases)
+        self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
+
+    # -- contract ------------------------------------------------------------------------------
+    def contract(self, cases) -> bool:
+        """True when the interface held (False: a breach, recorded). Each case's first rounds
+        are replayed from the same rng state: a different replay means the subject does not
+        draw (only) from its rng."""
+        b, rng = self.budget, np.random.default_rng(self.seed)
+        unreproducible = []
+        for case in cases:
+            start = copy.deepcopy(rng)
+            try:
+                out, rng = self.call(contract_task, case, b, rng, b.contract_calls,
+                                     seconds=b.contract_s + b.call_limit_s)
+                if not out["breach"]:
+                    n = min(len(out["rounds"]), REPLAYED_CALLS)
+                    replay, _ = self.call(contract_task, case, replace(b, contract_s=math.inf), start, n,
+                                          seconds=n * b.call_limit_s)
+                    out["breach"] = replay["breach"]
+                    if replay["rounds"] != out["rounds"][:n]:
+                        unreproducible.append(case.name)
+            except ContractBreach as exc:
+                out = {"breach": str(exc)}
+            if out["breach"] and too_slow(out["breach"]) and case.model.vocab_size >= WIDE_VOCAB:
+                self.too_slow.append(case.name)  # a sampler slow at a wide vocabulary: not judged there
+                self.result.shortfalls.append(f"contract: {case.name}: {out['breach']}; not judged at "
+                                              f"this vocabulary")
+                continue
+            if out["breach"]:
+                self.breach(out["breach"], case)
+                return False
+        if unreproducible:
+            self.result.findings.append(Finding(
+                "rng", "contract",
+                "does not draw from rng: not reproducible (the same seed replayed different rounds); "
+                "enumeration skipped, distribution judged by statistics",
+                unreproducible[0], {"cases": unreproducible}))
+        self.result.ran.append(f"contract: up to {b.contract_calls} rounds on each of {len(cases)} "
+                               f"cases, {REPLAYED_CALLS} replayed, fresh copies of the tables, "
+                               f"{b.call_limit_s:g} s per call")
+        return True
+
+    # -- exact ---------------------------------------------------------------------------------
+    def exact(self, cases, stop_on_first: bool) -> list[Case]:
+        """Exact TV per case; returns the cases left to statistics."""
+        b, r = self.budget, self.result
+        stop = self.now() + b.enumeration_s
+        if any(f.check == "rng" for f in r.findings):
+            r.ran.append("exact: skipped (the sampler does not draw from rng)")
+            return list(cases)
+        fallback = []
+        for case in cases:
+            if stop_on_first and r.flagged():
+                r.ran.append("exact: stopped after the first finding")
+                break
+            if self.now() > stop:
+                r.ran.append(f"exact: {case.name}: not enumerated (enumeration time "
+                             f"{b.enumeration_s:g} s spent); statistics instead")
+                fallback.append(case)
+                continue
+            status, value = self.call(enumerate_task, case, b, b.case_enumeration_s,
+                                      seconds=b.case_enumeration_s + b.call_limit_s)
+            if status == "breach":
+                self.breach(value, case)
+                continue
+            if status == "not-enumerable":
+                r.ran.append(f"exact: {case.name}: not enumerable ({value}); statistics instead")
+                fallback.append(case)
+                continue
+            want = target_distribution(case)
+            tv = exact.total_variation(value, want)
+            r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
+            r.ran.append(f"exact: {case.name}: TV {tv:.3g}")
+            if tv > EXACT_TV_TOL:
+                r.findings.append(Finding(
+                    "exact-tv", "distribution",
+                    f"exact output distribution differs from the target's: TV {tv:.4g}",
+                    case.name, {"exact_tv": tv, "got": _table(value), "expected": _table(want)}))
+        return fallback
+
+    # -- statistics ----------------------------------------------------------------------------
+    def statistics(self, cases, fallback, false_fail_rate: float) -> None:
+        """Chi-square at doubling sample sizes, breadth first (every live case at n before any at
+        2n); each look is one check of the Bonferroni split. A case the enumerator could not
+        follow and that ran out of time before n_max is a shortfall, with its power stated."""
+        b, r = self.budget, self.result
+        sizes = looks(b.n_min, b.n_max)
+        per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
+        rng = np.random.default_rng(self.seed + 1)  # the streams of earlier releases: figures reproduce
+        seconds = b.fallback_statistics_s if fallback else b.statistics_s
+        stop = time.monotonic() + seconds
+        live = {i: [] for i in range(len(cases))}
+        last_p: dict = {}
+        for n in sizes:
+            order = list(live)
+            for turn, i in enumerate(order):
+                case, samples = cases[i], live[i]
+                left = stop - time.monotonic()
+                if left <= 0 and samples:
+                    self._judged(case, samples, last_p[i], per_check, _among(case, fallback),
+                                 f"stopped by the time limit ({seconds:g} s)")
+                    del live[i]
+                    continue
+                share = max(left, 0.0) / (len(order) - turn)  # the cases left in this look share it
+                got, breach, rng = self.call(sample_task, case, n - len(samples), rng, b, share,
+                                             seconds=share + 2 * case.m * b.call_limit_s)
+                samples += got
+                if breach:
+                    self.breach(breach, case)
+                    del live[i]
+                    continue
+                want = target_distribution(case)
+                test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
+                p = last_p[i] = test.p_value if test.p_value is not None else 0.0
+                r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
+                if not test.passed:
+                    tv = stats.tv_distance(stats.empirical_distribution(samples), want)
+                    r.samples_to_detect = len(samples) if r.samples_to_detect is None else min(
+                        r.samples_to_detect, len(samples))
+                    r.findings.append(Finding(
+                        "chi-square", "distribution",
+                        f"sampled distribution differs from the target's: chi-square p-value "
+                        f"{p:.3g} < {per_check:.3g} after {len(samples)} runs, empirical TV {tv:.3g} "
+                        f"({test.detail})",
+                        case.name, {"p_value": p, "samples": len(samples), "empirical_tv": tv}))
+                    del live[i]
+                elif len(samples) < n:
+                    self._judged(case, samples, p, per_check, _among(case, fallback),
+                                 f"stopped by the time limit ({seconds:g} s)")
+                    del live[i]
+        for i in live:
+            self._judged(cases[i], live[i], last_p[i], per_check, _among(cases[i], fallback), "passed")
+
+    def _judged(self, case, samples, p, per_check, judged_only_here: bool, how: str) -> None:
+        """Record a case the chi-square passed: its power, and a shortfall when statistics alone
+        judges it and cannot see the budget's ``detect_tv``."""
+        tv = min(stats.min_discrepancy_chi_square(len(samples), target_distribution(case),
+                                                  per_check, POWER_FALSE_PASS_RATE), 1.0)
+        self.result.power.append({"case": case.name, "runs": len(samples), "min_detectable_tv": tv,
+                                  "false_fail_rate": per_check,
+                                  "detection_probability": 1 - POWER_FALSE_PASS_RATE})
+        line = (f"chi-square: {case.name}: {how} at n={len(samples)} (p-value {p:.3g}); detects TV "
+                f">= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+        self.result.ran.append(line)
+        if judged_only_here and tv > self.budget.detect_tv:
+            self.result.shortfalls.append(f"{line}, not the budget's {self.budget.detect_tv:g}")
+
+    # -- engine scale --------------------------------------------------------------------------
+    def engine_scale(self, cases, false_fail_rate: float) -> None:
+        """Each engine-scale case (``engine_scale_cases``): ``scale_runs`` runs of its first m
+        tokens (fewer when its seconds ran out: ``scale_s`` each, the aimed ones ``aim_s`` shared),
+        then a binned chi-square per position against p (``scale.judge_positions``), the
+        false-fail rate split over every position of every case. A case whose runs see no binned
+        TV below 0.5 is a shortfall (the sampler too slow to be judged there)."""
+        b, r = self.budget, self.result
+        if not cases:
+            return
+        per_check = stats.split_budget(false_fail_rate, sum(c.m for c in cases))
+        rng = np.random.default_rng(scale_stream(self.seed, "engine-scale runs"))
+        aimed = sum(c.name.startswith("aimed") for c in cases)
+        wide = replace(b, call_limit_s=max(b.call_limit_s, b.scale_call_limit_s))
+        for case in cases:
+            seconds = b.aim_s / aimed if case.name.startswith("aimed") else b.scale_s
+            try:
+                runs, breach, rng = self.call(sample_task, case, b.scale_runs, rng, wide, seconds,
+                                              seconds=seconds + 2 * case.m * wide.call_limit_s)
+            except ContractBreach as exc:  # its process died (killed past the limit, or exited)
+                runs, breach = [], str(exc)
+            if breach and too_slow(breach):
+                r.shortfalls.append(f"engine scale: {case.name}: {breach}; not judged at this vocabulary")
+                r.ran.append(f"binned chi-square: {case.name}: too slow ({breach})")
+                continue
+            if breach:
+                self.breach(breach, case)
+                continue
+            p, n = case.model.p_table[0], len(runs)
+            if n < b.scale_runs:
+                r.ran.append(f"binned chi-square: {case.name}: {n} of {b.scale_runs} runs, stopped by the "
+                             f"time limit ({seconds:g} s)")
+            verdict = scale.judge_positions(runs, p, case.m, per_check)
+            words = scale.binning_words(len(verdict.want), case.model.vocab_size, n)
+            if not verdict.passed:
+                r.findings.append(Finding(
+                    "binned-chi-square", "distribution",
+                    f"token {verdict.position + 1} of the window differs from the target's law: chi-square "
+                    f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} ({words})",
+                    case.name, {"position": verdict.position, "p_value": verdict.p_value, "samples": n,
+                                "binned_tv": verdict.binned_tv, "bins": len(verdict.want)}))
+            tv = scale.min_detectable_tv(p, n, per_check, POWER_FALSE_PASS_RATE)
+            r.power.append({"case": case.name, "runs": n, "min_detectable_tv": tv, "false_fail_rate": per_check,
+                            "detection_probability": 1 - POWER_FALSE_PASS_RATE, "binned": len(verdict.want)})
+            r.ran.append(f"binned chi-square: {case.name}: {n} runs, {case.m} position(s); detects a binned "
+                         f"TV >= {tv:.3g} per position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})")
+            if tv > 0.5:
+                r.shortfalls.append(f"engine scale: {case.name}: {n} runs in {seconds:g} s see only a "
+                                    f"binned TV of {tv:.3g}")
+
+    # -- tokens per round ----------------------------------------------------------------------
+    def tokens_per_round(self, cases, false_fail_rate: float) -> None:
+        """Mean tokens per round against the exact rule's: exact where enumerable, else sampled.
+
+        Only a shortfall is an efficiency finding: an exact single-chain sampler cannot beat the
+        rule (the maximal coupling of q and p at every position), while an exact multi-draft
+        sampler legitimately does, with more draft tokens; an excess is noted in ``ran``.
+        """
+        b, r = self.budget, self.result
+        rng = np.random.default_rng(self.seed + 2)
+        per_check = stats.split_budget(false_fail_rate, len(cases))
+        skip_exact = any(f.check == "rng" for f in r.findings)
+        for case in cases:
+            want = expected_round_length(case)
+            status, value = "not-enumerable", None
+            if not skip_exact:
+                status, value = self.call(enumerate_task, case, b, b.case_enumeration_s, True,
+                                          seconds=b.case_enumeration_s + b.call_limit_s)
+            if status == "ok":
+                got = sum(length * w for length, w in value.items())
+                differs, how = abs(got - want) > 1e-9, "exact"
+            elif status == "breach":
+                self.breach(value, case)
+                continue
+            else:
+                lengths, breach, rng = self.call(
+                    sample_task, case, b.round_length_runs, rng, b, b.round_length_s, round_length_run,
+                    seconds=b.round_length_s + b.call_limit_s)
+                if breach:
+                    self.breach(breach, case)
+                    continue
+                test = stats.mean_bound_test(lengths, want, 1, case.k + 1, false_fail_rate=per_check)
+                got, differs, how = float(np.mean(lengths)), not test.passed, f"sampled n={len(lengths)}"
+                power = stats.min_discrepancy_mean(len(lengths), 1, case.k + 1, per_check,
+                                                   POWER_FALSE_PASS_RATE)
+                if not differs and power > b.detect_tokens:
+                    r.shortfalls.append(f"tokens per round: {case.name}: {len(lengths)} rounds in "
+                                        f"{b.round_length_s:g} s see a shortfall of {power:.3g} "
+                                        f"tokens, not the budget's {b.detect_tokens:g}")
+            r.mean_tokens_per_round[case.name] = (got, want)
+            r.optimum_tokens_per_round[case.name] = optimum_tokens_per_round(case)
+            r.tree_optimum_tokens_per_round[case.name] = tree_optimum_tokens_per_round(case)
+            r.ran.append(f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
+                         + (" (more than one chain of k drafts gives)" if differs and got > want else ""))
+            if differs and got < want:
+                r.findings.append(Finding(
+                    "tokens-per-round", "efficiency",
+                    f"mean tokens per round {got:.4f}, the exact rule gives {want:.4f} ({how})",
+                    case.name, {"measured": got, "expected": want}))
+
+    # -- all -----------------------------------------------------------------------------------
+    def run(self, stop_on_first: bool) -> BatteryResult:
+        b, r = self.budget, self.result
+        fixed, drawn = battery(b), generated_cases(b, self.seed)
+        big = engine_scale_cases(b, self.seed, self.aim)
+        cases = fixed + drawn
+        # the false-fail rate: half for the chi-square on whole windows, a quarter for the
+        # engine-scale cases' binned one, a quarter for tokens per round
+        half = b.false_fail_rate / 2
+        if not self.contract(cases):
+            r.ran.append("contract: breached; exact, statistical and tokens-per-round detectors skipped")
+            return r
+        cases = [c for c in cases if c.name not in self.too_slow]
+        drawn = [c for c in drawn if c.name not in self.too_slow]
+        fallback = self.exact(cases, stop_on_first)
+        enumerated = [c for c in cases if all(c is not f for f in fallback)]
+        stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
+        self.statistics(stat, fallback, half)
+        if big and not r.flagged(("distribution",)) and not (stop_on_first and r.flagged()):
+            # with a distribution finding already the verdict stands without them
+            self.engine_scale(big, half / 2)
+        elif big:
+            r.ran.append("engine scale: skipped (a finding on the cases before)")
+        if not r.flagged(("contract",)):
+            self.tokens_per_round(round_length_cases(), half / 2)
+        self.cover_cases(fixed, drawn, big, fallback)
+        return r
+
+    def cover_cases(self, fixed, drawn, big, fallback) -> None:
+        """One ``coverage_entry`` per case run, in the order run."""
+        runs = {row["case"]: row for row in self.result.power}
+        for origin, cases in (("fixed", fixed), ("generated", drawn)):
+            for case in cases:
+                sampled = runs.get(case.name)
+                judged = "chi-square" if _among(case, fallback) else "enumeration"
+                self.result.cover(name=case.name, origin=origin, vocab=case.model.vocab_size, k=case.k,
+                                  tokens=case.m, judged=judged, runs=sampled and sampled["runs"],
+                                  detect_tv=sampled and sampled["min_detectable_tv"],
+                                  prefix=len(case.prefix), order=case.model.order)
+        for case in big:
+            sampled = runs.get(case.name)
+            if sampled is None:  # stopped before it (a finding, the deadline)
+                continue
+            self.result.cover(name=case.name, origin="aimed" if case.name.startswith("aimed") else "generated",
+                              vocab=case.model.vocab_size, k=case.k, tokens=case.m, judged="binned chi-square",
+                              runs=sampled["runs"], detect_tv=sampled["min_detectable_tv"],
+                              bins=sampled["binned"], prefix=0, order=0)
+
+
+class _PrefetchedBattery(RoundBattery):
+    """A battery whose enumerations were computed elsewhere, each in its own subject process
+    (specverify.units: one Ray task per case), and are replayed here in the battery's order.
+
+    ``prefetched`` maps ``enumeration_key`` to ``{"outcome": ("ok", value) | ("failed", why)
+    | ("error", traceback), "seconds": s}``. An enumeration is a deterministic function of the
+    subject and the case (no rng: every random decision is enumerated), so its result is the
+    one the subject's own process would have returned. Every other call (contract, the
+    sequential chi-square's looks, sampled tokens per round: everything that draws from the
+    seeded streams) runs live, in order, as in ``RoundBattery``. The clock (``now``) is charged the
+    seconds each served call took where it ran, so the enumeration budget, the per-call limits
+    and the deadline decide as they would have in one process; results the run never asks for
+    (cases after ``stop_on_first``'s first finding, cases past the enumeration budget) are
+    discarded, as the local run never computes them.
+    """
+
+    def __init__(self, subject, budget: Budget, seed: int, deadline: float | None, prefetched: dict, aim=None):
+        super().__init__(subject, budget, seed, deadline, aim)
+        self.prefetched, self.charged = prefetched, 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self.charged
+
+    def call(self, task, *args, seconds: float):
+        if task is not enumerate_task:
+            return super().call(task, *args, seconds=seconds)
+        case, budget, case_seconds, *rest = args
+        unit = self.prefetched.get(enumeration_key(case, budget, case_seconds, bool(rest and rest[0])))
+        if unit is None:  # not prefetched (or not for these limits): run it here
+            return super().call(task, *args, seconds=seconds)
+        return self._serve(unit, seconds)
+
+    def _serve(self, unit: dict, seconds: float):
+        """The prefetched outcome, as ``RoundBattery.call`` would have returned or raised it."""
+        limit = seconds
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - self.now())
+            if limit <= 0:
+                raise OutOfTime()
+        status, value = unit["outcome"]
+        if unit["seconds"] > limit + runner.KILL_MARGIN_S:  # killed here at the limit
+            status, value = "failed", f"a call did not return within {limit + runner.KILL_MARGIN_S:g} s; its process was killed"
+            self.charged += limit + runner.KILL_MARGIN_S
+        else:
+            self.charged += unit["seconds"]
+        if status == "ok":
+            return value
+        if status == "error":
+            raise runner.RunnerError(f"enumerate_task failed in the subject's process:\n{value}")
+        if self.deadline is not None and self.now() >= self.deadline:
+            raise OutOfTime()
+        raise ContractBreach(value)
+
+
+def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
+                stop_on_first: bool = False, deadline: float | None = None,
+                prefetched: dict | None = None, aim=None, **overrides) -> BatteryResult:
+    """Every detector on every case of the budget. Never raises for a broken subject.
+
+    ``subject``: a callable (handed to its process by fork) or a started ``runner.Runner``.
+    ``overrides`` replace fields of the budget (e.g. ``n_max=8000``); ``deadline`` (a
+    ``time.monotonic()`` value) ends the run with ``timed_out`` set; ``stop_on_first`` stops
+    enumeration at the first biased case (enough to kill a mutant). ``prefetched``: enumerations
+    computed elsewhere (specverify.units, the Ray executor), replayed by ``_PrefetchedBattery``:
+    the same result as without them. ``aim``: an ``interfaces.Aim`` (the user's --vocab, --k,
+    --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
+    """
+    from ..validation import check_seed, with_overrides
+
+    seed = check_seed(seed)
+    b = get_budget(budget)
+    b = with_overrides("round", b, overrides)
+    if prefetched is None:
+        make = lambda handle: RoundBattery(handle, b, seed, deadline, aim)  # noqa: E731
+    else:
+        make = lambda handle: _PrefetchedBattery(handle, b, seed, deadline, prefetched, aim)  # noqa: E731
+    return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
+
+
+def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard",
+                   **overrides) -> BatteryResult:
+    """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
+    from ..validation import with_overrides
+
+    b = get_budget(budget)
+    b = with_overrides("round", b, overrides)
+    return run_in_subject(subject, lambda handle: RoundBattery(handle, b, seed, None),
+                          lambda run: run.statistics(cases, cases, b.false_fail_rate))
+
+
+__all__ = ["ALIASES", "NAME", "PARAMETERS", "REPLAYED_CALLS", "RoundBattery", "counterexample", "coverage",
+           "get_budget", "run", "run_battery", "run_statistics", "units"]

@@ -4,7 +4,7 @@ accuse no correct sampler.
 Shaped after mutation-testing tools (mutmut, cosmic-ray): stable ids, a baseline run first (the
 reference sampler must pass every detector), a forced-fail sanity check (the detectors must be
 able to fail), then every mutant with killed / survived / error / timeout, and a non-zero exit
-naming the culprits. Every row comes from ``specverify.detectors.run_battery``: the report only
+naming the culprits. Every row comes from ``specverify.interfaces.round.run_battery``: the report only
 renders what the one detector battery found.
 """
 
@@ -21,9 +21,11 @@ from functools import partial
 
 import polars as pl
 
-from .. import detectors, interfaces, runner, tables
+from .. import interfaces, runner, tables
+from ..battery import BREAKING_KINDS, BatteryResult
 from ..files import write_atomically
-from ..samplers.chain import draft
+from ..interfaces import round_cases
+from ..samplers.chain import draft, speculative_step
 from ..units import merge_output, prefetched
 from ..checker import OneLineParser, budget_argument
 from ..executors import ExecutorUnavailable, executor_argument
@@ -79,7 +81,7 @@ class Row:
         return self.status in (Status.KILLED, Status.PASSED)
 
 
-def judge(effect: str, result: detectors.BatteryResult) -> tuple[str, str]:
+def judge(effect: str, result: BatteryResult) -> tuple[str, str]:
     """Status and a detail line for a subject with the given expected effect."""
     wrong = result.flagged()
     slow = result.flagged(("efficiency",))
@@ -99,7 +101,7 @@ def judge(effect: str, result: detectors.BatteryResult) -> tuple[str, str]:
 
 def subject_fn(mutant_id: str):
     """The subject's function: the baseline, the forced fail or a catalogued mutant."""
-    return {BASELINE_ID: detectors.speculative_step, SANITY_ID: emit_drafts}.get(mutant_id) or get(mutant_id).fn
+    return {BASELINE_ID: speculative_step, SANITY_ID: emit_drafts}.get(mutant_id) or get(mutant_id).fn
 
 
 def interface_of(mutant_id: str) -> str:
@@ -113,7 +115,7 @@ def stops_on_first(effect: str) -> bool | tuple[str, ...]:
     run every case."""
     if effect in ("exact", "fewer-tokens"):
         return False
-    return ("edge", *detectors.BREAKING_KINDS) if effect == "edge" else True
+    return ("edge", *BREAKING_KINDS) if effect == "edge" else True
 
 
 def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float, *units) -> tuple:
@@ -157,7 +159,7 @@ def subject_units(mutant_id: str, effect: str, budget: str) -> list[tuple]:
     b, overrides = report_budget(budget)
     kind = interfaces.get(interface_of(mutant_id))
     if kind.NAME == "round":
-        b = with_overrides("round", detectors.get_budget(b), overrides)
+        b = with_overrides("round", round_cases.get_budget(b), overrides)
     return kind.units(partial(subject_fn, mutant_id), b, stops_on_first(effect))
 
 
@@ -176,7 +178,7 @@ def make_row(subject: Mutant, outcome: tuple) -> Row:
 
 def subjects(only: str | None) -> list[Mutant]:
     baseline = Mutant(BASELINE_ID, "the reference speculative_step", "exact",
-                      detectors.speculative_step, "arXiv 2211.17192")
+                      speculative_step, "arXiv 2211.17192")
     sanity = Mutant(SANITY_ID, "forced fail: emit the drafts unverified", "biased", emit_drafts,
                     "handout §5")
     rest = [get(only)] if only else list(ALL)

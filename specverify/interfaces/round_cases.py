@@ -1,0 +1,315 @@
+"""The round battery's cases and the laws it judges them against (the parent's side; nothing
+here calls a subject).
+
+- budgets: ``Budget`` (everything one run may spend) and the named ``BUDGETS``;
+- cases (``Case``: a model, a prefix, k and a window of m emitted tokens): the fixed
+  ``all_cases`` (a budget's ``battery``), the ``generated_cases`` drawn from the check's seed,
+  the ``engine_scale_cases`` (V 4096 to 152,064, judged by a binned chi-square), the
+  ``round_length_cases`` of tokens per round and the ``reference_case`` the experiments use;
+- the reference laws, computed from the parent's own copies of the tables: ``target_distribution``
+  (the exact law of a case's first m tokens), ``expected_round_length`` (the exact rule's mean
+  round length), the optima of tokens per round, and ``looks`` (the sequential test's sizes);
+- the small counterexample candidates (``SMALL_PAIRS``, ``small_models``, ``small_cases``),
+  smallest first, that ``round_counterexample`` searches.
+
+Rule: Leviathan, Kalman, Matias (arXiv 2211.17192).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .. import exact, optimum_tokens, scale
+from ..battery import DEFAULT_FALSE_FAIL_RATE
+from ..chains import TableModel, handout_iid, iid_model, random_model, toy_chain
+from ..samplers.chain import speculative_step
+
+# --------------------------------------------------------------------------- budgets and cases
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Everything a battery run may spend; ``BUDGETS`` holds the named ones."""
+
+    name: str
+    cases: tuple[int, ...]  # indices into all_cases()
+    stat_cases: int  # enumerable cases also tested by statistics (besides every fallback case)
+    n_max: int  # largest sample size of the sequential chi-square
+    n_min: int = 500
+    contract_calls: int = 20
+    contract_s: float = 2.0  # per case, after MIN_CONTRACT_CALLS
+    call_limit_s: float = 2.0  # one sampler call
+    case_enumeration_s: float = 10.0
+    enumeration_s: float = 60.0  # all cases together
+    max_paths: int = 100_000
+    statistics_s: float = 20.0  # when every case was also enumerated (a cross-check)
+    fallback_statistics_s: float = 60.0  # when statistics alone judges some case
+    detect_tv: float = 0.1  # a case judged by statistics alone must see this TV (w.p. 0.95)
+    round_length_runs: int = 4000
+    round_length_s: float = 10.0
+    detect_tokens: float = 0.5  # ... and a sampled tokens-per-round shortfall of this size
+    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+    counterexample_s: float = 15.0
+    counterexample_samples: int = 2000
+    generated: int = 3  # cases drawn from the check's seed besides the fixed ones (generated_cases)
+    engine_vocab: int = 256  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
+    # engine-scale cases judged by a binned chi-square per position (specverify.scale): (V, k, side)
+    scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
+    scale_runs: int = 2000  # runs per engine-scale or aimed case (one look)
+    scale_s: float = 15.0  # the most seconds one engine-scale case may sample
+    aim_s: float = 40.0  # the most seconds all aimed cases together may sample (--vocab/--k/--max-tokens)
+    scale_call_limit_s: float = 10.0  # one call's limit on an engine-scale case (past it: a shortfall)
+
+    def coverage(self) -> str:
+        chosen = [all_cases()[i] for i in self.cases]
+        extra = f" + {self.generated} drawn from the seed" if self.generated else ""
+        extra += f" + one over {self.engine_vocab} ids" if self.engine_vocab else ""
+        extra += "".join(f" + V{v} k={k} binned" for v, k, _ in self.scale_cases)
+        return (f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
+                f"{max(c.m for c in chosen)} tokens, chi-square up to {self.n_max} runs; a case "
+                f"the enumerator cannot follow must see TV {self.detect_tv:g}")
+
+
+BUDGETS = {
+    "quick": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, contract_s=1.0,
+                    case_enumeration_s=5.0, enumeration_s=15.0, fallback_statistics_s=30.0,
+                    detect_tv=0.15, round_length_s=5.0, generated=1, engine_vocab=128,
+                    scale_cases=(), scale_runs=1000, scale_s=8.0, aim_s=20.0),
+    "standard": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
+    "thorough": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
+                       enumeration_s=120.0, statistics_s=120.0, fallback_statistics_s=300.0,
+                       detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=512,
+                       case_enumeration_s=30.0,
+                       scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
+                       scale_runs=4000, scale_s=60.0, aim_s=240.0),
+}
+
+
+def get_budget(budget: str | Budget) -> Budget:
+    if isinstance(budget, Budget):
+        return budget
+    if budget not in BUDGETS:
+        raise ValueError(f"budget: must be one of {', '.join(BUDGETS)}, got {budget!r}")
+    return BUDGETS[budget]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One model, prefix, k and window of m emitted tokens."""
+
+    name: str
+    model: TableModel
+    prefix: tuple
+    k: int
+    m: int
+
+
+@lru_cache(maxsize=1)
+def all_cases() -> tuple[Case, ...]:
+    """i.i.d., first- to third-order and position-dependent chains, zeros in p and in q, disjoint
+    supports, k from 1 to 5, windows of k + 1 or more tokens (accepted drafts, residual and bonus
+    tokens all appear)."""
+    zeros_pq = iid_model([0.5, 0.5, 0.0], [0.0, 0.6, 0.4], name="iid-zeros")
+    disjoint = iid_model([0.7, 0.3, 0.0], [0.0, 0.0, 1.0], name="iid-disjoint")
+    binary = iid_model([0.7, 0.3], [0.4, 0.6], name="iid-binary")
+    return (
+        Case("handout toy chain, k=2, 2 tokens", toy_chain(), (0,), 2, 2),
+        Case("iid V2 alpha=0.7, k=4, 5 tokens", binary, (), 4, 5),
+        Case("iid zeros in p and q, k=2, 3 tokens", zeros_pq, (), 2, 3),
+        Case("iid disjoint supports, k=1, 2 tokens", disjoint, (), 1, 2),
+        Case("2nd-order chain V3, k=1, 3 tokens", random_model(3, 2, 1, 1), (2, 1), 1, 3),
+        Case("position-dependent chain V3, k=2, 3 tokens", random_model(3, 1, 3, 2), (1,), 2, 3),
+        Case("chain with zeros V3, k=3, 4 tokens", random_model(3, 1, 1, 3, zeros=True), (0,), 3, 4),
+        Case("position-dependent 2nd-order V2, k=4, 5 tokens", random_model(2, 2, 2, 5), (0, 1), 4, 5),
+        Case("3rd-order chain V2, k=5, 6 tokens", random_model(2, 3, 1, 4), (1, 0, 1), 5, 6),
+        Case("handout iid alpha=0.8, k=4, 5 tokens", handout_iid(), (), 4, 5),
+        Case("toy chain, k=3, 4 tokens", toy_chain(), (1,), 3, 4),
+        Case("chain with zeros V4, k=2, 3 tokens", random_model(4, 1, 1, 6, zeros=True), (3,), 2, 3),
+    )
+
+
+def battery(budget: str | Budget = "standard") -> list[Case]:
+    """The fixed cases a budget runs every detector on (``generated_cases`` adds the drawn ones)."""
+    return [all_cases()[i] for i in get_budget(budget).cases]
+
+
+GENERATED_SHAPES = ((2, 5, 6), (3, 4, 4), (4, 3, 3))
+"""(V, largest k, largest window) of a drawn case: the enumerator follows all of them."""
+
+
+def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
+    """``budget.generated`` cases drawn from ``numpy.random.SeedSequence(seed)``'s child 1 (the
+    same seed gives the same cases): a vocabulary of 2 to 4, order 0 to 2, period 1 to 3, zeros
+    or not, k and a window up to ``GENERATED_SHAPES``' bounds, a random prefix; then, with
+    ``engine_vocab``, an i.i.d. pair over that many ids (``scale.enumerable_pair``: mass on 40
+    of them, edges included; k = 1, one token: ~3,000 paths whatever V) where a bug that needs a
+    large vocabulary (a narrow id type, drafts from a truncated q) can show."""
+    b = get_budget(budget)
+    child = np.random.SeedSequence(seed).spawn(2)[1]
+    out = []
+    for i, stream in enumerate(child.spawn(b.generated)):
+        rng = np.random.default_rng(stream)
+        V, k_max, m_max = GENERATED_SHAPES[int(rng.integers(len(GENERATED_SHAPES)))]
+        order, period = int(rng.integers(0, 3)), int(rng.integers(1, 4))
+        model = random_model(V, order, period, int(rng.integers(1 << 31)), zeros=bool(rng.random() < 0.4))
+        k = int(rng.integers(1, k_max + 1))
+        m = int(rng.integers(1, min(k + 1, m_max) + 1))
+        prefix = tuple(int(x) for x in rng.integers(0, V, max(order, 1)))
+        out.append(Case(f"generated #{i} (seed {seed}): {model.name}, k={k}, {m} tokens", model, prefix, k, m))
+    if b.engine_vocab:
+        V = b.engine_vocab
+        model = scale.enumerable_pair(V, np.random.default_rng(child.spawn(1)[0]))
+        out.append(Case(f"generated V{V} iid (seed {seed}), k=1, 1 token", model, (), 1, 1))
+    return out
+
+
+WIDE_VOCAB = 128
+"""A case over this many ids or more is wide: a call there past its limit is a shortfall (the
+sampler too slow to be judged at that vocabulary: inconclusive, never "not exact" for it)."""
+
+
+def too_slow(breach: str) -> bool:
+    """Whether a breach is only a call past its time limit (``guarded``'s or the runner's kill)."""
+    return "did not return within" in breach
+
+
+def engine_scale_case(vocab: int, k: int, m: int, side: str, origin: str, rng, seed: int) -> Case:
+    """One engine-scale case: an i.i.d. ``scale.scale_pair`` over ``vocab`` ids drawn from
+    ``rng``, k drafts, a window of m tokens, judged by the binned chi-square
+    (``RoundBattery.engine_scale``)."""
+    return Case(f"{origin} V{vocab} {side} (seed {seed}), k={k}, {m} tokens, binned",
+                scale.scale_pair(vocab, side, rng), (), k, m)
+
+
+SCALE_STREAMS = ("budget and aimed cases", "engine-scale runs", "shrink cases", "shrink runs")
+"""The children of ``SeedSequence(seed).spawn(3)[2]`` (the round battery's engine-scale streams),
+by index: the cases (one grandchild per case, in ``engine_scale_cases``' order), the rng of their
+runs, the smaller cases a shrink draws (one grandchild per candidate) and the rng of its runs."""
+
+
+def scale_stream(seed: int, purpose: str) -> np.random.SeedSequence:
+    return np.random.SeedSequence(seed).spawn(3)[2].spawn(len(SCALE_STREAMS))[SCALE_STREAMS.index(purpose)]
+
+
+def engine_scale_cases(budget: str | Budget, seed: int, aim=None) -> list[Case]:
+    """The budget's engine-scale cases (``scale_cases``: V, k, side; a window of k + 1 tokens, at
+    most 9), then, with an ``Aim`` (``interfaces.Aim``: the user's --vocab, --k, --max-tokens),
+    one aimed case per k (k = 4 when none is given) at the aimed vocabulary (4096 when none), a
+    window of the aimed max_tokens (k + 1 when none; at least 1), sides alternating. Each drawn
+    from its own grandchild of ``scale_stream(seed, "budget and aimed cases")``."""
+    b = get_budget(budget)
+    shapes = [(v, k, min(k + 1, 9), side, "generated") for v, k, side in b.scale_cases]
+    if aim:
+        for i, k in enumerate(aim.ks or (4,)):
+            m = max(1, aim.max_tokens) if aim.max_tokens is not None else k + 1
+            shapes.append((aim.vocab or 4096, k, m, scale.SIDES[i % 2], "aimed"))
+    streams = scale_stream(seed, "budget and aimed cases").spawn(len(shapes))
+    return [engine_scale_case(v, k, m, side, origin, np.random.default_rng(stream), seed)
+            for (v, k, m, side, origin), stream in zip(shapes, streams)]
+
+
+def round_length_cases() -> list[Case]:
+    """Tokens per round: the handout's i.i.d. alpha = 0.8 pair at k = 4 (3.3616 tokens), zeros in
+    p and q, and the toy chain (non-i.i.d.: the exact rule's own expectation)."""
+    return [
+        Case("handout iid alpha=0.8, k=4", handout_iid(), (), 4, 1),
+        Case("iid zeros in p and q, k=2", iid_model([0.5, 0.5, 0.0], [0.0, 0.6, 0.4]), (), 2, 1),
+        Case("handout toy chain, k=2", toy_chain(), (0,), 2, 1),
+    ]
+
+
+def reference_case() -> Case:
+    """The handout's two-token window on its toy chain (k = 2)."""
+    return all_cases()[0]
+
+
+# --------------------------------------------------------------------------- the reference laws
+
+
+def _cached(fn):
+    """Memoize a function of a Case by its contents (a Case holds arrays: not hashable)."""
+    memo: dict = {}
+
+    def cached(case: Case):
+        m = case.model
+        key = (m.p_table.tobytes(), m.q_table.tobytes(), m.p_table.shape, m.order, m.period,
+               case.prefix, case.k, case.m)
+        if key not in memo:
+            memo[key] = fn(case)
+        return memo[key]
+
+    return cached
+
+
+@_cached
+def target_distribution(case: Case) -> dict:
+    """The exact law of the case's first m tokens, from the parent's own tables."""
+    return exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
+
+
+optimum_tokens_per_round = _cached(optimum_tokens.optimum_tokens_per_round)
+"""The most tokens per round any exact rule gets from the case's chain of k drafts (information:
+the token-wise rule stays the bar for ``efficient``)."""
+
+tree_optimum_tokens_per_round = _cached(optimum_tokens.nodewise_optimum_tokens_per_round)
+"""For multi-draft samplers: a tree of depth k with 2 i.i.d. drafts per node, every node at the
+transport LP's optimal acceptance (optimum_tokens.nodewise_optimum_tokens_per_round)."""
+
+
+@_cached
+def expected_round_length(case: Case) -> float:
+    """The exact rule's mean round length on the case (= expected_tokens(alpha, k) if i.i.d.)."""
+    dist = exact.round_length_distribution(
+        speculative_step, case.model.p_fn, case.model.q_fn, case.prefix, case.k)
+    return sum(n * w for n, w in dist.items())
+
+
+def looks(n_min: int, n_max: int) -> list[int]:
+    """Sample sizes of the sequential test: n_min, 2 n_min, ... up to n_max."""
+    sizes = [n_min]
+    while sizes[-1] * 2 <= n_max:
+        sizes.append(sizes[-1] * 2)
+    return sizes
+
+
+# --------------------------------------------------------------------------- counterexample candidates
+
+SMALL_PAIRS = [
+    ([0.5, 0.5], [0.8, 0.2]),
+    ([0.7, 0.3], [0.2, 0.8]),
+    ([0.9, 0.1], [0.5, 0.5]),
+    ([1.0, 0.0], [0.5, 0.5]),
+    ([0.5, 0.3, 0.2], [0.3, 0.3, 0.4]),
+    ([0.2, 0.5, 0.3], [0.6, 0.2, 0.2]),
+]
+
+
+def small_models():
+    """Candidate models from the smallest up: i.i.d. pairs, then chains that depend on the last
+    token, then chains that depend on the position (for wrong-row bugs that i.i.d. models hide)."""
+    for p, q in SMALL_PAIRS:
+        yield iid_model(p, q, name="iid")
+    for v in (2, 3):
+        for seed in range(3):
+            yield random_model(v, 1, 1, 100 + seed)
+        for seed in range(2):
+            yield random_model(v, 0, 2, 200 + seed)
+
+
+def small_cases() -> list[Case]:
+    """Candidate cases, smallest first: k, then the window m, then the model."""
+    return [Case("counterexample", model, tuple([1 % model.vocab_size] * max(model.order, 1)), k, m)
+            for k in (1, 2, 3) for m in range(1, k + 2) for model in small_models()]
+
+
+
+__all__ = [
+    "BUDGETS", "Budget", "Case", "GENERATED_SHAPES", "SCALE_STREAMS", "SMALL_PAIRS", "WIDE_VOCAB",
+    "all_cases", "battery", "engine_scale_case", "engine_scale_cases", "expected_round_length",
+    "generated_cases", "get_budget", "looks", "optimum_tokens_per_round", "reference_case",
+    "round_length_cases", "scale_stream", "small_cases", "small_models", "target_distribution",
+    "too_slow", "tree_optimum_tokens_per_round",
+]

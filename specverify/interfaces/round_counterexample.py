@@ -1,0 +1,152 @@
+"""The round battery's counterexamples: on a distribution finding, the smallest model that shows it.
+
+``find_counterexample`` tries the small candidates of ``round_cases.small_cases`` (i.i.d. pairs,
+then chains, k from 1 up), exactly where the enumerator follows the sampler (``describe``: the
+model's tables, the sampler's and the target's law side by side), else by a chi-square on
+``counterexample_samples`` runs; ``describe_case`` describes one drawn case the same way;
+``shrink_engine_scale`` shrinks a binned finding at engine scale over vocabularies and k
+(``describe_binned``). The search calls the subject through the shared ``battery.Battery`` (its
+``call`` under the deadline), as ``interfaces.round.RoundBattery`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from .. import exact, runner, scale, stats
+from ..battery import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, subject_process
+from .round_cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
+from .round_tasks import enumerate_task, sample_task
+
+COUNTEREXAMPLE_MAX_PATHS = 20_000
+
+
+def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 0,
+                        **overrides) -> dict | None:
+    """The smallest (k, window, vocabulary, model) on which the subject shows its bias.
+
+    Exact enumeration first (a TV above ``EXACT_TV_TOL``); the candidates the enumerator cannot
+    follow then get ``counterexample_samples`` runs each and a chi-square test at a false-fail
+    rate of ``false_fail_rate`` split over all candidates (``"method": "statistical"``, with the
+    empirical distribution). None when no candidate shows it within ``counterexample_s``.
+    """
+    from ..validation import with_overrides
+
+    b = with_overrides("round", get_budget(budget), overrides)
+    deadline = time.monotonic() + b.counterexample_s
+    try:
+        with subject_process(subject) as handle:
+            return _search(Battery(handle, b, seed, deadline), small_cases())
+    except (OutOfTime, ContractBreach, runner.SubjectFailed):
+        return None
+
+
+def _search(search: Battery, cases: list[Case]) -> dict | None:
+    b = search.budget
+    unenumerable = []
+    for case in cases:
+        status, got = search.call(enumerate_task, case, replace(b, max_paths=COUNTEREXAMPLE_MAX_PATHS),
+                                  2.0, seconds=2.0 + b.call_limit_s)
+        if status == "not-enumerable":
+            unenumerable.append(case)
+        elif status == "ok":
+            want = target_distribution(case)
+            tv = exact.total_variation(got, want)
+            if tv > EXACT_TV_TOL:
+                return describe(case, got, want, tv, "exact", None)
+    rng = np.random.default_rng(search.seed)
+    per_case = stats.split_budget(b.false_fail_rate, len(cases))
+    for case in unenumerable:
+        left = search.deadline - time.monotonic()
+        samples, breach, rng = search.call(sample_task, case, b.counterexample_samples, rng, b,
+                                           left, seconds=left)
+        if breach or len(samples) < b.counterexample_samples:
+            continue
+        want = target_distribution(case)
+        if not stats.chi_square_test(samples, want, false_fail_rate=per_case).passed:
+            got = stats.empirical_distribution(samples)
+            return describe(case, got, want, stats.tv_distance(got, want), "statistical", len(samples))
+    return None
+
+
+def describe_case(subject, case: Case, budget: str | Budget = "standard") -> dict | None:
+    """``describe`` of one case, enumerated in the subject's process (None if it cannot be)."""
+    b = get_budget(budget)
+    try:
+        with subject_process(subject) as handle:
+            status, got = handle.call(enumerate_task, case, b, b.case_enumeration_s,
+                                      limit=b.case_enumeration_s + b.call_limit_s)
+    except (runner.SubjectFailed, runner.RunnerError):
+        return None
+    if status != "ok":
+        return None
+    want = target_distribution(case)
+    return describe(case, got, want, exact.total_variation(got, want), "exact", None)
+
+
+def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples: int | None) -> dict:
+    m = case.model
+    return {
+        "method": method, "vocab_size": m.vocab_size, "k": case.k, "window": case.m,
+        "prefix": list(case.prefix), "model": m.name, "order": m.order, "period": m.period,
+        "p": m.p_table.round(6).tolist(), "q": m.q_table.round(6).tolist(),
+        ("exact_tv" if method == "exact" else "empirical_tv"): tv, "samples": samples,
+        "distributions": [
+            {"tokens": list(key), "sampler": round(float(got.get(key, 0.0)), 9),
+             "target": round(float(want.get(key, 0.0)), 9)}
+            for key in sorted(set(got) | set(want))
+        ],
+    }
+
+
+def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) -> dict | None:
+    """The smallest engine-scale case that still shows a binned finding of ``case``: the shapes of
+    ``scale.shrink_shapes`` (V one past each tile / id-type boundary below the case's, k = 1 before
+    the case's k), each a fresh ``engine_scale_case`` of the case's side drawn from
+    ``scale_stream(seed, "shrink cases")``, given ``counterexample_samples`` runs and the binned
+    chi-square at the false-fail rate split over every candidate position; the case itself is the
+    last candidate. Within ``counterexample_s``; None when none shows it."""
+    b = get_budget(budget)
+    side = scale.side_of(case.model) or "residual"
+    shapes = scale.shrink_shapes(case.model.vocab_size, case.k, scale.side_of(case.model))
+    streams = scale_stream(seed, "shrink cases").spawn(len(shapes))
+    candidates = [engine_scale_case(v, k, min(k + 1, case.m), side, "shrunk", np.random.default_rng(st), seed)
+                  for (v, k), st in zip(shapes, streams)]
+    candidates[-1] = case
+    per_check = stats.split_budget(b.false_fail_rate, sum(c.m for c in candidates))
+    deadline = time.monotonic() + b.counterexample_s
+    rng = np.random.default_rng(scale_stream(seed, "shrink runs"))
+    try:
+        with subject_process(subject) as handle:
+            search = Battery(handle, b, seed, deadline)
+            for cand in candidates:
+                left = deadline - time.monotonic()
+                runs, breach, rng = search.call(sample_task, cand, b.counterexample_samples, rng, b, left,
+                                                seconds=left)
+                if breach or len(runs) < b.counterexample_samples:
+                    continue
+                verdict = scale.judge_positions(runs, cand.model.p_table[0], cand.m, per_check)
+                if not verdict.passed:
+                    return describe_binned(cand, verdict)
+    except (OutOfTime, ContractBreach, runner.SubjectFailed):
+        return None
+    return None
+
+
+def describe_binned(case: Case, verdict) -> dict:
+    """``describe``'s shape for a binned finding (``scale.PositionVerdict``): the case, the
+    heaviest ids of p and q (rows too wide to print whole), the position and the bins that differ
+    most."""
+    m = case.model
+    return {"method": "binned", "vocab_size": m.vocab_size, "k": case.k, "window": case.m, "prefix": [],
+            "model": m.name, "order": 0, "period": 1, "position": verdict.position,
+            "p": scale.heaviest(m.p_table[0]), "q": scale.heaviest(m.q_table[0]),
+            "empirical_tv": verdict.binned_tv, "p_value": verdict.p_value, "samples": verdict.n,
+            "bins": len(verdict.want), "distributions": scale.binned_rows(verdict)}
+
+
+__all__ = ["COUNTEREXAMPLE_MAX_PATHS", "describe", "describe_binned", "describe_case", "find_counterexample",
+           "shrink_engine_scale"]

@@ -1,0 +1,187 @@
+"""The round battery's subject side: what runs in the subject's process (runner.Runner.call), or
+in-process for the experiments' own samplers.
+
+``guarded`` wraps a sampler so that every call is checked (``validate_round``: 1 to k + 1 int
+tokens in range from a list, tuple or array; no exception, no exit, no write into the arrays p_fn
+/ q_fn hand out: each call gets fresh copies, compared afterwards; every call within its limit).
+The tasks the parent's battery (``interfaces.round.RoundBattery``) sends: ``contract_task`` (a
+case's first rounds), ``enumerate_task`` (a case's exact distribution, or its round length's, by
+``specverify.exact``), ``sample_task`` (sampled runs for the chi-square, the binned chi-square and
+tokens per round); ``enumeration_key`` says when two enumerations are the same call (the units of
+``specverify.units`` are served by it). ``first_tokens``, ``exact_case`` and
+``sample_first_tokens`` are the same pieces for the experiments and benchmarks.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from .. import exact
+from ..battery import (PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of,
+                       plain_tokens, time_limit, token_id, type_name)
+from ..chains import TableModel
+from .round_cases import Budget, Case
+
+MIN_CONTRACT_CALLS = 3
+
+
+def validate_round(out, k: int, vocab_size: int) -> list[int]:
+    """The round's tokens as ints, or ContractBreach saying what is wrong with them. Whatever the
+    returned object raises while it is read becomes ContractBreach too."""
+    if type(out) is np.ndarray and out.dtype.kind in "iu":
+        out = out.tolist()
+    fast = plain_tokens(out, vocab_size)
+    if fast is not None and 1 <= len(fast) <= k + 1:
+        return fast
+    out, is_sequence = as_sequence(out, "returned")
+    if not is_sequence:
+        raise ContractBreach(f"returned {type_name(out)}, not a list of token ids")
+    n, items = items_of(out, "returned", k + 1)
+    if not 1 <= n <= k + 1:
+        raise ContractBreach(f"returned {n} tokens with k={k} (must be 1 to {k + 1})")
+    return [token_id(t, vocab_size, "returned") for t in items]
+
+
+def _handing_out(name: str, fn: Callable, handed: list) -> Callable:
+    """``fn`` returning a fresh copy per call, remembered beside the row it was copied from."""
+
+    def model(prefix):
+        row = np.asarray(fn(prefix), dtype=np.float64)
+        given = row.copy()
+        handed.append((name, prefix, given, row))
+        return given
+
+    return model
+
+
+def _check_untouched(handed: list) -> None:
+    for name, prefix, given, original in handed:
+        try:
+            same = given.tobytes() == original.tobytes()  # 20x faster than np.array_equal on short rows
+        except BaseException as exc:  # noqa: BLE001 - the subject replaced what the array holds
+            if type(exc) in PASSED_THROUGH:
+                raise
+            same = False
+        if not same:
+            try:
+                i = int(np.flatnonzero(given != original)[0]) if given.shape == original.shape else 0
+                how = f"entry {i} was {original.flat[i]:.6g}, became {given.flat[i]:.6g}"
+            except BaseException as exc:  # noqa: BLE001 - its dtype or shape changed as well
+                if type(exc) in PASSED_THROUGH:
+                    raise
+                how = "its contents, dtype or shape changed"
+            raise ContractBreach(f"wrote into an array {name} returned for prefix {tuple(prefix)}: {how}")
+
+
+def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
+            interrupt: bool = False) -> Callable:
+    """``sampler`` with every call checked: whatever it raises (SystemExit and, in the subject's
+    process, KeyboardInterrupt included), junk it returns, a write into what it was handed, and a
+    call that took longer than ``call_limit`` seconds become ContractBreach. ``interrupt`` also
+    interrupts a call at its limit (SIGALRM); otherwise a hung call is the runner's to kill."""
+
+    def call(p_fn, q_fn, prefix, k, rng):
+        handed: list = []
+        p, q = _handing_out("p_fn", p_fn, handed), _handing_out("q_fn", q_fn, handed)
+        t0 = time.monotonic()
+        out = call_subject(sampler, (p, q, prefix, k, rng), call_limit if interrupt else None)
+        if call_limit is not None and time.monotonic() - t0 > call_limit:
+            raise ContractBreach(f"one call did not return within {call_limit:g} s "
+                                 f"(took {time.monotonic() - t0:.2f} s)")
+        _check_untouched(handed)
+        return validate_round(out, k, vocab_size)
+
+    return call
+
+
+def first_tokens(sampler, model: TableModel, prefix: tuple, k: int, m: int, rng) -> tuple:
+    """Run rounds from ``prefix`` until at least m tokens are out; the first m of them."""
+    out: list[int] = []
+    ctx = tuple(prefix)
+    while len(out) < m:
+        new = sampler(model.p_fn, model.q_fn, ctx, k, rng)
+        out += new
+        ctx += tuple(new)
+    return tuple(out[:m])
+
+
+def exact_case(sampler, case: Case, max_paths: int, call_limit: float | None = None) -> tuple[dict, dict]:
+    """(sampler's exact distribution, target's) for the case, or NotEnumerable / ContractBreach."""
+    g = guarded(sampler, case.model.vocab_size, call_limit)
+    got = exact.sampler_distribution(g, case.model.p_fn, case.model.q_fn, case.prefix, case.k,
+                                     case.m, max_paths=max_paths)
+    return got, exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
+
+
+def sample_first_tokens(sampler, case: Case, n: int, rng) -> list[tuple]:
+    g = guarded(sampler, case.model.vocab_size)
+    return [first_tokens(g, case.model, case.prefix, case.k, case.m, rng) for _ in range(n)]
+
+
+def round_length_run(g, case: Case, rng) -> int:
+    return len(g(case.model.p_fn, case.model.q_fn, case.prefix, case.k, rng))
+
+
+def _first_tokens_run(g, case: Case, rng) -> tuple:
+    return first_tokens(g, case.model, case.prefix, case.k, case.m, rng)
+
+
+def contract_task(sampler, case: Case, budget: Budget, rng, calls: int) -> tuple[dict, object]:
+    """Up to ``calls`` rounds from the case's prefix (at least MIN_CONTRACT_CALLS, then until
+    ``contract_s`` is spent): {"breach": what or None, "rounds": their tokens}, the rng after."""
+    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s, interrupt=True)
+    outs: list = []
+    stop = time.monotonic() + budget.contract_s
+    try:
+        while len(outs) < calls and (len(outs) < MIN_CONTRACT_CALLS or time.monotonic() < stop):
+            outs.append(g(case.model.p_fn, case.model.q_fn, case.prefix, case.k, rng))
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return {"breach": message_of(exc), "rounds": outs}, rng
+    return {"breach": None, "rounds": outs}, rng
+
+
+def enumerate_task(sampler, case: Case, budget: Budget, seconds: float, lengths: bool = False):
+    """("ok", exact distribution) | ("not-enumerable", why) | ("breach", what)."""
+    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
+    try:
+        with time_limit(seconds, "exact enumeration", exact.NotEnumerable):
+            if lengths:
+                return "ok", exact.round_length_distribution(
+                    g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths)
+            return "ok", exact.sampler_distribution(g, case.model.p_fn, case.model.q_fn, case.prefix,
+                                                    case.k, case.m, max_paths=budget.max_paths)
+    except exact.NotEnumerable as exc:
+        return "not-enumerable", message_of(exc)
+    except ContractBreach as exc:
+        return "breach", message_of(exc)
+
+
+def sample_task(sampler, case: Case, n: int, rng, budget: Budget, seconds: float,
+                run: Callable = _first_tokens_run) -> tuple[list, str | None, object]:
+    """Up to n runs (fewer when ``seconds`` ran out); (runs, breach or None, the rng after)."""
+    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
+    out: list = []
+    stop = time.monotonic() + seconds
+    try:
+        while len(out) < n and (not out or time.monotonic() < stop):
+            out.append(run(g, case, rng))
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return out, message_of(exc), rng
+    return out, None, rng
+
+
+def enumeration_key(case: Case, budget: Budget, seconds: float, lengths: bool) -> tuple:
+    """What makes two ``enumerate_task`` calls the same call: the case, what is enumerated
+    (the window's distribution, or the round length's with ``lengths``), and the limits that
+    decide its outcome. The prefetched battery (``interfaces.round``) serves a prefetched
+    result only for its key."""
+    return (case.name, bool(lengths), float(seconds), budget.max_paths, budget.call_limit_s)
+
+
+__all__ = [
+    "MIN_CONTRACT_CALLS", "contract_task", "enumerate_task", "enumeration_key", "exact_case", "first_tokens",
+    "guarded", "round_length_run", "sample_first_tokens", "sample_task", "validate_round",
+]
