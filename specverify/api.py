@@ -129,8 +129,9 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
     first (``interface(sampler)`` must return a function of the handout's). ``budget``: a name of
     ``round_cases.BUDGETS`` or a ``round_cases.Budget``. ``counterexample``: search for the smallest
     model that shows a distribution finding (a loop subject: the smallest request and model that
-    show its law or contract finding, ``loop_battery.find_loop_counterexample``). Never raises for a
-    broken sampler (its breaches are findings); a TARGET that cannot be loaded raises ``UsageError``.
+    show its law or contract finding, ``interfaces.loop_counterexample.find_loop_counterexample``).
+    Never raises for a broken sampler (its breaches are findings); a TARGET that cannot be loaded
+    raises ``UsageError``.
     ``prefetched``: the round battery's enumerations computed elsewhere (specverify.units; the Ray
     executor), replayed. ``device``: "cuda" / "cuda:N" runs a kernel (``interface="kernel"``,
     ``kernel(draft_ids, draft_probs, target_probs, uniforms)``) on torch tensors on that device,

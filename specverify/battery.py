@@ -17,7 +17,7 @@ batteries share, so that none of them re-implements it.
 
 The statistics themselves (the sequential chi-square, its power, exact TV) are
 ``specverify.stats`` and ``specverify.exact``; each interface's battery (``interfaces.round`` for
-round samplers, ``loop_battery``, ``interfaces.kernel``) decides what to run and calls these.
+round samplers, ``interfaces.loop``, ``interfaces.kernel``) decides what to run and calls these.
 """
 
 from __future__ import annotations
@@ -382,7 +382,7 @@ class Battery:
     ``call`` runs one task in the subject's process under its limit and the deadline;
     ``breach`` records a contract finding (``run_in_subject`` calls it when the subject died
     or broke the interface mid-stage). Subclasses (``interfaces.round.RoundBattery``,
-    ``loop_battery.LoopBattery``, ``interfaces.kernel.KernelBattery``) add the checks."""
+    ``interfaces.loop_checks.LoopBattery``, ``interfaces.kernel.KernelBattery``) add the checks."""
 
     def __init__(self, subject: runner.Runner, budget, seed: int, deadline: float | None):
         self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline

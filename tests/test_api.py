@@ -205,3 +205,4 @@ def test_a_loop_counterexample_reads_as_tables_of_logits():
     for text in (api.human(report.to_dict()), "\n".join(api.counterexample_lines(ce))):
         assert "target logits (row: position mod 1, last token):" in text and "draft logits" in text
         assert "      [0, 1]: " in text and "[[[" not in text and " p = " not in text
+        assert "processed p of request 0's first token: " in text

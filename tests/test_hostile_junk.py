@@ -24,6 +24,7 @@ import pytest
 
 import specverify
 from specverify import detectors, loop_battery, runner
+from specverify.interfaces import loop_tasks
 from specverify.loop import Output
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,7 +229,7 @@ def test_outcome_sends_back_plain_ints_and_floats():
         def __reduce__(self):
             raise TypeError("not picklable")
 
-    rows = loop_battery._outcome([Output((Tok(1), np.int64(2)), np.array([-0.5, -1.0]), np.int64(3), 2.0)], 1, 3)
+    rows = loop_tasks.read_outcome([Output((Tok(1), np.int64(2)), np.array([-0.5, -1.0]), np.int64(3), 2.0)], 1, 3)
     assert rows == (((1, 2), (-0.5, -1.0), 3, 2),)
     assert [type(t) for t in rows[0][0]] == [int, int] and type(rows[0][2]) is int
     pickle.loads(pickle.dumps(rows))

@@ -161,6 +161,8 @@ def test_loop_battery_passes_the_reference_and_target_only():
         slow = {f.check for f in result.flagged(("efficiency",))}
         # target-only emits one token per target pass: exact, and less efficient than the rule
         assert slow == (set() if loop is generate else {"tokens-per-pass"})
+        # tokens per pass ran with counts and no shortfall: efficiency is decided, not null
+        assert result.efficient is (loop is generate) and result.mean_tokens_per_round
 
 
 def test_loop_battery_reports_a_subject_that_raises():

@@ -1,7 +1,7 @@
 """transformers' ``generate(assistant_model=draft, do_sample=True)`` as a loop subject.
 
 ``generate(target, draft, requests, k, rng)`` has the loop interface of ``specverify.loop``: the
-loop battery (``specverify.loop_battery.run_loop_battery``) judges it against the exact law of
+loop battery (``specverify.interfaces.loop.run_loop_battery``) judges it against the exact law of
 target-only sampling (``loop.sequence_law``), with its own statistics when, as here, the
 enumerator cannot follow torch's randomness.
 
@@ -48,7 +48,8 @@ import numpy as np
 from .. import stats
 from ..battery import POWER_FALSE_PASS_RATE
 from ..loop import LogitTable, Request, SamplingParams, check_requests
-from ..loop_battery import LoopBudget, LoopCase, run_loop_battery
+from ..interfaces.loop import run_loop_battery
+from ..interfaces.loop_cases import LoopBudget, LoopCase
 from ..models.loading import torch_modules
 from . import hf
 

@@ -1,14 +1,66 @@
 """The loop interface: a whole generation loop ``generate(target, draft, requests, k, rng) ->
-list[Output]`` (``specverify.loop``: SamplingParams, Request, Output).
+list[Output]`` (``specverify.loop``: SamplingParams, Request, Output), judged on whole requests.
 
-Judged by the loop battery (``specverify.loop_battery``: each request's sequence law, batch
-isolation, stop / max_tokens, counts, logprobs, seeded replay) and, on a law or contract
-finding, the smallest request and model that show it (``find_loop_counterexample``).
+``run_loop_battery(subject, budget, seed)`` returns the one ``battery.BatteryResult`` (same
+findings, verdicts and JSON as the round battery). The subject runs only in its own process
+(``runner.Runner``), through the tasks of ``loop_tasks``; every reference is computed in the
+parent from its own tables (``loop.sequence_law``, the DP over the processed target). The modules:
+
+- ``loop_cases``: the budgets (``LoopBudget``, ``LOOP_BUDGETS``), the cases and their order (fixed,
+  edge, drawn from the seed, seeded, engine scale), the seed streams, the reference loop's law;
+- ``loop_tasks``: what runs in the subject's process (reading its outputs, enumerating, sampling,
+  seeding) and ``contract_problem``;
+- ``loop_checks``: ``LoopBattery``, the checks below;
+- ``loop_counterexample``: the smallest request and model that show a finding.
+
+Enumerating every path of the loop's random decisions (``specverify.exact``, the subject drawing
+from an ``EnumeratingRng``) takes well under a second per case; an edge or generated case is
+enumerated up to ``extra_max_paths`` paths, then judged by ``extra_samples`` runs (its power in
+``result.power``, never a shortfall). The check's seed fixes everything (``SEED_STREAMS``: one
+child of ``numpy.random.SeedSequence(seed)`` per purpose). Checks, each a ``Finding.check``:
+
+- ``sequence-law`` (distribution): each request's exact output law against the DP, TV > 1e-9;
+  ``loop-chi-square`` when the subject cannot be enumerated (pooled chi-square over sequences);
+- ``batch-isolation`` (distribution): a request whose law is exact alone but not in its batch;
+- ``stop-max-tokens`` (contract): on every reachable output, nothing after a stop token, never
+  more than max_tokens, fewer only when ending at a stop, ids in the vocabulary;
+- ``counts`` (contract): 0 <= accepted <= drafted and accepted <= tokens emitted (a stop inside an
+  accepted block counted once), each bound checked whenever its counts were returned (accepted
+  without drafted too);
+- ``logprobs`` (contract): each returned log-probability equals the processed target's (1e-9);
+- ``seeded-reproducibility`` (contract): a seeded request's tokens are the same alone and in a
+  batch with unseeded requests drawing from another rng, and two requests with the same seed in
+  one batch each give what they give alone;
+- ``seed-law`` (distribution): a seeded request's outputs over seeds 0..n-1 follow its exact law
+  (chi-square at the battery's split false-fail rate, its power in ``result.power``);
+- ``tokens-per-pass`` (efficiency): exact mean tokens per target pass, E[tokens] / E[tokens -
+  accepted], against the reference loop's on the same case; only a shortfall is a finding;
+- ``loop-binned-chi-square`` (distribution): on an engine-scale batch, each position's tokens
+  against the processed row, binned (``specverify.scale``);
+- ``contract``: raised, exited, returned junk (read in the subject's process: whatever its objects
+  raise while read is this finding, never a crash); ``rng``: the same rng state replayed
+  differently (NaN logprobs replay as NaN: ``same_outcomes``).
+
+Seeded requests draw from ``np.random.default_rng(seed)`` (not from the enumerating rng), so the
+law cases use unseeded requests and seeding is checked with real generators: by replay, and by
+the law of the outputs over many seeds (a loop that re-seeds every round replays perfectly).
+
+The false-fail rate ``budget.false_fail_rate`` (1e-6) is split (Bonferroni) over every request of
+every law case and every seed-law check; exact enumeration has no sampling noise.
+
+With a finding, ``counterexample`` gives the smallest request and model that show it
+(``loop_counterexample.find_loop_counterexample``: ``small_loop_cases``, smallest first, each
+candidate judged by ``LoopBattery.law_case``, the battery's own enumeration or chi-square), in the
+shape of ``round_counterexample.describe`` plus the requests; a binned finding is shrunk over smaller
+engine-scale batches (``loop_counterexample.shrink_binned_loop``).
 """
 
 from __future__ import annotations
 
-from .. import detectors
+from ..battery import BatteryResult, run_in_subject
+from .loop_cases import LOOP_BUDGETS, generated_loop_cases, get_loop_budget, loop_cases, scale_loop_cases
+from .loop_checks import LoopBattery
+from .loop_counterexample import counterexample_checks, find_loop_counterexample, shrink_binned_loop
 
 NAME = "loop"
 PARAMETERS = ("target", "draft", "requests", "k", "rng")
@@ -20,9 +72,7 @@ ALIASES = {"target": ("target_model", "model", "p_model"), "draft": ("draft_mode
 def get_budget(budget):
     """The loop section of a budget: ``LOOP_BUDGETS`` by the budget's name, ``tv=X`` (every
     request the enumerator cannot follow sampled until it sees TV X:
-    ``loop_battery.campaign_loop_budget``), a ``LoopBudget`` as it is."""
-    from ..loop_battery import LOOP_BUDGETS, get_loop_budget
-
+    ``loop_cases.campaign_loop_budget``), a ``LoopBudget`` as it is."""
     name = getattr(budget, "name", budget)
     if (not hasattr(budget, "seeds") and isinstance(name, str) and name not in LOOP_BUDGETS
             and not name.startswith("tv=")):
@@ -38,17 +88,35 @@ def coverage(budget) -> str:
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, aim=None, **overrides) -> detectors.BatteryResult:
-    from ..loop_battery import run_loop_battery
-
+        prefetched: dict | None = None, aim=None, **overrides) -> BatteryResult:
     return run_loop_battery(subject, get_budget(budget), seed, deadline=deadline,
                             stop_on_first=stop_on_first, aim=aim, **overrides)
 
 
-def counterexample(subject, budget, seed: int, result: detectors.BatteryResult, aim=None) -> dict | None:
-    """The smallest request and model that show a law or contract finding (None without one)."""
-    from ..loop_battery import counterexample_checks, find_loop_counterexample, scale_loop_cases, shrink_binned_loop
+def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first: bool = False,
+                     deadline: float | None = None, cases=None, aim=None, **overrides) -> BatteryResult:
+    """Every loop check on every loop case; never raises for a broken subject.
 
+    ``subject``: ``generate(target, draft, requests, k, rng)`` (a callable, handed to its process by
+    fork) or a started ``runner.Runner``; ``budget``: a name of ``LOOP_BUDGETS`` (or a round
+    ``round_cases.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields
+    (``validation.with_overrides``: an unknown field or a bad value is an error).
+    ``aim``: an ``interfaces.Aim`` adds aimed engine-scale batches (``scale_loop_cases``)."""
+    from ..validation import check_seed, with_overrides
+
+    seed = check_seed(seed)
+    b = get_loop_budget(budget)
+    b = with_overrides("loop", b, overrides)
+    if cases is None:
+        fixed = list(loop_cases())  # drawn cases before the seeded case, engine scale last
+        cases = ([c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + [c for c in fixed if c.seeded]
+                 + scale_loop_cases(b, seed, aim))  # the costly engine-scale batches last
+    return run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, deadline),
+                          lambda run: run.run(list(cases), stop_on_first))
+
+
+def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) -> dict | None:
+    """The smallest request and model that show a law or contract finding (None without one)."""
     checks = counterexample_checks(result)
     if not checks:
         return None
@@ -65,4 +133,5 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return []
 
 
-__all__ = ["ALIASES", "NAME", "PARAMETERS", "counterexample", "coverage", "get_budget", "run", "units"]
+__all__ = ["ALIASES", "NAME", "PARAMETERS", "counterexample", "coverage", "get_budget", "run", "run_loop_battery",
+           "units"]

@@ -2,7 +2,7 @@
 
 Every entry has the loop interface ``generate(target, draft, requests, k, rng)`` and reads as
 "``specverify.samplers.loop.generate`` but X": it is ``loop_with`` with one step (hook) swapped, a
-few lines each. The loop battery (specverify.loop_battery) must kill every mutant; the controls
+few lines each. The loop battery (specverify.interfaces.loop) must kill every mutant; the controls
 (effect "exact") are loops that look different but are exact and must pass.
 
 References: public engine issues and PRs (``owner/repo#number``) that report the same class of

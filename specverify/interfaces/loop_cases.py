@@ -1,0 +1,470 @@
+"""The loop interface's cases: the budgets, the request batches the loop battery judges, and the
+reference loop's law and tokens per pass on them.
+
+A ``LoopCase`` is a target and a draft (``loop.LogitTable`` or ``loop.ContextFreeLogits``), a
+batch of requests and k. Cases, in this order (every one judged by ``loop_checks.LoopBattery``):
+
+- the core (``loop_cases``, kind "fixed"): logit tables on a vocabulary of 3 with drafts of the
+  same width, wider (padding rows with finite logits, as real pairs have) and narrower; single
+  requests and a ragged batch with different params and lengths; k 1 or 2; max_tokens 1 to 3;
+- the edges (``edge_cases``, kind "edge", in every budget): max_tokens 0 and 1, a prompt ending
+  with its stop id, a stop id as a likely first token, a grammar allowing one token, top-k 1, top-p
+  0.05, min-p 0.95, temperature with logit bias, min-p, top-k and top-p together, penalties over
+  repeated prompt tokens, an empty batch, a ragged batch of 8, and k = 3 on a vocabulary of 4 with
+  a 3-token prompt and max_tokens 4;
+- ``budget.generated`` cases drawn from the check's seed (``generated_loop_cases``, kind
+  "generated"): vocabularies 2 to 5, k 1 to 4, prompts of 1 to 4 tokens, max_tokens 0 to 5, every
+  sampling parameter drawn (``drawn_params``, the value sets of ``strategies.sampling_params``);
+- then the seeded case (request 0 seeded beside an unseeded one): seeds by replay and by law;
+- last, the engine-scale batches (``scale_loop_cases``, kinds "scale" and "aimed"), judged by a
+  binned chi-square per position.
+
+The check's seed fixes everything (``SEED_STREAMS``: one child of ``numpy.random.SeedSequence(seed)``
+per purpose). ``reference_rates`` (and ``tokens_per_pass_rates``) is the reference loop
+(``samplers.loop.generate``) enumerated in the parent, its outputs read as a subject's are
+(``loop_tasks.read_outcome``). The counterexample search's smaller candidates are
+``loop_counterexample.small_loop_cases``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from .. import exact
+from ..battery import CAMPAIGN_SECONDS, DEFAULT_FALSE_FAIL_RATE
+from ..loop import ContextFreeLogits, LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law
+from .loop_tasks import read_outcome
+
+
+@dataclass(frozen=True)
+class LoopBudget:
+    """What one loop battery runs: the fixed cases (``loop_cases``, every budget), ``generated``
+    cases drawn from the check's seed (``generated_loop_cases``, each at most ``generated_paths``
+    paths of the reference loop), ``seeds`` seeds replayed alone / batched / beside a same-seed
+    request and ``seed_law_runs`` seeds 0..n-1 judged by their law (``seed-law``).
+
+    Measured: the reference loop, 2 shared cores, seeds 0-4, one battery per fresh process (the
+    generated cases drawn and their reference law enumerated included), median wall time; before
+    issue 22 (the 6 core cases only) 0.18 s for quick and standard, 0.20 s for thorough:
+
+    ==========  =========  ==============  =============  ===============================
+    budget      generated  paths per case  seed-law runs  wall time (before -> after)
+    ==========  =========  ==============  =============  ===============================
+    quick       2          <= 40           200            0.18 -> 0.32 s
+    standard    4          <= 40           400            0.18 -> 0.39 s
+    thorough    16         <= 400          2000           0.20 -> 0.9-1.8 s
+    ==========  =========  ==============  =============  ===============================
+
+    Of the standard budget's 0.21 s more: the 8 edge cases and same-seed pairs 0.09 s, the seed
+    law 0.10 s, the 4 generated cases 0.02-0.04 s (+10-20 % of the time before). A loop the
+    enumerator cannot follow (every case by statistics: ``extra_samples`` runs per edge or
+    generated case) took 7.2 s at standard before and 11.8 s after.
+    """
+
+    name: str
+    max_paths: int = 60_000
+    case_enumeration_s: float = 20.0
+    samples: int = 4000  # runs per case the enumerator cannot follow
+    extra_samples: int = 500  # ... per edge or generated case (its power stated, not required)
+    extra_max_paths: int = 2000  # the most paths enumerated on an edge or generated case
+    statistics_s: float = 30.0
+    detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
+    seeds: int = 12  # seeds of the reproducibility checks (alone vs batched, same-seed pairs)
+    call_limit_s: float = 2.0
+    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+    counterexample_s: float = 20.0  # the whole counterexample search
+    counterexample_samples: int = 1000  # runs per candidate the enumerator cannot follow
+    generated: int = 4  # cases drawn from the seed besides the fixed ones (generated_loop_cases)
+    generated_paths: int = 40  # the most paths of the reference loop a generated case may need
+    seed_law_runs: int = 400  # seeds 0..n-1 of a seeded request, chi-square against its law
+    # engine scale (scale_loop_cases): a context-free pair over scale_vocab ids (0: none), k =
+    # scale_k, max_tokens scale_tokens, scale_runs runs within scale_s; aimed cases share aim_s
+    scale_vocab: int = 4096
+    scale_k: int = 8
+    scale_tokens: int = 8
+    scale_runs: int = 300
+    scale_s: float = 10.0
+    aim_s: float = 30.0
+
+    def coverage(self) -> str:
+        fixed = loop_cases()
+        return (f"loop battery: {len(fixed)} fixed request batches + {self.generated} drawn from the seed "
+                f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
+                f"{self.generated_paths} reference paths each); seeds replayed ({self.seeds}) and judged "
+                f"by their law ({self.seed_law_runs} seeds); "
+                + (f"one engine-scale batch (V {self.scale_vocab}, k {self.scale_k}, max_tokens "
+                   f"{self.scale_tokens}, binned chi-square per position over {self.scale_runs} runs); "
+                   if self.scale_vocab else "")
+                + f"a request the enumerator cannot follow must see TV {self.detect_tv:g}")
+
+
+LOOP_BUDGETS = {
+    "quick": LoopBudget("quick", samples=2000, extra_samples=250, statistics_s=15.0, seeds=6, detect_tv=0.15,
+                        generated=2, seed_law_runs=200, scale_vocab=1100, scale_k=4, scale_tokens=5,
+                        scale_runs=300, scale_s=5.0, aim_s=20.0),
+    "standard": LoopBudget("standard"),
+    "thorough": LoopBudget("thorough", max_paths=400_000, samples=16_000, extra_samples=4000,
+                           extra_max_paths=20_000, statistics_s=120.0, seeds=40,
+                           detect_tv=0.05, generated=16, generated_paths=400, seed_law_runs=2000,
+                           scale_vocab=33_024, scale_runs=2000, scale_s=60.0, aim_s=180.0),
+}
+
+
+def campaign_loop_budget(name: str) -> LoopBudget:
+    """``tv=X``: the thorough loop budget with every request the enumerator cannot follow (fixed,
+    edge or generated case) sampled until its chi-square sees TV X (``samples`` and
+    ``extra_samples`` 0: sized per request from its law, ``stats.min_num_samples_chi_square``),
+    and time limits that do not cut it short. The seed law and the engine-scale batch keep the
+    thorough counts, run to the end (their power is stated in the result)."""
+    from ..validation import check_tv_budget
+
+    tv = check_tv_budget(name)
+    return replace(LOOP_BUDGETS["thorough"], name=f"tv={tv:g}", detect_tv=tv, samples=0, extra_samples=0,
+                   statistics_s=CAMPAIGN_SECONDS, case_enumeration_s=CAMPAIGN_SECONDS,
+                   scale_s=CAMPAIGN_SECONDS, aim_s=CAMPAIGN_SECONDS)
+
+
+def get_loop_budget(budget) -> LoopBudget:
+    """A ``LoopBudget`` as it is, a name of ``LOOP_BUDGETS`` or ``tv=X`` (``campaign_loop_budget``);
+    a round ``round_cases.Budget`` by its name."""
+    if isinstance(budget, LoopBudget):
+        return budget
+    name = getattr(budget, "name", budget)
+    if isinstance(name, str) and name.startswith("tv="):
+        return campaign_loop_budget(name)
+    if name not in LOOP_BUDGETS:
+        raise ValueError(f"budget: must be one of {', '.join(LOOP_BUDGETS)}, got {budget!r}")
+    return LOOP_BUDGETS[name]
+
+
+@dataclass(frozen=True)
+class LoopCase:
+    """A target and a draft (logit tables), a batch of requests and k."""
+
+    name: str
+    target: LogitTable
+    draft: LogitTable
+    requests: tuple
+    k: int
+    seeded: bool = False  # a reproducibility case: request 0 is seeded per run
+    kind: str = "fixed"  # "fixed" (the core), "edge" (edge_cases) or "generated" (generated_loop_cases)
+    side: str | None = None  # an engine-scale batch's ``scale.scale_pair`` side ("residual" / "draft")
+
+    @property
+    def vocab_size(self) -> int:
+        return self.target.width
+
+
+def seeded_logits(seed: int, period: int, vocab: int, width: int, scale: float = 1.2) -> np.ndarray:
+    """A (period, vocab, width) table of normal logits from ``default_rng(seed)``, rounded to 3
+    places: the fixed cases' and the counterexample candidates' tables."""
+    return np.random.default_rng(seed).normal(scale=scale, size=(period, vocab, width)).round(3)
+
+
+@lru_cache(maxsize=1)
+def loop_cases() -> tuple[LoopCase, ...]:
+    target = LogitTable(seeded_logits(11, 2, 3, 3, 0.8), "target V3 period 2")
+    same = LogitTable(seeded_logits(12, 1, 3, 3), "draft V3")
+    padded = seeded_logits(13, 1, 3, 4)
+    padded[..., 3] = 0.5  # a padding row with a finite logit, as real pairs have
+    wider = LogitTable(padded, "draft V3 + 1 padding row")
+    narrower = LogitTable(seeded_logits(14, 1, 3, 2), "draft with 2 of the 3 ids")
+    tiny_t = seeded_logits(15, 1, 3, 3)
+    tiny_t[..., 2] = -1e4  # the target never emits token 2 ...
+    tiny_d = seeded_logits(16, 1, 3, 3)
+    tiny_d[..., 2] = np.log(1e-8) + tiny_d[..., :2].max(axis=-1)  # ... the draft rarely drafts it
+    grammar = LastTokenGrammar((0, 1), ((1, 2), (0, 2), (0, 1)), ((0, 1), (1, 2), (0, 1, 2)))
+    penalties = SamplingParams(temperature=1.0, repetition_penalty=1.4, frequency_penalty=0.5,
+                               presence_penalty=0.3, min_p=0.15, logit_bias={0: 0.5},
+                               stop_token_ids=(2,), max_tokens=3)
+    greedy = SamplingParams(temperature=0, repetition_penalty=2.5, logit_bias={1: 0.3}, max_tokens=2)
+    short = SamplingParams(temperature=0.8, top_k=1, max_tokens=1)  # one token, no branching
+    return (
+        LoopCase("penalties, min-p, logit bias, stop; k=2", target, same,
+                 (Request((0,), penalties),), 2),
+        LoopCase("grammar, top-k, top-p; narrower draft; k=2", target, narrower,
+                 (Request((1,), SamplingParams(temperature=0.9, top_k=2, top_p=0.95, max_tokens=3,
+                                               allowed_tokens=grammar)),), 2),
+        LoopCase("logit bias, stop; draft with a padding row; k=1", target, wider,
+                 (Request((2,), SamplingParams(temperature=1.3, logit_bias={2: -0.7, 1: 0.4},
+                                               stop_token_ids=(1,), max_tokens=3)),), 1),
+        LoopCase("draft q(2) = 1e-8 where the target has p(2) = 0; k=2", LogitTable(tiny_t, "target p(2) = 0"),
+                 LogitTable(tiny_d, "draft q(2) = 1e-8"), (Request((0,), SamplingParams(max_tokens=2)),), 2),
+        LoopCase("ragged batch: penalties + stop, greedy, one token; k=2", target, same,
+                 (Request((0,), replace(penalties, min_p=0.0, logit_bias={}, stop_token_ids=())), Request((1, 2), greedy),
+                  Request((2,), short)), 2),
+        LoopCase("seeded request beside an unseeded one; k=1", target, same,
+                 (Request((0,), SamplingParams(max_tokens=3, repetition_penalty=1.3)),
+                  Request((1,), SamplingParams(max_tokens=3))), 1, seeded=True),
+    ) + edge_cases()
+
+
+def _one_hot_rows(table: np.ndarray) -> np.ndarray:
+    """Each row's largest logit kept, every other at -inf: a draft whose q is one-hot."""
+    return np.where(table == table.max(axis=-1, keepdims=True), table, -np.inf)
+
+
+@lru_cache(maxsize=1)
+def edge_cases() -> tuple[LoopCase, ...]:
+    """The edges every budget reaches on purpose (part of ``loop_cases``), each enumerable in a few
+    dozen paths: max_tokens 0 beside 1; a prompt that ends with its stop id where the stop id is
+    also a likely first token; a grammar allowing one token, top-k 1, top-p 0.05 and min-p 0.95 in
+    one batch (each request deterministic); temperature with logit bias, min-p, top-k and top-p
+    together; penalties over a prompt with repeated tokens; an empty batch; a ragged batch of 8
+    (prompts of 1 to 4 tokens, max_tokens 0 to 5, greedy and sampled); and k = 3 drafts on a
+    vocabulary of 4 with a 3-token prompt and max_tokens 4 (a period-2 target, so the prompt's
+    length matters; a one-hot draft and top-k 2 keep it to 16 paths)."""
+    t3 = LogitTable(seeded_logits(11, 2, 3, 3, 0.8), "target V3 period 2")
+    d3 = LogitTable(seeded_logits(12, 1, 3, 3), "draft V3")
+    t4 = LogitTable(seeded_logits(17, 2, 4, 4, 1.0), "target V4 period 2")
+    d4 = LogitTable(seeded_logits(19, 1, 4, 4), "draft V4")
+    hot4 = LogitTable(_one_hot_rows(seeded_logits(18, 1, 4, 4)), "one-hot draft V4")
+    one = LastTokenGrammar((1,), ((2,), (0,), (1, 2), (1,)))  # one token allowed at most states
+    ragged = (
+        Request((0,), SamplingParams(temperature=0, max_tokens=5)),
+        Request((1, 2), SamplingParams(max_tokens=0)),
+        Request((2, 0, 1), SamplingParams(temperature=0, repetition_penalty=1.5, max_tokens=3)),
+        Request((3, 3, 1, 0), SamplingParams(top_k=1, max_tokens=4, stop_token_ids=(2,))),
+        Request((1,), SamplingParams(temperature=0.9, max_tokens=1)),
+        Request((2, 1), SamplingParams(temperature=0, logit_bias={3: 0.6}, max_tokens=2)),
+        Request((0, 0, 0), SamplingParams(min_p=0.9, max_tokens=5)),
+        Request((3,), SamplingParams(top_p=0.4, max_tokens=2)),
+    )
+    return (
+        LoopCase("edge: max_tokens 0 beside max_tokens 1; k=1", t3, d3,
+                 (Request((1,), SamplingParams(max_tokens=0)),
+                  Request((0,), SamplingParams(temperature=0.7, max_tokens=1))), 1, kind="edge"),
+        LoopCase("edge: a prompt ending with its stop id, the stop id a likely first token; k=2", t3, d3,
+                 (Request((0, 2), SamplingParams(stop_token_ids=(2,), logit_bias={2: 1.0}, max_tokens=2)),), 2,
+                 kind="edge"),
+        LoopCase("edge: a grammar allowing one token, top-k 1, top-p 0.05, min-p 0.95; k=2", t4, hot4,
+                 (Request((0,), SamplingParams(allowed_tokens=one, max_tokens=3)),
+                  Request((1,), SamplingParams(temperature=1.3, top_k=1, max_tokens=3)),
+                  Request((2,), SamplingParams(top_p=0.05, max_tokens=3)),
+                  Request((3,), SamplingParams(min_p=0.95, max_tokens=3))), 2, kind="edge"),
+        LoopCase("edge: temperature, logit bias, min-p, top-k and top-p together; k=2", t4, d4,
+                 (Request((1,), SamplingParams(temperature=0.7, logit_bias={0: 0.8, 3: -0.5}, min_p=0.1,
+                                               top_k=3, top_p=0.9, max_tokens=3)),), 2, kind="edge"),
+        LoopCase("edge: penalties over a prompt with repeated tokens; k=2", t3, d3,
+                 (Request((1, 1, 2, 1), SamplingParams(repetition_penalty=1.6, frequency_penalty=0.4,
+                                                       presence_penalty=0.3, max_tokens=2)),), 2, kind="edge"),
+        LoopCase("edge: an empty batch; k=2", t3, d3, (), 2, kind="edge"),
+        LoopCase("edge: a ragged batch of 8 (prompts 1-4 tokens, max_tokens 0-5); k=2", t4, hot4, ragged, 2,
+                 kind="edge"),
+        LoopCase("edge: k=3 on a vocabulary of 4, a 3-token prompt, max_tokens 4; k=3", t4, hot4,
+                 (Request((2, 0, 3), SamplingParams(temperature=0.8, top_k=2, logit_bias={1: 0.7},
+                                                    max_tokens=4)),), 3, kind="edge"),
+    )
+
+
+# --------------------------------------------------------------------------- drawn from the seed
+
+SEED_STREAMS = ("generated cases", "seed-law and same-seed runs", "engine-scale cases", "engine-scale runs",
+                "shrink cases", "shrink runs")
+"""What each child of ``numpy.random.SeedSequence(seed)`` draws, by index: child 0 the generated
+cases (one grandchild per case, so that case i is the same whatever the budget's count), child 1
+the ``rng`` handed to the loop in the seed-law and same-seed runs (what unseeded batch-mates draw
+from), child 2 the engine-scale and aimed cases (``scale_loop_cases``, one grandchild per case),
+child 3 the rng of their runs, child 4 the smaller batches a binned finding is shrunk over
+(``shrink_binned_loop``, one grandchild per candidate), child 5 the rng of their runs. The checks older than issue 22 keep their own streams, so their verdicts replay: the replay
+check draws from ``default_rng(seed)``, the chi-square of a case the enumerator cannot follow from
+``default_rng(seed + 7)``, the alone / batched replay from ``default_rng(10_000 + s)`` and
+``default_rng(20_000 + s)``."""
+
+
+def seed_stream(seed: int, purpose: str) -> np.random.SeedSequence:
+    """The child of ``SeedSequence(seed)`` for ``purpose`` (a name of ``SEED_STREAMS``)."""
+    return np.random.SeedSequence(seed).spawn(len(SEED_STREAMS))[SEED_STREAMS.index(purpose)]
+
+
+# The value sets of ``strategies.sampling_params`` (the Hypothesis strategy), drawn here with NumPy
+# so that the check's seed, not Hypothesis, fixes them; tiny top-p and min-p near 1 added.
+_TEMPERATURES = (0.0, 0.7, 1.0, 1.5)
+_TOP_PS = (1.0, 0.9, 0.6, 0.05)
+_MIN_PS = (0.0, 0.1, 0.3, 0.95)
+_REPETITION = (1.0, 1.3, 0.8)
+_FREQUENCY = (0.0, 0.5, -0.3)
+_PRESENCE = (0.0, 0.4)
+_BIASES = (-1.0, 0.5, 2.0)
+GENERATED_ATTEMPTS = 200
+"""Draws tried per generated case before its max_tokens is lowered (see ``generated_loop_cases``)."""
+
+
+def _pick(rng, values):
+    return values[int(rng.integers(len(values)))]
+
+
+def _ids(rng, vocab: int) -> tuple:
+    """A non-empty sorted set of ids (``strategies.grammars``' allowed sets)."""
+    n = int(rng.integers(1, vocab + 1))
+    return tuple(sorted(int(x) for x in rng.choice(vocab, size=n, replace=False)))
+
+
+def drawn_grammar(rng, vocab: int) -> LastTokenGrammar:
+    """``strategies.grammars`` drawn with NumPy: a non-empty allowed set first and after each token,
+    half the time a different table at odd lengths."""
+    after = tuple(_ids(rng, vocab) for _ in range(vocab))
+    odd = tuple(_ids(rng, vocab) for _ in range(vocab)) if rng.random() < 0.5 else None
+    return LastTokenGrammar(_ids(rng, vocab), after, odd)
+
+
+def drawn_params(rng, vocab: int, max_tokens: int) -> SamplingParams:
+    """``strategies.sampling_params`` drawn with NumPy: every field (temperature 0 included), a
+    grammar a third of the time, a stop id half the time, up to 2 logit biases."""
+    token = lambda: int(rng.integers(vocab))  # noqa: E731
+    return SamplingParams(
+        temperature=_pick(rng, _TEMPERATURES),
+        top_k=None if rng.random() < 0.5 else int(rng.integers(1, vocab + 1)),
+        top_p=_pick(rng, _TOP_PS), min_p=_pick(rng, _MIN_PS),
+        repetition_penalty=_pick(rng, _REPETITION), frequency_penalty=_pick(rng, _FREQUENCY),
+        presence_penalty=_pick(rng, _PRESENCE),
+        logit_bias={token(): _pick(rng, _BIASES) for _ in range(int(rng.integers(0, 3)))},
+        allowed_tokens=drawn_grammar(rng, vocab) if rng.random() < 1 / 3 else None,
+        stop_token_ids=(token(),) if rng.random() < 0.5 else (), max_tokens=max_tokens)
+
+
+def _drawn_case(rng, name: str, m_max: int) -> LoopCase:
+    """One loop case: vocabulary 2 to 5, a period-1-to-3 target (normal logits, a third of the time
+    one id at -inf: p = 0 there), a draft as wide (a fifth of the time the target itself: p = q),
+    one id wider (a padding row with a finite logit) or one narrower; k 1 to 4; 1 to 3 requests
+    (1 twice as often), each a prompt of 1 to 4 tokens, drawn params and max_tokens 0 to m_max."""
+    V, k, period = int(rng.integers(2, 6)), int(rng.integers(1, 5)), int(rng.integers(1, 4))
+    tt = rng.normal(scale=_pick(rng, (0.8, 1.2, 2.0)), size=(period, V, V)).round(3)
+    if rng.random() < 1 / 3:
+        tt[..., int(rng.integers(V))] = -np.inf
+    target = LogitTable(tt, f"target V{V} period {period}")
+    width = _pick(rng, (V, V, V + 1, V - 1))
+    if width == V and rng.random() < 0.2:
+        draft = LogitTable(tt, "draft = target")
+    else:
+        dt = rng.normal(scale=1.2, size=(1, V, width)).round(3)
+        if width > V:
+            dt[..., V:] = 0.5
+        draft = LogitTable(dt, f"draft V{V} width {width}")
+    n = _pick(rng, (1, 1, 2, 3))
+    reqs = tuple(Request(tuple(int(x) for x in rng.integers(0, V, int(rng.integers(1, 5)))),
+                         drawn_params(rng, V, int(rng.integers(0, m_max + 1)))) for _ in range(n))
+    shape = ", ".join(f"prompt {len(r.prompt)} m={r.params.max_tokens}" for r in reqs)
+    return LoopCase(f"{name}: V{V} period {period}, draft width {width}, k={k}, {n} request"
+                    f"{'s' if n > 1 else ''} ({shape})", target, draft, reqs, k, kind="generated")
+
+
+def _reference_law(case: LoopCase, max_paths: int) -> dict:
+    from ..samplers.loop import generate
+
+    return exact.enumerate_distribution(
+        lambda rng: read_outcome(generate(case.target, case.draft, list(case.requests), case.k, rng),
+                             len(case.requests), case.vocab_size), max_paths=max_paths)
+
+
+def tokens_per_pass_rates(law: dict, n: int) -> list[float]:
+    """Exact E[tokens] / E[tokens - accepted] per request (inf when every token was a draft)."""
+    out = []
+    for i in range(n):
+        tokens = sum(w * len(o[i][0]) for o, w in law.items())
+        passes = sum(w * (len(o[i][0]) - min(o[i][3], len(o[i][0]))) for o, w in law.items())
+        out.append(tokens / passes if passes > 0 else (math.inf if tokens > 0 else 1.0))
+    return out
+
+
+_REFERENCE_RATES: dict = {}
+
+
+def reference_rates(case: LoopCase) -> list[float]:
+    """The reference loop's tokens per target pass on the case, enumerated in the parent."""
+    from ..samplers.loop import generate
+
+    key = id(case)
+    if key not in _REFERENCE_RATES:
+        law = exact.enumerate_distribution(
+            lambda rng: read_outcome(generate(case.target, case.draft, list(case.requests), case.k, rng),
+                                 len(case.requests), case.vocab_size), max_paths=1_000_000)
+        _REFERENCE_RATES[key] = (case, tokens_per_pass_rates(law, len(case.requests)))
+    return _REFERENCE_RATES[key][1]
+
+
+@lru_cache(maxsize=8)
+def _generated(seed: int, count: int, max_paths: int) -> tuple[LoopCase, ...]:
+    out = []
+    for i, stream in enumerate(seed_stream(seed, "generated cases").spawn(count)):
+        rng = np.random.default_rng(stream)
+        for attempt in range(4 * GENERATED_ATTEMPTS):
+            case = _drawn_case(rng, f"generated #{i} (seed {seed})", 5 >> (attempt // GENERATED_ATTEMPTS))
+            try:
+                for r in case.requests:
+                    sequence_law(case.target, r)  # a grammar that allows only ids at p = 0: redraw
+                law = _reference_law(case, max_paths)
+            except (ValueError, exact.NotEnumerable):
+                continue
+            _REFERENCE_RATES[id(case)] = (case, tokens_per_pass_rates(law, len(case.requests)))
+            out.append(case)
+            break
+    return tuple(out)
+
+
+def generated_loop_cases(budget="standard", seed: int = 0) -> list[LoopCase]:
+    """``budget.generated`` loop cases drawn from ``seed_stream(seed, "generated cases")``, case i
+    from its i-th child (the same seed gives the same cases, and a budget's cases are the first of
+    a larger budget's): ``_drawn_case``'s shapes and ``drawn_params``. A draw is kept when every
+    request's law exists (a grammar may allow only ids the target never emits) and the reference
+    loop's random decisions take at most ``budget.generated_paths`` paths (counted by enumerating
+    it, the law then kept for tokens per pass); otherwise the stream draws again, and after
+    ``GENERATED_ATTEMPTS`` draws max_tokens is drawn from a halved range. Judged like the fixed
+    cases (``LoopBattery.law_case``: enumeration, or chi-square)."""
+    b = get_loop_budget(budget)
+    return list(_generated(int(seed), b.generated, b.generated_paths)) if b.generated else []
+
+
+SCALE_KINDS = ("scale", "aimed")
+"""LoopCase kinds judged by ``LoopBattery.scale_case`` (a binned chi-square per position)."""
+
+
+def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: str,
+                    side: str = "residual") -> LoopCase:
+    """A batch at engine scale: a context-free target and draft (``loop.ContextFreeLogits``, the
+    logs of a ``scale.scale_pair`` of that ``side``: mass on the ids where tiles and id types
+    end, drawn from ``rng``) and two requests of ``max_tokens`` each: a 1-token
+    prompt at temperature 1, and a 7-token prompt (ids at the edges) with temperature 0.8, top-k
+    (half the vocabulary), top-p 0.95, min-p 1e-4, a logit bias on the last id and a stop id at
+    V - 2. Context-free processing: every position's law is the processed row."""
+    from ..scale import scale_pair
+
+    pair = scale_pair(vocab, side, rng)
+    p, q = pair.p_table[0], pair.q_table[0]
+    target = ContextFreeLogits(np.log(p), f"context-free target V{vocab}")
+    draft = ContextFreeLogits(np.log(q), f"context-free draft V{vocab}")
+    long_prompt = tuple(int(x) % vocab for x in (0, vocab - 1, 1, vocab - 2, 127, 128, 1023))
+    reqs = (Request((int(rng.integers(vocab)),), SamplingParams(max_tokens=max_tokens)),
+            Request(long_prompt, SamplingParams(temperature=0.8, top_k=max(1, vocab // 2), top_p=0.95, min_p=1e-4,
+                                                logit_bias={vocab - 1: 1.5}, stop_token_ids=(max(vocab - 2, 0),),
+                                                max_tokens=max_tokens)))
+    return LoopCase(f"{name}: V{vocab}, k={k}, max_tokens {max_tokens}, prompts 1 and 7 tokens, binned",
+                    target, draft, reqs, k, kind=kind, side=side)
+
+
+def scale_loop_cases(budget="standard", seed: int = 0, aim=None) -> list[LoopCase]:
+    """The budget's engine-scale batch (``scale_vocab``, ``scale_k``, ``scale_tokens``; none when
+    ``scale_vocab`` is 0), then with an ``interfaces.Aim`` one aimed batch per k (k = 4 when
+    none) at the aimed vocabulary (4096 when none) and max_tokens (8 when none), sides
+    alternating from "residual" (the budget's batch is "residual": p holds the edge ids' mass,
+    so rejections' residual lands there). Case i drawn
+    from the i-th child of ``seed_stream(seed, "engine-scale cases")``."""
+    b = get_loop_budget(budget)
+    shapes = [(b.scale_vocab, b.scale_k, b.scale_tokens, "engine scale", "scale", "residual")] if b.scale_vocab else []
+    if aim:
+        m = aim.max_tokens if aim.max_tokens is not None else 8
+        shapes += [(aim.vocab or 4096, k, m, "aimed", "aimed", ("residual", "draft")[i % 2])
+                   for i, k in enumerate(aim.ks or (4,))]
+    streams = seed_stream(seed, "engine-scale cases").spawn(len(shapes))
+    return [scale_loop_case(v, k, m, np.random.default_rng(st), f"{name} (seed {seed})", kind, side)
+            for (v, k, m, name, kind, side), st in zip(shapes, streams)]
+
+
+__all__ = ["GENERATED_ATTEMPTS", "LOOP_BUDGETS", "LoopBudget", "LoopCase", "SCALE_KINDS", "SEED_STREAMS",
+           "campaign_loop_budget", "drawn_grammar", "drawn_params", "edge_cases", "generated_loop_cases",
+           "get_loop_budget", "loop_cases", "reference_rates", "scale_loop_case", "scale_loop_cases", "seed_stream",
+           "seeded_logits", "tokens_per_pass_rates"]

@@ -1,0 +1,294 @@
+"""The loop interface's subject side: what runs in the subject's process (``specverify.runner``),
+and the contract one returned outcome must meet.
+
+``read_outcome`` reads what the loop returned, in the subject's process: per request (tokens,
+logprobs or None, drafted or None, accepted or None), only ints, floats, None and tuples of them,
+at most ``READ_LIMIT`` tokens; whatever the subject's objects raise while read is a
+``ContractBreach`` naming it (a contract finding, never a crash). The tasks run the loop on a
+case's requests (a ``loop_cases.LoopCase``): ``loop_enumerate_task`` (every path of its random
+decisions, ``specverify.exact``), ``loop_sample_task`` (runs, and a replay of the rng state),
+``loop_seed_task`` (a seeded request alone, batched and beside a same-seed request) and
+``loop_seed_law_task`` (one request over seeds 0..n-1). ``same_outcomes`` compares replays (NaN
+equal to NaN). ``contract_problem``, run in the parent, names the first stop / max_tokens, counts
+or logprobs breach in one request's outcome.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from .. import exact
+from ..battery import (PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of, plain_tokens,
+                       reading, show, time_limit, token_id, type_name)
+from ..loop import Output, Request, as_output, step_distribution
+
+READ_LIMIT = 10_000
+"""The most tokens (or logprobs) of one request read from a subject's result; more is a breach."""
+
+COUNT_LIMIT = 10**15
+"""A drafted or accepted count beyond this (in size) is a breach, not a number to print."""
+
+LOGPROB_TOL = 1e-9
+"""A returned log-probability this far from the processed target's is a ``logprobs`` breach."""
+
+
+def read_outcome(out, n: int, vocab: int) -> tuple:
+    """Per request (tokens, logprobs or None, drafted or None, accepted or None), or ContractBreach.
+
+    Runs in the subject's process: whatever the returned objects raise while they are read (a
+    ``__len__``, ``__iter__``, ``tolist``, ``__int__``, ``__float__`` or property) is a
+    ContractBreach naming it, and only ints, floats, None and tuples of them go back."""
+    with reading(f"returned a {type_name(out)}; reading it"):
+        is_list = isinstance(out, (list, tuple))
+    if not is_list:
+        raise ContractBreach(f"returned {type_name(out)}, not a list of {n} outputs")
+    if type(out) is list or type(out) is tuple:  # runs no subject code
+        count, items = len(out), out
+    else:
+        count, items = items_of(out, "returned", n)
+    if count != n:
+        raise ContractBreach(f"returned {count} outputs for {n} requests")
+    return tuple(_plain_row(o, vocab) or _row(o, i, vocab) for i, o in enumerate(items))
+
+
+def _plain_count(c) -> bool:
+    return c is None or (type(c) is int and -COUNT_LIMIT <= c <= COUNT_LIMIT)
+
+
+def _plain_row(o, vocab: int) -> tuple | None:
+    """The fast path of ``_row``: an Output (exactly) of plain ints, floats and None, or a plain
+    list of token ids; None when anything needs reading carefully. Runs no subject code (unless
+    the subject patched the Output class in its process: then ``_row`` reads it carefully)."""
+    if type(o) is not Output:
+        toks = plain_tokens(o, vocab)
+        return None if toks is None else (tuple(toks), None, None, None)
+    try:
+        toks = plain_tokens(o.tokens, vocab)
+        lps, drafted, accepted = o.logprobs, o.drafted, o.accepted
+    except Exception as exc:  # noqa: BLE001 - the careful path says what raised
+        if type(exc) in PASSED_THROUGH:
+            raise
+        return None
+    if toks is None or not (_plain_count(drafted) and _plain_count(accepted)):
+        return None
+    if lps is not None:
+        if (type(lps) is not tuple and type(lps) is not list) or len(lps) != len(toks):
+            return None
+        if not all(type(x) is float for x in lps):
+            return None
+        lps = tuple(lps)
+    return tuple(toks), lps, drafted, accepted
+
+
+
+def _sequence(seq, what: str, noun: str) -> list:
+    """The items of a list, tuple or array (``tolist``) the subject returned, at most READ_LIMIT."""
+    seq, is_list = as_sequence(seq, what)
+    if not is_list:
+        raise ContractBreach(f"{what} a {type_name(seq)} ({show(seq)}), not a list of {noun}")
+    count, items = items_of(seq, what, READ_LIMIT)
+    if count > READ_LIMIT:
+        raise ContractBreach(f"{what} {count} {noun} (more than {READ_LIMIT} read)")
+    return items
+
+
+def _logprob(x, what: str) -> float:
+    if isinstance(x, exact.SymbolicUniform):
+        float(x)  # a value that depends on a uniform: NotEnumerable (statistics instead)
+    with reading(f"{what} a {type_name(x)}; checking its type"):
+        is_real = isinstance(x, numbers.Real) and not isinstance(x, bool)
+    if not is_real:
+        raise ContractBreach(f"{what} a {type_name(x)} ({show(x)}), not a number")
+    with reading(f"{what} a {type_name(x)} whose float()"):
+        return float(x)
+
+
+def _count(c, what: str) -> int | None:
+    """A drafted / accepted count: None, or a whole number (an int, a NumPy or 0-d tensor scalar,
+    a float such as 3.0) of at most COUNT_LIMIT in size."""
+    if c is None:
+        return None
+    if isinstance(c, exact.SymbolicUniform):
+        int(c)  # a count that depends on a uniform: NotEnumerable (statistics instead)
+    with reading(f"{what} a {type_name(c)}; reading it"):
+        if not isinstance(c, numbers.Number) and hasattr(c, "item"):  # a 0-d tensor or array
+            with reading(f"{what} a {type_name(c)} whose item()"):
+                c = c.item()
+        integral = isinstance(c, numbers.Integral) and not isinstance(c, bool)
+        real = isinstance(c, numbers.Real) and not isinstance(c, bool)
+    if not (integral or real):
+        raise ContractBreach(f"{what} a {type_name(c)} ({show(c)}), not a count")
+    with reading(f"{what} a {type_name(c)} whose int() or float()"):
+        if integral:
+            v = int(c)
+        else:
+            f = float(c)
+            if not (math.isfinite(f) and f == int(f)):
+                raise ContractBreach(f"{what} {show(f)}, not a whole number")
+            v = int(f)
+    if not -COUNT_LIMIT <= v <= COUNT_LIMIT:
+        raise ContractBreach(f"{what} {show(v)}, beyond any count of tokens")
+    return v
+
+
+def _row(o, i: int, vocab: int) -> tuple:
+    """One request's (tokens, logprobs or None, drafted or None, accepted or None)."""
+    what = f"request {i}:"
+    with reading(f"{what} returned a {type_name(o)}; reading it"):
+        readable = isinstance(o, (Output, list, tuple)) or hasattr(o, "tolist")
+    if not readable:
+        raise ContractBreach(f"{what} returned a {type_name(o)} ({show(o)}), not an Output or a "
+                             f"list of token ids")
+    with reading(f"{what} returned a {type_name(o)}; reading it"):
+        o = as_output(o)
+        tokens, logprobs, drafted, accepted = o.tokens, o.logprobs, o.drafted, o.accepted
+    toks = tuple(token_id(t, vocab, f"{what} returned")
+                 for t in _sequence(tokens, f"{what} tokens is", "token ids"))
+    lps = None
+    if logprobs is not None:
+        values = _sequence(logprobs, f"{what} logprobs is", "numbers")
+        if len(values) != len(toks):
+            raise ContractBreach(f"{what} {len(values)} logprobs for {len(toks)} tokens")
+        lps = tuple(_logprob(x, f"{what} logprob {j} is") for j, x in enumerate(values))
+    return toks, lps, _count(drafted, f"{what} drafted is"), _count(accepted, f"{what} accepted is")
+
+
+def _run(subject, case, requests, rng, call_limit=None) -> tuple:
+    vocab = case.vocab_size  # read before the subject runs (it holds the case's tables)
+    out = call_subject(subject, (case.target, case.draft, list(requests), case.k, rng), call_limit)
+    return read_outcome(out, len(requests), vocab)
+
+
+def same_outcomes(a, b) -> bool:
+    """``a == b`` for outcomes (nested tuples and lists of ints, floats and None), NaN equal to
+    NaN: a loop that returns NaN logprobs replays them as NaN, and that is the same outcome."""
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(same_outcomes(x, y) for x, y in zip(a, b)))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _requests(case, ids) -> list:
+    return [case.requests[i] for i in ids]
+
+
+def loop_enumerate_task(subject, case, ids, max_paths: int, seconds: float):
+    """("ok", exact law of the joint outcome) | ("not-enumerable", why) | ("breach", what)."""
+    reqs = _requests(case, ids)
+    try:
+        with time_limit(seconds, "exact enumeration", exact.NotEnumerable):
+            return "ok", exact.enumerate_distribution(lambda rng: _run(subject, case, reqs, rng),
+                                                      max_paths=max_paths)
+    except exact.NotEnumerable as exc:
+        return "not-enumerable", message_of(exc)
+    except ContractBreach as exc:
+        return "breach", message_of(exc)
+
+
+def loop_sample_task(subject, case, ids, n: int, rng, seconds: float, call_limit: float):
+    """Up to n runs (fewer when ``seconds`` ran out); (outcomes, breach or None, replayed, rng)."""
+    reqs = _requests(case, ids)
+    out: list = []
+    stop = time.monotonic() + seconds
+    start = copy.deepcopy(rng)
+    try:
+        while len(out) < n and (not out or time.monotonic() < stop):
+            out.append(_run(subject, case, reqs, rng, call_limit))
+        replay = [_run(subject, case, reqs, start, call_limit) for _ in range(min(3, len(out)))]
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return out, message_of(exc), True, rng
+    return out, None, same_outcomes(replay, out[: len(replay)]), rng
+
+
+def _seeded(request: Request, seed: int) -> Request:
+    return replace(request, params=replace(request.params, seed=int(seed)))
+
+
+def loop_seed_task(subject, case, seeds, call_limit: float, same_seed: bool = False):
+    """For each seed s: request 0 seeded with s, run alone and in the batch (the others unseeded,
+    another rng); with ``same_seed`` and a second request, also requests 0 and 1 both seeded with s
+    in one batch, each against itself alone. (mismatches, breach or None); a mismatch names its
+    ``kind`` ("batched" or "same seed"), the seed, the request and both outputs."""
+    mismatches = []
+    try:
+        for s in seeds:
+            seeded = _seeded(case.requests[0], s)
+            alone = _run(subject, case, [seeded], np.random.default_rng(10_000 + s), call_limit)
+            batch = _run(subject, case, [seeded, *case.requests[1:]], np.random.default_rng(20_000 + s),
+                         call_limit)
+            if alone[0][0] != batch[0][0]:
+                mismatches.append({"kind": "batched", "seed": int(s), "request": 0,
+                                   "alone": list(alone[0][0]), "batched": list(batch[0][0])})
+            if same_seed and len(case.requests) > 1:
+                other = _seeded(case.requests[1], s)
+                alone1 = _run(subject, case, [other], np.random.default_rng(30_000 + s), call_limit)
+                pair = _run(subject, case, [seeded, other], np.random.default_rng(40_000 + s), call_limit)
+                for i, solo in ((0, alone), (1, alone1)):
+                    if pair[i][0] != solo[0][0]:
+                        mismatches.append({"kind": "same seed", "seed": int(s), "request": i,
+                                           "alone": list(solo[0][0]), "batched": list(pair[i][0])})
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return mismatches, message_of(exc)
+    return mismatches, None
+
+
+def loop_seed_law_task(subject, case, n: int, rng, call_limit: float, seconds: float):
+    """Request 0 alone, seeded with 0, 1, ..., n - 1 (fewer when ``seconds`` ran out), the loop's
+    rng ``rng`` (unused by an exact loop: the request is seeded); (its tokens per seed, breach)."""
+    out: list = []
+    stop = time.monotonic() + seconds
+    try:
+        for s in range(n):
+            if out and time.monotonic() >= stop:
+                break
+            out.append(_run(subject, case, [_seeded(case.requests[0], s)], rng, call_limit)[0][0])
+    except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
+        return out, message_of(exc)
+    return out, None
+
+
+# --------------------------------------------------------------------------- run in the parent
+
+
+def contract_problem(case, i: int, row: tuple) -> tuple[str, str] | None:
+    """(check, message) for the first contract breach in one request's outcome, or None."""
+    req = case.requests[i]
+    params, prompt = req.params, req.prompt
+    tokens, lps, drafted, accepted = row
+    stops = params.stop_token_ids
+    cut = next((j for j, t in enumerate(tokens) if t in stops), None)
+    if cut is not None and cut < len(tokens) - 1:
+        return "stop-max-tokens", f"request {i}: tokens {list(tokens)} continue after stop token {tokens[cut]}"
+    if len(tokens) > params.max_tokens:
+        return "stop-max-tokens", f"request {i}: {len(tokens)} tokens with max_tokens={params.max_tokens}"
+    if len(tokens) < params.max_tokens and cut is None:
+        return "stop-max-tokens", (f"request {i}: ended after {len(tokens)} < max_tokens={params.max_tokens} "
+                                   f"tokens without a stop token")
+    for name, count in (("drafted", drafted), ("accepted", accepted)):
+        if count is not None and count < 0:
+            return "counts", f"request {i}: {name} {count} (a count cannot be negative)"
+    if drafted is not None and accepted is not None and accepted > drafted:
+        return "counts", f"request {i}: accepted {accepted} of {drafted} drafted (acceptance above 1)"
+    if accepted is not None and accepted > len(tokens):  # checked with or without drafted
+        return "counts", (f"request {i}: accepted {accepted} drafts but emitted only {len(tokens)} tokens "
+                          f"{list(tokens)}")
+    if lps is not None:
+        for j, (t, lp) in enumerate(zip(tokens, lps)):
+            p = step_distribution(case.target(prompt + tokens[:j]), params, prompt, tokens[:j])[t]
+            want = math.log(p) if p > 0 else -math.inf
+            if not (lp == want or abs(lp - want) <= LOGPROB_TOL):
+                return "logprobs", (f"request {i}: logprob of token {t} at position {j} of {list(tokens)} is "
+                                    f"{lp:.6g}, the processed target gives {want:.6g}")
+    return None
+
+
+__all__ = ["COUNT_LIMIT", "LOGPROB_TOL", "READ_LIMIT", "contract_problem", "loop_enumerate_task", "loop_sample_task",
+           "loop_seed_law_task", "loop_seed_task", "read_outcome", "same_outcomes"]
