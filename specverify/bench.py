@@ -209,7 +209,7 @@ def to_markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     from .interfaces import round_cases  # its budgets' names are --budget's choices
-    from .checker import OneLineParser
+    from .cli import OneLineParser
     from .validation import writable_file_argument
 
     ap = OneLineParser(prog="python -m specverify.bench",

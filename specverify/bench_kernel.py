@@ -143,7 +143,7 @@ def to_markdown(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from .checker import OneLineParser
+    from .cli import OneLineParser
     from .validation import writable_file_argument
 
     ap = OneLineParser(prog="python -m specverify.bench_kernel", description=__doc__.split("\n")[0])

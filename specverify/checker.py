@@ -23,13 +23,14 @@ import json
 import sys
 
 from . import api, interfaces, runner
+from .cli import EXIT_USAGE, OneLineParser, emit  # noqa: F401 - re-exported for older callers
 from .battery import BatteryResult
 from .files import json_default
 from .interfaces import round_cases
 from .validation import seed_argument
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
-EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 130, 143
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
 # loading a TARGET lives in api (specverify.check takes TARGET strings too); re-exported here
@@ -62,17 +63,6 @@ def budget_argument(text: str) -> str:
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {BUDGET_WORDS})") from None
     return text
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line on stderr, ``PROG: error: MESSAGE``, and
-    exit 2 (argparse's own prints the whole usage block first; ``--help`` still prints it). Its
-    subparsers are OneLineParsers too (argparse makes them of the parser's own class)."""
-
-    def error(self, message: str):
-        emit(f"{self.prog}: error: {message}\n", sys.stderr)
-        sys.stderr.flush()
-        raise SystemExit(EXIT_USAGE)
 
 
 def parse_args(argv):
@@ -224,18 +214,6 @@ def check_output_files(args) -> None:
         if any(same_file(args.junit_xml, source) for source in target_sources(target)):
             raise UsageError(f"--junit-xml: {args.junit_xml!r} is the source of TARGET {target!r}; "
                              f"give the report its own file")
-
-
-def emit(text: str, stream=None) -> None:
-    """Write ``text`` to ``stream`` (stdout) whatever its encoding: what it cannot encode (a lone
-    surrogate in a message, "é" under LC_ALL=C) is written as a backslash escape."""
-    stream = stream if stream is not None else sys.stdout
-    encoding = getattr(stream, "encoding", None) or "utf-8"
-    try:
-        text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
-    except LookupError:
-        text = text.encode("ascii", "backslashreplace").decode("ascii")
-    stream.write(text)
 
 
 def report_outcomes(args, targets, outcomes) -> int:

@@ -452,7 +452,7 @@ def to_markdown(df: pl.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    from .checker import OneLineParser
+    from .cli import OneLineParser
     from .validation import writable_file_argument
 
     parser = OneLineParser(prog="python -m specverify.compare_samplers",

@@ -27,7 +27,6 @@ import itertools
 from collections import defaultdict
 
 import numpy as np
-from scipy.optimize import linprog
 
 from .validation import check_k, check_prob_vector, check_same_length
 
@@ -75,6 +74,8 @@ def _solve(p_bytes: bytes, q_bytes: bytes, m: int, replacement: bool):
         a_ub[i, j] = 1.0
         a_ub[len(sets) + y, j] = 1.0
     b_ub = np.concatenate([[w for _, w in sets], p])
+    from scipy.optimize import linprog  # here, not at import: scipy.optimize costs ~1 s to load
+
     res = linprog(-np.ones(len(pairs)), A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     if res.status != 0:
         raise RuntimeError(f"linprog failed: {res.message}")

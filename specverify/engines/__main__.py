@@ -10,7 +10,7 @@ from . import BUDGET_NAMES, BY_NAME, render_findings, render_table, run
 
 
 def main(argv=None) -> int:
-    from ..checker import OneLineParser, emit
+    from ..cli import OneLineParser, emit
     from ..validation import seed_argument
 
     ap = OneLineParser(prog="python -m specverify.engines", description=__doc__)

@@ -86,7 +86,7 @@ def write_index(out_dir, outputs: list) -> Path:
 
 
 def main(argv=None) -> int:
-    from ..checker import OneLineParser
+    from ..cli import OneLineParser
 
     ap = OneLineParser(prog="python -m specverify.experiments",
                        description="Run the handout's CPU experiments with plots.")
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         args = ap.parse_args(argv)
     except SystemExit as exc:  # --help, or one line of usage error
         return 0 if exc.code in (0, None) else 2
-    from ..checker import emit
+    from ..cli import emit
 
     out = Path(args.out)  # output.check_out_dir's test, before matplotlib and polars load
     try:

@@ -18,7 +18,7 @@ import json
 import os
 import sys
 
-from ..checker import OneLineParser, emit
+from ..cli import OneLineParser, emit
 from ..files import json_default
 from ..validation import check_distinct_files, positive_int_argument, seed_argument, writable_file_argument
 from . import loading, measure

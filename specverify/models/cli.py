@@ -44,7 +44,7 @@ def flagged(message: str) -> str:
 
 def error(prog: str, message) -> None:
     """One line on stderr: ``PROG: error: MESSAGE``."""
-    from ..checker import emit
+    from ..cli import emit
 
     emit(f"{prog}: error: {one_line(flagged(str(message)))}\n", sys.stderr)
     sys.stderr.flush()

@@ -1,0 +1,38 @@
+"""What every command line of specverify shares, and nothing heavier: a parser whose usage
+errors are one line (``OneLineParser``), output that survives any stream encoding (``emit``) and
+the usage exit code. Importing it loads only the standard library, so a usage error of any
+``python -m specverify...`` command comes before SciPy, torch or the battery load."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_USAGE = 2
+"""A usage error: a bad argument, named on one line of stderr."""
+
+
+def emit(text: str, stream=None) -> None:
+    """Write ``text`` to ``stream`` (stdout) whatever its encoding: what it cannot encode (a lone
+    surrogate in a message, "é" under LC_ALL=C) is written as a backslash escape."""
+    stream = stream if stream is not None else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    except LookupError:
+        text = text.encode("ascii", "backslashreplace").decode("ascii")
+    stream.write(text)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr, ``PROG: error: MESSAGE``, and
+    exit 2 (argparse's own prints the whole usage block first; ``--help`` still prints it). Its
+    subparsers are OneLineParsers too (argparse makes them of the parser's own class)."""
+
+    def error(self, message: str):
+        emit(f"{self.prog}: error: {message}\n", sys.stderr)
+        sys.stderr.flush()
+        raise SystemExit(EXIT_USAGE)
+
+
+__all__ = ["EXIT_USAGE", "OneLineParser", "emit"]
