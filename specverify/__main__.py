@@ -4,7 +4,7 @@ import sys
 
 COMMANDS = {
     "check": ("specverify.checker", "is a speculative sampler, generation loop or kernel exact?"),
-    "check-hf-generate": ("specverify.adapters.hf_generate",
+    "check-hf-generate": ("specverify.adapters.hf_command",
                           "is a Hugging Face model.generate(assistant_model=...) set-up exact?"),
 }
 PROG = "python -m specverify"

@@ -65,6 +65,8 @@ def run_module(*args, timeout=60):
     (("specverify", "check", "a:b", "--executor", "ray://head:99999"),
      "argument --executor: 'ray://head:99999': the port must be an integer in 1..65535"),
     (("specverify.mutants", "report", "--executor", "ray://head"), "argument --executor: 'ray://head': expected"),
+    (("specverify", "check-hf-generate", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify", "check-hf-generate", "--n", "0"), "argument --n: must be >= 1, got 0"),
 ], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
 def test_a_usage_error_is_one_line_and_exit_2(args, words):
     code, out, err, seconds = run_module(*args)

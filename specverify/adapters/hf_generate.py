@@ -47,10 +47,7 @@ transformers' ``_assisted_decoding`` and ``AssistedCandidateGenerator``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,7 +59,7 @@ from .. import stats
 from ..battery import Finding
 from ..models.loading import tiny_pair, torch_modules
 from ..processing import process_logits
-from ..validation import check_int, check_seed, count_argument, positive_int_argument, seed_argument
+from ..validation import check_int, check_seed
 from . import hf
 
 torch, transformers = torch_modules()
@@ -457,38 +454,5 @@ def human(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="python -m specverify check-hf-generate",
-                                 description="Check transformers' assisted generation end to end.")
-    ap.add_argument("--json", action="store_true", help="print one JSON object")
-    ap.add_argument("--n", type=positive_int_argument, default=2000,
-                    help="generations per setting and control (default 2000)")
-    ap.add_argument("--seed", type=seed_argument, default=0)
-    ap.add_argument("--n-acceptance", type=count_argument, default=100,
-                    help=f"{ACCEPTANCE_NEW_TOKENS}-token generations per setting for acceptance (default 100)")
-    ap.add_argument("--no-control", action="store_true", help="skip the biased control setting")
-    ap.add_argument("--loop", action="store_true",
-                    help="instead, run generate as a loop subject through the loop battery (repetition_penalty, "
-                         "min_p, sequence_bias, eos_token_id, max_new_tokens: specverify.adapters.hf_loop); "
-                         "--n is then the runs per setting")
-    return ap.parse_args(argv)
-
-
-def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as exc:  # argparse printed the usage error
-        return 0 if exc.code == 0 else 2
-    if args.loop:
-        from . import hf_loop
-
-        report = hf_loop.check_loop(args.n, args.seed, control=not args.no_control)
-        sys.stdout.write(json.dumps(report) + "\n" if args.json else hf_loop.human(report))
-        return {True: 0, False: 1, None: 3}[report["exact"]]
-    report = check_generate(args.n, args.seed, args.n_acceptance, control=not args.no_control)
-    sys.stdout.write(json.dumps(report) + "\n" if args.json else human(report))
-    return 0 if not report["findings"] else 1
-
-
 __all__ = ["CONTROL", "SETTINGS", "Setting", "cell_of", "cells", "check_generate", "exact_law",
-           "main", "measure_acceptance", "recording_rounds"]
+           "measure_acceptance", "recording_rounds"]
