@@ -212,9 +212,11 @@ def test_draft_rows_at_temperature_are_processed_at_t_or_t_squared(pair, prompt)
 
 
 def test_cli_usage_errors_exit_2(capsys):
-    assert hg.main(["--n", "0"]) == 2
+    from specverify.adapters import hf_command  # the command line, parsed before torch loads
+
+    assert hf_command.main(["--n", "0"]) == 2
     assert "argument --n: must be >= 1" in capsys.readouterr().err
-    assert hg.main(["--bogus"]) == 2
+    assert hf_command.main(["--bogus"]) == 2
     assert cli.main(["check-hf-generate", "--n-acceptance", "-1"]) == 2
 
 
