@@ -81,42 +81,18 @@ def probe(host: str, port: int, what: str = "--executor", timeout: float = PROBE
     """Return when a TCP connection to host:port opens within ``timeout`` seconds (the name
     lookup included: it runs in a thread that is not waited for past the deadline); else
     ExecutorUnavailable naming ``what`` and why."""
-    import socket
-    import threading
     import time
 
+    from .network import connect_any, resolve
+
     deadline = time.monotonic() + timeout
-    found: list = []
-
-    def lookup():
-        try:
-            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-        except OSError as exc:
-            found.append(exc)
-
-    thread = threading.Thread(target=lookup, name="specverify-ray-probe", daemon=True)
-    thread.start()
-    thread.join(timeout)
     where = f"{what}: cannot reach the Ray cluster at {host}:{port}"
-    if not found:
-        raise ExecutorUnavailable(f"{where} (no answer for the name {host!r} within {timeout:g} s)")
-    if isinstance(found[0], OSError):
-        raise ExecutorUnavailable(f"{where} (unknown host: {found[0].strerror or found[0]})")
-    error: OSError | None = None
-    for family, kind, proto, _, sockaddr in found[0]:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        try:
-            with socket.socket(family, kind, proto) as sock:
-                sock.settimeout(left)
-                sock.connect(sockaddr)
-            return
-        except OSError as exc:
-            error = exc
-    why = (f"no answer within {timeout:g} s" if error is None or isinstance(error, TimeoutError)
-           else (error.strerror or str(error)).lower())
-    raise ExecutorUnavailable(f"{where} ({why}); is the cluster up, and is that its address?")
+    found = resolve(host, port, timeout)
+    if isinstance(found, str):  # the name itself: no lookup answer, or an unknown host
+        raise ExecutorUnavailable(f"{where} ({found})")
+    why = connect_any(found, deadline, timeout)
+    if why is not None:
+        raise ExecutorUnavailable(f"{where} ({why}); is the cluster up, and is that its address?")
 
 
 def client_available() -> bool:

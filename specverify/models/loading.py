@@ -182,28 +182,14 @@ _PROBED: dict = {}
 
 def hub_unreachable(timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """None when the hub's host accepts a TCP connection within ``timeout`` seconds, else why not
-    (one phrase). The name lookup runs in a daemon thread, so a resolver that hangs costs at most
-    ``timeout`` too. Remembered per endpoint for the process."""
-    import socket
-    import threading
+    (one phrase, ``network.unreachable``'s, with the host and port). Remembered per endpoint for
+    the process."""
+    from ..network import unreachable
 
     url, host, port = hub_endpoint()
-    if (host, port) in _PROBED:
-        return _PROBED[host, port]
-    outcome: list = []
-
-    def connect():
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-            outcome.append(None)
-        except OSError as exc:
-            outcome.append(exc.strerror or type(exc).__name__)
-
-    worker = threading.Thread(target=connect, daemon=True)
-    worker.start()
-    worker.join(timeout + 0.5)
-    why = outcome[0] if outcome else f"no answer within {timeout:g} s"
-    _PROBED[host, port] = None if why is None else f"{why.rstrip('.').lower()} at {host}:{port}"
+    if (host, port) not in _PROBED:
+        why = unreachable(host, port, timeout)
+        _PROBED[host, port] = None if why is None else f"{why} at {host}:{port}"
     return _PROBED[host, port]
 
 
