@@ -30,7 +30,6 @@ from .interfaces import round_cases
 from .validation import seed_argument
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
 # loading a TARGET lives in api (specverify.check takes TARGET strings too); re-exported here
@@ -272,9 +271,9 @@ def _check_all(args, outcomes: list) -> int:
         if outcomes:
             report_outcomes(args, args.targets, outcomes)
         done = f" after {len(outcomes)} of {len(args.targets)} targets" if len(args.targets) > 1 else ""
-        how = "terminated (SIGTERM)" if isinstance(stop, runner.Terminated) else "interrupted"
+        how, code = runner.how_stopped(stop)
         print(f"specverify check: {how}{done}", file=sys.stderr)
-        return EXIT_TERMINATED if isinstance(stop, runner.Terminated) else EXIT_INTERRUPTED
+        return code
     except Exception as exc:  # noqa: BLE001 - ExecutorUnavailable, or Ray could not start
         from .executors import ExecutorUnavailable
 

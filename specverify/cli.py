@@ -10,6 +10,10 @@ import sys
 
 EXIT_USAGE = 2
 """A usage error: a bad argument, named on one line of stderr."""
+EXIT_INTERRUPTED = 130
+"""Stopped by Ctrl-C (SIGINT)."""
+EXIT_TERMINATED = 143
+"""Stopped by SIGTERM (``runner.Terminated``)."""
 
 
 def emit(text: str, stream=None) -> None:
@@ -35,4 +39,4 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-__all__ = ["EXIT_USAGE", "OneLineParser", "emit"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_USAGE", "OneLineParser", "emit"]

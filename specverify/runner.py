@@ -477,6 +477,16 @@ class Terminated(KeyboardInterrupt):
     subjects' process groups killed, capture files deleted, finished verdicts reported (exit 143)."""
 
 
+def how_stopped(stop: KeyboardInterrupt) -> tuple[str, int]:
+    """The words and exit code for a command stopped by ``stop``: ("terminated (SIGTERM)", 143)
+    for ``Terminated``, ("interrupted", 130) for Ctrl-C."""
+    from .cli import EXIT_INTERRUPTED, EXIT_TERMINATED
+
+    if isinstance(stop, Terminated):
+        return "terminated (SIGTERM)", EXIT_TERMINATED
+    return "interrupted", EXIT_INTERRUPTED
+
+
 def _raise_terminated(signum, frame):
     raise Terminated()
 
@@ -502,5 +512,5 @@ def kill_all() -> None:
         runner.kill()
 
 
-__all__ = ["Runner", "RunnerError", "SubjectFailed", "Terminated", "capture_prefix", "sigterm_as_interrupt", "describe_exit", "kill_all",
+__all__ = ["Runner", "RunnerError", "SubjectFailed", "Terminated", "capture_prefix", "how_stopped", "sigterm_as_interrupt", "describe_exit", "kill_all",
            "remove_captures_of"]

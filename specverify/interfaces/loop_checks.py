@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import exact, stats
-from ..battery import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding
+from ..battery import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
 from ..loop import sequence_law, step_distribution
 from .loop_cases import SCALE_KINDS, LoopBudget, LoopCase, reference_rates, seed_stream, tokens_per_pass_rates
 from .loop_tasks import contract_problem, loop_enumerate_task, loop_sample_task, loop_seed_law_task, loop_seed_task
@@ -290,7 +290,7 @@ class LoopBattery(Battery):
             self.find("rng", "contract", "does not draw from rng: the same rng state replayed different "
                       "outputs; enumeration skipped, laws judged by statistics", first)
         for case in cases:
-            if stop_on_first and r.flagged():
+            if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
                 r.ran.append("stopped after the first finding")
                 break
             if case.seeded:

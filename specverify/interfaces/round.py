@@ -47,7 +47,7 @@ import numpy as np
 
 from .. import exact, runner, scale, stats
 from ..battery import (EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding,
-                       OutOfTime, run_in_subject)
+                       OutOfTime, run_in_subject, stopping_kinds)
 from . import round_cases
 from .round_cases import (WIDE_VOCAB, Budget, Case, battery, engine_scale_cases, expected_round_length,
                           generated_cases, looks, optimum_tokens_per_round, round_length_cases, scale_stream,
@@ -181,7 +181,7 @@ class RoundBattery(Battery):
             return list(cases)
         fallback = []
         for case in cases:
-            if stop_on_first and r.flagged():
+            if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
                 r.ran.append("exact: stopped after the first finding")
                 break
             if self.now() > stop:
@@ -394,7 +394,7 @@ class RoundBattery(Battery):
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
         stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
         self.statistics(stat, fallback, half)
-        if big and not r.flagged(("distribution",)) and not (stop_on_first and r.flagged()):
+        if big and not r.flagged(("distribution",)) and not (stop_on_first and r.flagged(stopping_kinds(stop_on_first))):
             # with a distribution finding already the verdict stands without them
             self.engine_scale(big, half / 2)
         elif big:

@@ -18,12 +18,12 @@ import json
 import os
 import sys
 
-from ..cli import OneLineParser, emit
+from ..cli import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, emit
 from ..files import json_default
 from ..validation import check_distinct_files, positive_int_argument, seed_argument, writable_file_argument
 from . import loading, measure
 from . import medusa
-from .cli import EXIT_INTERRUPTED, EXIT_USAGE, error, save_or_fall_back
+from .cli import error, save_or_fall_back
 from .medusa import add_train_head_parser, run_train_head
 
 PROG = "python -m specverify.models measure"

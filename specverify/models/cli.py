@@ -21,7 +21,6 @@ from pathlib import Path
 
 from ..validation import check_writable_file
 
-EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 FLAGS = {"target": "--target", "draft": "--draft", "target_gguf": "--target-gguf",
          "draft_gguf": "--draft-gguf", "device": "--device", "head": "--head", "n_prompts": "--n-prompts",
          "max_new_tokens": "--max-new-tokens", "k": "--k", "workload": "--workload"}

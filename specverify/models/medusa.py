@@ -96,7 +96,8 @@ from ..processing import check_sampling, process_logits
 from ..samplers.greedy import argmax_token
 from ..validation import check_int, check_k, positive_int_argument, same_file, seed_argument
 from . import decoding, loading
-from .cli import EXIT_INTERRUPTED, EXIT_USAGE, error, save_or_fall_back, suffixed_file_argument
+from ..cli import EXIT_INTERRUPTED, EXIT_USAGE
+from .cli import error, save_or_fall_back, suffixed_file_argument
 from .loading import torch_modules
 
 FORMAT = "specverify-medusa-head/1"

@@ -391,9 +391,9 @@ def main(argv=None) -> int:
         return 2
     except KeyboardInterrupt as stop:
         runner.kill_all()
-        how = "terminated (SIGTERM)" if isinstance(stop, runner.Terminated) else "interrupted"
+        how, code = runner.how_stopped(stop)
         print(f"specverify.mutants: {how}; workers stopped", file=sys.stderr)
-        return 143 if isinstance(stop, runner.Terminated) else 130
+        return code
     text = render(rows, args.format, args.seed, args.budget)
     sys.stdout.write(text)
     bad = culprits(rows)
