@@ -118,7 +118,7 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
           interface: str | Callable | None = None, counterexample: bool = True,
           target: str | None = None, prefetched: dict | None = None, device: str | None = None,
           progress: bool | None = None, vocab: int | None = None, k=None,
-          max_tokens: int | None = None) -> Report:
+          max_tokens: int | None = None, fail_fast: bool = False) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
@@ -143,7 +143,14 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
     (``interfaces.aim``: ``vocab`` 2 to 2^20, ``k`` an int, "A..B", "A,B,C" or a list of ints
     from 1 to 16, ``max_tokens`` 0 to 64): every interface adds generated cases at it, besides its
     budget's own (the report's ``coverage.cases`` lists them with ``"origin": "aimed"``).
+
+    ``fail_fast``: the battery stops at its first finding that makes the verdict NOT EXACT (a
+    distribution or contract finding, ``battery.BREAKING_KINDS``), as pytest's ``-x`` stops at
+    the first failure: the same verdict on a sampler that is not exact, sooner, with the cases
+    after that finding not run (the coverage says so); on an exact sampler it changes nothing.
     """
+    if not isinstance(fail_fast, bool):
+        raise TypeError(f"fail_fast: must be True or False, got {fail_fast!r}")
     try:
         aim = interfaces.aim(vocab=vocab, k=k, max_tokens=max_tokens)
     except interfaces.InterfaceError as exc:
@@ -202,7 +209,9 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
         if aim:
             extra["aim"] = aim
             coverage += f"; aimed at {aim.words()}"
-        result = kind.run(subject, b, seed, prefetched=prefetched, **extra)
+        if fail_fast:
+            coverage += "; fail-fast: stops at its first finding that breaks exactness"
+        result = kind.run(subject, b, seed, prefetched=prefetched, stop_on_first=fail_fast, **extra)
         if counterexample:
             status_line.say(f"checking {target}: looking for the smallest counterexample")
             result.counterexample = kind.counterexample(subject, b, seed, result, aim=aim)

@@ -39,12 +39,14 @@ UsageError, load_target, split_target, start_target = (
 
 def check(subject, target: str = "<sampler>", budget: str = "standard", seed: int = 0,
           counterexample: bool = True, interface: str = "auto", prefetched: dict | None = None,
-          device: str | None = None, aim: interfaces.Aim | None = None) -> dict:
-    """The verdict as the JSON object the CLI prints (subject: a callable or a started Runner)."""
+          device: str | None = None, aim: interfaces.Aim | None = None, fail_fast: bool = False) -> dict:
+    """The verdict as the JSON object the CLI prints (subject: a callable or a started Runner;
+    ``fail_fast``: ``api.check``'s)."""
     aim = aim or interfaces.Aim()
     return api.check(subject, budget=budget, seed=seed, counterexample=counterexample,
                      target=target, interface=interface, prefetched=prefetched, device=device,
-                     vocab=aim.vocab, k=aim.ks or None, max_tokens=aim.max_tokens).to_dict()
+                     vocab=aim.vocab, k=aim.ks or None, max_tokens=aim.max_tokens,
+                     fail_fast=fail_fast).to_dict()
 
 
 VERDICT_WORDS = api.VERDICT_WORDS

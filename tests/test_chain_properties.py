@@ -6,6 +6,7 @@ supports, zeros in p or q, k.
 """
 
 import numpy as np
+import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
@@ -81,3 +82,38 @@ def test_inputs_are_not_written(case):
     q_ro.setflags(write=False)
     run(p_ro, q_ro, k, seed)  # a write would raise on the read-only arrays
     assert np.array_equal(p_ro, p) and np.array_equal(q_ro, q)
+
+
+@st.composite
+def prob_vectors(draw):
+    """A probability vector over 1..5000 ids: Dirichlet weights (spiky to flat), some entries
+    zero, rounded through float32 and renormalized as an engine's softmax would be, or not."""
+    v = draw(st.sampled_from([1, 2, 3, 7, 50, 4096, 5000]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    p = rng.dirichlet(np.full(v, draw(st.sampled_from([0.05, 0.5, 5.0]))))
+    if v > 1 and draw(st.booleans()):
+        p[rng.random(v) < 0.3] = 0.0
+        p[int(rng.integers(v))] += 1e-3
+    if draw(st.booleans()):
+        p = p.astype(np.float32).astype(np.float64)
+    return p / p.sum()
+
+
+@given(prob_vectors(), st.integers(0, 2**32 - 1), st.sampled_from([0.0, 1e-12, 3e-9, 1e-8, 1e-3]))
+def test_sample_draws_what_rng_choice_draws_number_for_number(p, seed, off):
+    """``chain.sample`` takes the inverse CDF itself instead of ``Generator.choice``: the same
+    tokens and the same generator state afterwards, on vectors that sum to 1 and on vectors off
+    by up to choice's tolerance (the fallback) or past it (the same ValueError)."""
+    from specverify.samplers.chain import sample
+
+    p = p * (1 + off)
+    ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(20):
+        try:
+            want = int(theirs.choice(len(p), p=p))
+        except ValueError as exc:
+            with pytest.raises(ValueError, match=str(exc)):
+                sample(p, ours)
+            return
+        assert sample(p, ours) == want
+    assert ours.random() == theirs.random()

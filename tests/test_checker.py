@@ -58,13 +58,36 @@ def cli(*args):
 
 @pytest.mark.parametrize("mutant", [m for m in ALL if m.interface == "round"], ids=lambda m: m.id)
 def test_verdict_on_the_catalogue(mutant):
-    report = check(mutant.fn, mutant.id, budget="quick", counterexample=False)
+    """Every round mutant is NOT EXACT at the quick budget, every control exact (and the
+    fewer-tokens mutant exact but not efficient). A mutant's check stops at its first breaking
+    finding (``fail_fast``): the verdict a whole run gives, since the battery is deterministic
+    and a later case cannot remove a finding (``test_fail_fast_gives_the_whole_runs_verdict``)."""
+    breaks = mutant.effect not in ("exact", "fewer-tokens")
+    report = check(mutant.fn, mutant.id, budget="quick", counterexample=False, fail_fast=breaks)
     if mutant.effect == "exact":
         assert report["exact"] is True, report["findings"]
     elif mutant.effect == "fewer-tokens":
         assert report["exact"] is True and report["efficient"] is False, report["findings"]
     else:
         assert report["exact"] is False
+
+
+@pytest.mark.parametrize("mutant_id", ["ratio/inverted", "control/peek-target-keep-draft"])
+def test_fail_fast_gives_the_whole_runs_verdict(mutant_id):
+    """fail_fast on a mutant: the same verdict, its first finding the whole run's first, fewer
+    checks run; on a control (exact, with efficiency findings here): the same findings and checks
+    as a whole run (an efficiency finding does not stop it)."""
+    fn = get(mutant_id).fn
+    whole = check(fn, mutant_id, budget="quick", counterexample=False)
+    fast = check(fn, mutant_id, budget="quick", counterexample=False, fail_fast=True)
+    assert fast["exact"] is whole["exact"] and "fail-fast" in fast["coverage"]["summary"]
+    if whole["exact"] is False:
+        assert fast["findings"][0] == whole["findings"][0]
+        assert len(fast["ran"]) < len(whole["ran"])
+    else:
+        assert fast["findings"] == whole["findings"] and fast["ran"] == whole["ran"]
+    with pytest.raises(TypeError, match="fail_fast: must be True or False"):
+        check(fn, mutant_id, budget="quick", fail_fast="yes")
 
 
 def test_reference_is_exact_and_efficient_at_the_standard_budget():

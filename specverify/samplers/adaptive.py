@@ -35,7 +35,7 @@ from collections import OrderedDict
 from ..theory import best_k
 from ..validation import check_alpha, check_cost_ratio, check_k
 from .registry import register
-from .chain import model_output, speculative_step, verify_drafts
+from .chain import model_output, sample, speculative_step, verify_drafts
 
 
 def check_threshold(threshold) -> float:
@@ -53,7 +53,7 @@ def confidence_drafts(q_fn, prefix: tuple, k: int, rng, threshold: float):
         q = model_output("q_fn", q_fn, prefix + tuple(drafts))
         if i > 0 and q.max() < threshold:
             break
-        drafts.append(int(rng.choice(len(q), p=q)))
+        drafts.append(sample(q, rng))
         qs.append(q)
     return drafts, qs
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..validation import check_k
 from .registry import register
-from .chain import model_output, verify_drafts
+from .chain import model_output, sample, verify_drafts
 
 
 def check_ngram(ngram) -> int:
@@ -61,7 +61,7 @@ def prompt_lookup_step(p_fn, q_fn, prefix, k, rng, *, ngram: int = 2) -> list[in
     drafts = lookup_drafts(prefix, k, ngram)
     p = model_output("p_fn", p_fn, prefix)
     if not drafts:
-        return [int(rng.choice(len(p), p=p))]
+        return [sample(p, rng)]
     if max(drafts) >= len(p):
         raise ValueError(f"prefix: token {max(drafts)} is outside p_fn's vocabulary of {len(p)}")
     qs = [one_hot(x, len(p)) for x in drafts]

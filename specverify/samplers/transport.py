@@ -31,7 +31,7 @@ import numpy as np
 
 from ..optimal import draft_sets, optimal_selection, selection_law
 from .registry import register
-from .chain import residual
+from .chain import residual, sample
 from .tree import check_width, tree_walk
 
 
@@ -89,10 +89,10 @@ def spectr_verify(p, q, width: int, rng) -> tuple[bool, int]:
     """k-SEQ at one node: (True, accepted draft) or (False, a residual sample)."""
     rho, r = spectr_parameters(p, q, width)
     for _ in range(width):
-        x = int(rng.choice(len(q), p=q))
+        x = sample(q, rng)
         if rng.random() * rho * q[x] < p[x]:  # u < min(1, p(x) / (rho q(x)))
             return True, x
-    return False, int(rng.choice(len(r), p=r))
+    return False, sample(r, rng)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -110,14 +110,14 @@ def canonical_selection(p, q, width: int) -> tuple[dict, np.ndarray]:
 
 def canonical_verify(p, q, width: int, rng) -> tuple[bool, int]:
     """Select one of the m drafts with the LP's psi, then the token-wise rule between r and p."""
-    drafts = [int(rng.choice(len(q), p=q)) for _ in range(width)]
+    drafts = [sample(q, rng) for _ in range(width)]
     selection, r = canonical_selection(p, q, width)
     psi = selection[frozenset(drafts)]
-    y = int(rng.choice(len(psi), p=psi))
+    y = sample(psi, rng)
     if rng.random() * r[y] < p[y]:  # u < min(1, p(y) / r(y)); r(y) may underflow to 0 when
         return True, y  # the drafts' set had probability ~1e-308: no division
     res = residual(p, r)
-    return False, int(rng.choice(len(res), p=res))
+    return False, sample(res, rng)
 
 
 def spectr_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2) -> list[int]:

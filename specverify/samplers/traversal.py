@@ -88,7 +88,7 @@ def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_repla
     Q = model_output("q_fn", q_fn, path)
     check_same_length("p_fn output", P, "q_fn output", Q)
     for child in shape:  # post-order: the children, in drafting order, before the node
-        x = int(rng.choice(len(Q), p=Q))
+        x = sample(Q, rng)
         try:
             return [x] + traverse(p_fn, q_fn, path + (x,), child_weight(a, P, Q, x), child, rng,
                                   without_replacement, order)

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..validation import check_k, check_same_length
 from .registry import register
-from .chain import accepts, model_output, residual
+from .chain import accepts, model_output, residual, sample
 
 
 def check_width(width) -> int:
@@ -71,7 +71,7 @@ def sibling_rule(p, q, width: int, rng, without_replacement: bool) -> tuple[int 
     """
     r = p
     for i in range(width):
-        x = int(rng.choice(len(q), p=q))
+        x = sample(q, rng)
         if accepts(r, q, x, rng):
             return i, x
         r = residual(r, q)
@@ -79,7 +79,7 @@ def sibling_rule(p, q, width: int, rng, without_replacement: bool) -> tuple[int 
             q = without_token(q, x)
             if q is None:
                 break
-    return None, int(rng.choice(len(r), p=r))
+    return None, sample(r, rng)
 
 
 def verify_siblings(p, q, width: int, rng, without_replacement: bool) -> tuple[bool, int]:
@@ -110,7 +110,7 @@ def tree_walk(p_fn, q_fn, prefix, k, rng, verify) -> list[int]:
         if not accepted:
             return path[start:]
     p = model_output("p_fn", p_fn, tuple(path))
-    return path[start:] + [int(rng.choice(len(p), p=p))]
+    return path[start:] + [sample(p, rng)]
 
 
 def tree_step(
@@ -191,7 +191,7 @@ def shaped_walk(p_fn, q_fn, path: tuple, shape: tuple, rng, without_replacement:
     every child fails one token comes from the final residual; at a leaf, one token from p."""
     p = model_output("p_fn", p_fn, path)
     if not shape:
-        return [int(rng.choice(len(p), p=p))]
+        return [sample(p, rng)]
     q = model_output("q_fn", q_fn, path)
     check_same_length("p_fn output", p, "q_fn output", q)
     i, x = sibling_rule(p, q, len(shape), rng, without_replacement)
