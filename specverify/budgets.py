@@ -206,12 +206,14 @@ def words() -> str:
     return f"{', '.join(NAMES)} or {CAMPAIGN_PREFIX}X"
 
 
-def unknown(interface: str, name):
-    """The one error for a budget an interface does not have: an ``InterfaceError`` (a usage
-    error; a ValueError) naming ``budget``, the interface and the budgets it has."""
+def unknown(interface: str | None, name):
+    """The one error for a budget that is not in the table: an ``InterfaceError`` (a usage
+    error; a ValueError) naming ``budget``, the interface (None: every interface) and the
+    budgets it has."""
     from .interfaces import InterfaceError
 
-    return InterfaceError(f"budget: the {interface} interface has the budgets {words()}, got {name!r}")
+    where = f"the {interface} interface has" if interface else "every interface has"
+    return InterfaceError(f"budget: {where} the budgets {words()}, got {name!r}")
 
 
 def is_campaign(name) -> bool:
@@ -234,12 +236,12 @@ def check_tv_budget(name: str) -> float:
 def check_name(name) -> str:
     """``name`` when it is a budget every interface has (one of ``NAMES``, or ``tv=X`` with
     0 < X < 1), checked without building anything (a command line's ``--budget``); else a
-    ValueError naming ``budget``."""
+    ValueError naming ``budget`` (``check_tv_budget``'s, or ``unknown``'s)."""
     if is_campaign(name):
         check_tv_budget(name)
         return name
     if not isinstance(name, str) or name not in TABLE:
-        raise ValueError(f"budget: must be one of {words()}, got {name!r}")
+        raise unknown(None, name)
     return name
 
 
