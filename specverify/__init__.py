@@ -4,31 +4,34 @@ Notation: p = target, q = draft, k = drafted tokens per round, alpha = sum(min(p
 c = draft step time / target step time.
 """
 
-from .samplers import SAMPLERS, get_sampler, register
-from .samplers.chain import speculative_step
-from .theory import (
-    acceptance_rate,
-    best_k,
-    break_even_cost,
-    expected_speedup,
-    expected_tokens,
-)
-
 __version__ = "0.1.0"
 
-# The API (specverify.api) and the Hypothesis strategies load on first use, so that
-# ``import specverify`` stays light: NumPy and SciPy, never polars, matplotlib, rich or torch.
+# Every public name loads on first use (``specverify.speculative_step`` imports the samplers,
+# ``specverify.check`` the API), so that ``import specverify`` loads nothing but this file: a
+# command line (``python -m specverify check``) parses its arguments, and reports a usage error,
+# before NumPy or SciPy load. ``specverify.check`` and the rest load NumPy and SciPy, never
+# polars, matplotlib, rich or torch.
 _LAZY = {"check": "api", "assert_exact": "api", "Report": "api", "campaign_runs": "api",
+         "SAMPLERS": "samplers", "get_sampler": "samplers", "register": "samplers",
+         "speculative_step": "samplers.chain",
+         "acceptance_rate": "theory", "best_k": "theory", "break_even_cost": "theory",
+         "expected_speedup": "theory", "expected_tokens": "theory",
          "strategies": None, "api": None}
 
 
 def __getattr__(name):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'specverify' has no attribute {name!r}")
+    """A name of ``_LAZY`` from its module (None: the module of that name), or a submodule
+    (``specverify.exact``), imported now and kept; AttributeError for anything else."""
     import importlib
+    import importlib.util
 
-    module = importlib.import_module(f".{_LAZY[name] or name}", __name__)
-    value = module if _LAZY[name] is None else getattr(module, name)
+    if name in _LAZY:
+        module = importlib.import_module(f".{_LAZY[name] or name}", __name__)
+        value = module if _LAZY[name] is None else getattr(module, name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'specverify' has no attribute {name!r}")
     globals()[name] = value
     return value
 

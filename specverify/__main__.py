@@ -3,7 +3,7 @@
 import sys
 
 COMMANDS = {
-    "check": ("specverify.checker", "is a speculative sampler, generation loop or kernel exact?"),
+    "check": ("specverify.check_command", "is a speculative sampler, generation loop or kernel exact?"),
     "check-hf-generate": ("specverify.adapters.hf_command",
                           "is a Hugging Face model.generate(assistant_model=...) set-up exact?"),
 }

@@ -11,7 +11,7 @@ SciPy through specverify.stats); the sampler runs in its own process (specverify
     report.counterexample # the smallest model that shows a bias, or None
     specverify.assert_exact(my_step)  # AssertionError with the counterexample side by side
 
-``campaign_runs(tv, budget)`` is the arithmetic of a thorough campaign: how many sampler runs a
+``campaign_runs(tv, budget)`` (``interfaces.round_cases``) is the arithmetic of a thorough campaign: how many sampler runs a
 battery needs to see a TV of ``tv`` on every case (README, "Scale out").
 """
 
@@ -28,11 +28,11 @@ from functools import partial
 from typing import Callable
 
 from . import interfaces, runner
-from .battery import CAMPAIGN_SECONDS, POWER_FALSE_PASS_RATE, BatteryResult, Finding
+from .battery import BatteryResult, Finding
 from .files import json_default
 from .interfaces import round_cases, round_tasks
+from .interfaces.round_cases import campaign_budget, campaign_runs  # the campaign arithmetic, for the API's callers
 from .samplers.chain import speculative_step
-from .validation import check_tv_budget
 
 VERDICT_WORDS = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}
 EXIT_CODES = {True: 0, False: 1, None: 3}
@@ -457,57 +457,10 @@ def start_target(target: str, start_method: str | None = None) -> runner.Runner:
 # --------------------------------------------------------------------------- campaign arithmetic
 
 
-def campaign_runs(tv: float, budget: str | round_cases.Budget = "thorough",
-                  false_fail_rate: float | None = None) -> dict:
-    """Sampler runs one subject needs so that the chi-square detector sees a TV of ``tv`` (with
-    probability 1 - POWER_FALSE_PASS_RATE) on every case of ``budget``.
-
-    The statistical half of the battery's false-fail rate is split (Bonferroni) over every case
-    and every look of the sequential test, exactly as the battery splits it; the number of looks
-    depends on the run count, so the two are solved together. A correct subject runs every case
-    to the last look (``n_max``, the smallest look at or above the largest case's need), so
-    ``runs`` = cases x n_max. Returns {"tv", "budget", "cases", "looks", "n_max", "runs",
-    "per_case": {case: runs it needs}, "per_check_false_fail_rate"}.
-    """
-    from . import stats
-
-    b = round_cases.get_budget(budget)
-    rate = b.false_fail_rate if false_fail_rate is None else false_fail_rate
-    cases = [round_cases.all_cases()[i] for i in b.cases]
-    n_looks = 1
-    while True:
-        per_check = stats.split_budget(rate / 2, len(cases) * n_looks)
-        per_case = {c.name: stats.min_num_samples_chi_square(
-            tv, round_cases.target_distribution(c), per_check, POWER_FALSE_PASS_RATE)
-            for c in cases}
-        need = max(max(per_case.values()), b.n_min)
-        sizes = round_cases.looks(b.n_min, 2 * need - 1)  # up to the first look >= need
-        if len(sizes) <= n_looks:
-            break
-        n_looks = len(sizes)
-    n_max = sizes[-1]
-    return {"tv": tv, "budget": b.name, "cases": len(cases), "looks": len(sizes), "n_max": n_max,
-            "runs": len(cases) * n_max, "per_case": per_case, "per_check_false_fail_rate": per_check}
-
-
-def campaign_budget(tv: float, base: str | round_cases.Budget = "thorough") -> round_cases.Budget:
-    """``base`` with every case tested by statistics up to the run count ``campaign_runs`` gives
-    for ``tv``, and time limits that do not cut it short (``--budget tv=0.001``)."""
-    from dataclasses import replace
-
-    b = round_cases.get_budget(base)
-    c = campaign_runs(tv, b)
-    return replace(b, name=f"tv={tv:g}", stat_cases=len(b.cases), n_max=c["n_max"],
-                   detect_tv=min(b.detect_tv, tv), statistics_s=CAMPAIGN_SECONDS,
-                   fallback_statistics_s=CAMPAIGN_SECONDS)
-
-
 def resolve_budget(budget: str | round_cases.Budget) -> round_cases.Budget:
-    """A name of round_cases.BUDGETS, ``tv=X`` (a campaign that sees TV X), or a Budget."""
-    if isinstance(budget, str) and budget.startswith("tv="):
-        return campaign_budget(check_tv_budget(budget))
-    if isinstance(budget, str) and budget not in round_cases.BUDGETS:
-        raise ValueError(f"budget: must be one of {', '.join(round_cases.BUDGETS)} or tv=X, got {budget!r}")
+    """The round section of a name of ``budgets.NAMES``, of ``tv=X`` (a campaign that sees TV X)
+    or a round Budget as it is (``budgets.section``; an unknown name is its InterfaceError, a
+    ValueError naming ``budget``)."""
     return round_cases.get_budget(budget)
 
 

@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from . import exact, runner, stats
+from .budgets import CAMPAIGN_SECONDS  # noqa: F401 - a campaign's time limits, re-exported
 
 # --------------------------------------------------------------------------- results
 
@@ -42,11 +43,6 @@ EXACT_TV_TOL = 1e-9
 DEFAULT_FALSE_FAIL_RATE = stats.DEFAULT_FALSE_FAIL_RATE
 POWER_FALSE_PASS_RATE = 0.05
 """Power statements give the smallest TV detected with probability 1 - this."""
-
-
-CAMPAIGN_SECONDS = 7 * 24 * 3600.0
-"""A campaign budget's time limits (``--budget tv=X``, every interface): a week per subject,
-i.e. the run count decides, not the clock."""
 
 
 class ContractBreach(Exception):

@@ -130,10 +130,10 @@ def bench_power() -> list[dict]:
 
 def run_bench(quick: bool = False, budget: str | None = None) -> dict:
     """Every measurement above, as one dict with named fields."""
-    from .interfaces import round_cases
+    from .budgets import NAMES
 
-    if budget is not None and budget not in list(round_cases.BUDGETS):
-        raise ValueError(f"budget: must be one of {list(round_cases.BUDGETS)}, got {budget!r}")
+    if budget is not None and budget not in NAMES:
+        raise ValueError(f"budget: must be one of {list(NAMES)}, got {budget!r}")
     start = time.perf_counter()
     batched = bench_batched(quick)
     result = {
@@ -208,7 +208,7 @@ def to_markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from .interfaces import round_cases  # its budgets' names are --budget's choices
+    from .budgets import NAMES  # the budget names (standard library only) are --budget's choices
     from .cli import OneLineParser
     from .validation import writable_file_argument
 
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
                        description="Benchmark the simulator, enumeration and check.")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
-    ap.add_argument("--budget", choices=list(round_cases.BUDGETS), default=None,
+    ap.add_argument("--budget", choices=list(NAMES), default=None,
                     help="check budget (default: quick with --quick, else standard)")
     ap.add_argument("--markdown", metavar="PATH", type=writable_file_argument,
                     help="also write the markdown report here")

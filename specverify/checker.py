@@ -5,8 +5,9 @@ handout's signature ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]`
 loop ``generate(target, draft, requests, k, rng)`` or a batched kernel ``kernel(draft_ids,
 draft_probs, target_probs, uniforms)`` (specverify.interfaces: told by the parameter names, or
 ``--interface``; ``--device cuda`` runs a kernel's tensors on a GPU). The target is
-imported and run only in its own process (specverify.runner); this module is the command line
-over ``specverify.api.check`` (``interfaces.round.run_battery`` and
+imported and run only in its own process (specverify.runner); this module runs the command line
+(``run``; it is parsed by ``specverify.check_command`` before this module loads) over
+``specverify.api.check`` (``interfaces.round.run_battery`` and
 ``interfaces.round_counterexample.find_counterexample``);
 ``--junit-xml FILE`` writes one JUnit test case per target, ``--executor ray`` runs one Ray task
 per target and one per case enumeration (specverify.executors, specverify.units).
@@ -18,7 +19,6 @@ stderr), 3 inconclusive (no finding, but not every case could be judged to the b
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -26,8 +26,6 @@ from . import api, interfaces, runner
 from .cli import EXIT_USAGE, OneLineParser, emit  # noqa: F401 - re-exported for older callers
 from .battery import BatteryResult
 from .files import json_default
-from .interfaces import round_cases
-from .validation import seed_argument
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
 
@@ -53,73 +51,7 @@ VERDICT_WORDS = api.VERDICT_WORDS
 human = api.human
 
 
-BUDGET_WORDS = ", ".join([*round_cases.BUDGETS, "tv=X"])
 SEVERITY = {0: 0, 3: 1, 1: 2, 2: 3}  # exact < inconclusive < not exact < usage error
-
-
-def budget_argument(text: str) -> str:
-    """argparse ``type=`` for --budget: a named budget, or tv=X (a campaign that sees TV X)."""
-    try:
-        api.resolve_budget(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {BUDGET_WORDS})") from None
-    return text
-
-
-def parse_args(argv):
-    from .executors import executor_argument
-    from .validation import writable_file_argument
-
-    coverage = "; ".join(f"{name}: {b.coverage()}" for name, b in round_cases.BUDGETS.items())
-    ap = OneLineParser(
-        prog="python -m specverify check",
-        description="Check that speculative samplers are exact. Exit 0 exact, 1 not exact, "
-                    "2 usage error, 3 inconclusive (several targets: the worst of them).")
-    ap.add_argument("targets", metavar="TARGET", nargs="+",
-                    help="package.module:function or path/file.py:function (one or more)")
-    ap.add_argument("--json", action="store_true",
-                    help="print one JSON object (one line per target when there are several)")
-    ap.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
-    ap.add_argument("--budget", type=budget_argument, default="standard", metavar="BUDGET",
-                    help=f"how much to run ({coverage}; tv=X: every case by statistics until a TV "
-                         f"of X is seen, see specverify.api.campaign_runs)")
-    ap.add_argument("--interface", choices=api.INTERFACES, default="auto",
-                    help="round: the handout's speculative_step(p_fn, q_fn, prefix, k, rng); loop: "
-                         "generate(target, draft, requests, k, rng); kernel: kernel(draft_ids, "
-                         "draft_probs, target_probs, uniforms); auto (default): by the function's "
-                         "parameter names")
-    ap.add_argument("--device", default=None, metavar="DEVICE",
-                    help="cpu (default) or cuda / cuda:N: a kernel's tensors on that device (torch; "
-                         "the subject's process is spawned, not forked)")
-    ap.add_argument("--vocab", type=aim_argument("vocab"), default=None, metavar="V",
-                    help="aim the check at an engine's vocabulary size (2 to 2^20): generated cases at "
-                         "V besides the budget's (binned chi-square per position)")
-    ap.add_argument("--k", type=aim_argument("k"), default=None, metavar="K",
-                    help="the draft lengths to reach: K, A..B or A,B,C (each 1 to 16): one aimed case per k")
-    ap.add_argument("--max-tokens", type=aim_argument("max_tokens"), default=None, metavar="N",
-                    help="the longest output an aimed loop request asks for, and the window an aimed "
-                         "round case judges (0 to 64)")
-    ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
-                    help="also write JUnit XML: one test case per target (atomically)")
-    ap.add_argument("--executor", type=executor_argument, default="local",
-                    help="local (default: one target after another here), ray (RAY_ADDRESS or a "
-                         "local Ray instance) or ray://ADDRESS: Ray tasks per target and per case "
-                         "enumeration")
-    return ap.parse_args(argv)
-
-
-def aim_argument(name: str):
-    """argparse ``type=`` for --vocab, --k and --max-tokens (``interfaces.aim``'s checks)."""
-
-    def parse(text: str):
-        try:
-            aimed = interfaces.aim(**{name: text})
-        except interfaces.InterfaceError as exc:
-            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
-        return {"vocab": aimed.vocab, "k": aimed.ks, "max_tokens": aimed.max_tokens}[name]
-
-    parse.__name__ = name
-    return parse
 
 
 def check_target(target: str, budget: str, seed: int, interface: str = "auto", device: str | None = None,
@@ -240,11 +172,9 @@ def report_outcomes(args, targets, outcomes) -> int:
     return code
 
 
-def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as exc:  # OneLineParser already printed one line of usage error
-        return 0 if exc.code in (0, None) else EXIT_USAGE
+def run(args) -> int:
+    """Check every TARGET of the parsed command line (``check_command.parse_args``), report
+    each and return the worst exit code; Ctrl-C or SIGTERM reports the finished ones first."""
     outcomes = []  # the finished targets' outcomes: reported even when Ctrl-C stops the rest
     with runner.sigterm_as_interrupt():
         return _check_all(args, outcomes)

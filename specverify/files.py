@@ -15,8 +15,6 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
-
 
 class NotARegularFile(OSError):
     """The path names a device, a FIFO, a socket or a folder: specverify never replaces those."""
@@ -110,6 +108,8 @@ def write_or_report(path, text: str, what: str) -> int:
 
 def json_default(x):
     """``json.dumps(default=...)`` for NumPy scalars and arrays."""
+    import numpy as np  # here, not above: checking a report's path loads no NumPy
+
     if isinstance(x, np.bool_):
         return bool(x)
     if isinstance(x, np.integer):

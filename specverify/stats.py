@@ -40,9 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
+from .budgets import DEFAULT_FALSE_FAIL_RATE  # total budget per run; split it with split_budget
 from .validation import check_discrepancy, check_finite, check_int, check_rate
 
-DEFAULT_FALSE_FAIL_RATE = 1e-6  # total budget per run; split it with split_budget
 PROB_SUM_TOL = 1e-9  # expected-probability dicts must sum to 1 within this (absolute)
 MIN_EXPECTED_COUNT = 5.0  # chi-square cells below this expected count are pooled
 _MAX_N = 10**15  # search cap for min_num_samples_*

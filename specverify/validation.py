@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import TYPE_CHECKING
 
-import numpy as np
+from .budgets import check_tv_budget  # noqa: F401 - tv=X parsed where the budget table is
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SUM_TOL = 1e-5
 
 
 def check_prob_vector(name: str, v) -> np.ndarray:
     """Return ``v`` as a 1-D float64 array renormalized to sum exactly 1, or raise ValueError."""
+    import numpy as np  # here, not above: the command lines' argument types load no NumPy
+
     try:
         arr = np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -41,6 +47,8 @@ def check_prob_vector(name: str, v) -> np.ndarray:
 
 
 def _raise_entry_error(name: str, arr: np.ndarray):
+    import numpy as np
+
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise ValueError(f"{name}: entry {bad} is {arr[bad]} (NaN or inf)")
@@ -216,18 +224,6 @@ positive_seconds_argument = _argument(float, lambda x: check_positive_real("seco
 positive_int_argument = _argument(int, lambda x: check_int("count", x, 1))
 count_argument = _argument(int, lambda x: check_int("count", x, 0))
 writable_file_argument = _argument(str, lambda x: check_writable_file("file", x))
-
-
-def check_tv_budget(name: str) -> float:
-    """X of a campaign budget named ``tv=X`` (every interface's): 0 < X < 1, else a ValueError
-    naming the budget."""
-    try:
-        tv = float(name[3:])
-    except ValueError:
-        tv = float("nan")
-    if not 0 < tv < 1:
-        raise ValueError(f"budget: tv=X needs 0 < X < 1, got {name!r}")
-    return tv
 
 
 RATE_FIELDS = ("false_fail_rate",)

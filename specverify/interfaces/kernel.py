@@ -42,11 +42,10 @@ in the subject's process (``kernel_tasks``) are their own modules.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import numpy as np
 
-from .. import runner, stats
+from .. import budgets, runner, stats
+from ..budgets import KernelBudget
 from ..battery import (POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, run_in_subject,
                        stopping_kinds)
 from ..uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
@@ -63,50 +62,15 @@ GRID_PROBABILITY = 2.0 ** -24
 """One float32 value's probability under ``torch.rand`` (multiples of 2^-24 in [0, 1))."""
 
 
-@dataclass(frozen=True)
-class KernelBudget:
-    name: str
-    generated: int = 4  # cases drawn from the seed besides the fixed ones
-    engine_scale: bool = True  # the dense k = 8, tile and wide-id cases, one drawn V-wide case
-    dense_vocab: int = 256  # the dense case's V (its exact law costs ~V^2: 3 s at V = 1000)
-    spot_rows: int = 256  # random uniform rows per instance checked against the factorization,
-    spot_bytes: int = 32 << 20  # ... at most this many input bytes of them (at least 32 rows):
-    # 84 rows at V = 33,024, k = 1, where 256 rows cost 2.4 s of a 6 s battery
-    n_min: int = 20_000  # rows per instance at the first look of the sequential chi-square
-    n_max: int = 160_000
-    detect_tv: float = 0.02  # statistics must see this TV per instance (w.p. 1 - POWER_FALSE_PASS_RATE)
-    large_row_bytes: int = 4 << 10  # an instance whose row is larger than this (k, V at engine scale) ...
-    detect_tv_large: float = 0.1  # ... must see this TV by statistics (its exact law needs uniforms)
-    chunk_bytes: int = 64 << 20  # input bytes per kernel call
-    call_limit_s: float = 30.0  # one kernel call
-    device: str = "cpu"  # "cuda" / "cuda:N": torch tensors on that device (the runner then spawns)
-    false_fail_rate: float = stats.DEFAULT_FALSE_FAIL_RATE
-
-
-KERNEL_BUDGETS = {
-    "quick": KernelBudget("quick", generated=2, engine_scale=False, n_max=40_000, detect_tv=0.04),
-    "standard": KernelBudget("standard"),
-    "thorough": KernelBudget("thorough", generated=24, dense_vocab=1000, n_max=1_280_000, detect_tv=0.006),
-}
+KERNEL_BUDGETS = budgets.view("kernel")
+"""The kernel sections of the named budgets (``budgets.TABLE``), by name."""
 
 
 def get_budget(budget) -> KernelBudget:
-    """The kernel section of a budget: by name, ``tv=X`` (statistics sized to see TV X), or a
-    KernelBudget as it is."""
-    if isinstance(budget, KernelBudget):
-        return budget
-    name = getattr(budget, "name", budget)
-    if isinstance(name, str) and name.startswith("tv="):
-        from ..validation import check_tv_budget
-
-        tv = check_tv_budget(name)
-        return replace(KERNEL_BUDGETS["thorough"], name=name, detect_tv=tv, n_max=1 << 40)
-    if name not in KERNEL_BUDGETS:
-        from . import InterfaceError
-
-        raise InterfaceError(f"budget: the kernel interface has the budgets {', '.join(KERNEL_BUDGETS)} "
-                             f"or tv=X, got {name!r}")
-    return KERNEL_BUDGETS[name]
+    """The kernel section of a budget (``budgets.section``): by name (another interface's budget
+    too), ``tv=X`` (statistics sized to see TV X), or a KernelBudget as it is; an unknown name is
+    an InterfaceError naming ``budget`` and the budgets there are."""
+    return budgets.section("kernel", budget)
 
 
 ENGINE_VOCABS = (1024, 4097, 33_024, 152_064)

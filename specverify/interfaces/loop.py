@@ -6,7 +6,7 @@ findings, verdicts and JSON as the round battery). The subject runs only in its 
 (``runner.Runner``), through the tasks of ``loop_tasks``; every reference is computed in the
 parent from its own tables (``loop.sequence_law``, the DP over the processed target). The modules:
 
-- ``loop_cases``: the budgets (``LoopBudget``, ``LOOP_BUDGETS``), the cases and their order (fixed,
+- ``loop_cases``: the budgets (``LoopBudget``, ``LOOP_BUDGETS``: views of ``budgets.TABLE``), the cases and their order (fixed,
   edge, drawn from the seed, seeded, engine scale), the seed streams, the reference loop's law;
 - ``loop_tasks``: what runs in the subject's process (reading its outputs, enumerating, sampling,
   seeding) and ``contract_problem``;
@@ -58,7 +58,7 @@ engine-scale batches (``loop_counterexample.shrink_binned_loop``).
 from __future__ import annotations
 
 from ..battery import BatteryResult, run_in_subject
-from .loop_cases import LOOP_BUDGETS, generated_loop_cases, get_loop_budget, loop_cases, scale_loop_cases
+from .loop_cases import generated_loop_cases, get_loop_budget, loop_cases, scale_loop_cases
 from .loop_checks import LoopBattery
 from .loop_counterexample import counterexample_checks, find_loop_counterexample, shrink_binned_loop
 
@@ -70,21 +70,24 @@ ALIASES = {"target": ("target_model", "model", "p_model"), "draft": ("draft_mode
 
 
 def get_budget(budget):
-    """The loop section of a budget: ``LOOP_BUDGETS`` by the budget's name, ``tv=X`` (every
-    request the enumerator cannot follow sampled until it sees TV X:
-    ``loop_cases.campaign_loop_budget``), a ``LoopBudget`` as it is."""
-    name = getattr(budget, "name", budget)
-    if (not hasattr(budget, "seeds") and isinstance(name, str) and name not in LOOP_BUDGETS
-            and not name.startswith("tv=")):
-        from . import InterfaceError
-
-        raise InterfaceError(f"budget: the loop interface has the budgets {', '.join(LOOP_BUDGETS)} "
-                             f"or tv=X, got {name!r}")
+    """The loop section of a budget (``budgets.section``): by the budget's name (a round
+    ``Budget`` too), ``tv=X`` (every request the enumerator cannot follow sampled until it sees
+    TV X: ``loop_cases.campaign_loop_budget``), a ``LoopBudget`` as it is; an unknown name is an
+    InterfaceError naming ``budget`` and the budgets there are."""
     return get_loop_budget(budget)
 
 
 def coverage(budget) -> str:
-    return get_budget(budget).coverage()
+    """What the loop section of ``budget`` runs, in one line (the report's ``coverage``)."""
+    b = get_budget(budget)
+    return (f"loop battery: {len(loop_cases())} fixed request batches + {b.generated} drawn from the seed "
+            f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
+            f"{b.generated_paths} reference paths each); seeds replayed ({b.seeds}) and judged "
+            f"by their law ({b.seed_law_runs} seeds); "
+            + (f"one engine-scale batch (V {b.scale_vocab}, k {b.scale_k}, max_tokens "
+               f"{b.scale_tokens}, binned chi-square per position over {b.scale_runs} runs); "
+               if b.scale_vocab else "")
+            + f"a request the enumerator cannot follow must see TV {b.detect_tv:g}")
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,

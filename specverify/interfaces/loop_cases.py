@@ -34,111 +34,26 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import exact
-from ..battery import CAMPAIGN_SECONDS, DEFAULT_FALSE_FAIL_RATE
+from .. import budgets, exact
+from ..budgets import LoopBudget
 from ..loop import ContextFreeLogits, LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law
 from .loop_tasks import read_outcome
 
 
-@dataclass(frozen=True)
-class LoopBudget:
-    """What one loop battery runs: the fixed cases (``loop_cases``, every budget), ``generated``
-    cases drawn from the check's seed (``generated_loop_cases``, each at most ``generated_paths``
-    paths of the reference loop), ``seeds`` seeds replayed alone / batched / beside a same-seed
-    request and ``seed_law_runs`` seeds 0..n-1 judged by their law (``seed-law``).
-
-    Measured: the reference loop, 2 shared cores, seeds 0-4, one battery per fresh process (the
-    generated cases drawn and their reference law enumerated included), median wall time; before
-    issue 22 (the 6 core cases only) 0.18 s for quick and standard, 0.20 s for thorough:
-
-    ==========  =========  ==============  =============  ===============================
-    budget      generated  paths per case  seed-law runs  wall time (before -> after)
-    ==========  =========  ==============  =============  ===============================
-    quick       2          <= 40           200            0.18 -> 0.32 s
-    standard    4          <= 40           400            0.18 -> 0.39 s
-    thorough    16         <= 400          2000           0.20 -> 0.9-1.8 s
-    ==========  =========  ==============  =============  ===============================
-
-    Of the standard budget's 0.21 s more: the 8 edge cases and same-seed pairs 0.09 s, the seed
-    law 0.10 s, the 4 generated cases 0.02-0.04 s (+10-20 % of the time before). A loop the
-    enumerator cannot follow (every case by statistics: ``extra_samples`` runs per edge or
-    generated case) took 7.2 s at standard before and 11.8 s after.
-    """
-
-    name: str
-    max_paths: int = 60_000
-    case_enumeration_s: float = 20.0
-    samples: int = 4000  # runs per case the enumerator cannot follow
-    extra_samples: int = 500  # ... per edge or generated case (its power stated, not required)
-    extra_max_paths: int = 2000  # the most paths enumerated on an edge or generated case
-    statistics_s: float = 30.0
-    detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
-    seeds: int = 12  # seeds of the reproducibility checks (alone vs batched, same-seed pairs)
-    call_limit_s: float = 2.0
-    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
-    counterexample_s: float = 20.0  # the whole counterexample search
-    counterexample_samples: int = 1000  # runs per candidate the enumerator cannot follow
-    generated: int = 4  # cases drawn from the seed besides the fixed ones (generated_loop_cases)
-    generated_paths: int = 40  # the most paths of the reference loop a generated case may need
-    seed_law_runs: int = 400  # seeds 0..n-1 of a seeded request, chi-square against its law
-    # engine scale (scale_loop_cases): a context-free pair over scale_vocab ids (0: none), k =
-    # scale_k, max_tokens scale_tokens, scale_runs runs within scale_s; aimed cases share aim_s
-    scale_vocab: int = 4096
-    scale_k: int = 8
-    scale_tokens: int = 8
-    scale_runs: int = 300
-    scale_s: float = 10.0
-    aim_s: float = 30.0
-
-    def coverage(self) -> str:
-        fixed = loop_cases()
-        return (f"loop battery: {len(fixed)} fixed request batches + {self.generated} drawn from the seed "
-                f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
-                f"{self.generated_paths} reference paths each); seeds replayed ({self.seeds}) and judged "
-                f"by their law ({self.seed_law_runs} seeds); "
-                + (f"one engine-scale batch (V {self.scale_vocab}, k {self.scale_k}, max_tokens "
-                   f"{self.scale_tokens}, binned chi-square per position over {self.scale_runs} runs); "
-                   if self.scale_vocab else "")
-                + f"a request the enumerator cannot follow must see TV {self.detect_tv:g}")
-
-
-LOOP_BUDGETS = {
-    "quick": LoopBudget("quick", samples=2000, extra_samples=250, statistics_s=15.0, seeds=6, detect_tv=0.15,
-                        generated=2, seed_law_runs=200, scale_vocab=1100, scale_k=4, scale_tokens=5,
-                        scale_runs=300, scale_s=5.0, aim_s=20.0),
-    "standard": LoopBudget("standard"),
-    "thorough": LoopBudget("thorough", max_paths=400_000, samples=16_000, extra_samples=4000,
-                           extra_max_paths=20_000, statistics_s=120.0, seeds=40,
-                           detect_tv=0.05, generated=16, generated_paths=400, seed_law_runs=2000,
-                           scale_vocab=33_024, scale_runs=2000, scale_s=60.0, aim_s=180.0),
-}
+LOOP_BUDGETS = budgets.view("loop")
+"""The loop sections of the named budgets (``budgets.TABLE``), by name."""
 
 
 def campaign_loop_budget(name: str) -> LoopBudget:
     """``tv=X``: the thorough loop budget with every request the enumerator cannot follow (fixed,
-    edge or generated case) sampled until its chi-square sees TV X (``samples`` and
-    ``extra_samples`` 0: sized per request from its law, ``stats.min_num_samples_chi_square``),
-    and time limits that do not cut it short. The seed law and the engine-scale batch keep the
-    thorough counts, run to the end (their power is stated in the result)."""
-    from ..validation import check_tv_budget
-
-    tv = check_tv_budget(name)
-    return replace(LOOP_BUDGETS["thorough"], name=f"tv={tv:g}", detect_tv=tv, samples=0, extra_samples=0,
-                   statistics_s=CAMPAIGN_SECONDS, case_enumeration_s=CAMPAIGN_SECONDS,
-                   scale_s=CAMPAIGN_SECONDS, aim_s=CAMPAIGN_SECONDS)
+    edge or generated case) sampled until its chi-square sees TV X (``budgets.campaign``)."""
+    return budgets.campaign("loop", name)
 
 
 def get_loop_budget(budget) -> LoopBudget:
     """A ``LoopBudget`` as it is, a name of ``LOOP_BUDGETS`` or ``tv=X`` (``campaign_loop_budget``);
-    a round ``round_cases.Budget`` by its name."""
-    if isinstance(budget, LoopBudget):
-        return budget
-    name = getattr(budget, "name", budget)
-    if isinstance(name, str) and name.startswith("tv="):
-        return campaign_loop_budget(name)
-    if name not in LOOP_BUDGETS:
-        raise ValueError(f"budget: must be one of {', '.join(LOOP_BUDGETS)}, got {budget!r}")
-    return LOOP_BUDGETS[name]
+    another interface's budget (a round ``Budget``) by its name (``budgets.section``)."""
+    return budgets.section("loop", budget)
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,10 @@ from .. import exact, runner, scale, stats
 from ..battery import (EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding,
                        OutOfTime, run_in_subject, stopping_kinds)
 from . import round_cases
-from .round_cases import (WIDE_VOCAB, Budget, Case, battery, engine_scale_cases, expected_round_length,
-                          generated_cases, looks, optimum_tokens_per_round, round_length_cases, scale_stream,
-                          target_distribution, too_slow, tree_optimum_tokens_per_round)
+from .round_cases import (WIDE_VOCAB, Budget, Case, battery, coverage, engine_scale_cases,
+                          expected_round_length, generated_cases, looks, optimum_tokens_per_round,
+                          round_length_cases, scale_stream, target_distribution, too_slow,
+                          tree_optimum_tokens_per_round)
 from .round_counterexample import describe_case, find_counterexample, shrink_engine_scale
 from .round_tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_task
 
@@ -64,12 +65,9 @@ REPLAYED_CALLS = 10
 
 
 def get_budget(budget):
-    """The round section of a budget (a name, or a ``round_cases.Budget``)."""
+    """The round section of a budget (``round_cases.get_budget``: a name, ``tv=X``, a
+    ``round_cases.Budget`` as it is, another interface's budget by its name)."""
     return round_cases.get_budget(budget)
-
-
-def coverage(budget) -> str:
-    return get_budget(budget).coverage()
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,

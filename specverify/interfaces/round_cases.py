@@ -1,7 +1,8 @@
 """The round battery's cases and the laws it judges them against (the parent's side; nothing
 here calls a subject).
 
-- budgets: ``Budget`` (everything one run may spend) and the named ``BUDGETS``;
+- budgets: the round sections of ``budgets.TABLE`` (``Budget``, ``BUDGETS``, ``get_budget``,
+  ``coverage``) and the campaign ``tv=X`` (``campaign_runs``, ``campaign_budget``);
 - cases (``Case``: a model, a prefix, k and a window of m emitted tokens): the fixed
   ``all_cases`` (a budget's ``battery``), the ``generated_cases`` drawn from the check's seed,
   the ``engine_scale_cases`` (V 4096 to 152,064, judged by a binned chi-square), the
@@ -17,83 +18,40 @@ Rule: Leviathan, Kalman, Matias (arXiv 2211.17192).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
-from .. import exact, optimum_tokens, scale
-from ..battery import DEFAULT_FALSE_FAIL_RATE
+from .. import budgets, exact, optimum_tokens, scale, stats
+from ..battery import POWER_FALSE_PASS_RATE
+from ..budgets import CAMPAIGN_SECONDS, Budget
 from ..chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from ..samplers.chain import speculative_step
 
 # --------------------------------------------------------------------------- budgets and cases
 
 
-@dataclass(frozen=True)
-class Budget:
-    """Everything a battery run may spend; ``BUDGETS`` holds the named ones."""
-
-    name: str
-    cases: tuple[int, ...]  # indices into all_cases()
-    stat_cases: int  # enumerable cases also tested by statistics (besides every fallback case)
-    n_max: int  # largest sample size of the sequential chi-square
-    n_min: int = 500
-    contract_calls: int = 20
-    contract_s: float = 2.0  # per case, after MIN_CONTRACT_CALLS
-    call_limit_s: float = 2.0  # one sampler call
-    case_enumeration_s: float = 10.0
-    enumeration_s: float = 60.0  # all cases together
-    max_paths: int = 100_000
-    statistics_s: float = 20.0  # when every case was also enumerated (a cross-check)
-    fallback_statistics_s: float = 60.0  # when statistics alone judges some case
-    detect_tv: float = 0.1  # a case judged by statistics alone must see this TV (w.p. 0.95)
-    round_length_runs: int = 4000
-    round_length_s: float = 10.0
-    detect_tokens: float = 0.5  # ... and a sampled tokens-per-round shortfall of this size
-    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
-    counterexample_s: float = 15.0
-    counterexample_samples: int = 2000
-    generated: int = 3  # cases drawn from the check's seed besides the fixed ones (generated_cases)
-    engine_vocab: int = 256  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
-    # engine-scale cases judged by a binned chi-square per position (specverify.scale): (V, k, side)
-    scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
-    scale_runs: int = 2000  # runs per engine-scale or aimed case (one look)
-    scale_s: float = 15.0  # the most seconds one engine-scale case may sample
-    aim_s: float = 40.0  # the most seconds all aimed cases together may sample (--vocab/--k/--max-tokens)
-    scale_call_limit_s: float = 10.0  # one call's limit on an engine-scale case (past it: a shortfall)
-
-    def coverage(self) -> str:
-        chosen = [all_cases()[i] for i in self.cases]
-        extra = f" + {self.generated} drawn from the seed" if self.generated else ""
-        extra += f" + one over {self.engine_vocab} ids" if self.engine_vocab else ""
-        extra += "".join(f" + V{v} k={k} binned" for v, k, _ in self.scale_cases)
-        return (f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
-                f"{max(c.m for c in chosen)} tokens, chi-square up to {self.n_max} runs; a case "
-                f"the enumerator cannot follow must see TV {self.detect_tv:g}")
+BUDGETS = budgets.view("round")
+"""The round sections of the named budgets (``budgets.TABLE``), by name."""
 
 
-BUDGETS = {
-    "quick": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, contract_s=1.0,
-                    case_enumeration_s=5.0, enumeration_s=15.0, fallback_statistics_s=30.0,
-                    detect_tv=0.15, round_length_s=5.0, generated=1, engine_vocab=128,
-                    scale_cases=(), scale_runs=1000, scale_s=8.0, aim_s=20.0),
-    "standard": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
-    "thorough": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
-                       enumeration_s=120.0, statistics_s=120.0, fallback_statistics_s=300.0,
-                       detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=512,
-                       case_enumeration_s=30.0,
-                       scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
-                       scale_runs=4000, scale_s=60.0, aim_s=240.0),
-}
+def get_budget(budget) -> Budget:
+    """The round section of ``budget``: a name, ``tv=X`` (``campaign_budget``), a ``Budget`` as
+    it is, another interface's budget by its name (``budgets.section``)."""
+    return budgets.section("round", budget)
 
 
-def get_budget(budget: str | Budget) -> Budget:
-    if isinstance(budget, Budget):
-        return budget
-    if budget not in BUDGETS:
-        raise ValueError(f"budget: must be one of {', '.join(BUDGETS)}, got {budget!r}")
-    return BUDGETS[budget]
+def coverage(budget) -> str:
+    """What the round section of ``budget`` runs, in one line (the report's ``coverage``)."""
+    b = get_budget(budget)
+    chosen = [all_cases()[i] for i in b.cases]
+    extra = f" + {b.generated} drawn from the seed" if b.generated else ""
+    extra += f" + one over {b.engine_vocab} ids" if b.engine_vocab else ""
+    extra += "".join(f" + V{v} k={k} binned" for v, k, _ in b.scale_cases)
+    return (f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
+            f"{max(c.m for c in chosen)} tokens, chi-square up to {b.n_max} runs; a case "
+            f"the enumerator cannot follow must see TV {b.detect_tv:g}")
 
 
 @dataclass(frozen=True)
@@ -305,11 +263,55 @@ def small_cases() -> list[Case]:
             for k in (1, 2, 3) for m in range(1, k + 2) for model in small_models()]
 
 
+# --------------------------------------------------------------------------- the campaign tv=X
+
+
+def campaign_runs(tv: float, budget: str | Budget = "thorough",
+                  false_fail_rate: float | None = None) -> dict:
+    """Sampler runs one subject needs so that the chi-square detector sees a TV of ``tv`` (with
+    probability 1 - POWER_FALSE_PASS_RATE) on every case of ``budget``.
+
+    The statistical half of the battery's false-fail rate is split (Bonferroni) over every case
+    and every look of the sequential test, exactly as the battery splits it; the number of looks
+    depends on the run count, so the two are solved together. A correct subject runs every case
+    to the last look (``n_max``, the smallest look at or above the largest case's need), so
+    ``runs`` = cases x n_max. Returns {"tv", "budget", "cases", "looks", "n_max", "runs",
+    "per_case": {case: runs it needs}, "per_check_false_fail_rate"}.
+    """
+    b = get_budget(budget)
+    rate = b.false_fail_rate if false_fail_rate is None else false_fail_rate
+    cases = [all_cases()[i] for i in b.cases]
+    n_looks = 1
+    while True:
+        per_check = stats.split_budget(rate / 2, len(cases) * n_looks)
+        per_case = {c.name: stats.min_num_samples_chi_square(
+            tv, target_distribution(c), per_check, POWER_FALSE_PASS_RATE)
+            for c in cases}
+        need = max(max(per_case.values()), b.n_min)
+        sizes = looks(b.n_min, 2 * need - 1)  # up to the first look >= need
+        if len(sizes) <= n_looks:
+            break
+        n_looks = len(sizes)
+    n_max = sizes[-1]
+    return {"tv": tv, "budget": b.name, "cases": len(cases), "looks": len(sizes), "n_max": n_max,
+            "runs": len(cases) * n_max, "per_case": per_case, "per_check_false_fail_rate": per_check}
+
+
+def campaign_budget(tv: float, base: str | Budget = "thorough") -> Budget:
+    """``base`` with every case tested by statistics up to the run count ``campaign_runs`` gives
+    for ``tv``, and time limits that do not cut it short (``--budget tv=0.001``): the round
+    section of ``tv=X`` (``budgets.campaign``)."""
+    b = get_budget(base)
+    c = campaign_runs(tv, b)
+    return replace(b, name=f"tv={tv:g}", stat_cases=len(b.cases), n_max=c["n_max"],
+                   detect_tv=min(b.detect_tv, tv), statistics_s=CAMPAIGN_SECONDS,
+                   fallback_statistics_s=CAMPAIGN_SECONDS)
+
 
 __all__ = [
     "BUDGETS", "Budget", "Case", "GENERATED_SHAPES", "SCALE_STREAMS", "SMALL_PAIRS", "WIDE_VOCAB",
-    "all_cases", "battery", "engine_scale_case", "engine_scale_cases", "expected_round_length",
-    "generated_cases", "get_budget", "looks", "optimum_tokens_per_round", "reference_case",
+    "all_cases", "battery", "campaign_budget", "campaign_runs", "coverage", "engine_scale_case",
+    "engine_scale_cases", "expected_round_length", "generated_cases", "get_budget", "looks", "optimum_tokens_per_round", "reference_case",
     "round_length_cases", "scale_stream", "small_cases", "small_models", "target_distribution",
     "too_slow", "tree_optimum_tokens_per_round",
 ]

@@ -27,7 +27,8 @@ from ..files import write_atomically
 from ..interfaces import round_cases
 from ..samplers.chain import draft, speculative_step
 from ..units import merge_output, prefetched
-from ..checker import OneLineParser, budget_argument
+from ..check_command import budget_argument
+from ..cli import OneLineParser
 from ..executors import ExecutorUnavailable, executor_argument
 from ..validation import (positive_int_argument, positive_seconds_argument, seed_argument, with_overrides,
                           writable_file_argument)
