@@ -12,8 +12,9 @@ views of this one.
 ``tv=X`` (0 < X < 1) is a campaign budget of every interface: the thorough section with every
 statistical test sized to see a TV of X and time limits that do not cut it short
 (``CAMPAIGN_SECONDS``). The loop's and the kernel's are built here; the round's needs the run
-count its cases' laws call for, so it is built by ``round_cases.campaign_budget``, loaded when
-asked for (``CAMPAIGN_BUILDERS``).
+count its cases' laws call for, so ``round_cases.get_budget`` hands ``section`` its own builder
+(``round_cases.campaign_budget``: ``section(..., campaign_of=)``); this module never loads an
+interface.
 
 This module imports only the standard library, so that a command line can list the budget names
 and check ``--budget`` before NumPy, SciPy or a battery loads (a usage error within a second);
@@ -22,7 +23,6 @@ what a budget covers (its cases) is each interface's ``coverage(budget)``.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, replace
 
 DEFAULT_FALSE_FAIL_RATE = 1e-6
@@ -188,11 +188,6 @@ NAMES = tuple(TABLE)
 CLASSES = {"round": Budget, "loop": LoopBudget, "kernel": KernelBudget}
 """Each interface's section class (the interfaces of ``specverify.interfaces.NAMES``)."""
 
-CAMPAIGN_BUILDERS = {"round": "specverify.interfaces.round_cases"}
-"""Interfaces whose ``tv=X`` section needs their cases: the module (loaded when a campaign is
-asked for, as ``interfaces.get`` loads an interface) whose ``campaign_budget(tv)`` builds it."""
-
-
 def view(interface: str) -> dict:
     """``{name: the interface's section}`` over ``NAMES``: the interface modules' tables."""
     return {name: TABLE[name][interface] for name in NAMES}
@@ -258,8 +253,8 @@ def campaign(interface: str, name: str):
       batch keep the thorough counts, run to the end (their power is stated in the result);
     - kernel: the thorough section with statistics sized to see TV X (``n_max`` unbounded),
       named ``name`` as given;
-    - round: ``round_cases.campaign_budget(X)`` (``CAMPAIGN_BUILDERS``): every case by statistics
-      up to the run count ``campaign_runs`` gives for X.
+    - round: not here: its run count comes from its cases' laws, so ``round_cases.get_budget``
+      passes ``section`` its own builder (``campaign_of``); asked here, a KeyError (a caller's bug).
 
     Time limits are ``CAMPAIGN_SECONDS`` (they do not cut a campaign short)."""
     tv = check_tv_budget(name)
@@ -270,16 +265,17 @@ def campaign(interface: str, name: str):
                        scale_s=CAMPAIGN_SECONDS, aim_s=CAMPAIGN_SECONDS)
     if interface == "kernel":
         return replace(thorough, name=name, detect_tv=tv, n_max=1 << 40)
-    return importlib.import_module(CAMPAIGN_BUILDERS[interface]).campaign_budget(tv)
+    raise KeyError(f"{interface}: its tv=X section is built by the interface (section's campaign_of)")
 
 
-def section(interface: str, budget):
+def section(interface: str, budget, campaign_of=None):
     """The ``interface``'s budget for ``budget``, which may be:
 
     - a budget object of the interface's own class (``CLASSES``): returned as it is;
     - a name of ``NAMES``: ``TABLE[name][interface]``;
-    - ``tv=X``: the interface's campaign budget (``campaign``; a bad X is a ValueError naming
-      the budget);
+    - ``tv=X``: the interface's campaign budget: ``campaign_of(X)`` where the interface gives its
+      builder (the round's needs its cases), else ``campaign``; a bad X is a ValueError naming
+      the budget;
     - a budget object of another interface's class (anything with a ``name``): by its name, as
       above (a round ``Budget("quick", ...)`` gives the loop's quick section).
 
@@ -290,12 +286,12 @@ def section(interface: str, budget):
         return budget
     name = getattr(budget, "name", budget)
     if is_campaign(name):
-        return campaign(interface, name)
+        return campaign_of(check_tv_budget(name)) if campaign_of else campaign(interface, name)
     if not isinstance(name, str) or name not in TABLE:
         raise unknown(interface, name)
     return TABLE[name][interface]
 
 
-__all__ = ["Budget", "CAMPAIGN_BUILDERS", "CAMPAIGN_PREFIX", "CAMPAIGN_SECONDS", "CLASSES",
+__all__ = ["Budget", "CAMPAIGN_PREFIX", "CAMPAIGN_SECONDS", "CLASSES",
            "DEFAULT_FALSE_FAIL_RATE", "KernelBudget", "LoopBudget", "NAMES", "TABLE", "campaign",
            "check_name", "check_tv_budget", "is_campaign", "section", "unknown", "view", "words"]

@@ -75,13 +75,16 @@ def test_tv_x_is_each_interfaces_campaign():
     assert loop.statistics_s == budgets.CAMPAIGN_SECONDS and loop.seeds == budgets.TABLE["thorough"]["loop"].seeds
     k = budgets.section("kernel", "tv=0.0010")
     assert (k.name, k.detect_tv, k.n_max) == ("tv=0.0010", 0.001, 1 << 40)
-    r = budgets.section("round", "tv=0.05")
-    assert r == round_cases.campaign_budget(0.05)
+    r = round_cases.get_budget("tv=0.05")  # the round hands section its own builder
+    assert r == round_cases.campaign_budget(0.05) == budgets.section("round", "tv=0.05", round_cases.campaign_budget)
+    with pytest.raises(KeyError, match="campaign_of"):
+        budgets.section("round", "tv=0.05")  # budgets never loads an interface
     assert (r.name, r.detect_tv, r.stat_cases) == ("tv=0.05", 0.05, len(budgets.TABLE["thorough"]["round"].cases))
     assert r.n_max == round_cases.campaign_runs(0.05)["n_max"]
     assert r.statistics_s == r.fallback_statistics_s == budgets.CAMPAIGN_SECONDS
     # another interface's campaign object: this interface's campaign of the same name
     assert budgets.section("loop", r) == loop and budgets.section("kernel", r).detect_tv == 0.05
+    assert round_cases.get_budget(loop) == r
 
 
 def another(interface: str) -> str:

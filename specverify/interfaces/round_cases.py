@@ -39,7 +39,7 @@ BUDGETS = budgets.view("round")
 def get_budget(budget) -> Budget:
     """The round section of ``budget``: a name, ``tv=X`` (``campaign_budget``), a ``Budget`` as
     it is, another interface's budget by its name (``budgets.section``)."""
-    return budgets.section("round", budget)
+    return budgets.section("round", budget, campaign_of=campaign_budget)
 
 
 def coverage(budget) -> str:
