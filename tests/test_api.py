@@ -190,7 +190,9 @@ def test_a_campaign_budget_reaches_the_report_without_its_overrides():
     b, overrides = report.report_budget("tv=0.001")
     assert overrides == {} and b.n_max == api.campaign_runs(1e-3)["n_max"] and b.name == "tv=0.001"
     assert report.report_budget("quick") == ("quick", report.REPORT_OVERRIDES)
-    assert report.parse_args(["report", "--budget", "tv=0.001"]).budget == "tv=0.001"
+    from specverify.mutants import command
+
+    assert command.parse_args(["report", "--budget", "tv=0.001"]).budget == "tv=0.001"
     code, _, err = cli("report", "--budget", "huge", module="specverify.mutants", timeout=60)
     assert code == 2 and "tv=X" in err
 

@@ -9,7 +9,8 @@ looks); exact enumeration has no sampling noise; with the fixed seed each test i
 import pytest
 
 from specverify.mutants import ALL, CONTROLS, MUTANTS
-from specverify.mutants.report import BASELINE_ID, SANITY_ID, judge, main, run_subject
+from specverify.mutants.command import main
+from specverify.mutants.report import BASELINE_ID, SANITY_ID, judge, run_subject
 
 TIMEOUT = 120.0
 

@@ -7,37 +7,31 @@ through the detector battery (specverify.interfaces.round).
 - rules.py: block verification and multi-draft selection mutants, the match-target-sample dispute;
 - loop.py: generation-loop mutants and controls (``interface="loop"``: the loop battery judges them);
 - kernel.py: batched verification-kernel mutants and controls (``interface="kernel"``: the kernel
-  battery judges them, exactly from explicit uniforms).
+  battery judges them, exactly from explicit uniforms);
+- registry.py: ``ALL`` (the whole catalogue) and ``get(id)``; command.py: the command line;
+  report.py: the report.
+
+The catalogue loads on first use (``specverify.mutants.ALL``, ``from specverify.mutants import
+get``): ``python -m specverify.mutants`` parses its command line (``command.py``) and reports a
+usage error before the catalogue, NumPy or SciPy load.
 """
 
-from __future__ import annotations
-
-from .catalogue import CONTROLS, MUTANTS, Mutant
-from .kernel import KERNEL_CONTROLS, KERNEL_MUTANTS
-from .loop import LOOP_CONTROLS, LOOP_MUTANTS
-from .multi_draft import MULTI_DRAFT_MUTANTS
-from .rules import RULE_CONTROLS, RULE_MUTANTS
-
-ALL: tuple[Mutant, ...] = (
-    *MUTANTS,
-    *(Mutant(**m) for m in MULTI_DRAFT_MUTANTS),
-    *RULE_MUTANTS,
-    *CONTROLS,
-    *RULE_CONTROLS,
-    *LOOP_MUTANTS,
-    *LOOP_CONTROLS,
-    *KERNEL_MUTANTS,
-    *KERNEL_CONTROLS,
-)
+_LAZY = {"ALL": "registry", "get": "registry", "Mutant": "catalogue", "MUTANTS": "catalogue",
+         "CONTROLS": "catalogue", "KERNEL_CONTROLS": "kernel", "KERNEL_MUTANTS": "kernel",
+         "LOOP_CONTROLS": "loop", "LOOP_MUTANTS": "loop", "MULTI_DRAFT_MUTANTS": "multi_draft",
+         "RULE_CONTROLS": "rules", "RULE_MUTANTS": "rules"}
 
 
-def get(mutant_id: str) -> Mutant:
-    for m in ALL:
-        if m.id == mutant_id:
-            return m
-    known = ", ".join(m.id for m in ALL)
-    raise ValueError(f"no mutant with id {mutant_id!r}; known ids: {known}")
+def __getattr__(name):
+    """A name of ``_LAZY`` from its module, imported now and kept; AttributeError otherwise
+    (a submodule, ``specverify.mutants.report``, is imported as usual)."""
+    import importlib
+
+    if name not in _LAZY:
+        raise AttributeError(f"module 'specverify.mutants' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = ["ALL", "CONTROLS", "KERNEL_CONTROLS", "KERNEL_MUTANTS", "LOOP_CONTROLS", "LOOP_MUTANTS", "MUTANTS",
-           "Mutant", "get"]
+__all__ = sorted(_LAZY)

@@ -1,7 +1,7 @@
 import os
 import sys
 
-from .report import main
+from .command import main
 
 code = main()
 if code == 130:  # interrupted: the workers are dead; skip joining the pool's threads at exit

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import json
-import os
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -27,16 +26,12 @@ from ..files import write_atomically
 from ..interfaces import round_cases
 from ..samplers.chain import draft, speculative_step
 from ..units import merge_output, prefetched
-from ..check_command import budget_argument
-from ..cli import OneLineParser
-from ..executors import ExecutorUnavailable, executor_argument
-from ..validation import (positive_int_argument, positive_seconds_argument, seed_argument, with_overrides,
-                          writable_file_argument)
+from ..executors import ExecutorUnavailable
+from ..validation import with_overrides
 from . import ALL, Mutant, get
 
 BASELINE_ID = "baseline/reference"
 SANITY_ID = "sanity/emit-drafts"
-FORMATS = ("table", "markdown", "json", "csv")
 # the report's budget: statistics on the handout's toy chain (plus any case the enumerator cannot
 # follow) up to 8,000 runs; enumeration up to 40,000 paths per case (beyond: statistics); one
 # binned engine-scale case, V = 4096, k = 2, at 1,000 runs (binned TV ~0.17 per position with
@@ -334,37 +329,8 @@ def _markdown(frame: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def parse_args(argv):
-    ap = OneLineParser(prog="python -m specverify.mutants",
-                                 description="Run the mutant catalogue against the detectors.")
-    sub = ap.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="baseline, forced fail, then every mutant and control")
-    rep.add_argument("--format", choices=FORMATS, default="table")
-    rep.add_argument("--out", type=writable_file_argument,
-                     help="write the report to this file (atomically) as well")
-    rep.add_argument("--mutant", metavar="ID", help="run one mutant (besides baseline and sanity)")
-    rep.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
-    rep.add_argument("--budget", type=budget_argument, default="standard", metavar="BUDGET",
-                     help="quick, standard (default), thorough, or tv=X: a campaign that tests every "
-                          "case of the thorough budget until a TV of X is seen (with --timeout to match)")
-    rep.add_argument("--workers", type=positive_int_argument, default=min(2, os.cpu_count() or 1))
-    rep.add_argument("--timeout", type=positive_seconds_argument, default=120.0,
-                     help="seconds per subject (> 0)")
-    rep.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
-                     help="also write JUnit XML: one test case per subject (atomically)")
-    rep.add_argument("--executor", type=executor_argument, default="local",
-                     help="local (default: --workers processes here), ray (RAY_ADDRESS, or a local "
-                          "Ray instance of --workers CPUs) or ray://ADDRESS: Ray tasks per case "
-                          "enumeration and per subject")
-    sub.add_parser("list", help="list the catalogue's ids")
-    return ap.parse_args(argv)
-
-
-def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as exc:  # OneLineParser printed the usage error (one line)
-        return 0 if exc.code in (0, None) else 2
+def run(args) -> int:
+    """The report for parsed arguments (``command.parse_args``): the exit code."""
     from ..validation import check_distinct_files
 
     try:
