@@ -9,10 +9,11 @@ standard library only); what each budget covers (its cases) is loaded only for `
 from __future__ import annotations
 
 import argparse
+import sys
 
 from . import budgets, interfaces
-from .cli import EXIT_USAGE, OneLineParser
-from .executors import executor_argument
+from .cli import EXIT_USAGE, OneLineParser, emit
+from .executors import ExecutorUnavailable, executor_argument, preflight
 from .validation import seed_argument, writable_file_argument
 
 BUDGET_WORDS = ", ".join([*budgets.NAMES, "tv=X"])
@@ -95,6 +96,9 @@ def parse_args(argv):
     ap.add_argument("--max-tokens", type=aim_argument("max_tokens"), default=None, metavar="N",
                     help="the longest output an aimed loop request asks for, and the window an aimed "
                          "round case judges (0 to 64)")
+    ap.add_argument("--fail-fast", action="store_true",
+                    help="stop each TARGET's battery at its first finding that makes it NOT EXACT (as pytest -x): "
+                         "the same verdict sooner, the cases after that finding not run")
     ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
                     help="also write JUnit XML: one test case per target (atomically)")
     ap.add_argument("--executor", type=executor_argument, default="local",
@@ -110,6 +114,11 @@ def main(argv=None) -> int:
         args = parse_args(argv)
     except SystemExit as exc:  # OneLineParser already printed one line of usage error
         return 0 if exc.code in (0, None) else EXIT_USAGE
+    try:
+        preflight(args.executor)
+    except ExecutorUnavailable as exc:
+        emit(f"specverify check: {exc}\n", sys.stderr)
+        return EXIT_USAGE
     from .checker import run
 
     return run(args)

@@ -55,17 +55,18 @@ SEVERITY = {0: 0, 3: 1, 1: 2, 2: 3}  # exact < inconclusive < not exact < usage 
 
 
 def check_target(target: str, budget: str, seed: int, interface: str = "auto", device: str | None = None,
-                 aim: interfaces.Aim | None = None, *units) -> tuple[str, object]:
+                 aim: interfaces.Aim | None = None, fail_fast: bool = False, *units) -> tuple[str, object]:
     """("ok", the report's dict) or ("usage", the one-line error): one target, start to end
-    (a Ray task; ``aim``: the user's --vocab / --k / --max-tokens; ``units``: its enumerations
-    from other tasks, ``target_units``, replayed)."""
+    (a Ray task; ``aim``: the user's --vocab / --k / --max-tokens; ``fail_fast``: --fail-fast;
+    ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
     from .units import merge_output, prefetched
 
     subject = None
     try:
         subject = start_target(target, "spawn" if device not in (None, "cpu") else None)
         report = check(subject, target, budget, seed, interface=interface,
-                       prefetched=prefetched(units) if units else None, device=device, aim=aim)
+                       prefetched=prefetched(units) if units else None, device=device, aim=aim,
+                       fail_fast=fail_fast)
         if units:
             extra = BatteryResult(output=report["output"], seconds=report["seconds"])
             merge_output(extra, units)
@@ -186,7 +187,8 @@ def _check_all(args, outcomes: list) -> int:
             split_target(target)
         check_output_files(args)
         aim = interfaces.Aim(args.vocab, args.k or (), args.max_tokens)
-        calls = [(t, args.budget, args.seed, args.interface, args.device, aim) for t in args.targets]
+        calls = [(t, args.budget, args.seed, args.interface, args.device, aim, args.fail_fast)
+                 for t in args.targets]
         if args.executor == "local":
             for c in calls:
                 outcomes.append(check_target(*c))

@@ -140,6 +140,17 @@ def require_ray():
     return ray
 
 
+def preflight(executor: str) -> None:
+    """What a command line can know about ``--executor`` right after parsing, before the battery
+    loads: nothing to check for local; for Ray, that it imports (``require_ray``) and that the
+    cluster's address, if one is named, parses and answers (``check_cluster``); else
+    ExecutorUnavailable, one line (a usage error within seconds). ``ray_map`` checks again."""
+    if executor == LOCAL:
+        return
+    require_ray()
+    check_cluster(executor)
+
+
 def ray_map(fn: Callable, calls: list[tuple], executor: str, num_cpus: int | None = None,
             on_done: Callable[[], None] | None = None, poll_s: float = 0.1,
             units: list[list[tuple[Callable, tuple]]] | None = None) -> list:
@@ -220,6 +231,6 @@ def _wait(ray, refs: list, on_done: Callable[[], None] | None, poll_s: float) ->
                 on_done()
 
 
-__all__ = ["ExecutorUnavailable", "LOCAL", "PROBE_TIMEOUT_S", "RAY_CLIENT_HINT", "RAY_EXTRA_HINT",
+__all__ = ["ExecutorUnavailable", "preflight", "LOCAL", "PROBE_TIMEOUT_S", "RAY_CLIENT_HINT", "RAY_EXTRA_HINT",
            "check_cluster", "client_available", "cluster_address", "executor_argument",
            "parse_address", "probe", "ray_map", "require_ray"]

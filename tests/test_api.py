@@ -201,8 +201,10 @@ def test_a_loop_counterexample_reads_as_tables_of_logits():
     """The loop counterexample in the human report and in the fixture's message: the target's and
     the draft's logits labelled as such, one row per context, never a triple-nested list; the
     processed p of the request's first token beside them (a min-p bug shows there). Exact
-    enumeration at quick: deterministic."""
-    report = specverify.check(get("loop-minp/bonus-only").fn, budget="quick", progress=False)
+    enumeration at quick: deterministic. ``fail_fast``: the search starts from the first finding,
+    the whole run's first (``test_checker.test_fail_fast_gives_the_whole_runs_verdict``), and
+    gives the same counterexample in 0.7 s instead of 15 s."""
+    report = specverify.check(get("loop-minp/bonus-only").fn, budget="quick", progress=False, fail_fast=True)
     ce = report.to_dict()["counterexample"]
     for text in (api.human(report.to_dict()), "\n".join(api.counterexample_lines(ce))):
         assert "target logits (row: position mod 1, last token):" in text and "draft logits" in text

@@ -90,6 +90,18 @@ def test_fail_fast_gives_the_whole_runs_verdict(mutant_id):
         check(fn, mutant_id, budget="quick", fail_fast="yes")
 
 
+def test_fail_fast_on_the_command_line():
+    """--fail-fast: exit 1, the JSON parses, says it stopped early, and its first finding is the
+    whole run's (the API's, above)."""
+    code, out, err = cli("check", "specverify.mutants.catalogue:inverted_ratio", "--json", "--budget",
+                         "quick", "--fail-fast")
+    assert code == 1, err
+    report = json.loads(out)
+    whole = check(get("ratio/inverted").fn, "x", budget="quick", counterexample=False)
+    assert report["exact"] is False and "fail-fast" in report["coverage"]["summary"]
+    assert report["findings"][0] == whole["findings"][0] and report["counterexample"] is not None
+
+
 def test_reference_is_exact_and_efficient_at_the_standard_budget():
     from specverify import speculative_step
 

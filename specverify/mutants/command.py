@@ -6,10 +6,11 @@ itself is ``report.run``. ``--budget`` is checked against the one budget table
 from __future__ import annotations
 
 import os
+import sys
 
 from ..check_command import budget_argument
 from ..cli import EXIT_USAGE, OneLineParser
-from ..executors import executor_argument
+from ..executors import ExecutorUnavailable, executor_argument, preflight
 from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
 
 FORMATS = ("table", "markdown", "json", "csv")
@@ -49,6 +50,12 @@ def main(argv=None) -> int:
         args = parse_args(argv)
     except SystemExit as exc:  # OneLineParser printed the usage error (one line)
         return 0 if exc.code in (0, None) else EXIT_USAGE
+    if args.command == "report":
+        try:
+            preflight(args.executor)
+        except ExecutorUnavailable as exc:
+            print(f"specverify.mutants: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     from .report import run
 
     return run(args)
