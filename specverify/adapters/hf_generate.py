@@ -1,9 +1,7 @@
-"""End-to-end check of transformers' ``generate(assistant_model=draft, do_sample=True)``.
-
-``python -m specverify check-hf-generate [--json] [--n N] [--seed S] [--n-acceptance N] [--no-control]``
-``python -m specverify check-hf-generate --loop [--json] [--n N] [--seed S] [--no-control]``: the
-loop settings instead (repetition_penalty, min_p, sequence_bias, eos_token_id, max_new_tokens through
-the loop battery; ``specverify.adapters.hf_loop``), exit 0 / 1 / 3 for exact / finding / underpowered.
+"""``python -m specverify check-hf-generate --tiny-qwen``: transformers'
+``generate(assistant_model=draft, do_sample=True)`` end to end on a real architecture, its findings
+added to the ``check`` report of ``hf_loop.check`` (``add_to_report``): one verdict, ``api``'s words
+and exit codes; this module has no verdict of its own.
 
 On the tiny random Qwen2 pair (``specverify.models.loading.tiny_pair``: 320 logits, nothing
 downloaded) and one prompt, for each setting (temperature 1.0; temperature 0.7; top-k 20 at
@@ -33,16 +31,20 @@ temperature 1.0; temperature 1.0 with ``pad_token_id`` an ordinary token):
    variance sum alpha_i (1 - alpha_i)) flags an engine that accepts less, or more, than drafting
    from the requested q predicts. Per-position figures are reported as well.
 4. *Control.* transformers' ``assistant_ensemble_weight=0.5`` (biased by design) through the same
-   exactness test at the same n: it must be flagged, or the test lacked power at that n.
+   exactness test at the same n: it must be flagged, or the test lacked power at that n (a
+   ``Report.add_control`` entry; unflagged, the report is inconclusive).
 
-The false-fail budget 1e-6 is split: half over the settings' chi-square tests, half over their
-acceptance tests (Bonferroni). The assistant runs with ``num_assistant_tokens=K``, a constant
-schedule and ``assistant_confidence_threshold=0`` (no early stop); every change to the models'
-configs, transformers' logging, torch's thread count and global RNG is undone afterwards.
+In the report: a failed chi-square (``tiny-qwen-chi-square``) or target row
+(``target-processing``) is a distribution finding, a draft row (``draft-processing``) or the
+acceptance test (``acceptance``) an efficiency finding; each setting's chi-square power is a
+``power`` row (stated, not required). The false-fail budget given (``check-hf-generate``: half of
+1e-6, the loop battery has the other half) is split: half over the settings' chi-square tests, half
+over their acceptance tests (Bonferroni). The assistant runs with ``num_assistant_tokens=K``, a
+constant schedule and ``assistant_confidence_threshold=0`` (no early stop); every change to the
+models' configs, transformers' logging, torch's thread count and global RNG is undone afterwards.
 
-What it finds in transformers 5.24.0 is in docs/ADAPTERS.md. Exit codes: 0 no finding,
-1 a finding, 2 usage error. References: Leviathan et al. 2023 (arXiv 2211.17192);
-transformers' ``_assisted_decoding`` and ``AssistedCandidateGenerator``.
+What it finds in transformers 5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023
+(arXiv 2211.17192); transformers' ``_assisted_decoding`` and ``AssistedCandidateGenerator``.
 """
 
 from __future__ import annotations
@@ -403,7 +405,7 @@ CASE_PREFIX = "tiny Qwen2: "
 def check_generate(n: int = 2000, seed: int = 0, n_acceptance: int = 100, control: bool = True,
                    pair=None, settings=SETTINGS, k: int = K, false_fail_rate: float = FALSE_FAIL_RATE) -> dict:
     """Every setting's rows (``check_setting``), the control's, and the findings they make
-    (``findings_of``), as one JSON-ready dict; no verdict of its own (``add_to_report`` puts the
+    (``findings_of``: ``Finding`` objects) in one dict; no verdict of its own (``add_to_report`` puts the
     findings in a ``check`` report). ``false_fail_rate``: half over the settings' chi-square
     tests, half over their acceptance tests."""
     check_int("n", n, 1)

@@ -28,12 +28,17 @@ own ``generate`` call; torch's global generator is seeded, inside ``torch.random
 ``rng.integers(2**63)`` (an unseeded request) or from the request's seed, so a seeded request is
 the same alone and in any batch, and the caller's torch state is untouched.
 
-``LOOP_SETTINGS`` are the settings ``python -m specverify check-hf-generate --loop`` runs, one loop
-battery each (``python -m specverify check specverify.adapters.hf_loop:generate`` would run the
-standard loop cases instead, which it refuses: their target depends on the position and some drafts
-have other widths, so each run is a contract finding, not a verdict on transformers); ``LOOP_CONTROL`` is transformers' ``assistant_ensemble_weight=0.5`` (biased by design)
-under the last setting's params, which must be flagged at the same n. What it finds in transformers
-5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023 (arXiv 2211.17192); transformers'
+The cases. transformers' generate runs last-token models of one width only, so ``generate``
+declares the cases it can run (``generate.specverify_cases = CASES``: one per ``LOOP_SETTINGS``
+entry, the attribute ``interfaces.loop.CASES_ATTRIBUTE``), and ``python -m specverify check
+specverify.adapters.hf_loop:generate`` runs exactly those (the report says they are the subject's,
+not the standard loop cases, which it refuses: their target depends on the position and some drafts
+have other widths). ``check`` (what ``python -m specverify check-hf-generate`` runs) is
+``api.check`` of ``generate`` on them at ``budget(n, detect_tv)``, with check's ``Report``, verdict
+words and exit codes, plus the control ``LOOP_CONTROL``: transformers' ``assistant_ensemble_weight=0.5``
+(biased by design, ``ensemble_generate``) under the last setting's params, which must come out
+NOT EXACT at the same budget, else the report is inconclusive (``Report.require_flagged``). What
+it finds in transformers 5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023 (arXiv 2211.17192); transformers'
 ``GenerationMixin._assisted_decoding`` and ``_get_logits_processor`` (the processing order:
 sequence bias, repetition penalty, temperature, top-k, top-p, min-p, as ``processing.process_step``).
 """
