@@ -251,7 +251,7 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
                 named = interface_of(subject)
         kind = interfaces.get(named)
         declared = declared_cases(kind, subject, cases)
-        coverage = kind.coverage(b) if declared is None else kind.declared_coverage(b, declared)
+        coverage = kind.coverage(b) if declared is None else kind.declared_coverage(b, declared, cases is None)
         extra = {} if declared is None else {"cases": declared}
         if declared is not None and aim:
             raise UsageError(f"vocab, k, max_tokens aim the standard cases; the {len(declared)} declared "

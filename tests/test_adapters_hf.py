@@ -337,7 +337,8 @@ def test_default_check_hf_generate_is_checks_report_exact_with_its_exit_code(cli
     assert fields <= d.keys() and d["target"] == hl.GENERATE_TARGET and d["findings"] == [] and d["shortfalls"] == []
     cases = d["coverage"]["cases"]
     assert [c["name"] for c in cases] == [s.name for s in hl.LOOP_SETTINGS]
-    assert {c["origin"] for c in cases} == {"declared"} and "NOT the standard loop cases" in d["coverage"]["summary"]
+    assert {c["origin"] for c in cases} == {"declared"}
+    assert "the subject declares" in d["coverage"]["summary"] and "NOT the standard loop cases" in d["coverage"]["summary"]
     rate = 1e-6 / len(hl.LOOP_SETTINGS)
     assert len(d["power"]) == len(hl.LOOP_SETTINGS)
     for row in d["power"]:

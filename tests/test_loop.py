@@ -352,7 +352,7 @@ def test_check_runs_exactly_the_cases_a_loop_subject_declares():
     assert report.exact is True and report.exit_code == api.EXIT_CODES[True] == 0
     assert [c["name"] for c in d["coverage"]["cases"]] == [c.name for c in cases]
     assert {c["origin"] for c in d["coverage"]["cases"]} == {"declared"}
-    assert "NOT the standard loop cases" in d["coverage"]["summary"]
+    assert "NOT the standard loop cases" in d["coverage"]["summary"] and "given for the subject" in d["coverage"]["summary"]
 
     def declaring(target, draft, requests, k, rng):  # the same cases, declared by the subject itself
         return get("loop-bias/bonus-only").fn(target, draft, requests, k, rng)
@@ -363,6 +363,7 @@ def test_check_runs_exactly_the_cases_a_loop_subject_declares():
     assert {f.case for f in report.findings} == {"bias, m=2"}
     assert report.counterexample["case"] == "bias, m=2" and report.counterexample["exact_tv"] > 1e-9
     assert [c["origin"] for c in report.to_dict()["coverage"]["cases"]] == ["declared", "declared"]
+    assert "the subject declares (specverify_cases" in report.coverage
 
 
 def test_declared_cases_usage_errors():

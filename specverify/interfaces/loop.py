@@ -111,12 +111,15 @@ def subject_cases(fn) -> tuple[LoopCase, ...] | None:
     return None if value is None else declared_cases(value)
 
 
-def declared_coverage(budget, cases) -> str:
-    """The coverage words of a run on declared cases: they are the subject's, not the standard ones."""
+def declared_coverage(budget, cases, from_subject: bool = True) -> str:
+    """The coverage words of a run on declared cases: the subject's own (its ``CASES_ATTRIBUTE``)
+    or the caller's (``cases=``), not the standard ones."""
     b = get_budget(budget)
-    return (f"loop battery on the {len(cases)} case(s) the subject declares ({CASES_ATTRIBUTE}; named in "
-            f"coverage.cases), NOT the standard loop cases; a request the enumerator cannot follow must see "
-            f"TV {b.detect_tv:g} ({b.samples} runs)")
+    whose = (f"the {len(cases)} case(s) the subject declares ({CASES_ATTRIBUTE}" if from_subject
+             else f"{len(cases)} case(s) given for the subject (cases=")
+    runs = f"{b.samples} runs" if b.samples else "runs sized per request to see it"
+    return (f"loop battery on {whose}; named in coverage.cases), NOT the standard loop cases; a request "
+            f"the enumerator cannot follow must see TV {b.detect_tv:g} ({runs})")
 
 
 def get_budget(budget):
