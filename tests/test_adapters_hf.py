@@ -173,9 +173,10 @@ def _empty_report():
 
 
 def test_tiny_qwen_check_adds_well_formed_rows_and_findings_to_the_report(pair):
-    """n = 100 per setting (false-fail 1e-6 split over the settings, torch seeds 0, 10, 20, 30).
+    """n = 50 per setting (false-fail 1e-6 split over the settings, torch seeds 0, 10, 20, 30).
 
-    At n = 100 the chi-square test guarantees only TV >= ~0.5 (``min_discrepancy``), above
+    At n = 50 the chi-square test guarantees only a TV above the ~0.4 it sees at n = 150
+    (``min_discrepancy``), far above
     ADEQUATE_TV, so the exactness verdict is asserted only if the power were adequate; the full
     run (n = 2000, docs/ADAPTERS.md) reaches ~0.13. What is asserted always: the shape of the
     rows, that the findings land in the one report whose verdict and exit code are api's, and
@@ -184,11 +185,11 @@ def test_tiny_qwen_check_adds_well_formed_rows_and_findings_to_the_report(pair):
     from specverify import api
 
     report = _empty_report()
-    raw = hg.add_to_report(report, n=100, seed=0, n_acceptance=4, control=False, pair=pair)
+    raw = hg.add_to_report(report, n=50, seed=0, n_acceptance=3, control=False, pair=pair)
     assert {"findings", "rows", "transformers"} <= raw.keys() and "exact" not in raw  # no verdict of its own
     assert [r["setting"] for r in raw["rows"]] == [s.name for s in hg.SETTINGS]
     for r in raw["rows"]:
-        assert r["n"] == 100 and r["new_tokens"] == hg.NEW_TOKENS
+        assert r["n"] == 50 and r["new_tokens"] == hg.NEW_TOKENS
         assert 0.0 <= r["p_value"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
         assert r["min_discrepancy"] > 0
         assert len(r["alpha_predicted"]) == len(r["acceptance_measured"]) == hg.K
@@ -300,15 +301,16 @@ def test_hf_loop_keeps_the_contract_and_reproduces_seeded_requests():
     assert alone == batched
 
 
-CLI_N = 100
+CLI_N = 90
 CLI_TV = 0.9
-"""The default ``check-hf-generate`` at a small n: ``--n 100 --detect-tv 0.9``. False-fail rate
+"""The default ``check-hf-generate`` at a small n: ``--n 90 --detect-tv 0.9``. False-fail rate
 1e-6 split over the 10 declared cases (1e-7 each, the battery's Bonferroni split), so an EXACT
-transformers is reported NOT EXACT with probability <= 1e-6; at n = 100 each case's chi-square
-sees TV 0.47-0.84 with probability 0.95 (asserted), below the 0.9 asked, so the verdict is EXACT,
+transformers is reported NOT EXACT with probability <= 1e-6; at n = 90 each case's chi-square
+sees TV 0.49-0.87 with probability 0.95 (asserted), below the 0.9 asked, so the verdict is EXACT,
 not inconclusive. The control (assistant_ensemble_weight=0.5) emits an output the target gives
 probability 0 in about 19% of runs (57 of 300 measured), which fails the test outright (p = 0):
-missed at n = 100 with probability about 0.81**100 < 1e-9 (below 1e-4 even at a rate of 10%)."""
+missed at n = 90 with probability about 0.81**90 < 1e-8 (below 1e-4 even at a rate of 10%:
+0.9**90 = 7.6e-5)."""
 
 
 @pytest.fixture(scope="module")
