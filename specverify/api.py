@@ -49,6 +49,8 @@ class Report:
     coverage: str
     false_fail_rate: float
     result: BatteryResult = field(repr=False)
+    controls: list[dict] = field(default_factory=list)
+    """Controls known to be biased, judged beside the subject (``require_flagged``)."""
 
     @property
     def exact(self) -> bool | None:
@@ -77,9 +79,31 @@ class Report:
         generated / edge / aimed, its shape, how it was judged, its runs and the TV they see)."""
         out = self.result.to_dict()
         cases = out.pop("cases", [])
+        controls = {"controls": self.controls} if self.controls else {}
         return {"target": self.target, "seed": self.seed,
                 "coverage": {"summary": self.coverage, "cases": cases},
-                "false_fail_rate": self.false_fail_rate, **out}
+                "false_fail_rate": self.false_fail_rate, **out, **controls}
+
+    def add_control(self, target: str, claim: str, exact: bool | None, findings: list[dict],
+                    seconds: float = 0.0) -> None:
+        """A control known to be biased (``claim``: how), judged on this report's cases at its
+        budget: recorded in ``controls`` (JSON ``"controls"``, only when there is one) and in
+        ``ran``; unless it came out NOT EXACT (``exact`` False) this report is inconclusive (a
+        shortfall: a run that cannot see a known bias does not show its subject exact)."""
+        flagged = exact is False
+        self.controls.append({"target": target, "claim": claim, "exact": exact, "flagged": flagged,
+                              "findings": findings, "seconds": round(seconds, 2)})
+        self.result.seconds += seconds
+        self.result.ran.append(f"control {target} ({claim}): {VERDICT_WORDS[exact]}, {len(findings)} finding(s)"
+                               + ("" if flagged else ": NOT flagged"))
+        if not flagged:
+            self.result.shortfalls.append(f"the control {target} ({claim}) was not flagged at this budget: "
+                                          f"the run lacks the power to see a known bias")
+
+    def require_flagged(self, control: "Report", claim: str) -> None:
+        """``add_control`` of a control's own ``check`` report (on the same cases, same budget)."""
+        self.add_control(control.target, claim, control.exact, [f.to_dict() for f in control.findings],
+                         control.result.seconds)
 
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.to_dict(), default=json_default, **kwargs)
@@ -114,11 +138,41 @@ def _interface_task(subject) -> tuple[str, str]:
         return "usage", str(exc)
 
 
+def _declared_task(subject, name: str) -> tuple[str, object]:
+    """In the subject's process: ("ok", the cases it declares or None) or ("usage", why they are
+    not cases), by interface ``name``'s ``subject_cases``."""
+    try:
+        return "ok", interfaces.get(name).subject_cases(subject)
+    except interfaces.InterfaceError as exc:
+        return "usage", str(exc)
+
+
+def declared_cases(kind, subject, cases):
+    """The cases ``check`` runs instead of the interface's standard ones: ``cases`` (the caller's)
+    or those the subject declares (``kind.subject_cases``, read where the subject lives); None
+    when neither. UsageError when the interface takes no declared cases or they are not cases."""
+    try:
+        if cases is not None:
+            if not hasattr(kind, "declared_cases"):
+                raise UsageError(f"cases: the {kind.NAME} interface runs its own cases only")
+            return kind.declared_cases(cases)
+        if not hasattr(kind, "subject_cases"):
+            return None
+        if isinstance(subject, runner.Runner):
+            status, value = subject.call(_declared_task, kind.NAME, limit=10.0)
+            if status == "usage":
+                raise UsageError(value)
+            return value
+        return kind.subject_cases(subject)
+    except interfaces.InterfaceError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int = 0,
           interface: str | Callable | None = None, counterexample: bool = True,
           target: str | None = None, prefetched: dict | None = None, device: str | None = None,
           progress: bool | None = None, vocab: int | None = None, k=None,
-          max_tokens: int | None = None, fail_fast: bool = False) -> Report:
+          max_tokens: int | None = None, fail_fast: bool = False, cases=None) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
@@ -148,6 +202,13 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
     distribution or contract finding, ``battery.BREAKING_KINDS``), as pytest's ``-x`` stops at
     the first failure: the same verdict on a sampler that is not exact, sooner, with the cases
     after that finding not run (the coverage says so); on an exact sampler it changes nothing.
+
+    ``cases``: the cases to run instead of the interface's standard ones, for a subject that can
+    run only some shapes (the loop interface: a sequence of ``LoopCase``); a loop subject may
+    declare them itself (its ``specverify_cases`` attribute, ``interfaces.loop.CASES_ATTRIBUTE``),
+    used when ``cases`` is None. The report's coverage then says the cases came from the subject
+    and are not the standard coverage (``"origin": "declared"``), and the counterexample is
+    searched among them; aiming (``vocab``, ``k``, ``max_tokens``) is a usage error with them.
     """
     if not isinstance(fail_fast, bool):
         raise TypeError(f"fail_fast: must be True or False, got {fail_fast!r}")
@@ -196,8 +257,12 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
             else:
                 named = interface_of(subject)
         kind = interfaces.get(named)
-        coverage = kind.coverage(b)
-        extra = {}
+        declared = declared_cases(kind, subject, cases)
+        coverage = kind.coverage(b) if declared is None else kind.declared_coverage(b, declared, cases is None)
+        extra = {} if declared is None else {"cases": declared}
+        if declared is not None and aim:
+            raise UsageError(f"vocab, k, max_tokens aim the standard cases; the {len(declared)} declared "
+                             f"case(s) run as declared")
         if device is not None:
             if kind.NAME != "kernel":
                 raise UsageError(f"device: only kernels run on a device; this subject is judged as a {kind.NAME}")
@@ -214,7 +279,8 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
         result = kind.run(subject, b, seed, prefetched=prefetched, stop_on_first=fail_fast, **extra)
         if counterexample:
             status_line.say(f"checking {target}: looking for the smallest counterexample")
-            result.counterexample = kind.counterexample(subject, b, seed, result, aim=aim)
+            more = {} if declared is None else {"cases": declared}
+            result.counterexample = kind.counterexample(subject, b, seed, result, aim=aim, **more)
     finally:
         if status_line is not None:
             status_line.stop()
@@ -376,6 +442,9 @@ def human(report: dict) -> str:
              f"({len(report['findings'])} finding(s), {report['seconds']:.1f} s, budget "
              f"{report['budget']}: {coverage_words(report['coverage'])})"]
     lines += finding_lines(report)
+    for c in report.get("controls", []):
+        lines.append(f"  control {c['target']} ({c['claim']}): {VERDICT_WORDS[c['exact']]}"
+                     f"{'' if c['flagged'] else ' (must be NOT EXACT)'}, {len(c['findings'])} finding(s)")
     ce = report["counterexample"]
     if ce:
         tv = ce.get("exact_tv", ce.get("empirical_tv"))

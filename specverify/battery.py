@@ -79,6 +79,8 @@ def stopping_kinds(stop_on_first) -> tuple[str, ...]:
         return ()
     return BREAKING_KINDS if stop_on_first is True else tuple(stop_on_first)
 
+ORIGINS = ("fixed", "generated", "edge", "aimed", "declared")
+"""Where a case of a report's ``coverage.cases`` comes from (``coverage_entry``)."""
 JUDGED_BY = ("enumeration", "chi-square", "binned chi-square", "exact from uniforms", "contract")
 """How a case was judged: its law enumerated exactly; a sequential chi-square on whole outputs;
 one on binned first tokens (vocabularies the enumerator cannot follow); a kernel's law computed
@@ -88,13 +90,14 @@ from its uniforms; only its contract (shapes, replay, untouched inputs)."""
 def coverage_entry(name: str, origin: str, vocab: int, k, tokens: int, judged: str,
                    runs: int | None = None, detect_tv: float | None = None, **shape) -> dict:
     """One case as the JSON's ``coverage.cases`` lists it: ``origin`` fixed | generated | edge |
-    aimed (at the user's --vocab/--k/--max-tokens); ``vocab``, ``k`` (an int, or a list for a
+    aimed (at the user's --vocab/--k/--max-tokens) | declared (by the subject: the only cases it
+    can run, not the battery's standard ones); ``vocab``, ``k`` (an int, or a list for a
     loop's requests), ``tokens`` (the window judged, or a loop's largest max_tokens); ``judged``
     one of ``JUDGED_BY``; ``runs`` the samples drawn (None when enumerated); ``detect_tv`` the
     TV its statistics see with power 0.95 (None when enumerated: any TV above 1e-9); ``shape``:
     anything else that defines the case (prefix length, requests, batch)."""
-    if origin not in ("fixed", "generated", "edge", "aimed"):
-        raise ValueError(f"origin: must be fixed, generated, edge or aimed, got {origin!r}")
+    if origin not in ORIGINS:
+        raise ValueError(f"origin: must be {', '.join(ORIGINS[:-1])} or {ORIGINS[-1]}, got {origin!r}")
     if judged not in JUDGED_BY:
         raise ValueError(f"judged: must be one of {', '.join(JUDGED_BY)}, got {judged!r}")
     return {"name": name, "origin": origin, "vocab": vocab, "k": k, "tokens": tokens, "judged": judged,

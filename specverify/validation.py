@@ -223,6 +223,7 @@ seed_argument = _argument(int, check_seed)
 positive_seconds_argument = _argument(float, lambda x: check_positive_real("seconds", x))
 positive_int_argument = _argument(int, lambda x: check_int("count", x, 1))
 count_argument = _argument(int, lambda x: check_int("count", x, 0))
+tv_argument = _argument(float, lambda x: check_discrepancy("tv", x))
 writable_file_argument = _argument(str, lambda x: check_writable_file("file", x))
 
 

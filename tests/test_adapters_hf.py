@@ -1,4 +1,4 @@
-"""transformers' samplers as checker subjects (specverify.adapters.hf, specverify.adapters.hf_generate).
+"""transformers' samplers as checker subjects (specverify.adapters.hf, hf_loop, hf_generate, hf_command).
 
 Statistical assertions run through the detector battery or stats.chi_square_test with their stated
 false-fail rates (1e-6 per battery run; 1e-6 split over the generate settings) and fixed seeds
@@ -163,31 +163,53 @@ def test_contexts_restore_everything(pair):
     assert after[:3] == before[:3] and torch.equal(after[3], before[3])
 
 
-def test_generate_check_runs_and_returns_well_formed_rows(pair):
-    """n = 150 per setting (false-fail 1e-6 split over the settings, torch seeds 0, 10, 20, 30).
+def _empty_report():
+    """A check report with nothing in it yet, for hf_generate.add_to_report to fill."""
+    from specverify import api
+    from specverify.battery import BatteryResult
 
-    At n = 150 the chi-square test guarantees only TV >= ~0.4 (``min_discrepancy``), above
+    return api.Report(target="hf-generate", seed=0, budget="-", coverage="nothing", false_fail_rate=0.0,
+                      result=BatteryResult())
+
+
+def test_tiny_qwen_check_adds_well_formed_rows_and_findings_to_the_report(pair):
+    """n = 50 per setting (false-fail 1e-6 split over the settings, torch seeds 0, 10, 20, 30).
+
+    At n = 50 the chi-square test guarantees only a TV above the ~0.4 it sees at n = 150
+    (``min_discrepancy``), far above
     ADEQUATE_TV, so the exactness verdict is asserted only if the power were adequate; the full
     run (n = 2000, docs/ADAPTERS.md) reaches ~0.13. What is asserted always: the shape of the
-    report, and that at T = 1 the engine's processed rows equal ours (no statistics involved).
+    rows, that the findings land in the one report whose verdict and exit code are api's, and
+    that at T = 1 the engine's processed rows equal ours (no statistics involved).
     """
-    report = hg.check_generate(n=150, seed=0, n_acceptance=6, control=False, pair=pair)
-    assert {"exact", "efficient", "findings", "rows", "transformers"} <= report.keys()
-    assert [r["setting"] for r in report["rows"]] == [s.name for s in hg.SETTINGS]
-    for r in report["rows"]:
-        assert r["n"] == 150 and r["new_tokens"] == hg.NEW_TOKENS
+    from specverify import api
+
+    report = _empty_report()
+    raw = hg.add_to_report(report, n=50, seed=0, n_acceptance=3, control=False, pair=pair)
+    assert {"findings", "rows", "transformers"} <= raw.keys() and "exact" not in raw  # no verdict of its own
+    assert [r["setting"] for r in raw["rows"]] == [s.name for s in hg.SETTINGS]
+    for r in raw["rows"]:
+        assert r["n"] == 50 and r["new_tokens"] == hg.NEW_TOKENS
         assert 0.0 <= r["p_value"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
         assert r["min_discrepancy"] > 0
         assert len(r["alpha_predicted"]) == len(r["acceptance_measured"]) == hg.K
         assert r["rounds_per_position"][0] > 0 and 0.0 < r["alpha_predicted"][0] < 1.0
         if r["min_discrepancy"] <= ADEQUATE_TV:
             assert r["passed"], r
-    plain = report["rows"][0]
+    plain = raw["rows"][0]
     assert plain["target_processing_tv_max"] < hg.PROCESSING_TOL
     assert plain["draft_processing_tv_max"] < hg.PROCESSING_TOL
-    assert report["rows"][0]["alpha_engine"][0] == pytest.approx(plain["alpha_predicted"][0], abs=1e-3)
-    kinds = {f["kind"] for f in report["findings"]}
-    assert report["exact"] is ("distribution" not in kinds)
+    assert raw["rows"][0]["alpha_engine"][0] == pytest.approx(plain["alpha_predicted"][0], abs=1e-3)
+    assert report.findings == raw["findings"]
+    kinds = {f.kind for f in report.findings}
+    assert report.exact is (False if "distribution" in kinds else True)
+    assert report.exit_code == api.EXIT_CODES[report.exact]
+    assert report.efficient is (False if "efficiency" in kinds else None)
+    assert [p["case"] for p in report.result.power] == [hg.CASE_PREFIX + s.name for s in hg.SETTINGS]
+    assert report.false_fail_rate == hg.FALSE_FAIL_RATE and "tiny random Qwen2" in report.coverage
+    d = report.to_dict()
+    assert all(f["case"].startswith(hg.CASE_PREFIX) for f in d["findings"])
+    assert sum("tiny-qwen-chi-square:" in line for line in d["ran"]) == len(hg.SETTINGS)
 
 
 def test_draft_rows_at_temperature_are_processed_at_t_or_t_squared(pair, prompt):
@@ -218,6 +240,9 @@ def test_cli_usage_errors_exit_2(capsys):
     assert "argument --n: must be >= 1" in capsys.readouterr().err
     assert hf_command.main(["--bogus"]) == 2
     assert cli.main(["check-hf-generate", "--n-acceptance", "-1"]) == 2
+    assert hf_command.main(["--detect-tv", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 3 and "argument --detect-tv: must be a total-variation distance" in err
 
 
 # --------------------------------------------------------------------------- generate as a loop subject
@@ -264,7 +289,7 @@ def test_hf_loop_keeps_the_contract_and_reproduces_seeded_requests():
     reqs = [s.case().requests[0] for s in hl.LOOP_SETTINGS]
     case = hl.LOOP_SETTINGS[-1].case()
     rng = np.random.default_rng(0)
-    for _ in range(6):
+    for _ in range(3):  # 3 x the 10 settings
         for setting, req in zip(hl.LOOP_SETTINGS, reqs):
             (toks,) = hl.generate(hl.TARGET, hl.DRAFT, [req], setting.k, rng)
             law = sequence_law(hl.TARGET, req)
@@ -276,21 +301,73 @@ def test_hf_loop_keeps_the_contract_and_reproduces_seeded_requests():
     assert alone == batched
 
 
-def test_hf_loop_setting_through_the_loop_battery_and_control_flagged():
-    """n = 100 runs each (torch seeds from numpy seeds 0 and 99). The setting's chi-square runs at
-    false-fail rate 1e-6 / 5 (hl.check_setting's split), so a finding here is a false fail with
-    probability <= 2e-7 if transformers is exact; at n = 100 the test sees only TV >= ~0.3, so the
-    verdict is "exact" or "underpowered", and "exact" is not asserted (docs/ADAPTERS.md has n = 2000).
-    The control (assistant_ensemble_weight=0.5) emits an output the target gives probability 0 in
-    about 19% of runs (57 of 300 measured), which fails the test outright (p = 0): missed at n = 100
-    with probability about 0.81**100 < 1e-9 (below 1e-4 even at a rate of 10%)."""
+CLI_N = 90
+CLI_TV = 0.9
+"""The default ``check-hf-generate`` at a small n: ``--n 90 --detect-tv 0.9``. False-fail rate
+1e-6 split over the 10 declared cases (1e-7 each, the battery's Bonferroni split), so an EXACT
+transformers is reported NOT EXACT with probability <= 1e-6; at n = 90 each case's chi-square
+sees TV 0.49-0.87 with probability 0.95 (asserted), below the 0.9 asked, so the verdict is EXACT,
+not inconclusive. The control (assistant_ensemble_weight=0.5) emits an output the target gives
+probability 0 in about 19% of runs (57 of 300 measured), which fails the test outright (p = 0):
+missed at n = 90 with probability about 0.81**90 < 1e-8 (below 1e-4 even at a rate of 10%:
+0.9**90 = 7.6e-5)."""
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory):
+    """One run of the default check-hf-generate at CLI_N, CLI_TV: (exit code, its JSON, the JUnit
+    file); torch seeds from numpy seeds 0 (the cases) and 99 (the control)."""
+    import contextlib
+    import io
+    import json
+
+    from specverify.adapters import hf_command
+
+    junit = tmp_path_factory.mktemp("hf") / "hf.xml"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = hf_command.main(["--n", str(CLI_N), "--detect-tv", str(CLI_TV), "--json", "--junit-xml", str(junit)])
+    return code, json.loads(out.getvalue()), junit
+
+
+def test_default_check_hf_generate_is_checks_report_exact_with_its_exit_code(cli_run):
+    from specverify import api
+
+    code, d, junit = cli_run
+    assert d["exact"] is True and code == api.EXIT_CODES[d["exact"]] == 0  # transformers 5.x: EXACT
+    fields = set(_empty_report().to_dict())  # every field of check's JSON
+    assert fields <= d.keys() and d["target"] == hl.GENERATE_TARGET and d["findings"] == [] and d["shortfalls"] == []
+    cases = d["coverage"]["cases"]
+    assert [c["name"] for c in cases] == [s.name for s in hl.LOOP_SETTINGS]
+    assert {c["origin"] for c in cases} == {"declared"}
+    assert "the subject declares" in d["coverage"]["summary"] and "NOT the standard loop cases" in d["coverage"]["summary"]
     rate = 1e-6 / len(hl.LOOP_SETTINGS)
-    row = hl.check_setting(hl.generate, hl.LOOP_SETTINGS[-1], 100, 0, rate, 0.15)
-    assert row["findings"] == [] and row["verdict"] in ("exact", "underpowered")
-    assert row["n"] == 100 and row["p_value"] >= rate and 0 < row["min_detectable_tv"] < 1
-    ctrl = hl.check_setting(hl.ensemble_generate, hl.LOOP_CONTROL, 100, 99, rate, 0.15)
-    assert ctrl["verdict"] == "finding" and ctrl["p_value"] < rate
+    assert len(d["power"]) == len(hl.LOOP_SETTINGS)
+    for row in d["power"]:
+        assert row["runs"] == CLI_N and row["false_fail_rate"] == pytest.approx(rate)
+        assert 0 < row["min_detectable_tv"] <= CLI_TV
+    assert d["chi2_p_value_min"] >= rate
+    (ctrl,) = d["controls"]
+    assert ctrl["target"] == hl.ENSEMBLE_TARGET and ctrl["flagged"] is True and ctrl["exact"] is False
     assert {f["check"] for f in ctrl["findings"]} == {"loop-chi-square"}
+    assert all(f["evidence"]["p_value"] < rate for f in ctrl["findings"])
+    text = api.human(d)  # what the command prints without --json: check's human report
+    assert text.startswith(f"{hl.GENERATE_TARGET}: EXACT") and "control " in text
+    xml = junit.read_text()
+    assert 'failures="0" errors="0"' in xml and hl.GENERATE_TARGET in xml
+
+
+def test_check_of_the_generate_target_runs_its_declared_cases_inconclusive_when_underpowered():
+    """``check specverify.adapters.hf_loop:generate`` (a TARGET string: the cases are read in the
+    subject's process) at n = 3: no case can see TV 0.9 (each sees only TV 1), so the verdict is
+    INCONCLUSIVE (exit 3, api's mapping), never a contract finding on cases it cannot run."""
+    from specverify import api
+
+    report = api.check(hl.GENERATE_TARGET, budget=hl.budget(3, CLI_TV), counterexample=False)
+    assert report.findings == [] and report.exact is None and report.exit_code == api.EXIT_CODES[None] == 3
+    d = report.to_dict()
+    assert [c["name"] for c in d["coverage"]["cases"]] == [c.name for c in hl.CASES]
+    assert len(d["shortfalls"]) == len(hl.CASES) and all(f"not the budget's {CLI_TV:g}" in s for s in d["shortfalls"])
 
 
 def test_cli_loop_usage_error_exits_2():

@@ -323,3 +323,71 @@ def test_loop_counterexample_by_statistics_when_the_loop_cannot_be_enumerated():
     ce = find_loop_counterexample(opaque, "quick", 0, set(LAW_CHECKS), exact_ok=False, cases=cases)
     assert ce["method"] == "statistical" and ce["samples"] == 1000 and ce["case"] == cases[1].name
     assert ce["empirical_tv"] > 0.1
+
+
+# ---------------------------------------------------------------------------- declared cases
+
+
+def _declared_pair():
+    """Two small cases the reference loop can run: a logit bias (which loop-bias/bonus-only gets
+    wrong at the bonus position) with max_tokens 2, and a plain request with max_tokens 1."""
+    from specverify.interfaces.loop_cases import LoopCase, seeded_logits
+
+    target = LogitTable(seeded_logits(302, 1, 2, 2, 1.0), "target V2")
+    draft = LogitTable(seeded_logits(312, 1, 2, 2, 1.0), "draft V2")
+    return [LoopCase("bias, m=2", target, draft, (Request((0,), SamplingParams(logit_bias={0: 1.0}, max_tokens=2)),), 1),
+            LoopCase("plain, m=1", target, draft, (Request((0,), SamplingParams(max_tokens=1)),), 1)]
+
+
+def test_check_runs_exactly_the_cases_a_loop_subject_declares():
+    """Exact enumeration (TV tolerance 1e-9, no sampling): the reference loop is exact on the two
+    declared cases, a loop mutant not; the report says the cases were the subject's, not the
+    standard coverage, and the counterexample is the smallest declared case that shows the bias."""
+    from specverify import api
+    from specverify.mutants import get
+
+    cases = _declared_pair()
+    report = api.check(generate, budget="quick", cases=cases)
+    d = report.to_dict()
+    assert report.exact is True and report.exit_code == api.EXIT_CODES[True] == 0
+    assert [c["name"] for c in d["coverage"]["cases"]] == [c.name for c in cases]
+    assert {c["origin"] for c in d["coverage"]["cases"]} == {"declared"}
+    assert "NOT the standard loop cases" in d["coverage"]["summary"] and "given for the subject" in d["coverage"]["summary"]
+
+    def declaring(target, draft, requests, k, rng):  # the same cases, declared by the subject itself
+        return get("loop-bias/bonus-only").fn(target, draft, requests, k, rng)
+
+    declaring.specverify_cases = tuple(cases)
+    report = api.check(declaring, budget="quick")
+    assert report.exact is False and report.exit_code == 1 and "controls" not in report.to_dict()
+    assert {f.case for f in report.findings} == {"bias, m=2"}
+    assert report.counterexample["case"] == "bias, m=2" and report.counterexample["exact_tv"] > 1e-9
+    assert [c["origin"] for c in report.to_dict()["coverage"]["cases"]] == ["declared", "declared"]
+    assert "the subject declares (specverify_cases" in report.coverage
+
+
+def test_declared_cases_usage_errors():
+    from specverify import api
+    from specverify.samplers.chain import speculative_step
+
+    cases = _declared_pair()
+    with pytest.raises(api.UsageError, match="round interface runs its own cases"):
+        api.check(speculative_step, budget="quick", cases=cases)
+    with pytest.raises(api.UsageError, match="declared"):
+        api.check(generate, budget="quick", cases=cases, vocab=4096)
+    for bad, words in (([], "empty"), ([cases[0], cases[0]], "share a name"), (["x"], "LoopCase")):
+        with pytest.raises(api.UsageError, match=words):
+            api.check(generate, budget="quick", cases=bad)
+
+
+def test_a_report_is_inconclusive_when_its_control_is_not_flagged():
+    """Report.add_control: a control that must be NOT EXACT but came out exact makes the report
+    inconclusive (exit 3, api's mapping); a flagged one leaves the verdict as it was."""
+    from specverify import api
+
+    report = api.check(generate, budget="quick", cases=_declared_pair()[1:])
+    report.add_control("a control", "biased by design", False, [{"check": "x"}])
+    assert report.exact is True and report.to_dict()["controls"][0]["flagged"] is True
+    report.add_control("another", "biased by design", True, [])
+    assert report.exact is None and report.exit_code == api.EXIT_CODES[None] == 3
+    assert "not flagged" in report.to_dict()["shortfalls"][-1] and "must be NOT EXACT" in report.text()

@@ -70,6 +70,7 @@ HEAVY_MODULES = {"scipy", "torch", "transformers", "polars", "matplotlib", "ray"
     (("specverify.mutants", "report", "--executor", "ray://head"), "argument --executor: 'ray://head': expected"),
     (("specverify", "check-hf-generate", "--bogus"), "unrecognized arguments: --bogus"),
     (("specverify", "check-hf-generate", "--n", "0"), "argument --n: must be >= 1, got 0"),
+    (("specverify", "check-hf-generate", "--detect-tv", "0"), "argument --detect-tv: must be a total-variation"),
 ], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
 def test_a_usage_error_is_one_line_and_exit_2(args, words):
     """One line on stderr, exit 2, and fast: nothing heavy is imported before the command line

@@ -6,9 +6,12 @@ boundary between our letters (p = target, q = draft) and the engine's:
 
 * ``specverify.adapters.hf``: transformers' ``_speculative_sampling`` (plain, and its
   ``assistant_ensemble_weight`` mode, which relaxes the target on purpose);
-* ``specverify.adapters.hf_generate``: an end-to-end check of transformers'
-  ``generate(assistant_model=..., do_sample=True)`` on a tiny random Qwen2 pair
-  (``python -m specverify check-hf-generate``).
+* ``specverify.adapters.hf_loop``: transformers' ``generate(assistant_model=..., do_sample=True)``
+  as a loop subject ``generate(target, draft, requests, k, rng)`` declaring the cases it can run;
+  ``python -m specverify check-hf-generate`` (``hf_command``) is ``check`` of it, with a biased
+  control that must be flagged;
+* ``specverify.adapters.hf_generate``: ``check-hf-generate --tiny-qwen``, the same ``generate`` end
+  to end on a tiny random Qwen2 pair, its findings added to that report.
 
 The submodules import torch and transformers; this package imports nothing heavy, so
 ``import specverify.adapters`` works without them. See docs/ADAPTERS.md for the verdicts.

@@ -1,9 +1,7 @@
-"""End-to-end check of transformers' ``generate(assistant_model=draft, do_sample=True)``.
-
-``python -m specverify check-hf-generate [--json] [--n N] [--seed S] [--n-acceptance N] [--no-control]``
-``python -m specverify check-hf-generate --loop [--json] [--n N] [--seed S] [--no-control]``: the
-loop settings instead (repetition_penalty, min_p, sequence_bias, eos_token_id, max_new_tokens through
-the loop battery; ``specverify.adapters.hf_loop``), exit 0 / 1 / 3 for exact / finding / underpowered.
+"""``python -m specverify check-hf-generate --tiny-qwen``: transformers'
+``generate(assistant_model=draft, do_sample=True)`` end to end on a real architecture, its findings
+added to the ``check`` report of ``hf_loop.check`` (``add_to_report``): one verdict, ``api``'s words
+and exit codes; this module has no verdict of its own.
 
 On the tiny random Qwen2 pair (``specverify.models.loading.tiny_pair``: 320 logits, nothing
 downloaded) and one prompt, for each setting (temperature 1.0; temperature 0.7; top-k 20 at
@@ -33,16 +31,20 @@ temperature 1.0; temperature 1.0 with ``pad_token_id`` an ordinary token):
    variance sum alpha_i (1 - alpha_i)) flags an engine that accepts less, or more, than drafting
    from the requested q predicts. Per-position figures are reported as well.
 4. *Control.* transformers' ``assistant_ensemble_weight=0.5`` (biased by design) through the same
-   exactness test at the same n: it must be flagged, or the test lacked power at that n.
+   exactness test at the same n: it must be flagged, or the test lacked power at that n (a
+   ``Report.add_control`` entry; unflagged, the report is inconclusive).
 
-The false-fail budget 1e-6 is split: half over the settings' chi-square tests, half over their
-acceptance tests (Bonferroni). The assistant runs with ``num_assistant_tokens=K``, a constant
-schedule and ``assistant_confidence_threshold=0`` (no early stop); every change to the models'
-configs, transformers' logging, torch's thread count and global RNG is undone afterwards.
+In the report: a failed chi-square (``tiny-qwen-chi-square``) or target row
+(``target-processing``) is a distribution finding, a draft row (``draft-processing``) or the
+acceptance test (``acceptance``) an efficiency finding; each setting's chi-square power is a
+``power`` row (stated, not required). The false-fail budget given (``check-hf-generate``: half of
+1e-6, the loop battery has the other half) is split: half over the settings' chi-square tests, half
+over their acceptance tests (Bonferroni). The assistant runs with ``num_assistant_tokens=K``, a
+constant schedule and ``assistant_confidence_threshold=0`` (no early stop); every change to the
+models' configs, transformers' logging, torch's thread count and global RNG is undone afterwards.
 
-What it finds in transformers 5.24.0 is in docs/ADAPTERS.md. Exit codes: 0 no finding,
-1 a finding, 2 usage error. References: Leviathan et al. 2023 (arXiv 2211.17192);
-transformers' ``_assisted_decoding`` and ``AssistedCandidateGenerator``.
+What it finds in transformers 5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023
+(arXiv 2211.17192); transformers' ``_assisted_decoding`` and ``AssistedCandidateGenerator``.
 """
 
 from __future__ import annotations
@@ -361,98 +363,120 @@ def check_setting(pair, prompt, setting: Setting, n: int, seed: int, dist_rate: 
     return row
 
 
-def findings_of(rows: list[dict]) -> list[dict]:
+def findings_of(rows: list[dict]) -> list[Finding]:
     """Distribution findings (the output law, the target's processing) and efficiency findings
-    (the draft's processing, the acceptance rate), one per failed check."""
+    (the draft's processing, the acceptance rate), one per failed check; each ``case`` is the
+    setting's name prefixed with ``CASE_PREFIX``."""
     out = []
 
-    def add(check, kind, r, message):
-        out.append(Finding(check, kind, message, r["setting"]).to_dict())
+    def add(check, kind, r, message, **evidence):
+        out.append(Finding(check, kind, message, CASE_PREFIX + r["setting"], evidence))
 
     for r in rows:
         if not r["passed"]:
-            add("chi-square", "distribution", r,
+            add("tiny-qwen-chi-square", "distribution", r,
                 f"first {r['new_tokens']} tokens differ from the target's: p-value {r['p_value']:.3g} < "
-                f"{r['per_check_rate']:.3g} after {r['n']} generations, TV {r['tv']:.4f} ({r['detail']})")
+                f"{r['per_check_rate']:.3g} after {r['n']} generations, TV {r['tv']:.4f} ({r['detail']})",
+                p_value=r["p_value"], samples=r["n"], empirical_tv=r["tv"])
         if r.get("target_processing_tv_max", 0.0) > PROCESSING_TOL:
             add("target-processing", "distribution", r,
                 f"the engine verifies against target rows at TV up to {r['target_processing_tv_max']:.3g} "
-                f"from the requested processing of the target's logits")
+                f"from the requested processing of the target's logits", tv=r["target_processing_tv_max"])
         if r.get("draft_processing_tv_max", 0.0) > PROCESSING_TOL:
             add("draft-processing", "efficiency", r,
                 f"the draft proposes from rows at TV up to {r['draft_processing_tv_max']:.3g} from the "
                 f"requested processing of the draft's logits on the same context (the output stays exact: "
-                f"the engine verifies against the rows it drafted from)")
+                f"the engine verifies against the rows it drafted from)", tv=r["draft_processing_tv_max"])
         if not r.get("acceptance_passed", True):
             add("acceptance", "efficiency", r,
                 f"accepts {r['acceptance_mean_measured']:.4f} of {r['verified_drafts']} verified drafts, "
                 f"drafting from the requested q gives {r['alpha_mean_predicted']:.4f} (z-test p-value "
                 f"{r['acceptance_p_value']:.3g} < {r['acceptance_per_check_rate']:.3g}); per position "
-                f"{_fmt(r['acceptance_measured'])} vs {_fmt(r['alpha_predicted'])}")
+                f"{_fmt(r['acceptance_measured'])} vs {_fmt(r['alpha_predicted'])}",
+                p_value=r["acceptance_p_value"], measured=r["acceptance_mean_measured"],
+                expected=r["alpha_mean_predicted"], verified_drafts=r["verified_drafts"])
     return out
 
 
+CASE_PREFIX = "tiny Qwen2: "
+"""What the findings' and the power rows' case names of this check start with."""
+
+
 def check_generate(n: int = 2000, seed: int = 0, n_acceptance: int = 100, control: bool = True,
-                   pair=None, settings=SETTINGS, k: int = K) -> dict:
-    """The verdict as one JSON-ready dict (``exact``, ``efficient``, ``findings``, ``rows``)."""
+                   pair=None, settings=SETTINGS, k: int = K, false_fail_rate: float = FALSE_FAIL_RATE) -> dict:
+    """Every setting's rows (``check_setting``), the control's, and the findings they make
+    (``findings_of``: ``Finding`` objects) in one dict; no verdict of its own (``add_to_report`` puts the
+    findings in a ``check`` report). ``false_fail_rate``: half over the settings' chi-square
+    tests, half over their acceptance tests."""
     check_int("n", n, 1)
     check_int("n_acceptance", n_acceptance, 0)
     check_seed(seed)
     t0 = time.perf_counter()
     pair = pair or tiny_pair()
     prompt = pair.tokenizer.encode(PROMPT)
-    dist_rate = stats.split_budget(FALSE_FAIL_RATE / 2, len(settings))
-    acc_rate = stats.split_budget(FALSE_FAIL_RATE / 2, len(settings))
+    dist_rate = stats.split_budget(false_fail_rate / 2, len(settings))
+    acc_rate = stats.split_budget(false_fail_rate / 2, len(settings))
     with hf.engine_context(pair.draft, k):
         rows = [check_setting(pair, prompt, s, n, seed * 1000 + 10 * i, dist_rate, n_acceptance,
                               acc_rate, k=k) for i, s in enumerate(settings)]
         ctrl = (check_setting(pair, prompt, CONTROL, n, seed * 1000 + 999, dist_rate, 0, acc_rate, k=k)
                 if control else None)
-    findings = findings_of(rows)
-    measured = [r for r in rows if any(p is not None for p in r.get("acceptance_p_values", []))]
     return {
-        "target": "transformers generate(assistant_model=draft, do_sample=True)",
+        "target": "transformers generate(assistant_model=draft, do_sample=True) on the tiny random Qwen2 pair",
         "transformers": transformers.__version__, "torch": torch.__version__,
         "model": pair.name, "prompt": PROMPT, "k": k, "new_tokens": NEW_TOKENS,
-        "exact": not any(f["kind"] == "distribution" for f in findings),
-        "efficient": (not any(f["kind"] == "efficiency" for f in findings)) if measured else None,
-        "findings": findings, "rows": rows,
+        "findings": findings_of(rows), "rows": rows,
         "control": None if ctrl is None else {**ctrl, "detected": not ctrl["passed"]},
-        "n": n, "n_acceptance": n_acceptance, "seed": seed, "false_fail_rate": FALSE_FAIL_RATE,
+        "n": n, "n_acceptance": n_acceptance, "seed": seed, "false_fail_rate": false_fail_rate,
         "false_pass_rate": FALSE_PASS_RATE, "seconds": round(time.perf_counter() - t0, 2),
     }
 
 
-# --------------------------------------------------------------------------- CLI
+def add_to_report(report, n: int = 2000, seed: int = 0, n_acceptance: int = 100, control: bool = True,
+                  pair=None, settings=SETTINGS, false_fail_rate: float = FALSE_FAIL_RATE) -> dict:
+    """Run ``check_generate`` and put what it finds into ``report`` (an ``api.Report``): its
+    findings (distribution: the output law, the target's processing; efficiency: the draft's
+    processing, the acceptance rate), one ``power`` row per setting (the chi-square's runs and the
+    TV it detects with probability 1 - FALSE_PASS_RATE: stated, not required), one ``ran`` line
+    per setting, the control (``Report.add_control``: undetected, the report is inconclusive),
+    the coverage words, the seconds and the false-fail rate (``false_fail_rate`` added to the
+    report's). The verdict and exit code stay the report's (``api``). Returns the raw dict."""
+    raw = check_generate(n, seed, n_acceptance, control, pair, settings, false_fail_rate=false_fail_rate)
+    r = report.result
+    r.findings += raw["findings"]
+    for row in raw["rows"]:
+        case = CASE_PREFIX + row["setting"]
+        r.power.append({"case": case, "request": 0, "check": "tiny-qwen-chi-square", "runs": row["n"],
+                        "min_detectable_tv": row["min_discrepancy"], "false_fail_rate": row["per_check_rate"],
+                        "detection_probability": 1 - FALSE_PASS_RATE})
+        r.chi2_p_value_min = row["p_value"] if r.chi2_p_value_min is None else min(r.chi2_p_value_min, row["p_value"])
+        r.ran.append(f"tiny-qwen-chi-square: {case}: first {row['new_tokens']} tokens, {row['cells']} cells, "
+                     f"p-value {row['p_value']:.3g} after {row['n']} generations; detects TV >= "
+                     f"{row['min_discrepancy']:.3g} with probability {1 - FALSE_PASS_RATE:g}")
+        if "acceptance_measured" in row:
+            r.ran.append(f"acceptance: {case}: {_fmt(row['acceptance_measured'])} per position, predicted "
+                         f"{_fmt(row['alpha_predicted'])}, engine's own {_fmt(row['alpha_engine'])}; all "
+                         f"positions p-value {_fmt([row['acceptance_p_value']], '.3g')}; processing TV max "
+                         f"target {row['target_processing_tv_max']:.2g}, draft {row['draft_processing_tv_max']:.2g}")
+    ctrl = raw["control"]
+    if ctrl is not None:
+        found = [] if not ctrl["detected"] else [Finding(
+            "tiny-qwen-chi-square", "distribution", f"p-value {ctrl['p_value']:.3g} < {ctrl['per_check_rate']:.3g} "
+            f"after {ctrl['n']} generations, TV {ctrl['tv']:.4f}", CASE_PREFIX + CONTROL.name).to_dict()]
+        report.add_control(f"{raw['target']}, assistant_ensemble_weight={hf.ENSEMBLE_WEIGHT}",
+                           "biased by design, through the same chi-square at the same n",
+                           False if ctrl["detected"] else True, found)
+    report.coverage += (f"; plus the tiny random Qwen2 pair end to end ({len(raw['rows'])} settings: first "
+                        f"{NEW_TOKENS} tokens by a prefix-tree chi-square at {n} generations, power stated; "
+                        f"processing and acceptance over {n_acceptance} generations of {ACCEPTANCE_NEW_TOKENS} tokens)")
+    r.seconds += raw["seconds"]
+    report.false_fail_rate += false_fail_rate
+    return raw
 
 
 def _fmt(values, spec: str = ".3f") -> str:
     return "[" + ", ".join("-" if v is None else format(v, spec) for v in values) + "]"
 
 
-def human(report: dict) -> str:
-    verdict = "EXACT" if report["exact"] else "NOT EXACT"
-    eff = {True: "efficient", False: "NOT efficient", None: "efficiency not measured"}[report["efficient"]]
-    head = (f"{report['target']} (transformers {report['transformers']}, {report['model']}): "
-            f"{verdict}, {eff} ({len(report['findings'])} finding(s), {report['seconds']} s)")
-    lines = [head]
-    for f in report["findings"]:
-        lines.append(f"  [{f['kind']}] {f['check']} on {f['case']}: {f['message']}")
-    rows = report["rows"] + ([report["control"]] if report["control"] else [])
-    for r in rows:
-        lines.append(f"  {r['setting']}: n={r['n']}, {r['cells']} cells, TV {r['tv']:.4f}, p-value "
-                     f"{r['p_value']:.3g} ({'pass' if r['passed'] else 'FAIL'} at {r['per_check_rate']:.3g}), "
-                     f"detects TV >= {r['min_discrepancy']:.3f}, {1e3 * r['seconds_per_generation']:.1f} ms/generation")
-        if "acceptance_measured" in r:
-            lines.append(f"    acceptance per position {_fmt(r['acceptance_measured'])}, predicted "
-                         f"{_fmt(r['alpha_predicted'])}, engine's own {_fmt(r['alpha_engine'])}, verified "
-                         f"{r['rounds_per_position']}; all positions p-value {_fmt([r['acceptance_p_value']], '.3g')}; "
-                         f"processing TV max target {r['target_processing_tv_max']:.2g}, "
-                         f"draft {r['draft_processing_tv_max']:.2g}")
-    if report["control"] is not None and not report["control"]["detected"]:
-        lines.append("  warning: the biased control was not detected: this n lacks power")
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["CONTROL", "SETTINGS", "Setting", "cell_of", "cells", "check_generate", "exact_law",
-           "measure_acceptance", "recording_rounds"]
+__all__ = ["CASE_PREFIX", "CONTROL", "SETTINGS", "Setting", "add_to_report", "cell_of", "cells", "check_generate",
+           "exact_law", "findings_of", "measure_acceptance", "recording_rounds"]

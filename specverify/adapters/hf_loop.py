@@ -28,19 +28,23 @@ own ``generate`` call; torch's global generator is seeded, inside ``torch.random
 ``rng.integers(2**63)`` (an unseeded request) or from the request's seed, so a seeded request is
 the same alone and in any batch, and the caller's torch state is untouched.
 
-``LOOP_SETTINGS`` are the settings ``python -m specverify check-hf-generate --loop`` runs, one loop
-battery each (``python -m specverify check specverify.adapters.hf_loop:generate`` would run the
-standard loop cases instead, which it refuses: their target depends on the position and some drafts
-have other widths, so each run is a contract finding, not a verdict on transformers); ``LOOP_CONTROL`` is transformers' ``assistant_ensemble_weight=0.5`` (biased by design)
-under the last setting's params, which must be flagged at the same n. What it finds in transformers
-5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023 (arXiv 2211.17192); transformers'
+The cases. transformers' generate runs last-token models of one width only, so ``generate``
+declares the cases it can run (``generate.specverify_cases = CASES``: one per ``LOOP_SETTINGS``
+entry, the attribute ``interfaces.loop.CASES_ATTRIBUTE``), and ``python -m specverify check
+specverify.adapters.hf_loop:generate`` runs exactly those (the report says they are the subject's,
+not the standard loop cases, which it refuses: their target depends on the position and some drafts
+have other widths). ``check`` (what ``python -m specverify check-hf-generate`` runs) is
+``api.check`` of ``generate`` on them at ``budget(n, detect_tv)``, with check's ``Report``, verdict
+words and exit codes, plus the control ``LOOP_CONTROL``: transformers' ``assistant_ensemble_weight=0.5``
+(biased by design, ``ensemble_generate``) under the last setting's params, which must come out
+NOT EXACT at the same budget, else the report is inconclusive (``Report.require_flagged``). What
+it finds in transformers 5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023 (arXiv 2211.17192); transformers'
 ``GenerationMixin._assisted_decoding`` and ``_get_logits_processor`` (the processing order:
 sequence bias, repetition penalty, temperature, top-k, top-p, min-p, as ``processing.process_step``).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +52,6 @@ import numpy as np
 from .. import stats
 from ..battery import POWER_FALSE_PASS_RATE
 from ..loop import LogitTable, Request, SamplingParams, check_requests
-from ..interfaces.loop import run_loop_battery
 from ..interfaces.loop_cases import LoopBudget, LoopCase
 from ..models.loading import torch_modules
 from . import hf
@@ -200,10 +203,18 @@ class LoopSetting:
     k: int = 2
 
     def case(self) -> LoopCase:
-        return LoopCase(self.name, TARGET, DRAFT, (Request((0,), self.params),), self.k)
+        return LoopCase(self.name, TARGET, DRAFT, (Request((0,), self.params),), self.k, kind="declared")
 
 
 LOOP_SETTINGS = (
+    # the sampling settings of hf_generate's tiny-Qwen check (temperature, top-k), and top-p, on
+    # the 3-token tables: top-k 2 of 3; the top-p thresholds sit >= 0.02 from any cumulative
+    # probability of the processed rows (float32 rounding cannot move a token across them)
+    LoopSetting("T=1.0", SamplingParams(max_tokens=3)),
+    LoopSetting("T=0.7", SamplingParams(temperature=0.7, max_tokens=3)),
+    LoopSetting("top_k=2, T=1.0", SamplingParams(top_k=2, max_tokens=3)),
+    LoopSetting("top_p=0.85, T=1.0", SamplingParams(top_p=0.85, max_tokens=3)),
+    LoopSetting("T=0.7, top_k=2, top_p=0.9", SamplingParams(temperature=0.7, top_k=2, top_p=0.9, max_tokens=3)),
     LoopSetting("repetition_penalty=1.5", SamplingParams(repetition_penalty=1.5, max_tokens=3)),
     LoopSetting("min_p=0.3", SamplingParams(min_p=0.3, max_tokens=3)),
     LoopSetting("sequence_bias={(0,): 1.0, (2,): -0.8}", SamplingParams(logit_bias={0: 1.0, 2: -0.8}, max_tokens=3)),
@@ -214,71 +225,69 @@ LOOP_SETTINGS = (
 )
 LOOP_CONTROL = LoopSetting("control: assistant_ensemble_weight=0.5 on the last setting", LOOP_SETTINGS[-1].params)
 
+CASES = tuple(s.case() for s in LOOP_SETTINGS)
+"""The cases transformers' generate can run (last-token tables of one width): what ``generate``
+declares, so that ``python -m specverify check specverify.adapters.hf_loop:generate`` runs these."""
+generate.specverify_cases = CASES  # interfaces.loop.CASES_ATTRIBUTE
+ensemble_generate.specverify_cases = CASES  # the control: NOT EXACT on them
+CONTROL_CLAIM = "assistant_ensemble_weight=0.5 on the last setting, biased by design"
+"""About 19% of its runs give an output the target gives probability 0 (57 of 300 measured)."""
 
-def check_setting(subject, setting: LoopSetting, n: int, seed: int, rate: float, detect_tv: float) -> dict:
-    """One loop battery on the setting's case: n runs (the enumerator cannot follow torch), the
-    battery's chi-square over whole outputs against the DP law at false-fail ``rate``, and its
-    contract checks on every run. The row: verdict ("exact", "finding", "underpowered"), p-value,
-    n, the TV the test detects with probability 1 - FALSE_PASS_RATE, findings."""
-    budget = LoopBudget("hf-loop", samples=n, statistics_s=3600.0, detect_tv=detect_tv, call_limit_s=20.0,
-                        false_fail_rate=rate)
-    t0 = time.perf_counter()
-    case = setting.case()
-    model_for(case.target, "target"), model_for(case.draft, "draft")  # built once; the subject's fork inherits them
-    result = run_loop_battery(subject, budget, seed, cases=[case])
-    power = result.power[0] if result.power else {}
-    d = result.to_dict()
-    verdict = {False: "finding", True: "exact", None: "underpowered"}[result.exact]
-    return {"setting": setting.name, "k": setting.k, "kwargs": _kwargs_text(setting.params),
-            "verdict": verdict, "exact": result.exact, "p_value": result.chi2_p_value_min,
-            "n": power.get("runs"), "min_detectable_tv": power.get("min_detectable_tv"),
-            "false_fail_rate": rate, "findings": d["findings"], "shortfalls": d["shortfalls"],
-            "seconds": round(time.perf_counter() - t0, 2)}
+def warm_up() -> None:
+    """Build the declared cases' models and make one ``generate`` call (one token), at import: the
+    first call of a subject would otherwise build them and import transformers' generation
+    modules, past ``check``'s 2 s limit on one call (a contract finding, not a verdict)."""
+    for case in CASES:
+        model_for(case.target, "target"), model_for(case.draft, "draft")
+    case = CASES[0]
+    generate(case.target, case.draft, [Request((0,), SamplingParams(max_tokens=1))], case.k, np.random.default_rng(0))
 
 
-def _kwargs_text(params: SamplingParams) -> dict:
-    kw = generate_kwargs(params)
-    return {key: (str(v) if key == "sequence_bias" else v) for key, v in kw.items() if v is not None}
+warm_up()
+
+GENERATE_TARGET = f"{__name__}:generate"
+ENSEMBLE_TARGET = f"{__name__}:ensemble_generate"
 
 
-def check_loop(n: int = 2000, seed: int = 0, control: bool = True, settings=LOOP_SETTINGS,
-               detect_tv: float = 0.15) -> dict:
-    """Every setting through the loop battery; the false-fail budget split over the settings."""
-    from ..validation import check_int, check_seed
+def budget(n: int = 2000, detect_tv: float = 0.15, false_fail_rate: float = FALSE_FAIL_RATE) -> LoopBudget:
+    """The loop budget of ``check``: ``n`` runs per case (torch's randomness cannot be enumerated,
+    so every case goes to the battery's chi-square over whole outputs), each case required to
+    see TV ``detect_tv`` with probability 0.95 (else the verdict is inconclusive), no time limit
+    that cuts the runs short (a ``generate`` call is ~10 ms; 20 s allowed for one), and the
+    counterexample search among the cases at the same n."""
+    from ..validation import check_discrepancy, check_int
 
     check_int("n", n, 1)
+    check_discrepancy("detect_tv", detect_tv)
+    return LoopBudget(f"hf-generate n={n}, TV {detect_tv:g}", samples=n, extra_samples=n, statistics_s=3600.0,
+                      detect_tv=detect_tv, call_limit_s=20.0, false_fail_rate=false_fail_rate,
+                      counterexample_samples=n, counterexample_s=3600.0)
+
+
+def check(n: int = 2000, seed: int = 0, control: bool = True, detect_tv: float = 0.15,
+          settings=LOOP_SETTINGS, counterexample: bool = True, false_fail_rate: float = FALSE_FAIL_RATE):
+    """``api.check`` of ``generate`` on the settings' cases (by default ``CASES``, which it declares)
+    at ``budget(n, detect_tv)``: its
+    ``api.Report`` (verdict, JSON, exit code as ``python -m specverify check``'s). With
+    ``control``, ``ensemble_generate`` on ``LOOP_CONTROL`` at the same budget, which must come out
+    NOT EXACT (``Report.require_flagged``: else the report is inconclusive)."""
+    from .. import api
+    from ..validation import check_seed
+
     check_seed(seed)
-    t0 = time.perf_counter()
-    rate = stats.split_budget(FALSE_FAIL_RATE, len(settings))
-    rows = [check_setting(generate, s, n, seed + i, rate, detect_tv) for i, s in enumerate(settings)]
-    ctrl = check_setting(ensemble_generate, LOOP_CONTROL, n, seed + 99, rate, detect_tv) if control else None
-    return {
-        "target": "transformers generate(assistant_model=draft, do_sample=True) as a loop subject",
-        "transformers": transformers.__version__, "torch": torch.__version__,
-        "target_model": repr(TARGET), "draft_model": repr(DRAFT), "prompt": [0],
-        "exact": (False if any(r["exact"] is False for r in rows)
-                  else None if any(r["exact"] is None for r in rows) else True),
-        "rows": rows, "control": None if ctrl is None else {**ctrl, "detected": ctrl["exact"] is False},
-        "n": n, "seed": seed, "false_fail_rate": FALSE_FAIL_RATE, "false_pass_rate": FALSE_PASS_RATE,
-        "seconds": round(time.perf_counter() - t0, 2),
-    }
+    b = budget(n, detect_tv, false_fail_rate)
+    for s in settings:  # built once (CASES' at import); every subject's fork inherits them
+        model_for(s.case().target, "target"), model_for(s.case().draft, "draft")
+    cases = None if tuple(settings) == LOOP_SETTINGS else [s.case() for s in settings]  # None: those it declares
+    report = api.check(generate, budget=b, seed=seed, cases=cases, target=GENERATE_TARGET,
+                       counterexample=counterexample)
+    if control:
+        ctrl = api.check(ensemble_generate, budget=b, seed=seed + 99, cases=[LOOP_CONTROL.case()],
+                         target=ENSEMBLE_TARGET, counterexample=False)
+        report.require_flagged(ctrl, CONTROL_CLAIM)
+    return report
 
 
-def human(report: dict) -> str:
-    verdict = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}[report["exact"]]
-    lines = [f"{report['target']} (transformers {report['transformers']}): {verdict} ({report['seconds']} s)"]
-    rows = report["rows"] + ([report["control"]] if report["control"] else [])
-    for r in rows:
-        p = "-" if r["p_value"] is None else f"{r['p_value']:.3g}"
-        tv = "-" if r["min_detectable_tv"] is None else f"{r['min_detectable_tv']:.3f}"
-        lines.append(f"  {r['setting']} (k={r['k']}): {r['verdict'].upper()}: n={r['n']}, p-value {p} "
-                     f"(fails below {r['false_fail_rate']:.3g}), detects TV >= {tv}, {r['seconds']} s")
-        lines += [f"    [{f['kind']}] {f['check']}: {f['message']}" for f in r["findings"]]
-        lines += [f"    [inconclusive] {s}" for s in r["shortfalls"]]
-    if report["control"] is not None and not report["control"]["detected"]:
-        lines.append("  warning: the biased control was not detected: this n lacks power")
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["LOOP_CONTROL", "LOOP_SETTINGS", "LoopSetting", "bigram_lm", "check_loop", "check_setting",
-           "ensemble_generate", "generate", "generate_kwargs", "last_token_rows", "make_generate"]
+__all__ = ["CASES", "CONTROL_CLAIM", "ENSEMBLE_TARGET", "GENERATE_TARGET", "LOOP_CONTROL", "LOOP_SETTINGS",
+           "LoopSetting", "bigram_lm", "budget", "check", "ensemble_generate", "generate", "generate_kwargs",
+           "last_token_rows", "make_generate", "warm_up"]

@@ -48,6 +48,14 @@ the law of the outputs over many seeds (a loop that re-seeds every round replays
 The false-fail rate ``budget.false_fail_rate`` (1e-6) is split (Bonferroni) over every request of
 every law case and every seed-law check; exact enumeration has no sampling noise.
 
+Declared cases. A subject that can run only some shapes (transformers' ``generate`` takes last-token
+models of one width: ``specverify.adapters.hf_loop``) declares the cases it can run, a sequence of
+``loop_cases.LoopCase`` as its ``specverify_cases`` attribute (``CASES_ATTRIBUTE``), or a caller
+passes them (``api.check(cases=...)``). The battery then runs exactly those (``declared_cases``:
+kind "declared", judged as the core: their power is required), the report's coverage says the
+cases came from the subject and are not the standard ones (``declared_coverage``; each case's
+``"origin": "declared"``), and the counterexample search is made among them, smallest first.
+
 With a finding, ``counterexample`` gives the smallest request and model that show it
 (``loop_counterexample.find_loop_counterexample``: ``small_loop_cases``, smallest first, each
 candidate judged by ``LoopBattery.law_case``, the battery's own enumeration or chi-square), in the
@@ -57,8 +65,11 @@ engine-scale batches (``loop_counterexample.shrink_binned_loop``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..battery import BatteryResult, run_in_subject
-from .loop_cases import generated_loop_cases, get_loop_budget, loop_cases, scale_loop_cases
+from .loop_cases import (SCALE_KINDS, LoopCase, generated_loop_cases, get_loop_budget, loop_cases,
+                         scale_loop_cases)
 from .loop_checks import LoopBattery
 from .loop_counterexample import counterexample_checks, find_loop_counterexample, shrink_binned_loop
 
@@ -67,6 +78,48 @@ PARAMETERS = ("target", "draft", "requests", "k", "rng")
 ALIASES = {"target": ("target_model", "model", "p_model"), "draft": ("draft_model", "drafter", "q_model"),
            "requests": ("reqs", "batch", "prompts"), "k": ("gamma", "num_draft_tokens"),
            "rng": ("generator", "random_state", "gen")}
+
+
+CASES_ATTRIBUTE = "specverify_cases"
+"""A loop subject's attribute naming the cases it can run (``declared_cases``)."""
+
+
+def declared_cases(cases) -> tuple[LoopCase, ...]:
+    """A subject's (or caller's) cases as the battery runs them: a non-empty sequence of
+    ``LoopCase``, each of kind "declared" (an engine-scale or aimed batch keeps its kind, judged
+    binned); InterfaceError (a usage error) naming ``cases`` otherwise."""
+    from . import InterfaceError
+
+    if isinstance(cases, (str, bytes, LoopCase)) or not hasattr(cases, "__iter__"):
+        raise InterfaceError(f"cases: expected a sequence of LoopCase, got {type(cases).__name__}")
+    out = tuple(cases)
+    bad = next((c for c in out if not isinstance(c, LoopCase)), None)
+    if bad is not None:
+        raise InterfaceError(f"cases: expected a sequence of LoopCase, got a {type(bad).__name__} among them")
+    if not out:
+        raise InterfaceError("cases: empty; declare at least one LoopCase")
+    names = [c.name for c in out]
+    if len(set(names)) != len(names):
+        raise InterfaceError(f"cases: two cases share a name ({next(n for n in names if names.count(n) > 1)!r})")
+    return tuple(c if c.kind in SCALE_KINDS else replace(c, kind="declared") for c in out)
+
+
+def subject_cases(fn) -> tuple[LoopCase, ...] | None:
+    """The cases ``fn`` declares (its ``CASES_ATTRIBUTE``, through ``declared_cases``); None
+    when it declares none. Read where the subject lives (its own process for a TARGET)."""
+    value = getattr(fn, CASES_ATTRIBUTE, None)
+    return None if value is None else declared_cases(value)
+
+
+def declared_coverage(budget, cases, from_subject: bool = True) -> str:
+    """The coverage words of a run on declared cases: the subject's own (its ``CASES_ATTRIBUTE``)
+    or the caller's (``cases=``), not the standard ones."""
+    b = get_budget(budget)
+    whose = (f"the {len(cases)} case(s) the subject declares ({CASES_ATTRIBUTE}" if from_subject
+             else f"{len(cases)} case(s) given for the subject (cases=")
+    runs = f"{b.samples} runs" if b.samples else "runs sized per request to see it"
+    return (f"loop battery on {whose}; named in coverage.cases), NOT the standard loop cases; a request "
+            f"the enumerator cannot follow must see TV {b.detect_tv:g} ({runs})")
 
 
 def get_budget(budget):
@@ -91,9 +144,12 @@ def coverage(budget) -> str:
 
 
 def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, aim=None, **overrides) -> BatteryResult:
+        prefetched: dict | None = None, aim=None, cases=None, **overrides) -> BatteryResult:
+    """``cases``: declared cases (``declared_cases``) run instead of the standard ones."""
+    if cases is not None:
+        cases = declared_cases(cases)
     return run_loop_battery(subject, get_budget(budget), seed, deadline=deadline,
-                            stop_on_first=stop_on_first, aim=aim, **overrides)
+                            stop_on_first=stop_on_first, aim=aim, cases=cases, **overrides)
 
 
 def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first: bool = False,
@@ -118,17 +174,23 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
                           lambda run: run.run(list(cases), stop_on_first))
 
 
-def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) -> dict | None:
-    """The smallest request and model that show a law or contract finding (None without one)."""
+def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, cases=None) -> dict | None:
+    """The smallest request and model that show a law or contract finding (None without one);
+    with declared ``cases``, the smallest of them (fewest requests, then vocabulary, max_tokens, k)."""
     checks = counterexample_checks(result)
     if not checks:
         return None
+    declared = declared_cases(cases) if cases is not None else None
     if checks == {"loop-binned-chi-square"}:  # only an engine-scale batch shows it: shrunk from it
         finding = next(f for f in result.flagged(("distribution",)) if f.check == "loop-binned-chi-square")
-        case = next((c for c in scale_loop_cases(budget, seed, aim) if c.name == finding.case), None)
+        pool = declared if declared is not None else scale_loop_cases(budget, seed, aim)
+        case = next((c for c in pool if c.name == finding.case), None)
         return shrink_binned_loop(subject, budget, seed, case, finding) if case is not None else None
     exact_ok = not any(f.check == "rng" for f in result.findings)
-    return find_loop_counterexample(subject, get_budget(budget), seed, checks, exact_ok)
+    small = None if declared is None else sorted(
+        (c for c in declared if c.kind not in SCALE_KINDS),
+        key=lambda c: (len(c.requests), c.vocab_size, max((q.params.max_tokens for q in c.requests), default=0), c.k))
+    return find_loop_counterexample(subject, get_budget(budget), seed, checks, exact_ok, cases=small)
 
 
 def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
@@ -136,5 +198,5 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return []
 
 
-__all__ = ["ALIASES", "NAME", "PARAMETERS", "counterexample", "coverage", "get_budget", "run", "run_loop_battery",
-           "units"]
+__all__ = ["ALIASES", "CASES_ATTRIBUTE", "NAME", "PARAMETERS", "counterexample", "coverage", "declared_cases",
+           "declared_coverage", "get_budget", "run", "run_loop_battery", "subject_cases", "units"]

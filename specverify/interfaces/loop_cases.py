@@ -66,7 +66,8 @@ class LoopCase:
     requests: tuple
     k: int
     seeded: bool = False  # a reproducibility case: request 0 is seeded per run
-    kind: str = "fixed"  # "fixed" (the core), "edge" (edge_cases) or "generated" (generated_loop_cases)
+    kind: str = "fixed"  # "fixed" (the core), "edge" (edge_cases), "generated" (generated_loop_cases),
+    # "declared" (by the subject, ``interfaces.loop.declared_cases``), "scale" / "aimed" (SCALE_KINDS)
     side: str | None = None  # an engine-scale batch's ``scale.scale_pair`` side ("residual" / "draft")
 
     @property
@@ -334,6 +335,10 @@ def generated_loop_cases(budget="standard", seed: int = 0) -> list[LoopCase]:
     return list(_generated(int(seed), b.generated, b.generated_paths)) if b.generated else []
 
 
+CORE_KINDS = ("fixed", "declared")
+"""LoopCase kinds judged as the core: every path enumerated up to ``max_paths``, else ``samples``
+runs whose power is required (an edge or generated case: ``extra_samples``, its power stated)."""
+
 SCALE_KINDS = ("scale", "aimed")
 """LoopCase kinds judged by ``LoopBattery.scale_case`` (a binned chi-square per position)."""
 
@@ -379,7 +384,7 @@ def scale_loop_cases(budget="standard", seed: int = 0, aim=None) -> list[LoopCas
             for (v, k, m, name, kind, side), st in zip(shapes, streams)]
 
 
-__all__ = ["GENERATED_ATTEMPTS", "LOOP_BUDGETS", "LoopBudget", "LoopCase", "SCALE_KINDS", "SEED_STREAMS",
+__all__ = ["CORE_KINDS", "GENERATED_ATTEMPTS", "LOOP_BUDGETS", "LoopBudget", "LoopCase", "SCALE_KINDS", "SEED_STREAMS",
            "campaign_loop_budget", "drawn_grammar", "drawn_params", "edge_cases", "generated_loop_cases",
            "get_loop_budget", "loop_cases", "reference_rates", "scale_loop_case", "scale_loop_cases", "seed_stream",
            "seeded_logits", "tokens_per_pass_rates"]

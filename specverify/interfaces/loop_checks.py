@@ -16,7 +16,7 @@ import numpy as np
 from .. import exact, stats
 from ..battery import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
 from ..loop import sequence_law, step_distribution
-from .loop_cases import SCALE_KINDS, LoopBudget, LoopCase, reference_rates, seed_stream, tokens_per_pass_rates
+from .loop_cases import CORE_KINDS, SCALE_KINDS, LoopBudget, LoopCase, reference_rates, seed_stream, tokens_per_pass_rates
 from .loop_tasks import contract_problem, loop_enumerate_task, loop_sample_task, loop_seed_law_task, loop_seed_task
 
 
@@ -53,13 +53,15 @@ class LoopBattery(Battery):
         """The task ``loop_enumerate_task``: at most ``budget.max_paths`` paths, or
         ``budget.extra_max_paths`` for an edge or generated case (past it: statistics)."""
         b = self.budget
-        paths = b.max_paths if case.kind == "fixed" else min(b.max_paths, b.extra_max_paths)
+        paths = b.max_paths if case.kind in CORE_KINDS else min(b.max_paths, b.extra_max_paths)
         return self.call(loop_enumerate_task, case, tuple(ids), paths, b.case_enumeration_s,
                          seconds=b.case_enumeration_s + b.call_limit_s)
 
     def law_case(self, case: LoopCase, per_check: float, exact_ok: bool, efficiency: bool = True) -> None:
         """Judge every request of the case: exact law by enumeration (``exact_ok``), else the
-        chi-square over whole outputs; contracts on every outcome; tokens per pass when
+        chi-square over whole outputs (a core case, ``CORE_KINDS``: ``budget.samples`` runs and its
+        power required, a shortfall below ``detect_tv``; an edge or generated case:
+        ``extra_samples`` runs, its power stated); contracts on every outcome; tokens per pass when
         ``efficiency``. Each request's (method, law got, law wanted, runs) goes to ``self.laws``."""
         b, r = self.budget, self.result
         self.laws: dict = {}
@@ -100,7 +102,7 @@ class LoopBattery(Battery):
             return
         r.ran.append(f"sequence-law: {case.name}: not enumerable ({value}); statistics instead")
         rng = np.random.default_rng(self.seed + 7)
-        core = case.kind == "fixed"
+        core = case.kind in CORE_KINDS
         runs = b.samples if core else b.extra_samples
         if not runs:  # a campaign (tv=X): enough runs for every request's chi-square to see it
             runs = max(stats.min_num_samples_chi_square(b.detect_tv, _law(case, i), per_check, POWER_FALSE_PASS_RATE)
