@@ -492,5 +492,6 @@ __all__ = [
     "BREAKING_KINDS", "CAMPAIGN_SECONDS", "DEFAULT_FALSE_FAIL_RATE", "EXACT_TV_TOL", "JUDGED_BY", "MESSAGE_CHARS", "PASSED_THROUGH",
     "PLAIN_INTS", "POWER_FALSE_PASS_RATE", "SHOW_CHARS", "Battery", "BatteryResult", "ContractBreach", "Finding", "OutOfTime",
     "as_sequence", "call_subject", "call_within", "coverage_entry", "describe_exception", "items_of", "message_of",
-    "plain_tokens", "reading", "run_in_subject", "show", "stream", "subject_process", "time_limit", "token_id", "type_name",
+    "plain_tokens", "reading", "run_in_subject", "show", "stream", "subject_process", "time_limit", "token_id",
+    "type_name",
 ]

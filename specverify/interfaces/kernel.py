@@ -686,6 +686,6 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return []
 
 
-__all__ = ["ALIASES", "GENERATOR_NAMES", "KERNEL_BUDGETS", "KERNEL_STREAMS", "as_round_sampler", "KernelBattery", "KernelBudget", "NAME", "PARAMETERS", "cases",
-           "counterexample", "coverage", "get_budget", "kernel_rows_task", "kernel_stream", "run", "tolerance", "units",
-           "uses_generator", "validate_outputs"]
+__all__ = ["ALIASES", "GENERATOR_NAMES", "KERNEL_BUDGETS", "KERNEL_STREAMS", "as_round_sampler", "KernelBattery",
+           "KernelBudget", "NAME", "PARAMETERS", "cases", "counterexample", "coverage", "get_budget",
+           "kernel_rows_task", "kernel_stream", "run", "tolerance", "units", "uses_generator", "validate_outputs"]

@@ -1,10 +1,11 @@
 """The kernel interface's subject side: what runs in the subject's process (specverify.runner).
 
 ``kernel_rows_task`` runs the kernel on rows of a case's instances with given uniforms (or a
-seeded generator: chunk c's from ``battery.stream(node, c)``, a node of the check's tree), in chunks of bounded memory, checking each call's contract
-(``validate_outputs``: shapes, integer ids, the accepted prefix equal to the drafts, the
-emitted token in the vocabulary, -1 padding, inputs untouched); ``kernel_counts_task`` does the
-same for the statistics and sends back only the counts of (accepted, emitted token).
+seeded generator: chunk c's from ``battery.stream(node, c)``, a node of the check's tree), in
+chunks of bounded memory, checking each call's contract (``validate_outputs``: shapes, integer
+ids, the accepted prefix equal to the drafts, the emitted token in the vocabulary, -1 padding,
+inputs untouched); ``kernel_counts_task`` does the same for the statistics and sends back only
+the counts of (accepted, emitted token).
 ``as_round_sampler`` wraps a kernel in the handout's round interface (B = 1), so that the round
 battery can judge the same kernel.
 """

@@ -51,8 +51,8 @@ from ..battery import (EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResu
                        OutOfTime, run_in_subject, stopping_kinds)
 from . import round_cases
 from .round_cases import (WIDE_VOCAB, Budget, Case, battery, engine_scale_cases, expected_round_length,
-                          generated_cases, looks, optimum_tokens_per_round, round_length_cases, round_stream, scale_stream,
-                          target_distribution, too_slow, tree_optimum_tokens_per_round)
+                          generated_cases, looks, optimum_tokens_per_round, round_length_cases, round_stream,
+                          scale_stream, target_distribution, too_slow, tree_optimum_tokens_per_round)
 from .round_counterexample import describe_case, find_counterexample, shrink_engine_scale
 from .round_tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_task
 

@@ -333,8 +333,8 @@ def small_cases() -> list[Case]:
 
 
 __all__ = [
-    "BUDGETS", "Budget", "Case", "GENERATED_SHAPES", "ROUND_STREAMS", "SCALE_STREAMS", "SMALL_MODELS_SEED", "SMALL_PAIRS",
-    "WIDE_VOCAB",
+    "BUDGETS", "Budget", "Case", "GENERATED_SHAPES", "ROUND_STREAMS", "SCALE_STREAMS", "SMALL_MODELS_SEED",
+    "SMALL_PAIRS", "WIDE_VOCAB",
     "all_cases", "battery", "engine_scale_case", "engine_scale_cases", "expected_round_length",
     "generated_cases", "get_budget", "looks", "optimum_tokens_per_round", "reference_case",
     "round_length_cases", "round_stream", "scale_stream", "small_cases", "small_models", "target_distribution",
