@@ -13,7 +13,21 @@ batteries share, so that none of them re-implements it.
   that survive hostile reprs, strs and lone surrogates);
 - **the parent's side**: ``call_within`` (one task in the subject's process under its limit
   and the battery's deadline), ``run_in_subject`` (start, run, and turn a deadline, a death or a
-  breach into the result), ``subject_process``.
+  breach into the result), ``subject_process``;
+- **random streams**: ``stream(seed, *path)``, the one scheme every battery draws by (below).
+
+Random streams (issue 21). Every random number a battery draws comes from one node of the tree
+of ``numpy.random.SeedSequence(seed)``, the check's seed: ``stream(seed, *path)`` is the node
+``SeedSequence(seed, spawn_key=path)``, which is what ``SeedSequence(seed).spawn`` hands out
+(``stream(seed, 2, 1)`` is ``SeedSequence(seed).spawn(3)[2].spawn(2)[1]``: the streams drawn by
+spawn before are the same nodes, their figures unchanged). ``path[0]`` names the purpose, an
+index of the interface's table (``round_cases.ROUND_STREAMS``, ``loop_cases.SEED_STREAMS``,
+``kernel.KERNEL_STREAMS``), the rest is what that table says (a case, a look, a replayed seed, a
+chunk); the root itself (``default_rng(seed)``) is the stream of each interface's contract or
+replay check, as the tables say. Nothing is made by adding offsets to the seed, so no two
+purposes, cases or looks share numbers, and a node's numbers depend only on the seed and its
+path: a look of a case draws the same numbers whatever else the battery runs (an independent
+unit of work).
 
 The statistics themselves (the sequential chi-square, its power, exact TV) are
 ``specverify.stats`` and ``specverify.exact``; each interface's battery (``interfaces.round`` for
@@ -34,6 +48,19 @@ import numpy as np
 
 from . import exact, runner, stats
 from .budgets import CAMPAIGN_SECONDS  # noqa: F401 - a campaign's time limits, re-exported
+
+# --------------------------------------------------------------------------- random streams
+
+
+def stream(seed, *path: int) -> np.random.SeedSequence:
+    """The node at ``path`` of ``SeedSequence(seed)``'s tree (the module's docstring): ``seed``
+    an int (the check's seed), or a ``SeedSequence`` node, whose path this extends (its child
+    ``path[0]``, that one's child ``path[1]``, ...). ``stream(seed)`` is the root."""
+    if isinstance(seed, np.random.SeedSequence):
+        return np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + tuple(int(i) for i in path),
+                                      pool_size=seed.pool_size)
+    return np.random.SeedSequence(int(seed), spawn_key=tuple(int(i) for i in path))
+
 
 # --------------------------------------------------------------------------- results
 
@@ -464,5 +491,6 @@ __all__ = [
     "BREAKING_KINDS", "CAMPAIGN_SECONDS", "DEFAULT_FALSE_FAIL_RATE", "EXACT_TV_TOL", "JUDGED_BY", "MESSAGE_CHARS", "PASSED_THROUGH",
     "PLAIN_INTS", "POWER_FALSE_PASS_RATE", "SHOW_CHARS", "Battery", "BatteryResult", "ContractBreach", "Finding", "OutOfTime",
     "as_sequence", "call_subject", "call_within", "coverage_entry", "describe_exception", "items_of", "message_of",
-    "plain_tokens", "reading", "run_in_subject", "show", "subject_process", "time_limit", "token_id", "type_name",
+    "plain_tokens", "reading", "run_in_subject", "show", "stream", "subject_process", "time_limit", "token_id",
+    "type_name",
 ]

@@ -81,10 +81,11 @@ def handout_iid() -> TableModel:
     return iid_model([0.5, 0.3, 0.2], [0.3, 0.3, 0.4], name="handout-iid")
 
 
-def random_model(vocab_size: int, order: int = 1, period: int = 1, seed: int = 0,
+def random_model(vocab_size: int, order: int = 1, period: int = 1, seed: int | np.random.SeedSequence = 0,
                  zeros: bool = False) -> TableModel:
     """A random table model (Dirichlet rows) whose every context has its own p and q; with
-    ``zeros`` each row of p and of q gets one zero entry (tokens one model never emits)."""
+    ``zeros`` each row of p and of q gets one zero entry (tokens one model never emits).
+    ``seed``: ``numpy.random.default_rng``'s (an int or a ``SeedSequence``)."""
     rng = np.random.default_rng(seed)
     rows = vocab_size**order * period
     p = rng.dirichlet(np.ones(vocab_size), size=rows)

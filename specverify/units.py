@@ -9,14 +9,17 @@ process:
   everything else the battery does. One unit per case: ``enumeration_unit`` runs it in its own
   subject process (``runner.Runner``: an exit, a crash or a hang is a finding, never a dead
   worker) and returns the outcome with the seconds it took.
-- **seeded calls**: the contract's rounds (one rng threaded through the cases in order), the
-  sequential chi-square (one rng, seed + 1, threaded breadth first through every live case at
-  each look: case i's batch at look j starts where the batch before it left the stream, and how
-  many numbers a batch draws depends on the subject) and sampled tokens per round (seed + 2).
-  These are not independent units: the samples of a case's look depend on every batch drawn
-  before it, so they run in order, in one task (``run_battery(prefetched=...)``), as
-  in the local executor. Splitting them would need a stream per (case, look), which changes the
-  samples, the p-values and the figures of every earlier report.
+- **seeded calls**: the contract's rounds (the root stream, ``default_rng(seed)``, threaded
+  through the cases in order), the sequential chi-square and sampled tokens per round
+  (``round_cases.ROUND_STREAMS``: since issue 21 one stream per (case, look),
+  ``round_stream(seed, "chi-square looks", i, j)``, and one per tokens-per-round case; before,
+  one rng, seed + 1, threaded breadth first through every live case, and seed + 2). A look's
+  draws therefore depend only on the subject, the case, the look and the seed: each (case,
+  look) is an independent unit by its numbers. They still run in order, in one task
+  (``run_battery(prefetched=...)``), as in the local executor: which looks run at all (a case
+  leaves at its first failing look, all stop at the first finding) and the seconds a look may
+  take (its share of what the looks before it left) are decided as the run goes; serving looks
+  from units would mean drawing each look's runs ahead, to a time limit of its own.
 
 ``run_battery(prefetched=units)`` then replays the battery with the enumerations served from the
 units (``interfaces.round``'s prefetched battery): the same code takes the same decisions on the same

@@ -99,3 +99,37 @@ def test_a_subject_that_cannot_load_leaves_its_units_unused():
     got = run_units(load, QUICK, stop_on_first=True)
     assert {u["outcome"][0] for u in got} == {"load-failed"}
     assert units.prefetched(got) == {}
+
+
+def test_a_chi_square_look_draws_the_same_runs_whatever_else_is_live():
+    """Issue 21: case i's runs at look j come from their own stream (``round_cases.ROUND_STREAMS``),
+    so the first case's looks give the same p-value beside a case that draws few numbers per run
+    (k = 1, two tokens) and beside one that draws many (k = 4, five tokens): each (case,
+    look) is an independent unit. With the one rng threaded through every live case that these
+    streams replaced, the second case's draws moved every later look of the first."""
+    first, light, heavy = (detectors.all_cases()[i] for i in (0, 3, 1))
+    assert light.m < heavy.m
+
+    def first_line(others):
+        result = detectors.run_statistics(detectors.speculative_step, [first, *others], 4, "quick", n_max=2000)
+        if any("time limit" in line for line in result.ran):
+            pytest.skip("a look was cut by time on this loaded machine: its runs are not comparable")
+        lines = [line for line in result.ran if line.startswith(f"chi-square: {first.name}:")]
+        return [line.split(";")[0] for line in lines]  # the runs and the p-value (the power: the split)
+
+    alone = first_line([])
+    assert alone and "at n=2000 (p-value" in alone[0]
+    assert first_line([light]) == alone == first_line([heavy])
+
+
+def test_a_stream_is_the_node_spawn_hands_out():
+    """``battery.stream(seed, *path)`` is ``SeedSequence(seed).spawn``'s child path[0], its child
+    path[1], ...: the streams drawn by spawn before issue 21 (generated and engine-scale cases)
+    kept their numbers; a node given as the seed is extended."""
+    from specverify.battery import stream
+
+    old = np.random.SeedSequence(7).spawn(3)[2].spawn(4)[1]
+    assert (stream(7, 2, 1).generate_state(4) == old.generate_state(4)).all()
+    assert (stream(stream(7, 2), 1).generate_state(4) == old.generate_state(4)).all()
+    assert (stream(7).generate_state(4) == np.random.SeedSequence(7).generate_state(4)).all()
+    assert len({tuple(stream(7, 0, i, j).generate_state(2)) for i in range(4) for j in range(4)}) == 16

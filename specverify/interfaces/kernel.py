@@ -47,7 +47,7 @@ import numpy as np
 from .. import budgets, runner, stats
 from ..budgets import KernelBudget
 from ..battery import (POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, run_in_subject,
-                       stopping_kinds)
+                       stopping_kinds, stream)
 from ..uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 from . import kernel_cases as kc
 from .kernel_tasks import (GENERATOR_NAMES, kind_task, as_round_sampler, check_device, kernel_counts_task,
@@ -76,22 +76,38 @@ def get_budget(budget) -> KernelBudget:
 ENGINE_VOCABS = (1024, 4097, 33_024, 152_064)
 """The vocabularies a drawn engine-scale kernel case picks from (tiles, int16, Qwen2.5's)."""
 
+KERNEL_STREAMS = ("generated cases", "contract", "spot checks", "statistics", "engine-scale case", "aimed cases")
+"""The kernel battery's random streams (``battery.stream``: nodes of ``SeedSequence(seed)``'s
+tree), child by child: 0 the generated cases (grandchild i for case i), 1 the contract's uniforms
+and batch orders (its node ``(1, 0)`` seeds a generator kernel's contract rows: chunk c from
+``(1, 0, c)``), 2 the spot checks' uniforms, 3 the sequential chi-square, one node per (case,
+instance, look): ``(3, i, b, j)`` for instance b of case i of the run's cases at look j
+(``kernel_tasks.kernel_counts_task``: its uniforms from the node's child 0, a generator kernel's
+chunk c from ``(…, 1, c)``), 4 the drawn engine-scale case, 5 the aimed cases (grandchild i for
+the i-th k). Before issue 21 the looks' seeds were words of a node per statistics call and
+instance, and the kernel's generators were seeded ``SeedSequence([seed + start, 0])``: the
+statistics' rows and figures differ from earlier reports'."""
+
+
+def kernel_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence:
+    """The node ``(KERNEL_STREAMS.index(purpose), *path)`` of ``SeedSequence(seed)``'s tree."""
+    return stream(seed, KERNEL_STREAMS.index(purpose), *path)
+
 
 def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
-    """The fixed cases, ``budget.generated`` drawn from ``SeedSequence(seed)``'s child 0, with
-    ``engine_scale`` one ``kc.sparse_engine_case`` drawn from child 4 (V from ``ENGINE_VOCABS``,
-    k 1 to 8, either side), and with an ``interfaces.Aim`` the aimed cases from child 5
-    (children 1 to 3 are the battery's contract, spot-check and statistics streams)."""
+    """The fixed cases, ``budget.generated`` drawn from ``kernel_stream(seed, "generated cases")``,
+    with ``engine_scale`` one ``kc.sparse_engine_case`` drawn from ``"engine-scale case"`` (V from
+    ``ENGINE_VOCABS``, k 1 to 8, either side), and with an ``interfaces.Aim`` the aimed cases from
+    ``"aimed cases"`` (``KERNEL_STREAMS``)."""
     fixed = [kc.every_draft_case(), kc.adversarial_case(), kc.ragged_case()]
-    children = np.random.SeedSequence(seed).spawn(6)
-    drawn = kc.generated_cases(children[0], budget.generated)
+    drawn = kc.generated_cases(kernel_stream(seed, "generated cases"), budget.generated)
     if budget.engine_scale:
         fixed += [kc.dense_case(budget.dense_vocab, n=1), kc.tile_boundary_case(), kc.wide_ids_case()]
-        rng = np.random.default_rng(children[4])
+        rng = np.random.default_rng(kernel_stream(seed, "engine-scale case"))
         V, k = int(rng.choice(ENGINE_VOCABS)), int(rng.integers(1, 9))
         side = ("residual", "draft")[int(rng.integers(2))]
         drawn.append(kc.sparse_engine_case(rng, V, k, side, f"generated engine scale V{V} {side}, k={k}"))
-    aimed = kc.aimed_cases(children[5], aim.vocab, aim.ks) if aim else []
+    aimed = kc.aimed_cases(kernel_stream(seed, "aimed cases"), aim.vocab, aim.ks) if aim else []
     return fixed + drawn + aimed
 
 
@@ -156,9 +172,10 @@ class KernelBattery(Battery):
     def __init__(self, subject: runner.Runner, budget: KernelBudget, seed: int, deadline: float | None):
         super().__init__(subject, budget, seed, deadline)
         self.aim = None  # interfaces.Aim: the user's vocabulary and k (cases' aimed ones)
-        streams = np.random.SeedSequence(seed).spawn(4)  # 0 cases, 1 contract, 2 spot checks, 3 statistics
-        self.contract_rng, self.spot_rng = (np.random.default_rng(s) for s in streams[1:3])
-        self.stat_stream = streams[3]
+        self.contract_rng = np.random.default_rng(kernel_stream(seed, "contract"))
+        self.spot_rng = np.random.default_rng(kernel_stream(seed, "spot checks"))
+        self.generators = kernel_stream(seed, "contract", 0)  # a generator kernel's contract rows
+        self.case_index = 0  # the case judged now, in the run's order (its statistics' streams)
         self.arrays = "numpy" if budget.device == "cpu" else "torch"  # on a GPU: torch tensors there
         self.generator = False  # the kernel draws from a generator (its fourth parameter's name)
         self.statistical = False  # judged by statistics: a generator, or uniforms that do not replay
@@ -169,7 +186,7 @@ class KernelBattery(Battery):
         per_row = 4 * (2 * case.k + 1) * case.vocab_size + 8 * (2 * case.k + 1)
         return max(1, self.budget.chunk_bytes // per_row)
 
-    def rows(self, case: kc.KernelCase, inst: np.ndarray, uniforms, seed: int | None = None,
+    def rows(self, case: kc.KernelCase, inst: np.ndarray, uniforms, generators=None,
              order: np.ndarray | None = None):
         """The kernel's (out, nacc) on instance rows ``inst``, in a shuffled order (so that
         neighbouring batch rows belong to different instances and problems), or in ``order``."""
@@ -178,7 +195,7 @@ class KernelBattery(Battery):
         u = None if uniforms is None else np.asarray(uniforms, dtype=np.float32)[order]
         chunks = -(-len(inst) // self.chunk_rows(case))
         got = self.call(kernel_rows_task, case, np.asarray(inst)[order], u, self.arrays,
-                        self.chunk_rows(case), seed, self.budget.device,
+                        self.chunk_rows(case), generators, self.budget.device,
                         seconds=self.budget.call_limit_s * chunks)
         if got[0] == "breach":
             raise ContractBreach(got[1])
@@ -193,19 +210,19 @@ class KernelBattery(Battery):
         u = None if self.generator else self.contract_rng.random((len(inst), case.k + 1), dtype=np.float32)
         order = self.contract_rng.permutation(len(inst))
         try:
-            first = self.rows(case, inst, u, seed=0, order=order)
+            first = self.rows(case, inst, u, generators=self.generators, order=order)
         except ContractBreach as exc:
             if not _numpy_type_error(str(exc)) or not _torch_available():
                 self.breach(str(exc), case)
                 return False
             self.arrays = "torch"
             try:
-                first = self.rows(case, inst, u, seed=0, order=order)
+                first = self.rows(case, inst, u, generators=self.generators, order=order)
             except ContractBreach as exc2:
                 self.breach(f"{exc2} (with torch tensors; with NumPy arrays: {exc})", case)
                 return False
             self.result.ran.append("contract: fails on NumPy arrays; judged with torch tensors (CPU)")
-        again = self.rows(case, inst, u, seed=0, order=order)
+        again = self.rows(case, inst, u, generators=self.generators, order=order)
         same = all(np.array_equal(a, b) for a, b in zip(first, again))
         self.statistical = self.generator
         if not same and self.generator:
@@ -218,7 +235,7 @@ class KernelBattery(Battery):
                 "randomness besides its uniforms; judged by statistics", case.name))
             self.statistical = True
         elif not self.generator:
-            moved = self.rows(case, inst, u, seed=0)  # the same rows in another batch order
+            moved = self.rows(case, inst, u, generators=self.generators)  # the same rows in another batch order
             differ = [int(r) for r in np.flatnonzero((moved[0] != first[0]).any(axis=1) | (moved[1] != first[1]))]
             if differ:
                 r = differ[0]
@@ -486,19 +503,18 @@ class KernelBattery(Battery):
     def statistics(self, case: kc.KernelCase, insts: list, uniforms: bool = False) -> None:
         """The sequential chi-square on each instance: looks at n_min, 2 n_min, ... rows, until
         a look fails, or the power reaches the budget's ``detect_tv``, or ``n_max``; every look
-        draws from its own child of the statistics stream (seed, instance, look)."""
+        draws from its own node, ``kernel_stream(seed, "statistics", case, instance, look)``."""
         b_ = self.budget
-        stream = self.stat_stream.spawn(1)[0]
         for b in insts:
             want = {f"{j} {y}": v for (j, y), v in kc.rule_law(case, b).items()}
             detect = detect_tv_for(case, b_)
             sizes, per_check = planned_looks(want, b_, max(1, self.stat_checks), detect)
             counts: dict = {}
-            seeds = stream.spawn(1)[0].generate_state(len(sizes), np.uint64) >> 1
             done, result = 0, None
-            for n, look_seed in zip(sizes, seeds.tolist()):
+            for look, n in enumerate(sizes):
                 chunks = -(-(n - done) // self.chunk_rows(case))
-                got = self.call(kernel_counts_task, case, b, n - done, int(look_seed), self.arrays,
+                node = kernel_stream(self.seed, "statistics", self.case_index, b, look)
+                got = self.call(kernel_counts_task, case, b, n - done, node, self.arrays,
                                 self.chunk_rows(case), self.generator, self.budget.device,
                                 seconds=self.budget.call_limit_s * chunks)
                 if got[0] == "breach":
@@ -531,7 +547,8 @@ class KernelBattery(Battery):
             self.result.ran.append("contract: breached; the remaining checks skipped")
             return self.result
         self.stat_checks = sum(c.n for c in all_cases)
-        for case in all_cases:
+        for i, case in enumerate(all_cases):
+            self.case_index = i
             try:
                 if self.statistical:
                     self.statistics(case, [b for b in range(case.n) if not case.q_zero(b)])
@@ -633,6 +650,6 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return []
 
 
-__all__ = ["ALIASES", "GENERATOR_NAMES", "KERNEL_BUDGETS", "as_round_sampler", "KernelBattery", "KernelBudget", "NAME", "PARAMETERS", "cases",
-           "counterexample", "coverage", "get_budget", "kernel_rows_task", "run", "tolerance", "units",
-           "uses_generator", "validate_outputs"]
+__all__ = ["ALIASES", "GENERATOR_NAMES", "KERNEL_BUDGETS", "KERNEL_STREAMS", "as_round_sampler", "KernelBattery",
+           "KernelBudget", "NAME", "PARAMETERS", "cases", "counterexample", "coverage", "get_budget",
+           "kernel_rows_task", "kernel_stream", "run", "tolerance", "units", "uses_generator", "validate_outputs"]

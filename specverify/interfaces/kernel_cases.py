@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..battery import stream
 from ..chains import random_model
 
 
@@ -240,8 +241,8 @@ def generated_cases(seed_sequence: np.random.SeedSequence, count: int, max_vocab
     """``count`` cases drawn from the check's seed: V in 2..max_vocab, k in 1..max_k, rows of
     random peakedness (zeros included), drafts drawn from q, a few instances each."""
     out = []
-    for i, child in enumerate(seed_sequence.spawn(count)):
-        rng = np.random.default_rng(child)
+    for i in range(count):
+        rng = np.random.default_rng(stream(seed_sequence, i))
         V = int(rng.choice([2, 3, 4, 5, 8, 50, max_vocab]))
         k = int(rng.integers(1, max_k + 1))
         conc = float(rng.choice([0.05, 0.3, 1.0, 5.0]))
@@ -295,8 +296,8 @@ def aimed_cases(seed_sequence: np.random.SeedSequence, vocab: int | None, ks: tu
 
     V = vocab or 4096
     out = []
-    for i, (k, child) in enumerate(zip(ks or (4,), seed_sequence.spawn(len(ks or (4,))))):
-        rng = np.random.default_rng(child)
+    for i, k in enumerate(ks or (4,)):
+        rng = np.random.default_rng(stream(seed_sequence, i))
         if V < 64:  # too narrow for edges and a head: dense rows
             p, q = peaky_rows(rng, V, k + 1, 0.3), peaky_rows(rng, V, k, 0.3)
             drafts = [int(rng.choice(V, p=_normalized(q[j]))) for j in range(k)]

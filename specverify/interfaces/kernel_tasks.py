@@ -1,10 +1,11 @@
 """The kernel interface's subject side: what runs in the subject's process (specverify.runner).
 
 ``kernel_rows_task`` runs the kernel on rows of a case's instances with given uniforms (or a
-seeded generator), in chunks of bounded memory, checking each call's contract
-(``validate_outputs``: shapes, integer ids, the accepted prefix equal to the drafts, the
-emitted token in the vocabulary, -1 padding, inputs untouched); ``kernel_counts_task`` does the
-same for the statistics and sends back only the counts of (accepted, emitted token).
+seeded generator: chunk c's from ``battery.stream(node, c)``, a node of the check's tree), in
+chunks of bounded memory, checking each call's contract (``validate_outputs``: shapes, integer
+ids, the accepted prefix equal to the drafts, the emitted token in the vocabulary, -1 padding,
+inputs untouched); ``kernel_counts_task`` does the same for the statistics and sends back only
+the counts of (accepted, emitted token).
 ``as_round_sampler`` wraps a kernel in the handout's round interface (B = 1), so that the round
 battery can judge the same kernel.
 """
@@ -15,7 +16,7 @@ import inspect
 
 import numpy as np
 
-from ..battery import ContractBreach, call_subject, message_of, reading
+from ..battery import ContractBreach, call_subject, message_of, reading, stream
 from . import kernel_cases as kc
 
 GENERATOR_NAMES = ("generator", "rng", "gen")
@@ -98,15 +99,16 @@ def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np
 
 
 def _chunks(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str, chunk_rows: int,
-            seed: int | None, device: str):
-    """Yield (out, nacc) of the kernel on each chunk of ``rows`` (ContractBreach on a breach)."""
-    for c, start in enumerate(range(0, len(rows), chunk_rows)):
+            generators, device: str, first: int = 0):
+    """Yield (out, nacc) of the kernel on each chunk of ``rows`` (ContractBreach on a breach);
+    without uniforms, chunk c's generator from ``stream(generators, first + c)``."""
+    for c, start in enumerate(range(0, len(rows), chunk_rows), first):
         sel = rows[start:start + chunk_rows]
         drafts = case.draft_ids[sel]
         args = [_as(arrays, drafts, device), _as(arrays, case.q[sel], device), _as(arrays, case.p[sel], device)]
         kept = [a.clone() if arrays == "torch" else a.copy() for a in args]
         if uniforms is None:
-            cs = np.random.SeedSequence([seed, c])
+            cs = stream(generators, c)
             if arrays == "torch":
                 import torch
 
@@ -126,30 +128,32 @@ def _chunks(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str
 
 
 def kernel_rows_task(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str,
-                     chunk_rows: int, seed: int | None = None, device: str = "cpu"):
+                     chunk_rows: int, generators=None, device: str = "cpu"):
     """In the subject's process: the kernel on instance rows ``rows`` with ``uniforms`` [R, k+1]
-    (or, when None, a generator seeded from ``(seed, chunk)``), in chunks; ("ok", out, nacc) or
-    ("breach", what)."""
+    (or, when None, chunk c with a generator seeded from ``stream(generators, c)``: an int seed
+    or a ``SeedSequence`` node), in chunks; ("ok", out, nacc) or ("breach", what)."""
     try:
-        got = list(_chunks(kernel, case, rows, uniforms, arrays, chunk_rows, seed, device))
+        got = list(_chunks(kernel, case, rows, uniforms, arrays, chunk_rows, generators, device))
     except ContractBreach as exc:
         return "breach", message_of(exc)
     return "ok", np.concatenate([o for o, _ in got]), np.concatenate([n for _, n in got])
 
 
-def kernel_counts_task(kernel, case: kc.KernelCase, b: int, n: int, seed: int, arrays: str,
+def kernel_counts_task(kernel, case: kc.KernelCase, b: int, n: int, seed, arrays: str,
                        chunk_rows: int, generator: bool, device: str = "cpu"):
-    """In the subject's process: n rows of instance b (uniforms drawn here from ``seed``, or the
-    kernel's own generator), counted by (accepted, emitted token): ("ok", {(j, y): count}) or
-    ("breach", what). Only the counts cross the pipe: 10^6 rows cost a few kilobytes."""
+    """In the subject's process: n rows of instance b, counted by (accepted, emitted token):
+    ("ok", {(j, y): count}) or ("breach", what). ``seed``: a ``SeedSequence`` node (the look's,
+    ``kernel.KERNEL_STREAMS``) or an int: the uniforms are drawn from ``stream(seed, 0)``, or the
+    kernel's own generator for the c-th chunk of ``chunk_rows`` rows seeded from
+    ``stream(seed, 1, c)``. Only the counts cross the pipe: 10^6 rows cost a few kilobytes."""
     counts: dict = {}
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
+    rng = np.random.default_rng(stream(seed, 0))
     try:
-        for start in range(0, n, chunk_rows):
+        for c, start in enumerate(range(0, n, chunk_rows)):
             m = min(chunk_rows, n - start)
             rows = np.full(m, b, dtype=np.int64)
             u = None if generator else rng.random((m, case.k + 1), dtype=np.float32)
-            for out, nacc in _chunks(kernel, case, rows, u, arrays, m, seed + start, device):
+            for out, nacc in _chunks(kernel, case, rows, u, arrays, m, stream(seed, 1), device, first=c):
                 keys, freq = np.unique(nacc * (case.vocab_size + 1) + out[np.arange(len(nacc)), nacc],
                                        return_counts=True)
                 for key, c in zip(keys.tolist(), freq.tolist()):

@@ -35,6 +35,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import budgets, exact
+from ..battery import stream
 from ..budgets import LoopBudget
 from ..loop import ContextFreeLogits, LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law
 from .loop_tasks import read_outcome
@@ -180,21 +181,26 @@ def edge_cases() -> tuple[LoopCase, ...]:
 # --------------------------------------------------------------------------- drawn from the seed
 
 SEED_STREAMS = ("generated cases", "seed-law and same-seed runs", "engine-scale cases", "engine-scale runs",
-                "shrink cases", "shrink runs")
-"""What each child of ``numpy.random.SeedSequence(seed)`` draws, by index: child 0 the generated
-cases (one grandchild per case, so that case i is the same whatever the budget's count), child 1
-the ``rng`` handed to the loop in the seed-law and same-seed runs (what unseeded batch-mates draw
-from), child 2 the engine-scale and aimed cases (``scale_loop_cases``, one grandchild per case),
-child 3 the rng of their runs, child 4 the smaller batches a binned finding is shrunk over
-(``shrink_binned_loop``, one grandchild per candidate), child 5 the rng of their runs. The checks older than issue 22 keep their own streams, so their verdicts replay: the replay
-check draws from ``default_rng(seed)``, the chi-square of a case the enumerator cannot follow from
-``default_rng(seed + 7)``, the alone / batched replay from ``default_rng(10_000 + s)`` and
-``default_rng(20_000 + s)``."""
+                "shrink cases", "shrink runs", "loop chi-square", "seed replay runs", "counterexample runs")
+"""What each child of ``numpy.random.SeedSequence(seed)`` draws (``battery.stream``), by index:
+child 0 the generated cases (one grandchild per case, so that case i is the same whatever the
+budget's count), child 1 the ``rng`` handed to the loop in the seed-law and same-seed runs (what
+unseeded batch-mates draw from), child 2 the engine-scale and aimed cases (``scale_loop_cases``,
+one grandchild per case), child 3 the rng of their runs, child 4 the smaller batches a binned
+finding is shrunk over (``shrink_binned_loop``, one grandchild per candidate), child 5 the rng of
+their runs, child 6 the chi-square of a case the enumerator cannot follow (grandchild i for case i
+of the battery's cases), child 7 the loop's rng in the seed replay runs (``loop_seed_task``: node
+``(7, s, r)`` for request seed s and run r: 0 alone, 1 batched, 2 the second request alone, 3 the
+same-seed pair), child 8 the counterexample search's chi-square runs (grandchild i for candidate
+i). The root itself (``default_rng(seed)``) draws the replay check's three runs. Children 6 to 8
+were ``default_rng(seed + 7)`` (the chi-square, the same for every case and candidate) and
+``default_rng(10_000 + s)`` to ``default_rng(40_000 + s)`` (whatever the check's seed) before
+issue 21: their runs and p-values differ from earlier reports'."""
 
 
-def seed_stream(seed: int, purpose: str) -> np.random.SeedSequence:
-    """The child of ``SeedSequence(seed)`` for ``purpose`` (a name of ``SEED_STREAMS``)."""
-    return np.random.SeedSequence(seed).spawn(len(SEED_STREAMS))[SEED_STREAMS.index(purpose)]
+def seed_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence:
+    """The node ``(SEED_STREAMS.index(purpose), *path)`` of ``SeedSequence(seed)``'s tree."""
+    return stream(seed, SEED_STREAMS.index(purpose), *path)
 
 
 # The value sets of ``strategies.sampling_params`` (the Hypothesis strategy), drawn here with NumPy
@@ -306,8 +312,8 @@ def reference_rates(case: LoopCase) -> list[float]:
 @lru_cache(maxsize=8)
 def _generated(seed: int, count: int, max_paths: int) -> tuple[LoopCase, ...]:
     out = []
-    for i, stream in enumerate(seed_stream(seed, "generated cases").spawn(count)):
-        rng = np.random.default_rng(stream)
+    for i in range(count):
+        rng = np.random.default_rng(seed_stream(seed, "generated cases", i))
         for attempt in range(4 * GENERATED_ATTEMPTS):
             case = _drawn_case(rng, f"generated #{i} (seed {seed})", 5 >> (attempt // GENERATED_ATTEMPTS))
             try:
@@ -379,9 +385,9 @@ def scale_loop_cases(budget="standard", seed: int = 0, aim=None) -> list[LoopCas
         m = aim.max_tokens if aim.max_tokens is not None else 8
         shapes += [(aim.vocab or 4096, k, m, "aimed", "aimed", ("residual", "draft")[i % 2])
                    for i, k in enumerate(aim.ks or (4,))]
-    streams = seed_stream(seed, "engine-scale cases").spawn(len(shapes))
-    return [scale_loop_case(v, k, m, np.random.default_rng(st), f"{name} (seed {seed})", kind, side)
-            for (v, k, m, name, kind, side), st in zip(shapes, streams)]
+    return [scale_loop_case(v, k, m, np.random.default_rng(seed_stream(seed, "engine-scale cases", i)),
+                            f"{name} (seed {seed})", kind, side)
+            for i, (v, k, m, name, kind, side) in enumerate(shapes)]
 
 
 __all__ = ["CORE_KINDS", "GENERATED_ATTEMPTS", "LOOP_BUDGETS", "LoopBudget", "LoopCase", "SCALE_KINDS", "SEED_STREAMS",

@@ -57,12 +57,14 @@ class LoopBattery(Battery):
         return self.call(loop_enumerate_task, case, tuple(ids), paths, b.case_enumeration_s,
                          seconds=b.case_enumeration_s + b.call_limit_s)
 
-    def law_case(self, case: LoopCase, per_check: float, exact_ok: bool, efficiency: bool = True) -> None:
+    def law_case(self, case: LoopCase, per_check: float, exact_ok: bool, runs, efficiency: bool = True) -> None:
         """Judge every request of the case: exact law by enumeration (``exact_ok``), else the
-        chi-square over whole outputs (a core case, ``CORE_KINDS``: ``budget.samples`` runs and its
-        power required, a shortfall below ``detect_tv``; an edge or generated case:
-        ``extra_samples`` runs, its power stated); contracts on every outcome; tokens per pass when
-        ``efficiency``. Each request's (method, law got, law wanted, runs) goes to ``self.laws``."""
+        chi-square over whole outputs, its runs drawn from ``runs`` (a ``SeedSequence`` node:
+        ``seed_stream(seed, "loop chi-square", i)`` for the battery's case i; a core case,
+        ``CORE_KINDS``: ``budget.samples`` runs and its power required, a shortfall below
+        ``detect_tv``; an edge or generated case: ``extra_samples`` runs, its power stated);
+        contracts on every outcome; tokens per pass when ``efficiency``. Each request's (method,
+        law got, law wanted, runs) goes to ``self.laws``."""
         b, r = self.budget, self.result
         self.laws: dict = {}
         ids = tuple(range(len(case.requests)))
@@ -101,13 +103,13 @@ class LoopBattery(Battery):
                           case, {"request": i, "exact_tv": tv, "got": _top(got), "expected": _top(want)})
             return
         r.ran.append(f"sequence-law: {case.name}: not enumerable ({value}); statistics instead")
-        rng = np.random.default_rng(self.seed + 7)
+        rng = np.random.default_rng(runs)
         core = case.kind in CORE_KINDS
-        runs = b.samples if core else b.extra_samples
-        if not runs:  # a campaign (tv=X): enough runs for every request's chi-square to see it
-            runs = max(stats.min_num_samples_chi_square(b.detect_tv, _law(case, i), per_check, POWER_FALSE_PASS_RATE)
-                       for i in ids)
-        got, breach, _, _ = self.call(loop_sample_task, case, ids, runs, rng,
+        n = b.samples if core else b.extra_samples
+        if not n:  # a campaign (tv=X): enough runs for every request's chi-square to see it
+            n = max(stats.min_num_samples_chi_square(b.detect_tv, _law(case, i), per_check, POWER_FALSE_PASS_RATE)
+                    for i in ids)
+        got, breach, _, _ = self.call(loop_sample_task, case, ids, n, rng,
                                       b.statistics_s, b.call_limit_s, seconds=b.statistics_s + 2 * b.call_limit_s)
         if breach:
             self.find("contract", "contract", breach, case)
@@ -168,7 +170,8 @@ class LoopBattery(Battery):
         b, r = self.budget, self.result
         self.laws = {}
         seeds = list(range(b.seeds))
-        mismatches, breach = self.call(loop_seed_task, case, seeds, b.call_limit_s, True,
+        mismatches, breach = self.call(loop_seed_task, case, seeds, seed_stream(self.seed, "seed replay runs"),
+                                       b.call_limit_s, True,
                                        seconds=4 * len(seeds) * b.call_limit_s + b.call_limit_s)
         if breach:
             self.find("contract", "contract", breach, case)
@@ -291,7 +294,7 @@ class LoopBattery(Battery):
             exact_ok = False
             self.find("rng", "contract", "does not draw from rng: the same rng state replayed different "
                       "outputs; enumeration skipped, laws judged by statistics", first)
-        for case in cases:
+        for i, case in enumerate(cases):
             if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
                 r.ran.append("stopped after the first finding")
                 break
@@ -301,7 +304,7 @@ class LoopBattery(Battery):
                 seconds = self.budget.aim_s / aimed if case.kind == "aimed" else self.budget.scale_s
                 scale_rng = self.scale_case(case, per_check, seconds, scale_rng)
             else:
-                self.law_case(case, per_check, exact_ok)
+                self.law_case(case, per_check, exact_ok, seed_stream(self.seed, "loop chi-square", i))
         return r
 
 

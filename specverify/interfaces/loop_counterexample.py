@@ -184,9 +184,8 @@ def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Find
     side = case.side or "residual"
     shapes = [s for s in shrink_shapes(case.vocab_size, case.k, side) if s != (case.vocab_size, case.k)]
     m = max(q.params.max_tokens for q in case.requests)
-    streams = seed_stream(seed, "shrink cases").spawn(len(shapes))
-    candidates = [scale_loop_case(v, k, min(m, k + 1), np.random.default_rng(st), f"shrunk (seed {seed})", "scale",
-                                  side) for (v, k), st in zip(shapes, streams)]
+    candidates = [scale_loop_case(v, k, min(m, k + 1), np.random.default_rng(seed_stream(seed, "shrink cases", i)),
+                                  f"shrunk (seed {seed})", "scale", side) for i, (v, k) in enumerate(shapes)]
     per_check = stats.split_budget(b.false_fail_rate, max(1, sum(min(m, c.k + 1) * len(c.requests)
                                                                    for c in candidates)))
     deadline = time.monotonic() + b.counterexample_s
@@ -234,7 +233,7 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
     found: list = []
 
     def search(battery: LoopBattery) -> None:
-        for case in candidates:
+        for i, case in enumerate(candidates):
             battery.restart()
             if case.seeded:
                 if wanted is not None and not wanted & set(SEED_CHECKS):
@@ -243,7 +242,8 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
             elif wanted is not None and wanted <= set(SEED_CHECKS):
                 continue  # only a seeded case can show it
             else:
-                battery.law_case(case, per_check, exact_ok, efficiency=False)
+                battery.law_case(case, per_check, exact_ok, seed_stream(seed, "counterexample runs", i),
+                                 efficiency=False)
             hits = sorted((f for f in battery.result.findings if f.kind in ("distribution", "contract")
                            and f.check != "rng" and (wanted is None or _family(f.check) in wanted)),
                           key=lambda f: f.kind != "distribution")  # a law finding first

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import exact
 from ..battery import (PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of, plain_tokens,
-                       reading, show, time_limit, token_id, type_name)
+                       reading, show, stream, time_limit, token_id, type_name)
 from ..loop import Output, Request, as_output, step_distribution
 
 READ_LIMIT = 10_000
@@ -212,25 +212,27 @@ def _seeded(request: Request, seed: int) -> Request:
     return replace(request, params=replace(request.params, seed=int(seed)))
 
 
-def loop_seed_task(subject, case, seeds, call_limit: float, same_seed: bool = False):
+def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: bool = False):
     """For each seed s: request 0 seeded with s, run alone and in the batch (the others unseeded,
     another rng); with ``same_seed`` and a second request, also requests 0 and 1 both seeded with s
-    in one batch, each against itself alone. (mismatches, breach or None); a mismatch names its
-    ``kind`` ("batched" or "same seed"), the seed, the request and both outputs."""
+    in one batch, each against itself alone. The loop's rng in run r for seed s (r: 0 alone, 1
+    batched, 2 request 1 alone, 3 the same-seed pair) is ``default_rng(stream(runs, s, r))``,
+    ``runs`` the check's ``seed_stream(seed, "seed replay runs")``. (mismatches, breach or None);
+    a mismatch names its ``kind`` ("batched" or "same seed"), the seed, the request and both outputs."""
     mismatches = []
     try:
         for s in seeds:
             seeded = _seeded(case.requests[0], s)
-            alone = _run(subject, case, [seeded], np.random.default_rng(10_000 + s), call_limit)
-            batch = _run(subject, case, [seeded, *case.requests[1:]], np.random.default_rng(20_000 + s),
+            alone = _run(subject, case, [seeded], np.random.default_rng(stream(runs, s, 0)), call_limit)
+            batch = _run(subject, case, [seeded, *case.requests[1:]], np.random.default_rng(stream(runs, s, 1)),
                          call_limit)
             if alone[0][0] != batch[0][0]:
                 mismatches.append({"kind": "batched", "seed": int(s), "request": 0,
                                    "alone": list(alone[0][0]), "batched": list(batch[0][0])})
             if same_seed and len(case.requests) > 1:
                 other = _seeded(case.requests[1], s)
-                alone1 = _run(subject, case, [other], np.random.default_rng(30_000 + s), call_limit)
-                pair = _run(subject, case, [seeded, other], np.random.default_rng(40_000 + s), call_limit)
+                alone1 = _run(subject, case, [other], np.random.default_rng(stream(runs, s, 2)), call_limit)
+                pair = _run(subject, case, [seeded, other], np.random.default_rng(stream(runs, s, 3)), call_limit)
                 for i, solo in ((0, alone), (1, alone1)):
                     if pair[i][0] != solo[0][0]:
                         mismatches.append({"kind": "same seed", "seed": int(s), "request": i,

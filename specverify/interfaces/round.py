@@ -33,7 +33,8 @@ subject's process ``round_tasks``, the counterexample search ``round_counterexam
 every battery shares (results, the subject-side guards, calls under deadlines) is
 ``specverify.battery``. ``specverify.detectors`` re-exports the public names for older callers.
 Over 500 lines because ``RoundBattery``'s detectors share one run's state (the findings, the
-rng threaded through the cases, the cases too slow to judge) and read as one class.
+contract's rng threaded through the cases, the cases too slow to judge) and read as one class.
+Random streams: ``round_cases.ROUND_STREAMS``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ..battery import (EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResu
 from . import round_cases
 from .round_cases import (WIDE_VOCAB, Budget, Case, battery, coverage, engine_scale_cases,
                           expected_round_length, generated_cases, looks, optimum_tokens_per_round,
-                          round_length_cases, scale_stream, target_distribution, too_slow,
+                          round_length_cases, round_stream, scale_stream, target_distribution, too_slow,
                           tree_optimum_tokens_per_round)
 from .round_counterexample import describe_case, find_counterexample, shrink_engine_scale
 from .round_tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_task
@@ -210,17 +211,19 @@ class RoundBattery(Battery):
     # -- statistics ----------------------------------------------------------------------------
     def statistics(self, cases, fallback, false_fail_rate: float) -> None:
         """Chi-square at doubling sample sizes, breadth first (every live case at n before any at
-        2n); each look is one check of the Bonferroni split. A case the enumerator could not
-        follow and that ran out of time before n_max is a shortfall, with its power stated."""
+        2n); each look is one check of the Bonferroni split. The runs case i adds at look j are
+        drawn from their own stream, ``round_stream(seed, "chi-square looks", i, j)``: the same
+        whatever other cases are live (each (case, look) an independent unit). A case the
+        enumerator could not follow and that ran out of time before n_max is a shortfall, with
+        its power stated."""
         b, r = self.budget, self.result
         sizes = looks(b.n_min, b.n_max)
         per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
-        rng = np.random.default_rng(self.seed + 1)  # the streams of earlier releases: figures reproduce
         seconds = b.fallback_statistics_s if fallback else b.statistics_s
         stop = time.monotonic() + seconds
         live = {i: [] for i in range(len(cases))}
         last_p: dict = {}
-        for n in sizes:
+        for look, n in enumerate(sizes):
             order = list(live)
             for turn, i in enumerate(order):
                 case, samples = cases[i], live[i]
@@ -231,8 +234,9 @@ class RoundBattery(Battery):
                     del live[i]
                     continue
                 share = max(left, 0.0) / (len(order) - turn)  # the cases left in this look share it
-                got, breach, rng = self.call(sample_task, case, n - len(samples), rng, b, share,
-                                             seconds=share + 2 * case.m * b.call_limit_s)
+                rng = np.random.default_rng(round_stream(self.seed, "chi-square looks", i, look))
+                got, breach, _ = self.call(sample_task, case, n - len(samples), rng, b, share,
+                                           seconds=share + 2 * case.m * b.call_limit_s)
                 samples += got
                 if breach:
                     self.breach(breach, case)
@@ -326,17 +330,17 @@ class RoundBattery(Battery):
 
     # -- tokens per round ----------------------------------------------------------------------
     def tokens_per_round(self, cases, false_fail_rate: float) -> None:
-        """Mean tokens per round against the exact rule's: exact where enumerable, else sampled.
+        """Mean tokens per round against the exact rule's: exact where enumerable, else sampled
+        (case i's runs from ``round_stream(seed, "tokens per round", i)``).
 
         Only a shortfall is an efficiency finding: an exact single-chain sampler cannot beat the
         rule (the maximal coupling of q and p at every position), while an exact multi-draft
         sampler legitimately does, with more draft tokens; an excess is noted in ``ran``.
         """
         b, r = self.budget, self.result
-        rng = np.random.default_rng(self.seed + 2)
         per_check = stats.split_budget(false_fail_rate, len(cases))
         skip_exact = any(f.check == "rng" for f in r.findings)
-        for case in cases:
+        for i, case in enumerate(cases):
             want = expected_round_length(case)
             status, value = "not-enumerable", None
             if not skip_exact:
@@ -349,7 +353,8 @@ class RoundBattery(Battery):
                 self.breach(value, case)
                 continue
             else:
-                lengths, breach, rng = self.call(
+                rng = np.random.default_rng(round_stream(self.seed, "tokens per round", i))
+                lengths, breach, _ = self.call(
                     sample_task, case, b.round_length_runs, rng, b, b.round_length_s, round_length_run,
                     seconds=b.round_length_s + b.call_limit_s)
                 if breach:
@@ -432,7 +437,9 @@ class _PrefetchedBattery(RoundBattery):
     subject and the case (no rng: every random decision is enumerated), so its result is the
     one the subject's own process would have returned. Every other call (contract, the
     sequential chi-square's looks, sampled tokens per round: everything that draws from the
-    seeded streams) runs live, in order, as in ``RoundBattery``. The clock (``now``) is charged the
+    seeded streams) runs live, in order, as in ``RoundBattery`` (a look's draws come from its
+    own stream, ``round_cases.ROUND_STREAMS``, so a look could be served the same way; its time
+    share, which can cut its runs short, still depends on the looks before it). The clock (``now``) is charged the
     seconds each served call took where it ran, so the enumeration budget, the per-call limits
     and the deadline decide as they would have in one process; results the run never asks for
     (cases after ``stop_on_first``'s first finding, cases past the enumeration budget) are

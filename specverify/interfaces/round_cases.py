@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import budgets, exact, optimum_tokens, scale, stats
-from ..battery import POWER_FALSE_PASS_RATE
+from ..battery import POWER_FALSE_PASS_RATE, stream
 from ..budgets import CAMPAIGN_SECONDS, Budget
 from ..chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from ..samplers.chain import speculative_step
@@ -99,17 +99,17 @@ GENERATED_SHAPES = ((2, 5, 6), (3, 4, 4), (4, 3, 3))
 
 
 def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
-    """``budget.generated`` cases drawn from ``numpy.random.SeedSequence(seed)``'s child 1 (the
-    same seed gives the same cases): a vocabulary of 2 to 4, order 0 to 2, period 1 to 3, zeros
+    """``budget.generated`` cases, case i drawn from ``round_stream(seed, "generated cases", i)``
+    (the same seed gives the same cases): a vocabulary of 2 to 4, order 0 to 2, period 1 to 3, zeros
     or not, k and a window up to ``GENERATED_SHAPES``' bounds, a random prefix; then, with
     ``engine_vocab``, an i.i.d. pair over that many ids (``scale.enumerable_pair``: mass on 40
     of them, edges included; k = 1, one token: ~3,000 paths whatever V) where a bug that needs a
-    large vocabulary (a narrow id type, drafts from a truncated q) can show."""
+    large vocabulary (a narrow id type, drafts from a truncated q) can show, drawn from
+    ``round_stream(seed, "generated cases", budget.generated)`` (the child after the cases')."""
     b = get_budget(budget)
-    child = np.random.SeedSequence(seed).spawn(2)[1]
     out = []
-    for i, stream in enumerate(child.spawn(b.generated)):
-        rng = np.random.default_rng(stream)
+    for i in range(b.generated):
+        rng = np.random.default_rng(round_stream(seed, "generated cases", i))
         V, k_max, m_max = GENERATED_SHAPES[int(rng.integers(len(GENERATED_SHAPES)))]
         order, period = int(rng.integers(0, 3)), int(rng.integers(1, 4))
         model = random_model(V, order, period, int(rng.integers(1 << 31)), zeros=bool(rng.random() < 0.4))
@@ -119,7 +119,7 @@ def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
         out.append(Case(f"generated #{i} (seed {seed}): {model.name}, k={k}, {m} tokens", model, prefix, k, m))
     if b.engine_vocab:
         V = b.engine_vocab
-        model = scale.enumerable_pair(V, np.random.default_rng(child.spawn(1)[0]))
+        model = scale.enumerable_pair(V, np.random.default_rng(round_stream(seed, "generated cases", b.generated)))
         out.append(Case(f"generated V{V} iid (seed {seed}), k=1, 1 token", model, (), 1, 1))
     return out
 
@@ -142,14 +142,33 @@ def engine_scale_case(vocab: int, k: int, m: int, side: str, origin: str, rng, s
                 scale.scale_pair(vocab, side, rng), (), k, m)
 
 
+ROUND_STREAMS = ("chi-square looks", "generated cases", "engine scale", "tokens per round")
+"""The round battery's random streams (``battery.stream``: nodes of ``SeedSequence(seed)``'s tree),
+child by child: 0 the sequential chi-square, one node per (case, look): ``(0, i, j)`` draws the
+runs case i of the chi-square's cases (``RoundBattery.statistics``' list: the fallback cases, then
+the enumerated ones) adds at look j (``looks``), whatever other cases are live; 1 the generated
+cases (``(1, i)`` case i, ``(1, budget.generated)`` the engine-vocabulary pair); 2 the engine-scale
+streams (``SCALE_STREAMS``); 3 sampled tokens per round, ``(3, i)`` for case i of
+``round_length_cases``. The root itself (``default_rng(seed)``) draws the contract's rounds,
+threaded through the cases in order, and the counterexample search's runs (``round_counterexample``).
+Children 0 and 3 were ``default_rng(seed + 1)`` (one rng threaded breadth first through every live
+case at each look) and ``default_rng(seed + 2)`` before issue 21: their samples, p-values and
+sampled figures differ from earlier reports'."""
+
 SCALE_STREAMS = ("budget and aimed cases", "engine-scale runs", "shrink cases", "shrink runs")
-"""The children of ``SeedSequence(seed).spawn(3)[2]`` (the round battery's engine-scale streams),
-by index: the cases (one grandchild per case, in ``engine_scale_cases``' order), the rng of their
-runs, the smaller cases a shrink draws (one grandchild per candidate) and the rng of its runs."""
+"""The children of ``round_stream(seed, "engine scale")`` (node ``(2,)``), by index: the cases (one
+grandchild per case, in ``engine_scale_cases``' order), the rng of their runs, the smaller cases a
+shrink draws (one grandchild per candidate) and the rng of its runs."""
+
+
+def round_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence:
+    """The node ``(ROUND_STREAMS.index(purpose), *path)`` of ``SeedSequence(seed)``'s tree."""
+    return stream(seed, ROUND_STREAMS.index(purpose), *path)
 
 
 def scale_stream(seed: int, purpose: str) -> np.random.SeedSequence:
-    return np.random.SeedSequence(seed).spawn(3)[2].spawn(len(SCALE_STREAMS))[SCALE_STREAMS.index(purpose)]
+    """The engine-scale stream for ``purpose`` (a name of ``SCALE_STREAMS``)."""
+    return round_stream(seed, "engine scale", SCALE_STREAMS.index(purpose))
 
 
 def engine_scale_cases(budget: str | Budget, seed: int, aim=None) -> list[Case]:
@@ -164,9 +183,9 @@ def engine_scale_cases(budget: str | Budget, seed: int, aim=None) -> list[Case]:
         for i, k in enumerate(aim.ks or (4,)):
             m = max(1, aim.max_tokens) if aim.max_tokens is not None else k + 1
             shapes.append((aim.vocab or 4096, k, m, scale.SIDES[i % 2], "aimed"))
-    streams = scale_stream(seed, "budget and aimed cases").spawn(len(shapes))
-    return [engine_scale_case(v, k, m, side, origin, np.random.default_rng(stream), seed)
-            for (v, k, m, side, origin), stream in zip(shapes, streams)]
+    cases = scale_stream(seed, "budget and aimed cases")
+    return [engine_scale_case(v, k, m, side, origin, np.random.default_rng(stream(cases, i)), seed)
+            for i, (v, k, m, side, origin) in enumerate(shapes)]
 
 
 def round_length_cases() -> list[Case]:
@@ -245,16 +264,23 @@ SMALL_PAIRS = [
 ]
 
 
+SMALL_MODELS_SEED = 0
+"""The chains among the counterexample candidates are fixed models, the same whatever the check's
+seed: the one with vocabulary v, order o and index i is drawn from the node ``(v, o, i)`` of
+``SeedSequence(SMALL_MODELS_SEED)``'s tree (``battery.stream``; before issue 21, ``random_model``
+seeds 100 + i and 200 + i)."""
+
+
 def small_models():
     """Candidate models from the smallest up: i.i.d. pairs, then chains that depend on the last
     token, then chains that depend on the position (for wrong-row bugs that i.i.d. models hide)."""
     for p, q in SMALL_PAIRS:
         yield iid_model(p, q, name="iid")
     for v in (2, 3):
-        for seed in range(3):
-            yield random_model(v, 1, 1, 100 + seed)
-        for seed in range(2):
-            yield random_model(v, 0, 2, 200 + seed)
+        for i in range(3):
+            yield random_model(v, 1, 1, stream(SMALL_MODELS_SEED, v, 1, i))
+        for i in range(2):
+            yield random_model(v, 0, 2, stream(SMALL_MODELS_SEED, v, 0, i))
 
 
 def small_cases() -> list[Case]:
@@ -309,9 +335,11 @@ def campaign_budget(tv: float, base: str | Budget = "thorough") -> Budget:
 
 
 __all__ = [
-    "BUDGETS", "Budget", "Case", "GENERATED_SHAPES", "SCALE_STREAMS", "SMALL_PAIRS", "WIDE_VOCAB",
+    "BUDGETS", "Budget", "Case", "GENERATED_SHAPES", "ROUND_STREAMS", "SCALE_STREAMS", "SMALL_MODELS_SEED",
+    "SMALL_PAIRS", "WIDE_VOCAB",
     "all_cases", "battery", "campaign_budget", "campaign_runs", "coverage", "engine_scale_case",
-    "engine_scale_cases", "expected_round_length", "generated_cases", "get_budget", "looks", "optimum_tokens_per_round", "reference_case",
-    "round_length_cases", "scale_stream", "small_cases", "small_models", "target_distribution",
+    "engine_scale_cases", "expected_round_length", "generated_cases", "get_budget", "looks",
+    "optimum_tokens_per_round", "reference_case", "round_length_cases", "round_stream", "scale_stream",
+    "small_cases", "small_models", "target_distribution",
     "too_slow", "tree_optimum_tokens_per_round",
 ]

@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import exact, runner, scale, stats
-from ..battery import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, subject_process
+from ..battery import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, stream, subject_process
 from .round_cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
 from .round_tasks import enumerate_task, sample_task
 
@@ -112,9 +112,9 @@ def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) ->
     b = get_budget(budget)
     side = scale.side_of(case.model) or "residual"
     shapes = scale.shrink_shapes(case.model.vocab_size, case.k, scale.side_of(case.model))
-    streams = scale_stream(seed, "shrink cases").spawn(len(shapes))
-    candidates = [engine_scale_case(v, k, min(k + 1, case.m), side, "shrunk", np.random.default_rng(st), seed)
-                  for (v, k), st in zip(shapes, streams)]
+    shrink = scale_stream(seed, "shrink cases")
+    candidates = [engine_scale_case(v, k, min(k + 1, case.m), side, "shrunk", np.random.default_rng(stream(shrink, i)),
+                                    seed) for i, (v, k) in enumerate(shapes)]
     candidates[-1] = case
     per_check = stats.split_budget(b.false_fail_rate, sum(c.m for c in candidates))
     deadline = time.monotonic() + b.counterexample_s
