@@ -13,28 +13,36 @@ SciPy through specverify.stats); the sampler runs in its own process (specverify
 
 ``campaign_runs(tv, budget)`` (``interfaces.round_cases``) is the arithmetic of a thorough campaign: how many sampler runs a
 battery needs to see a TV of ``tv`` on every case (README, "Scale out").
+
+This module is the dispatch: ``check`` picks the subject's interface and runs its battery,
+``Report`` holds the verdict. How a report reads (``human``, ``failure_message`` and their parts)
+is ``specverify.report_text``; loading a TARGET (``UsageError``, ``load_target``,
+``start_target``) is ``specverify.targets``; the campaign arithmetic (``resolve_budget``,
+``campaign_table``, ``duration``, ``measure_runs_per_second``) is ``specverify.campaign``. Every
+one of those names is re-exported here (``api.human``, ``api.UsageError``, ...).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import io
 import json
 import os
 import sys
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Callable
 
 from . import interfaces, runner
 from .battery import BatteryResult, Finding
+from .campaign import (  # noqa: F401 - the campaign arithmetic, re-exported for the API's callers
+    campaign_table, duration, measure_runs_per_second, resolve_budget)
 from .files import json_default
-from .interfaces import round_cases, round_tasks
-from .interfaces.round_cases import campaign_budget, campaign_runs  # the campaign arithmetic, for the API's callers
-from .samplers.chain import speculative_step
+from .interfaces import round_cases
+from .interfaces.round_cases import campaign_budget, campaign_runs  # noqa: F401 - re-exported
+from .report_text import (  # noqa: F401 - how a report reads, re-exported for the API's callers
+    VERDICT_WORDS, counterexample_lines, coverage_words, failure_message, finding_lines, human,
+    loop_model_lines)
+from .targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
 
-VERDICT_WORDS = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}
 EXIT_CODES = {True: 0, False: 1, None: 3}
 
 
@@ -353,234 +361,6 @@ def assert_exact(sampler, *, budget: str | round_cases.Budget = "standard", seed
     if report.exact is False or (report.exact is None and not allow_inconclusive):
         raise AssertionError(failure_message(report))
     return report
-
-
-def failure_message(report: Report | dict) -> str:
-    """The verdict, every finding and shortfall, and the smallest counterexample side by side
-    (of a Report or of its ``to_dict()``)."""
-    d = report.to_dict() if isinstance(report, Report) else report
-    lines = [f"{d['target']}: {VERDICT_WORDS[d['exact']]} (seed {d['seed']}, budget {d['budget']}, "
-             f"false-fail rate {d['false_fail_rate']:g})"]
-    lines += finding_lines(d)
-    ce = d["counterexample"]
-    if ce:
-        lines += counterexample_lines(ce)
-    return "\n".join(lines)
-
-
-def finding_lines(report: dict) -> list[str]:
-    """One line per finding, then one per reason the verdict is inconclusive."""
-    lines = []
-    for f in report["findings"]:
-        where = f" on {f['case']}" if f["case"] else ""
-        lines.append(f"  [{f['kind']}] {f['check']}{where}: {f['message']}")
-    return lines + [f"  [inconclusive] {s}" for s in report["shortfalls"]]
-
-
-def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
-    """The smallest model and its distributions side by side, the largest differences first."""
-    tv = ce.get("exact_tv", ce.get("empirical_tv"))
-    lines = [f"  smallest counterexample ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
-             f"window {ce['window']} token(s), prefix {ce['prefix']}, model {ce['model']}, TV {tv:.4g}"]
-    if "requests" in ce:  # a loop counterexample: p and q are logit tables; the requests and what they show
-        lines += loop_model_lines(ce, "    ")
-        lines += [f"    request {j}: prompt {r['prompt']}, params {r['params']}" for j, r in enumerate(ce["requests"])]
-        lines.append(f"    shows [{ce['kind']}] {ce['check']}: {ce['message']}")
-    else:
-        lines += [f"    p = {ce['p']}", f"    q = {ce['q']}"]
-    lines.append(f"    {'tokens':>12}  {'sampler':>10}  {'target':>10}  {'difference':>11}")
-    dist = sorted(ce["distributions"], key=lambda r: -abs(r["sampler"] - r["target"]))
-    for r in dist[:rows]:
-        lines.append(f"    {' '.join(map(str, r['tokens'])):>12}  {r['sampler']:>10.6f}  "
-                     f"{r['target']:>10.6f}  {r['sampler'] - r['target']:>+11.6f}")
-    if len(dist) > rows:
-        lines.append(f"    ... {len(dist) - rows} more sequence(s)")
-    return lines
-
-
-def loop_model_lines(ce: dict, indent: str) -> list[str]:
-    """A loop counterexample's models, one row per context: the target's and the draft's raw
-    logits (a table row is chosen by the position modulo the table's period and the last token),
-    then, where given, the processed target distribution p of the request's first output token."""
-    lines = []
-    if ce.get("method") == "binned":  # an engine-scale batch: the heaviest ids of its rows
-        return [f"{indent}processed target p (heaviest ids) = {ce.get('p')}",
-                f"{indent}draft q (heaviest ids) = {ce.get('q')}"]
-    for words, key in (("target logits", "p"), ("draft logits", "q")):
-        table = ce.get(key)
-        if not isinstance(table, list) or not table or not isinstance(table[0], list):
-            lines.append(f"{indent}{words} = {table}")
-            continue
-        lines.append(f"{indent}{words} (row: position mod {len(table)}, last token):")
-        for j, rows in enumerate(table):
-            for last, row in enumerate(rows if isinstance(rows[0], list) else [rows]):
-                lines.append(f"{indent}  [{j}, {last}]: " + " ".join(f"{x:.4g}" for x in row))
-    if ce.get("processed_p"):
-        lines.append(f"{indent}processed p of request {ce.get('request', 0)}'s first token: "
-                     + " ".join(f"{x:.4g}" for x in ce["processed_p"]))
-    return lines
-
-
-def coverage_words(coverage) -> str:
-    """The budget's plan and how many cases ran, by origin and by how they were judged."""
-    if isinstance(coverage, str):
-        return coverage
-    from collections import Counter
-
-    cases = coverage.get("cases", [])
-    if not cases:
-        return coverage["summary"]
-    words = ", ".join(f"{n} {o}" for o, n in Counter(c["origin"] for c in cases).items())
-    judged = ", ".join(f"{n} by {j}" for j, n in Counter(c["judged"] for c in cases).items())
-    return f"{coverage['summary']}; ran {len(cases)} cases ({words}; {judged})"
-
-
-def human(report: dict) -> str:
-    """The ``check`` command's human report of ``Report.to_dict()``: the verdict first."""
-    eff = {True: "efficient", False: "NOT efficient", None: "efficiency not established"}[report["efficient"]]
-    lines = [f"{report['target']}: {VERDICT_WORDS[report['exact']]}, {eff} "
-             f"({len(report['findings'])} finding(s), {report['seconds']:.1f} s, budget "
-             f"{report['budget']}: {coverage_words(report['coverage'])})"]
-    lines += finding_lines(report)
-    for c in report.get("controls", []):
-        lines.append(f"  control {c['target']} ({c['claim']}): {VERDICT_WORDS[c['exact']]}"
-                     f"{'' if c['flagged'] else ' (must be NOT EXACT)'}, {len(c['findings'])} finding(s)")
-    ce = report["counterexample"]
-    if ce:
-        tv = ce.get("exact_tv", ce.get("empirical_tv"))
-        if "requests" in ce:
-            lines.append(f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
-                         f"window {ce['window']}, {ce['model']}, TV {tv:.4g}")
-            lines += loop_model_lines(ce, "    ")
-            lines.append(f"    requests {ce['requests']}; shows [{ce['kind']}] {ce['check']}: {ce['message']}")
-        else:
-            lines.append(f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
-                         f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {tv:.4g}")
-        for row in ce["distributions"][:8]:
-            lines.append(f"    {row['tokens']}: sampler {row['sampler']:.6f}  target {row['target']:.6f}")
-    if report["output"]:
-        lines.append("the sampler printed (last lines):")
-        lines += [f"  | {line}" for line in report["output"].splitlines()[-8:]]
-    lines.append("ran:")
-    lines += [f"  {line}" for line in report["ran"]]
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- loading a TARGET
-
-
-class UsageError(Exception):
-    pass
-
-
-def load_target(target: str) -> Callable:
-    """Import ``module:function`` or ``file.py:function``; UsageError with one clear line.
-
-    Runs in the subject's process: whatever the import prints goes to its capture, an exit at
-    import is a usage error, not silence.
-    """
-    where, name = split_target(target)
-    try:
-        module = _import_file(where) if where.endswith(".py") else importlib.import_module(where)
-    except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
-        raise UsageError(f"TARGET {target!r}: cannot import {where!r} ({type(exc).__name__}: {exc})") from None
-    fn = getattr(module, name, None)
-    if fn is None:
-        raise UsageError(f"TARGET {target!r}: {where!r} has no attribute {name!r}")
-    if not callable(fn):
-        raise UsageError(f"TARGET {target!r}: {name!r} is a {type(fn).__name__}, not callable")
-    return fn
-
-
-def split_target(target: str) -> tuple[str, str]:
-    """(module or file, function name), checked in the parent before anything is imported."""
-    if ":" not in target:
-        raise UsageError(f"TARGET {target!r}: expected 'package.module:function' or 'path/file.py:function'")
-    where, _, name = target.rpartition(":")
-    if not where or not name:
-        raise UsageError(f"TARGET {target!r}: missing module or function name")
-    if where.endswith(".py") and not os.path.isfile(where):
-        raise UsageError(f"TARGET: no such file {where!r}")
-    return where, name
-
-
-def _import_file(path: str):
-    mod_name = "specverify_target_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def start_target(target: str, start_method: str | None = None) -> runner.Runner:
-    """The target loaded in its own process (forked, or ``start_method="spawn"``); UsageError
-    when it cannot be loaded."""
-    split_target(target)
-    try:
-        return runner.Runner(partial(load_target, target), start_method=start_method).start()
-    except runner.SubjectFailed as exc:
-        raise UsageError(f"TARGET {target!r}: loading it failed: {exc}") from None
-
-
-# --------------------------------------------------------------------------- campaign arithmetic
-
-
-def resolve_budget(budget: str | round_cases.Budget) -> round_cases.Budget:
-    """The round section of a name of ``budgets.NAMES``, of ``tv=X`` (a campaign that sees TV X)
-    or a round Budget as it is (``budgets.section``; an unknown name is its InterfaceError, a
-    ValueError naming ``budget``)."""
-    return round_cases.get_budget(budget)
-
-
-def campaign_table(tv: float = 1e-3, budget: str = "thorough", subjects: int | None = None,
-                   runs_per_second: float | None = None, cores: int = 2) -> str:
-    """The README's campaign line: N subjects x M cases at TV ``tv`` = R runs, and the hours they
-    take on one ``cores``-core machine and on W one-core workers, at ``runs_per_second`` per core
-    (measured on the reference sampler when None). Subjects default to the mutant report's."""
-    if subjects is None:
-        from .mutants import ALL
-
-        subjects = len(ALL) + 2  # the catalogue, the baseline and the forced fail
-    c = campaign_runs(tv, budget)
-    rate = runs_per_second or measure_runs_per_second()
-    total = subjects * c["runs"]
-    core_hours = total / rate / 3600
-    return (f"{subjects} subjects x {c['cases']} cases at TV {tv:g} = {total:.3g} runs "
-            f"({c['runs']:.3g} per subject: {c['looks']} looks, the last at {c['n_max']:,} runs per "
-            f"case; per-check false-fail rate {c['per_check_false_fail_rate']:.2g}). At {rate:,.0f} "
-            f"runs per core-second: {duration(core_hours / cores)} on one {cores}-core machine, "
-            f"about {duration(core_hours)} / W on W one-core workers (W up to {subjects}: one task "
-            f"per subject; {duration(core_hours / subjects)} per subject)")
-
-
-def duration(hours: float) -> str:
-    """A time in the unit that reads best: "1,290 hours", "2.5 hours", "12 minutes", "40 s"
-    (never "0 hours")."""
-    if hours >= 10:
-        return f"{hours:,.0f} hours"
-    if hours >= 1:
-        return f"{hours:.1f} hours"
-    if hours * 60 >= 1:
-        return f"{hours * 60:.0f} minutes"
-    return f"{hours * 3600:.2g} s"
-
-
-def measure_runs_per_second(seconds: float = 2.0) -> float:
-    """Runs of the reference sampler per CPU-second (process time, so a loaded machine does not
-    lower it), on the thorough budget's cases, through the battery's guard, in this process."""
-    import time
-
-    import numpy as np
-
-    cases = round_cases.battery("thorough")
-    rng = np.random.default_rng(0)
-    n, t0 = 0, time.process_time()
-    while time.process_time() - t0 < seconds:
-        for case in cases:
-            round_tasks.sample_first_tokens(speculative_step, case, 20, rng)
-            n += 20
-    return n / (time.process_time() - t0)
 
 
 __all__ = ["Report", "assert_exact", "campaign_budget", "campaign_runs", "campaign_table", "check", "failure_message"]

@@ -25,14 +25,12 @@ import sys
 from . import api, interfaces, runner
 from .cli import EXIT_USAGE, OneLineParser, emit  # noqa: F401 - re-exported for older callers
 from .battery import BatteryResult
+from .campaign import resolve_budget
 from .files import json_default
+from .report_text import VERDICT_WORDS, failure_message, human, run_lines  # noqa: F401 - re-exported
+from .targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
-
-
-# loading a TARGET lives in api (specverify.check takes TARGET strings too); re-exported here
-UsageError, load_target, split_target, start_target = (
-    api.UsageError, api.load_target, api.split_target, api.start_target)
 
 
 def check(subject, target: str = "<sampler>", budget: str = "standard", seed: int = 0,
@@ -45,10 +43,6 @@ def check(subject, target: str = "<sampler>", budget: str = "standard", seed: in
                      target=target, interface=interface, prefetched=prefetched, device=device,
                      vocab=aim.vocab, k=aim.ks or None, max_tokens=aim.max_tokens,
                      fail_fast=fail_fast).to_dict()
-
-
-VERDICT_WORDS = api.VERDICT_WORDS
-human = api.human
 
 
 SEVERITY = {0: 0, 3: 1, 1: 2, 2: 3}  # exact < inconclusive < not exact < usage error
@@ -88,7 +82,7 @@ def target_units(target: str, budget: str, interface: str = "auto") -> list[tupl
     from . import interfaces
 
     kind = interfaces.get("round" if interface == "auto" else interface)
-    return kind.units(partial(load_target, target), api.resolve_budget(budget))
+    return kind.units(partial(load_target, target), resolve_budget(budget))
 
 
 def junit_case(target: str, outcome: tuple[str, object]):
@@ -104,21 +98,12 @@ def junit_case(target: str, outcome: tuple[str, object]):
     if report["exact"] is False:  # each finding once: the verdict, findings and counterexample
         # side by side (failure_message), then what the human report adds: output and checks run
         return junit.Case(target, "specverify.check", report["seconds"], "failure", line,
-                          api.failure_message(report) + "\n" + "\n".join(run_lines(report)) + "\n")
+                          failure_message(report) + "\n" + "\n".join(run_lines(report)) + "\n")
     if report["exact"] is None:
         why = report["shortfalls"][0] if report["shortfalls"] else line or "inconclusive"
         return junit.Case(target, "specverify.check", report["seconds"], "error",
                           f"inconclusive: {why}", text)
     return junit.Case(target, "specverify.check", report["seconds"], "passed", "", text)
-
-
-def run_lines(report: dict) -> list[str]:
-    """The human report's closing lines (api.human): what the sampler printed, what ran."""
-    lines = []
-    if report["output"]:
-        lines.append("the sampler printed (last lines):")
-        lines += [f"  | {line}" for line in report["output"].splitlines()[-8:]]
-    return lines + ["ran:"] + [f"  {line}" for line in report["ran"]]
 
 
 def target_sources(target: str) -> list[str]:

@@ -24,6 +24,14 @@ sampler that swallows that exception is caught, because the refusal is remembere
 ``sampler_distribution`` composes rounds: the state between rounds is the prefix alone (a sampler
 draws all randomness from the rng it is given), so each round is enumerated once per prefix and
 memoized, and ``max_paths`` bounds the total number of paths over all rounds.
+
+It is over 500 lines because the symbolic uniform, the enumerating rng and the depth-first
+re-execution are one protocol over private state: a uniform's comparison branches through the
+rng's ``_decide`` and refuses through its ``_refuse``, and ``_enumerate`` replays and backtracks
+the rng's decision trace (``_chosen``, ``_weights``, ``_probs``, ``_run``); the round
+compositions after them (``sampler_distribution`` and the rest, about 120 lines) spend the one
+path budget (``_Budget``) through ``_enumerate``. Split, each part would read another module's
+underscore names.
 """
 
 from __future__ import annotations

@@ -26,6 +26,13 @@ How these compare with the handout's fixed TV < 0.015 test, with the figures: do
 
 Error budget: a run that performs m checks gives each ``split_budget(total, m)`` (Bonferroni),
 so the probability that any check fails a correct implementation is at most ``total``.
+
+It is over 500 lines because each test sits beside the two functions that state its power
+(``min_discrepancy_*`` inverts that test's own threshold, ``tv_threshold`` or the Hoeffding
+radius, and every ``min_num_samples_*`` searches n with the one ``_smallest_n``), and the tests
+share their input checks, support split and pooling (``_counts``, ``_split_support``,
+``pooled_cells``): a module per test would make those private helpers a cross-module API and put
+a test's threshold and its stated power in different files.
 """
 
 from __future__ import annotations

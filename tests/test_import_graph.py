@@ -1,4 +1,5 @@
-"""The import structure of specverify, read from the source (no module is imported).
+"""The import structure of specverify, read from the source (no module is imported), and the
+size of its modules (none over ``MAX_LINES`` without a reason stated in its docstring).
 
 Every ``import`` and ``from ... import`` of a specverify module counts, at module level or inside
 a function (a lazy import is still an arrow). ``from pkg import name`` is an arrow to ``pkg.name``
@@ -9,6 +10,7 @@ implicit arrow is not drawn (every module would then reach ``specverify/__init__
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "specverify"
@@ -164,3 +166,62 @@ def test_the_rule_modules_import_nothing_above_them():
 def test_no_underscore_name_is_used_across_modules():
     unknown = sorted(PRIVATE - KNOWN_PRIVATE_IMPORTS)
     assert not unknown, f"private names used from another module: {unknown}"
+
+
+MAX_LINES = 520
+"""Issue 21: no module over ~500 lines without a reason stated in its docstring."""
+
+LONG_MODULES = {
+    "specverify.stats", "specverify.exact", "specverify.mutants.catalogue",
+    "specverify.interfaces.kernel", "specverify.adapters.kernels", "specverify.models.medusa",
+}
+"""The modules of MAX_LINES lines or more, each saying why in its docstring (``REASON``). A module
+that grows past MAX_LINES fails until it is split or listed here with its reason; one that
+shrinks below fails until it is taken off the list."""
+
+REASON = re.compile(r"\b[Oo]ver (\d+) lines because\b(?P<why>.*?)(?:\.\s+[A-Z]|\.$)", re.S)
+"""The reason's sentence: "It is over N lines because WHY." (or "Over N lines because WHY."), N a
+true lower bound of the module's length, at least 500, and WHY a reason, not a word or two."""
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def size_reason(path: Path) -> str | None:
+    """Why a long module is one module, as its docstring says: the WHY of the first REASON
+    sentence whose N is at least 500 and at most the module's length, WHY of 60 characters or
+    more; None when there is none."""
+    doc = ast.get_docstring(ast.parse(path.read_text(), str(path))) or ""
+    for m in REASON.finditer(" ".join(doc.split())):
+        if 500 <= int(m.group(1)) <= _lines(path) and len(m.group("why").strip()) >= 60:
+            return m.group("why").strip()
+    return None
+
+
+def test_size_reason_reads_only_a_stated_reason(tmp_path):
+    f = tmp_path / "m.py"
+    why = "its steps share one run's state (the findings, the cases too slow to judge)"
+    wrapped = why.replace(" (", "\n    (")  # over two lines of the docstring
+    cases = {
+        '"""One line per finding, the lines of a report."""': None,
+        '"""Over 500 lines."""': None,
+        '"""It is over 500 lines because it is long."""': None,
+        f'"""It is over 900 lines because {why}."""': None,  # not that long
+        f'"""X.\n\nIt is over 2 lines because {why}."""': None,  # not a reason for 500
+        f'"""X.\n\nIt is over 500 lines because {wrapped}. More."""': why,
+        f'"""X.\n\nOver 500 lines because {why}."""': why,
+    }
+    for doc, want in cases.items():
+        f.write_text(doc + "\n" * 600)
+        assert size_reason(f) == want, doc
+
+
+def test_no_module_is_long_without_a_stated_reason():
+    long = {m for m, path in MODULES.items() if _lines(path) >= MAX_LINES}
+    assert not long - LONG_MODULES, (f"over {MAX_LINES} lines: split them, or list them in LONG_MODULES "
+                                     f"with an 'It is over N lines because ...' sentence in the docstring: "
+                                     f"{sorted(long - LONG_MODULES)}")
+    assert not LONG_MODULES - long, f"no longer over {MAX_LINES} lines: {sorted(LONG_MODULES - long)}"
+    unstated = sorted(m for m in LONG_MODULES if size_reason(MODULES[m]) is None)
+    assert not unstated, f"no 'It is over N lines because ...' sentence in the docstring of {unstated}"

@@ -24,7 +24,7 @@ from ..validation import check_distinct_files, positive_int_argument, seed_argum
 from . import loading, measure
 from . import medusa
 from .cli import error, save_or_fall_back
-from .medusa import add_train_head_parser, run_train_head
+from .head_command import add_train_head_parser, run_train_head
 
 PROG = "python -m specverify.models measure"
 

@@ -143,7 +143,7 @@ def report_budget(budget: str) -> tuple:
     or a campaign ``tv=X`` (specverify.api.campaign_budget) as it is: every case by statistics
     up to the run count that sees TV X (set --timeout to match: see README, Scale out)."""
     if budget.startswith("tv="):
-        from ..api import resolve_budget
+        from ..campaign import resolve_budget
 
         return resolve_budget(budget), {}
     return budget, REPORT_OVERRIDES
