@@ -209,7 +209,7 @@ def to_markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     from .budgets import NAMES  # the budget names (standard library only) are --budget's choices
-    from .cli import OneLineParser
+    from .cli import OneLineParser, parsed
     from .validation import writable_file_argument
 
     ap = OneLineParser(prog="python -m specverify.bench",
@@ -220,10 +220,9 @@ def main(argv=None) -> int:
                     help="check budget (default: quick with --quick, else standard)")
     ap.add_argument("--markdown", metavar="PATH", type=writable_file_argument,
                     help="also write the markdown report here")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:  # --help, or one line of usage error
-        return 0 if exc.code in (0, None) else 2
+    args, code = parsed(ap.parse_args, argv)
+    if args is None:  # --help, or one line of usage error
+        return code
     from .files import write_or_report
 
     result = run_bench(quick=args.quick, budget=args.budget)

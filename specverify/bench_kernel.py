@@ -143,17 +143,16 @@ def to_markdown(r: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from .cli import OneLineParser
+    from .cli import OneLineParser, parsed
     from .validation import writable_file_argument
 
     ap = OneLineParser(prog="python -m specverify.bench_kernel", description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, TV 1e-2 instead of 1e-3")
     ap.add_argument("--markdown", type=writable_file_argument, metavar="PATH")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:  # --help, or one line of usage error
-        return 0 if exc.code in (0, None) else 2
+    args, code = parsed(ap.parse_args, argv)
+    if args is None:  # --help, or one line of usage error
+        return code
     from .files import write_or_report
 
     result = run_bench(args.quick)

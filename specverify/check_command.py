@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from . import budgets, interfaces
-from .cli import EXIT_USAGE, OneLineParser, emit
+from .cli import EXIT_USAGE, OneLineParser, emit, parsed
 from .executors import ExecutorUnavailable, executor_argument, preflight
 from .validation import seed_argument, writable_file_argument
 
@@ -99,21 +99,26 @@ def parse_args(argv):
     ap.add_argument("--fail-fast", action="store_true",
                     help="stop each TARGET's battery at its first finding that makes it NOT EXACT (as pytest -x): "
                          "the same verdict sooner, the cases after that finding not run")
-    ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
-                    help="also write JUnit XML: one test case per target (atomically)")
-    ap.add_argument("--executor", type=executor_argument, default="local",
-                    help="local (default: one target after another here), ray (RAY_ADDRESS or a "
-                         "local Ray instance) or ray://ADDRESS: Ray tasks per target and per case "
-                         "enumeration")
+    add_junit_and_executor(ap, "target", "local (default: one target after another here), ray (RAY_ADDRESS or a "
+                                         "local Ray instance) or ray://ADDRESS: Ray tasks per target and per case "
+                                         "enumeration")
     return ap.parse_args(argv)
+
+
+def add_junit_and_executor(ap, each: str, executor_help: str) -> None:
+    """``--junit-xml FILE`` (one test case per ``each``, written atomically; the folder checked
+    now) and ``--executor`` (local, ray or ray://ADDRESS, checked by
+    ``executors.executor_argument``), as ``check`` and ``mutants report`` take them."""
+    ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
+                    help=f"also write JUnit XML: one test case per {each} (atomically)")
+    ap.add_argument("--executor", type=executor_argument, default="local", help=executor_help)
 
 
 def main(argv=None) -> int:
     """Parse, then check every TARGET (``checker.run``); the exit code."""
-    try:
-        args = parse_args(argv)
-    except SystemExit as exc:  # OneLineParser already printed one line of usage error
-        return 0 if exc.code in (0, None) else EXIT_USAGE
+    args, code = parsed(parse_args, argv)
+    if args is None:  # --help, or one line of usage error
+        return code
     try:
         preflight(args.executor)
     except ExecutorUnavailable as exc:
@@ -124,5 +129,5 @@ def main(argv=None) -> int:
     return run(args)
 
 
-__all__ = ["BUDGET_WORDS", "HelpAfter", "aim_argument", "budget_argument", "budget_help", "main",
+__all__ = ["BUDGET_WORDS", "HelpAfter", "add_junit_and_executor", "aim_argument", "budget_argument", "budget_help", "main",
            "parse_args"]

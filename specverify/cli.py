@@ -39,4 +39,15 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_USAGE", "OneLineParser", "emit"]
+def parsed(parse, argv) -> tuple[argparse.Namespace | None, int]:
+    """``(parse(argv), 0)``, or ``(None, exit code)`` when parsing stopped: 0 after ``--help``,
+    ``EXIT_USAGE`` after a usage error (``OneLineParser`` has printed its one line). ``parse``:
+    a parser's ``parse_args`` or a module's ``parse_args(argv)``. Every command's ``main`` starts
+    with it: ``args, code = parsed(parse_args, argv)``, then ``if args is None: return code``."""
+    try:
+        return parse(argv), 0
+    except SystemExit as exc:
+        return None, 0 if exc.code in (0, None) else EXIT_USAGE
+
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_USAGE", "OneLineParser", "emit", "parsed"]

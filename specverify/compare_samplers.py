@@ -452,7 +452,7 @@ def to_markdown(df: pl.DataFrame) -> str:
 
 
 def main(argv=None) -> int:
-    from .cli import OneLineParser
+    from .cli import OneLineParser, parsed
     from .validation import writable_file_argument
 
     parser = OneLineParser(prog="python -m specverify.compare_samplers",
@@ -462,10 +462,9 @@ def main(argv=None) -> int:
                         help="write the table as markdown to this file")
     parser.add_argument("--figure", default=None,
                         help="write the rules plot here (default: figures/rules.png beside --out)")
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, or one line of usage error
-        return 0 if exc.code in (0, None) else 2
+    args, code = parsed(parser.parse_args, argv)
+    if args is None:  # --help, or one line of usage error
+        return code
     import polars as pl
 
     from .files import write_or_report

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 
-from ..cli import EXIT_USAGE, OneLineParser, emit
+from ..cli import OneLineParser, emit, parsed
 from ..validation import count_argument, positive_int_argument, seed_argument, tv_argument, writable_file_argument
 
 
@@ -52,10 +52,9 @@ def parse_args(argv):
 
 
 def main(argv=None) -> int:
-    try:
-        args = parse_args(argv)
-    except SystemExit as exc:  # OneLineParser printed the usage error (one line)
-        return 0 if exc.code in (0, None) else EXIT_USAGE
+    args, code = parsed(parse_args, argv)
+    if args is None:  # --help, or one line of usage error
+        return code
     from . import hf_loop
 
     rate = hf_loop.FALSE_FAIL_RATE / (2 if args.tiny_qwen else 1)  # the 1e-6 split over both checks

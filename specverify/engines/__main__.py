@@ -10,7 +10,7 @@ from . import BUDGET_NAMES, BY_NAME, render_findings, render_table, run
 
 
 def main(argv=None) -> int:
-    from ..cli import OneLineParser, emit
+    from ..cli import OneLineParser, emit, parsed
     from ..validation import seed_argument
 
     ap = OneLineParser(prog="python -m specverify.engines", description=__doc__)
@@ -22,10 +22,9 @@ def main(argv=None) -> int:
     ap.add_argument("--expect", action="store_true",
                     help="exit 1 unless every judged row's verdict matches its expectation")
     ap.add_argument("--render", metavar="JSON", help="print the table from rows saved with --json; run nothing")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:  # --help, or one line of usage error
-        return 0 if exc.code in (0, None) else 2
+    args, code = parsed(ap.parse_args, argv)
+    if args is None:  # --help, or one line of usage error
+        return code
     t0 = time.perf_counter()
     if args.render:
         try:

@@ -86,17 +86,16 @@ def write_index(out_dir, outputs: list) -> Path:
 
 
 def main(argv=None) -> int:
-    from ..cli import OneLineParser
+    from ..cli import OneLineParser, parsed
 
     ap = OneLineParser(prog="python -m specverify.experiments",
                        description="Run the handout's CPU experiments with plots.")
     ap.add_argument("name", choices=["all", *NAMES], metavar="NAME",
                     help=f"all, {', '.join(NAMES)}")
     ap.add_argument("--out", default="docs/figures", help="output folder (default docs/figures)")
-    try:
-        args = ap.parse_args(argv)
-    except SystemExit as exc:  # --help, or one line of usage error
-        return 0 if exc.code in (0, None) else 2
+    args, code = parsed(ap.parse_args, argv)
+    if args is None:  # --help, or one line of usage error
+        return code
     from ..cli import emit
 
     out = Path(args.out)  # output.check_out_dir's test, before matplotlib and polars load

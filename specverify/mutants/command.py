@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import sys
 
-from ..check_command import budget_argument
-from ..cli import EXIT_USAGE, OneLineParser
-from ..executors import ExecutorUnavailable, executor_argument, preflight
+from ..check_command import add_junit_and_executor, budget_argument
+from ..cli import EXIT_USAGE, OneLineParser, parsed
+from ..executors import ExecutorUnavailable, preflight
 from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
 
 FORMATS = ("table", "markdown", "json", "csv")
@@ -34,22 +34,18 @@ def parse_args(argv):
     rep.add_argument("--workers", type=positive_int_argument, default=min(2, os.cpu_count() or 1))
     rep.add_argument("--timeout", type=positive_seconds_argument, default=120.0,
                      help="seconds per subject (> 0)")
-    rep.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
-                     help="also write JUnit XML: one test case per subject (atomically)")
-    rep.add_argument("--executor", type=executor_argument, default="local",
-                     help="local (default: --workers processes here), ray (RAY_ADDRESS, or a local "
-                          "Ray instance of --workers CPUs) or ray://ADDRESS: Ray tasks per case "
-                          "enumeration and per subject")
+    add_junit_and_executor(rep, "subject", "local (default: --workers processes here), ray (RAY_ADDRESS, or a "
+                                           "local Ray instance of --workers CPUs) or ray://ADDRESS: Ray tasks per "
+                                           "case enumeration and per subject")
     sub.add_parser("list", help="list the catalogue's ids")
     return ap.parse_args(argv)
 
 
 def main(argv=None) -> int:
     """Parse, then run the report (``report.run``); a usage error is ``EXIT_USAGE`` (2)."""
-    try:
-        args = parse_args(argv)
-    except SystemExit as exc:  # OneLineParser printed the usage error (one line)
-        return 0 if exc.code in (0, None) else EXIT_USAGE
+    args, code = parsed(parse_args, argv)
+    if args is None:  # --help, or one line of usage error
+        return code
     if args.command == "report":
         try:
             preflight(args.executor)
