@@ -27,8 +27,8 @@ def campaign_table(tv: float = 1e-3, budget: str = "thorough", subjects: int | N
     """The README's campaign line: N subjects x M cases at TV ``tv`` = R runs, and the hours they
     take on one ``cores``-core machine and on W one-core workers, at ``runs_per_second`` per core
     (measured on the reference sampler when None). Subjects default to the mutant report's."""
-    if subjects is None:
-        from .mutants import ALL
+    if subjects is None:  # the catalogue's registry (the subjects), not the report above this module
+        from .mutants.registry import ALL
 
         subjects = len(ALL) + 2  # the catalogue, the baseline and the forced fail
     c = campaign_runs(tv, budget)
