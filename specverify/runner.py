@@ -20,7 +20,10 @@ loads), so the processes the subject starts (``subprocess.Popen``, ``os.fork``) 
 group, and killing or closing the runner SIGKILLs the whole group (``os.killpg``). Only a process
 that leaves the group itself (``start_new_session=True``, its own ``setsid``) escapes. The capture
 file is deleted by ``close``, when the runner is collected, and at interpreter exit (a
-``weakref.finalize``), so a crash or Ctrl-C leaves no ``specverify-subject-*.log`` either.
+``weakref.finalize``), so a crash or Ctrl-C leaves no ``specverify-subject-*.log`` either; a
+host killed outright (SIGKILL, or SIGTERM where no handler is installed: a pytest run stopped by
+``timeout``) runs no finalizer, so the next process to make a capture file deletes those whose
+maker is gone (``remove_orphan_captures``).
 
 The subject cannot signal the checker from Python: in its process ``os.kill``, ``os.killpg`` and
 ``signal.pidfd_send_signal`` raise PermissionError when aimed at the parent's process or process
@@ -255,6 +258,7 @@ class _Leftovers:
 
     def capture(self) -> str:
         if self.capture_path is None or not os.path.exists(self.capture_path):
+            remove_orphan_captures()
             fd, self.capture_path = tempfile.mkstemp(prefix=capture_prefix(os.getpid()), suffix=".log")
             os.close(fd)
         return self.capture_path
@@ -302,6 +306,37 @@ def remove_captures_of(pid: int) -> list[str]:
             os.unlink(os.path.join(folder, name))
             removed.append(os.path.join(folder, name))
         except OSError:
+            pass
+    return removed
+
+
+_SWEPT: set[int] = set()
+"""The processes that have swept the capture folder for orphans (``remove_orphan_captures``)."""
+
+
+def remove_orphan_captures() -> list[str]:
+    """Delete the capture files whose maker is no longer running (a host killed by SIGKILL or a
+    default SIGTERM, e.g. a pytest run stopped by ``timeout``, which runs no finalizer); returns
+    their paths. Done once per process, when it makes its first capture file: what one killed run
+    leaves, the next one removes. A maker that cannot be asked (another user's process) counts as
+    running; a file that cannot be deleted is left."""
+    if os.getpid() in _SWEPT:
+        return []
+    _SWEPT.add(os.getpid())
+    folder, head = tempfile.gettempdir(), capture_prefix(0)[:-2]  # "specverify-subject-"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    makers = {int(pid) for pid in (n[len(head):].split("-", 1)[0] for n in names
+                                   if n.startswith(head) and n.endswith(".log")) if pid.isdigit()}
+    removed = []
+    for pid in sorted(makers):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            removed += remove_captures_of(pid)
+        except OSError:  # PermissionError: alive, another user's
             pass
     return removed
 
@@ -512,5 +547,5 @@ def kill_all() -> None:
         runner.kill()
 
 
-__all__ = ["Runner", "RunnerError", "SubjectFailed", "Terminated", "capture_prefix", "how_stopped", "sigterm_as_interrupt", "describe_exit", "kill_all",
+__all__ = ["Runner", "RunnerError", "SubjectFailed", "Terminated", "capture_prefix", "remove_orphan_captures", "how_stopped", "sigterm_as_interrupt", "describe_exit", "kill_all",
            "remove_captures_of"]

@@ -508,3 +508,26 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def test_capture_files_of_a_killed_host_are_removed_by_the_next_run(tmp_path, monkeypatch):
+    """A host killed by SIGKILL or a default SIGTERM (pytest under ``timeout``) runs no finalizer
+    and leaves its capture files; the next process to make one deletes those whose maker is no
+    longer running, and keeps a running maker's."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(runner, "_SWEPT", set())
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = tmp_path / f"{runner.capture_prefix(dead.pid)}abc.log"
+    alive = tmp_path / f"{runner.capture_prefix(os.getppid())}def.log"
+    other = tmp_path / "specverify-subject-notapid-x.log"
+    for path in (orphan, alive, other):
+        path.write_text("")
+    with runner.Runner(lambda: specverify.speculative_step) as subject:
+        subject.start()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            [alive.name, other.name, os.path.basename(subject.capture_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
+    assert runner.remove_orphan_captures() == []  # once per process
