@@ -7,6 +7,11 @@ runs ``task(subject, *args)`` and sends the result back. Tasks batch many sample
 message (a whole enumeration, a look of the sequential test), so the overhead is a few
 milliseconds per message, not per call.
 
+It is over 500 lines because the child's side (its session, streams, signals and reply pipe) and
+the parent's side (the limit, the kill of the process group, the capture file and its cleanup)
+are one protocol over the same pipe, file and process group: split in two, each half would read
+the other's private framing and leftovers.
+
 What the child does never reaches the parent's process: its stdout and stderr (file descriptors 1
 and 2, so C-level output too; Python's streams as UTF-8 whatever the locale) go to a capture file
 shown as an excerpt; it ignores SIGINT (the parent owns Ctrl-C) and dies with its parent
