@@ -97,6 +97,8 @@ class _Interval:
 
 def _constant(x, what: str, rng: EnumeratingRng) -> float:
     """x as a finite float, or NotEnumerable when it is symbolic, an array, or not a number."""
+    if type(x) is float:
+        return x
     if isinstance(x, SymbolicUniform):
         rng._refuse(f"{what} of two symbolic uniforms is not modelled")
     if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
@@ -328,7 +330,7 @@ class EnumeratingRng:
         if size is not None:
             self._refuse("rng.choice(size=...) is not modelled; draw one token at a time")
         population = None
-        if isinstance(a, (numbers.Integral, np.integer)):
+        if type(a) is int or isinstance(a, (numbers.Integral, np.integer)):
             n = int(a)
         else:
             population = np.asarray(a)

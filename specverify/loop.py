@@ -36,7 +36,7 @@ from . import processing
 
 
 def _is_int(x) -> bool:
-    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, bool)
+    return type(x) is int or (isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, bool))
 
 
 @dataclass(frozen=True)

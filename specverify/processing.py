@@ -38,6 +38,12 @@ from .validation import check_prob_vector
 
 
 def _is(value, kind) -> bool:
+    """``value`` is of the abstract ``kind`` (numbers.Real or numbers.Integral) and not a bool; a
+    plain int or float is decided without the ABC's isinstance (10x slower, on every step)."""
+    if type(value) is int:
+        return True
+    if type(value) is float:
+        return kind is not numbers.Integral
     return isinstance(value, kind) and not isinstance(value, bool)
 
 

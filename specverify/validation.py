@@ -37,9 +37,9 @@ def check_prob_vector(name: str, v) -> np.ndarray:
         raise ValueError(f"{name}: expected a 1-D probability vector, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name}: empty probability vector")
-    total = float(arr.sum())
+    total = float(np.add.reduce(arr))  # arr.sum() and arr.min() without their wrappers
     # fast path: a finite sum and a non-negative minimum imply every entry is finite and >= 0
-    if not (np.isfinite(total) and arr.min() >= 0):
+    if not (math.isfinite(total) and np.minimum.reduce(arr) >= 0):
         _raise_entry_error(name, arr)
     if abs(total - 1.0) > SUM_TOL:
         raise ValueError(f"{name}: sums to {total:.9g}, not 1 (tolerance {SUM_TOL:g})")
@@ -67,7 +67,7 @@ def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) ->
 
 def check_k(k, name: str = "k") -> int:
     """k (the handout's gamma) must be an integer >= 1; bools and floats such as 2.0 are refused."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+    if type(k) is not int and (isinstance(k, bool) or not isinstance(k, numbers.Integral)):
         raise TypeError(f"{name}: must be an integer >= 1, got {k!r} of type {type(k).__name__}")
     if k < 1:
         raise ValueError(f"{name}: must be >= 1, got {k}")
@@ -137,7 +137,7 @@ def check_positive_real(name: str, x) -> float:
 
 def check_int(name: str, x, minimum: int = 0) -> int:
     """An integer >= ``minimum`` (a seed, a count); TypeError for bools, floats and strings."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+    if type(x) is not int and (isinstance(x, bool) or not isinstance(x, numbers.Integral)):
         raise TypeError(f"{name}: must be an integer >= {minimum}, got {x!r} of type {type(x).__name__}")
     if x < minimum:
         raise ValueError(f"{name}: must be >= {minimum}, got {x}")

@@ -217,3 +217,16 @@ def test_time_enumeration_caps():
     row = bench.time_enumeration(4, 5, 3, cap_s=0.05)
     assert row["status"].startswith("capped") and row["exact_tv"] is None
     assert row["seconds"] < 5.0  # the 0.05 s cap fired (SIGALRM), not the 12 s enumeration
+
+
+def test_hot_path_bench_measures_every_piece_and_refuses_bad_arguments(capsys, tmp_path):
+    """``bench_hot_path.measure`` times each named piece (a positive figure each; the figures
+    themselves are the machine's, compared only side by side); usage errors are one line, exit 2."""
+    from specverify import bench_hot_path
+
+    times = bench_hot_path.measure(seconds=0.01)
+    assert list(times) == list(bench_hot_path.PIECES) and all(t > 0 for t in times.values())
+    assert bench_hot_path.main(["--repeats", "0"]) == 2
+    assert bench_hot_path.main(["--against", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "--repeats" in err[0] and "no specverify package" in err[1]

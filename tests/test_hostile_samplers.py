@@ -160,10 +160,12 @@ def test_another_random_source_is_inconclusive_never_not_exact(subjects, name):
 
 def test_slow_but_exact_is_inconclusive_with_a_power_statement(subjects):
     # 0.1 s per call is well inside the 2 s limit: never a finding, only too few runs. The quick
-    # budget's power (same detect_tv) on two of its cases with its time limits cut, so the test
-    # waits ~12 s instead of the quick budget's ~70 s; the API is what the command runs.
-    budget = dataclasses.replace(detectors.BUDGETS["quick"], cases=(0, 4), case_enumeration_s=1.0,
-                                 enumeration_s=2.0, fallback_statistics_s=4.0, round_length_s=1.0)
+    # budget's power (same detect_tv) on two of its fixed cases (none generated) with every time
+    # limit cut, so the test waits ~8 s instead of the quick budget's ~70 s; the API is what the
+    # command runs.
+    budget = dataclasses.replace(detectors.BUDGETS["quick"], cases=(0, 4), generated=0, contract_calls=3,
+                                 case_enumeration_s=1.0, enumeration_s=1.5, statistics_s=2.0,
+                                 fallback_statistics_s=2.0, round_length_s=1.0, counterexample_s=1.0)
     result = specverify.check(f"{subjects}:slow_but_exact", budget=budget)
     report = result.to_dict()
     assert result.exit_code == 3 and report["exact"] is None and report["findings"] == []

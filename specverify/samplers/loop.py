@@ -28,7 +28,7 @@ import numpy as np
 
 from ..loop import Output, Request, check_requests, finished, step_distribution
 from ..validation import check_int
-from .chain import LazyRows, verify
+from .chain import LazyRows, sample, verify
 
 
 @dataclass
@@ -111,7 +111,7 @@ def draft_tokens(state: State, draft, n: int, vocab: int, row=draft_row) -> tupl
     drafts, qs = [], []
     for i in range(n):
         q = row(state, draft(state.context() + tuple(drafts)), drafts, i, vocab)
-        drafts.append(int(state.rng.choice(vocab, p=q)))
+        drafts.append(sample(q, state.rng))  # the numbers of state.rng.choice(vocab, p=q)
         qs.append(q)
     return drafts, qs
 
