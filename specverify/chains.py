@@ -46,12 +46,16 @@ class TableModel:
         return self.p_table.shape[1]
 
     def context_index(self, prefix) -> int:
-        v = self.vocab_size
+        """The row of ``prefix``: sum over j = 1..order of (its j-th last token, 0 before its
+        start) * V^(j - 1), plus (len(prefix) % period) * V^order."""
+        n, order = len(prefix), self.order
+        if order == 0:  # i.i.d. or position-only: the common case, on every model call
+            return n % self.period if self.period > 1 else 0
+        v = self.p_table.shape[1]
         idx = 0
-        for j in range(1, self.order + 1):
-            tok = prefix[-j] if len(prefix) >= j else 0
-            idx += int(tok) * v ** (j - 1)
-        return idx + (len(prefix) % self.period) * v**self.order
+        for j in range(1, min(order, n) + 1):
+            idx += int(prefix[-j]) * v ** (j - 1)
+        return idx + (n % self.period) * v**order
 
     def p_fn(self, prefix) -> np.ndarray:
         return self.p_table[self.context_index(prefix)]

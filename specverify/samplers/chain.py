@@ -20,8 +20,14 @@ from .registry import register
 
 
 def model_output(name: str, fn, prefix: tuple) -> np.ndarray:
-    """Call a model and validate what it returned, naming the model and the prefix on error."""
-    return check_prob_vector(f"{name}({prefix})", fn(prefix))
+    """Call a model and validate what it returned, naming the model and the prefix on error
+    ("q_fn((0, 1)): sums to ..."); the prefix is formatted only then (it costs as much as the
+    check of a short row)."""
+    out = fn(prefix)
+    try:
+        return check_prob_vector(name, out)
+    except ValueError as exc:
+        raise ValueError(f"{name}({prefix}){str(exc)[len(name):]}") from None
 
 
 def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
