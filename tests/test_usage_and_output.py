@@ -1,5 +1,5 @@
 """Usage errors and readable output (issue 25, part): every command line's usage error is one line
-on stderr and exit 2 within seconds (check, mutants, engines, bench, bench_kernel,
+on stderr and exit 2 within seconds (check, mutants, engines, bench, bench_kernel, bench_hot_path,
 compare_samplers, experiments; a bad --executor address too); ``python -m specverify --help``
 exits 0; the pytest marker refuses what it would otherwise ignore; ``check(interface=3)`` names
 the argument; assert_exact's own frame stays out of pytest tracebacks; JUnit failure text has
@@ -58,6 +58,9 @@ HEAVY_MODULES = {"scipy", "torch", "transformers", "polars", "matplotlib", "ray"
     (("specverify.bench", "--bogus"), "unrecognized arguments: --bogus"),
     (("specverify.bench", "--budget", "huge"), "argument --budget: invalid choice: 'huge'"),
     (("specverify.bench", "--markdown", "/no/such/dir/B.md"), "argument --markdown: folder"),
+    (("specverify.bench_hot_path", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.bench_hot_path", "--repeats", "0"), "--repeats: must be >= 1"),
+    (("specverify.bench_hot_path", "--against", "/no/such/dir"), "--against: /no/such/dir holds no specverify"),
     (("specverify.compare_samplers", "--bogus"), "unrecognized arguments: --bogus"),
     (("specverify.compare_samplers", "--out", "/no/such/dir/S.md"), "argument --out: folder"),
     (("specverify.experiments",), "the following arguments are required: NAME"),
