@@ -10,8 +10,9 @@ reference loop call on the loop battery's first fixed case; one exact enumeratio
 on the toy chain (k = 2, m = 3). These are what the test suite and the mutant report spend most of
 their CPU on (cProfile of the subject processes: the sampler, the row checks and the guard).
 
-Each side runs in its own process (``PYTHONPATH`` = its tree), alternately, ``--repeats`` times;
-the figure is the median of its repeats. The machines this runs on are noisy: read the ratios,
+Each side runs this file's ``measure`` in its own process (``PYTHONPATH`` = its tree, so the
+other tree needs no copy of this module), alternately, ``--repeats`` times; the figure is the
+median of its repeats. The machines this runs on are noisy: read the ratios,
 which are timed back to back, not the absolute microseconds.
 """
 
@@ -76,12 +77,14 @@ def measure(seconds: float = 0.3) -> dict:
 
 
 def _measure_in(tree: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": tree}
-    proc = subprocess.run([sys.executable, "-c", "import json, specverify.bench_hot_path as b; "
-                           "print(json.dumps(b.measure()))"], env=env, capture_output=True, text=True,
-                          cwd=tree, check=False)
+    """``measure()`` of this file, run in a fresh process whose ``specverify`` is ``tree``'s: the
+    same pieces timed the same way on both sides, whether or not ``tree`` has this module."""
+    code = (f"import json, runpy; print(json.dumps(runpy.run_path({__file__!r})['measure']()))")
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": tree},
+                          capture_output=True, text=True, cwd=tree, check=False)
     if proc.returncode != 0:
-        raise SystemExit(f"--against: measuring {tree} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"specverify.bench_hot_path: measuring {tree} failed: {last}")
     return json.loads(proc.stdout)
 
 
@@ -96,7 +99,7 @@ def compare(this: str, other: str | None, repeats: int) -> dict:
     for piece in PIECES:
         row = {"this_us": statistics.median(r[piece] for r in runs["this"])}
         if other:
-            row["other_us"] = statistics.median(r[piece] for r in runs["other"] if piece in r)
+            row["other_us"] = statistics.median(r[piece] for r in runs["other"])
             row["speedup"] = row["other_us"] / row["this_us"]
         result[piece] = row
     return result

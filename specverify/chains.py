@@ -50,7 +50,7 @@ class TableModel:
         start) * V^(j - 1), plus (len(prefix) % period) * V^order."""
         n, order = len(prefix), self.order
         if order == 0:  # i.i.d. or position-only: the common case, on every model call
-            return n % self.period if self.period > 1 else 0
+            return n % self.period
         v = self.p_table.shape[1]
         idx = 0
         for j in range(1, min(order, n) + 1):
