@@ -17,13 +17,13 @@ def _check(target: str):
 
 
 def test_the_reference_kernel_is_exact_on_cuda():
-    report = _check("specverify.samplers.kernel:reference_kernel")
+    report = _check("specverify.samplers.reference_kernel:reference_kernel")
     assert report.exact is True, report.findings
     assert not [f for f in report.findings if f.kind == "edge"]
 
 
 def test_the_generator_reference_is_exact_on_cuda():
-    report = _check("specverify.samplers.kernel:reference_generator_kernel")
+    report = _check("specverify.samplers.reference_kernel:reference_generator_kernel")
     assert report.exact is True, report.findings
     assert report.result.power
 

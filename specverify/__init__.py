@@ -14,14 +14,14 @@ __version__ = "0.1.0"
 _LAZY = {"check": "api", "assert_exact": "api", "Report": "api", "campaign_runs": "api",
          "SAMPLERS": "samplers", "get_sampler": "samplers", "register": "samplers",
          "speculative_step": "samplers.chain",
-         "acceptance_rate": "theory", "best_k": "theory", "break_even_cost": "theory",
-         "expected_speedup": "theory", "expected_tokens": "theory",
+         "acceptance_rate": "laws.theory", "best_k": "laws.theory", "break_even_cost": "laws.theory",
+         "expected_speedup": "laws.theory", "expected_tokens": "laws.theory",
          "strategies": None, "api": None}
 
 
 def __getattr__(name):
     """A name of ``_LAZY`` from its module (None: the module of that name), or a submodule
-    (``specverify.exact``), imported now and kept; AttributeError for anything else."""
+    (``specverify.laws.exact``), imported now and kept; AttributeError for anything else."""
     import importlib
     import importlib.util
 

@@ -1,8 +1,8 @@
 """The Python API: ``specverify.check(sampler)`` and ``specverify.assert_exact(sampler)``.
 
-This is what the ``check`` command line (specverify.checker) and the pytest plugin
+This is what the ``check`` command line (specverify.surface.check_run) and the pytest plugin
 (specverify.pytest_plugin) are thin layers over. It imports only what the battery needs (NumPy,
-SciPy through specverify.stats); the sampler runs in its own process (specverify.runner).
+SciPy through specverify.laws.stats); the sampler runs in its own process (specverify.battery.runner).
 
     import specverify
 
@@ -16,9 +16,9 @@ battery needs to see a TV of ``tv`` on every case (README, "Scale out").
 
 This module is the dispatch: ``check`` picks the subject's interface and runs its battery,
 ``Report`` holds the verdict. How a report reads (``human``, ``failure_message`` and their parts)
-is ``specverify.report_text``; loading a TARGET (``UsageError``, ``load_target``,
-``start_target``) is ``specverify.targets``; the campaign arithmetic (``resolve_budget``,
-``campaign_table``, ``duration``, ``measure_runs_per_second``) is ``specverify.campaign``. Every
+is ``specverify.surface.report_text``; loading a TARGET (``UsageError``, ``load_target``,
+``start_target``) is ``specverify.battery.targets``; the campaign arithmetic (``resolve_budget``,
+``campaign_table``, ``duration``, ``measure_runs_per_second``) is ``specverify.surface.campaign_cost``. Every
 one of those names is re-exported here (``api.human``, ``api.UsageError``, ...).
 """
 
@@ -31,17 +31,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import interfaces, runner
-from .battery import BatteryResult, Finding
-from .campaign import (  # noqa: F401 - the campaign arithmetic, re-exported for the API's callers
-    campaign_table, duration, measure_runs_per_second, resolve_budget)
-from .files import json_default
+from . import interfaces
+from .battery import runner
+from .battery.core import BatteryResult, Finding
+from .surface.campaign_cost import campaign_table, duration, measure_runs_per_second, resolve_budget
+from .common.files import json_default
 from .interfaces import round_cases
 from .interfaces.round_cases import campaign_budget, campaign_runs  # noqa: F401 - re-exported
-from .report_text import (  # noqa: F401 - how a report reads, re-exported for the API's callers
-    VERDICT_WORDS, counterexample_lines, coverage_words, failure_message, finding_lines, human,
-    loop_model_lines)
-from .targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
+from .surface.report_text import VERDICT_WORDS, counterexample_lines, coverage_words, failure_message, finding_lines, human, loop_model_lines
+from .battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
 
@@ -194,7 +192,7 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
     show its law or contract finding, ``interfaces.loop_counterexample.find_loop_counterexample``).
     Never raises for a broken sampler (its breaches are findings); a TARGET that cannot be loaded
     raises ``UsageError``.
-    ``prefetched``: the round battery's enumerations computed elsewhere (specverify.units; the Ray
+    ``prefetched``: the round battery's enumerations computed elsewhere (specverify.interfaces.round_units; the Ray
     executor), replayed. ``device``: "cuda" / "cuda:N" runs a kernel (``interface="kernel"``,
     ``kernel(draft_ids, draft_probs, target_probs, uniforms)``) on torch tensors on that device,
     in a spawned subject process (CUDA cannot start in a forked one). ``progress``: a status line

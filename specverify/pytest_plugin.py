@@ -47,7 +47,7 @@ def pytest_configure(config):
                    "keywords of the specverify_check fixture for this test")
     budget = config.getoption("--specverify-budget")
     if budget is not None:
-        from .campaign import resolve_budget
+        from .surface.campaign_cost import resolve_budget
 
         try:
             resolve_budget(budget)
@@ -85,7 +85,7 @@ def marker_keywords(node) -> dict:
                     f"{allowed}", pytrace=False)
     given = {k: v for k, v in marker.kwargs.items() if v is not None}
     if "budget" in given:
-        from .campaign import resolve_budget
+        from .surface.campaign_cost import resolve_budget
         from .interfaces.round_cases import Budget
 
         try:

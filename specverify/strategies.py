@@ -46,10 +46,10 @@ from typing import NamedTuple
 import numpy as np
 from hypothesis import strategies as st
 
-from .chains import TableModel
-from .processing import check_sampling, process_logits
+from .laws.chains import TableModel
+from .laws.processing import check_sampling, process_logits
 from .samplers.prompt_lookup import one_hot
-from .validation import check_alpha, check_prob_vector
+from .common.validation import check_alpha, check_prob_vector
 
 DEFAULT_VOCAB_SIZE = (1, 8)
 """Vocabulary sizes drawn when ``vocab_size=None``."""
@@ -399,7 +399,7 @@ def seeds() -> st.SearchStrategy[int]:
 
 
 # ---------------------------------------------------------------------------- the loop interface
-# Requests, params, grammars and logit tables for specverify.loop's generate(target, draft,
+# Requests, params, grammars and logit tables for specverify.laws.requests's generate(target, draft,
 # requests, k, rng). Small by default (vocabularies of 2 to 3, max_tokens up to 3) so that the
 # exact enumeration of a whole batch stays cheap.
 
@@ -408,7 +408,7 @@ def seeds() -> st.SearchStrategy[int]:
 def logit_tables(draw, vocab_size: int, width: int | None = None, period=(1, 2)):
     """A ``LogitTable`` over ``vocab_size`` contexts with ``width`` logits per row (default: the
     vocabulary); rows may hold a -inf (a token the model never gives)."""
-    from .loop import LogitTable
+    from .laws.requests import LogitTable
 
     width = vocab_size if width is None else width
     per = draw(st.integers(*_int_range(period, "period", 1, (1, 2))))
@@ -422,7 +422,7 @@ def logit_tables(draw, vocab_size: int, width: int | None = None, period=(1, 2))
 def grammars(draw, vocab_size: int):
     """A ``LastTokenGrammar``: a non-empty allowed set first and after each token (and, half the
     time, a different table at odd lengths)."""
-    from .loop import LastTokenGrammar
+    from .laws.requests import LastTokenGrammar
 
     ids = st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=vocab_size, unique=True).map(
         lambda xs: tuple(sorted(xs)))
@@ -434,7 +434,7 @@ def grammars(draw, vocab_size: int):
 def sampling_params(draw, vocab_size: int, max_tokens=(0, 3), seeded: bool = False):
     """``SamplingParams`` with every field drawn (greedy included); ``seeded``: a seed is drawn
     half the time."""
-    from .loop import SamplingParams
+    from .laws.requests import SamplingParams
 
     token = st.integers(0, vocab_size - 1)
     return SamplingParams(
@@ -456,7 +456,7 @@ def sampling_params(draw, vocab_size: int, max_tokens=(0, 3), seeded: bool = Fal
 @st.composite
 def requests(draw, vocab_size: int, max_tokens=(0, 3), seeded: bool = False):
     """A ``Request``: a prompt of 1 to 2 tokens and drawn params."""
-    from .loop import Request
+    from .laws.requests import Request
 
     prompt = draw(st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=2).map(tuple))
     return Request(prompt, draw(sampling_params(vocab_size, max_tokens, seeded)))

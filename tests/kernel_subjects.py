@@ -1,5 +1,5 @@
 """Kernel subjects for tests/test_kernel_interface.py: a per-row loop of the token-wise rule
-(written independently of specverify.samplers.kernel, so the battery is not judged by itself)
+(written independently of specverify.samplers.reference_kernel, so the battery is not judged by itself)
 and a few broken kernels. Importable as TARGET strings: tests/kernel_subjects.py:NAME."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Loop subjects for tests/test_loop_generated.py (issue 22): each is the reference loop
-(``specverify.samplers.loop``) wrong in one place that no case before issue 22 reached, so the old
+(``specverify.samplers.reference_loop``) wrong in one place that no case before issue 22 reached, so the old
 battery called each of them exact. Each is a few lines: ``loop_with`` with one step swapped, or a
 wrapper that changes what one kind of request gets.
 
@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from specverify.loop import Output
-from specverify.samplers import loop as ref
+from specverify.laws.requests import Output
+from specverify.samplers import reference_loop as ref
 from specverify.samplers.chain import accepts, sample
 
 # -- seeds ----------------------------------------------------------------------------------------

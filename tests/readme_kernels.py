@@ -4,7 +4,7 @@ SGLang's calling convention (here the project's own reference, written in each c
 canonical kernel interface. tests/test_kernel_interface.py checks them with the CLI."""
 
 from specverify.adapters.kernels import from_sglang_chain, from_vllm_v0, to_sglang_chain, to_vllm_v0
-from specverify.samplers.kernel import reference_generator_kernel, reference_kernel
+from specverify.samplers.reference_kernel import reference_generator_kernel, reference_kernel
 
 # what an engine ships (stand-ins: the reference in the engine's own signature)
 vllm_v0_forward = to_vllm_v0(reference_generator_kernel)       # RejectionSampler.forward(...)

@@ -13,11 +13,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from specverify import __main__ as cli
-from specverify import checker, detectors, exact, stats
+from specverify import cli
+from specverify.surface import check_run as checker
+from specverify.battery import core as battery_core
+from specverify.interfaces import round_cases, round_tasks, round as round_interface
+from specverify.laws import exact, stats
 from specverify.adapters import hf
 from specverify.adapters import hf_generate as hg
-from specverify.chains import toy_chain
+from specverify.laws.chains import toy_chain
 from specverify.models.decoding import process_logits
 from specverify.models.loading import tiny_pair
 
@@ -30,14 +33,14 @@ guaranteed (false-pass rate 0.01) to see every bias of at least this TV."""
 
 
 def test_plain_step_is_exact_at_quick_budget():
-    """Battery false-fail rate 1e-6 (detectors.DEFAULT_FALSE_FAIL_RATE), seed 0."""
+    """Battery false-fail rate 1e-6 (battery_core.DEFAULT_FALSE_FAIL_RATE), seed 0."""
     report = checker.check(hf.speculative_step, "hf", budget="quick", seed=0, counterexample=False)
     assert report["findings"] == []
     assert report["exact"] is True
     # torch's randomness cannot be enumerated, so every case went to the statistical detector
-    cases = detectors.battery("quick") + detectors.generated_cases("quick", 0)
+    cases = round_cases.battery("quick") + round_cases.generated_cases("quick", 0)
     assert sum("not enumerable" in line for line in report["ran"]) == len(cases)
-    assert report["chi2_p_value_min"] >= detectors.DEFAULT_FALSE_FAIL_RATE
+    assert report["chi2_p_value_min"] >= battery_core.DEFAULT_FALSE_FAIL_RATE
 
 
 def test_ensemble_step_is_flagged_inexact_with_p_value_and_samples():
@@ -58,9 +61,9 @@ def test_ensemble_step_is_flagged_inexact_with_p_value_and_samples():
 def test_plain_step_respects_zeros_in_p_and_q_at_2000_runs():
     """The battery's cases with zeros and disjoint supports, each to n = 2,000 (the standard run's
     20 s budget stops them at 500): false-fail 1e-6 over the three, seed 5."""
-    cases = [c for c in detectors.battery("standard") if "zeros" in c.name or "disjoint" in c.name]
+    cases = [c for c in round_cases.battery("standard") if "zeros" in c.name or "disjoint" in c.name]
     assert len(cases) == 3
-    result = detectors.run_statistics(hf.speculative_step, cases, 5, false_fail_rate=1e-6,
+    result = round_interface.run_statistics(hf.speculative_step, cases, 5, false_fail_rate=1e-6,
                                       n_max=2000, statistics_s=300.0)
     assert result.findings == []
     assert sum("passed at n=2000" in line for line in result.ran) == 3
@@ -86,13 +89,13 @@ def test_ensemble_step_samples_the_documented_rule_whose_exact_bias_is_0_305():
     """The wrapped mode is the documented relaxation, no more and no less: 4,000 runs on the
     handout's toy chain (k = 2, 2 tokens) against the documented rule's exact law, chi-square at
     false-fail rate 1e-6, numpy seed 7; that law's exact TV from the target is the bias."""
-    case = detectors.reference_case()
+    case = round_cases.reference_case()
     m = case.model
     law = exact.sampler_distribution(hf.documented_ensemble_step, m.p_fn, m.q_fn, case.prefix, case.k, case.m)
     bias = exact.total_variation(law, exact.sequence_distribution(m.p_fn, case.prefix, case.m))
     assert bias == pytest.approx(0.3050, abs=5e-5)
     rng = np.random.default_rng(7)
-    samples = [detectors.first_tokens(hf.ensemble_speculative_step, m, case.prefix, case.k, case.m, rng)
+    samples = [round_tasks.first_tokens(hf.ensemble_speculative_step, m, case.prefix, case.k, case.m, rng)
                for _ in range(4000)]
     assert stats.chi_square_test(samples, law, false_fail_rate=1e-6).passed
 
@@ -166,7 +169,7 @@ def test_contexts_restore_everything(pair):
 def _empty_report():
     """A check report with nothing in it yet, for hf_generate.add_to_report to fill."""
     from specverify import api
-    from specverify.battery import BatteryResult
+    from specverify.battery.core import BatteryResult
 
     return api.Report(target="hf-generate", seed=0, budget="-", coverage="nothing", false_fail_rate=0.0,
                       result=BatteryResult())
@@ -248,8 +251,8 @@ def test_cli_usage_errors_exit_2(capsys):
 # --------------------------------------------------------------------------- generate as a loop subject
 
 from specverify.adapters import hf_loop as hl  # noqa: E402
-from specverify.loop import LogitTable, Request, SamplingParams, sequence_law  # noqa: E402
-from specverify.loop_battery import contract_problem  # noqa: E402
+from specverify.laws.requests import LogitTable, Request, SamplingParams, sequence_law  # noqa: E402
+from specverify.interfaces.loop_tasks import contract_problem  # noqa: E402
 
 
 def test_generate_kwargs_map_each_field_at_the_boundary():

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import specverify
-from specverify import api, detectors
+from specverify import api
+from specverify.interfaces import round_cases
 from specverify.mutants import get
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def cli(*args, module="specverify", env=ENV, timeout=300):
 
 
 def test_the_api_imports_only_what_it_needs():
-    code = ("import sys, specverify, specverify.api, specverify.checker; specverify.check; "
+    code = ("import sys, specverify, specverify.api, specverify.surface.check_run; specverify.check; "
             "specverify.assert_exact; specverify.Report; "
             "print(sorted(m for m in ('polars', 'matplotlib', 'rich', 'torch', 'ray', 'transformers') "
             "if m in sys.modules))")
@@ -74,9 +75,9 @@ def test_interface_adapts_another_signature():
 
 def test_campaign_arithmetic_and_budget():
     c = api.campaign_runs(1e-3, "thorough")
-    assert c["cases"] == len(detectors.BUDGETS["thorough"].cases)
+    assert c["cases"] == len(round_cases.BUDGETS["thorough"].cases)
     assert c["n_max"] >= max(c["per_case"].values()) and c["runs"] == c["cases"] * c["n_max"]
-    assert len(detectors.looks(500, c["n_max"])) == c["looks"]
+    assert len(round_cases.looks(500, c["n_max"])) == c["looks"]
     # the per-check rate is the statistical half split over every case and every look
     assert c["per_check_false_fail_rate"] == pytest.approx(1e-6 / 2 / (c["cases"] * c["looks"]))
     assert api.campaign_runs(1e-2, "thorough")["runs"] < c["runs"]
@@ -86,18 +87,19 @@ def test_campaign_arithmetic_and_budget():
         api.resolve_budget("tv=2")
 
 
-def test_campaign_table_counts_the_reports_subjects_and_never_says_0_hours():
-    """The line the README quotes: as many subjects as the mutant report runs (the catalogue,
-    the baseline and the forced fail), the README's line says the same number, and a short
+def test_campaign_line_counts_the_reports_subjects_and_never_says_0_hours():
+    """The line the docs quote: as many subjects as the mutant report runs (the catalogue,
+    the baseline and the forced fail), the docs' line says the same number, and a short
     campaign is said in minutes or seconds."""
     from specverify.mutants import ALL
+    from specverify.mutants.report import campaign_line
 
-    line = api.campaign_table(1e-3, runs_per_second=3800)
+    line = campaign_line(1e-3, runs_per_second=3800)
     assert line.startswith(f"{len(ALL) + 2} subjects x 12 cases at TV 0.001")
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    quoted = [ln for ln in readme.splitlines() if "subjects x 12 cases at TV 0.001 =" in ln]
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "BUDGETS.md").read_text()
+    quoted = [ln for ln in docs.splitlines() if "subjects x 12 cases at TV 0.001 =" in ln]
     assert quoted and all(ln.startswith(f"{len(ALL) + 2} subjects") for ln in quoted)
-    short = api.campaign_table(0.3, runs_per_second=3800)
+    short = api.campaign_table(len(ALL) + 2, 0.3, runs_per_second=3800)
     assert " 0 hours" not in short and "5 minutes on one 2-core machine" in short
     assert [api.duration(h) for h in (1290.4, 2.46, 0.2, 0.001)] == ["1,290 hours", "2.5 hours", "12 minutes", "3.6 s"]
 
@@ -151,7 +153,7 @@ def test_mutant_report_writes_junit_xml(tmp_path):
 
 
 def test_a_survivor_is_a_junit_failure_carrying_why():
-    from specverify import junit
+    from specverify.surface import junit
     from specverify.mutants.report import Row, Status, junit_case
 
     row = Row("x/y", "biased", Status.SURVIVED, "", None, None, None, 1.0, "a bug", "")
@@ -166,7 +168,7 @@ def test_readme_property_example():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from specverify import exact
+    from specverify.laws import exact
     from specverify import strategies as sst
 
     @settings(max_examples=20, deadline=None)

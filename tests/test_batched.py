@@ -1,6 +1,6 @@
 """The batched simulator agrees in distribution with the loop sampler ``speculative_step``.
 
-Statistical tests compare with exact distributions (``specverify.exact``: the target's
+Statistical tests compare with exact distributions (``specverify.laws.exact``: the target's
 sequence law by products of p_fn, and the law of one ``speculative_step`` round by enumerating
 its random decisions), with scipy's chi-square test at a false-fail rate of 1e-6 per test
 (categories with expected count < 5 pooled) and a fixed seed, so a run is deterministic.
@@ -25,17 +25,10 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from specverify import strategies as sst
-from specverify.chains import TableModel, handout_iid, toy_chain
-from specverify.exact import enumerate_distribution, sequence_distribution
+from specverify.laws.chains import TableModel, handout_iid, toy_chain
+from specverify.laws.exact import enumerate_distribution, sequence_distribution
 from specverify.samplers import SAMPLERS, batched
-from specverify.samplers.batched import (
-    _context_indices,
-    _initial_state,
-    _Tables,
-    simulate_round_lengths,
-    simulate_rounds,
-    simulate_tokens,
-)
+from specverify.samplers.batched import _context_indices, _initial_state, _Tables, simulate_round_lengths, simulate_rounds, simulate_tokens
 from specverify.samplers.chain import speculative_step
 
 from hypothesis_labels import label_model

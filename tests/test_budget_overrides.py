@@ -5,13 +5,15 @@ dropped or run on."""
 import numpy as np
 import pytest
 
-from specverify import detectors, interfaces
+from specverify.interfaces import round_cases, round as round_interface
+from specverify import interfaces
 from specverify.interfaces import kernel
-from specverify.loop_battery import campaign_loop_budget, loop_cases, run_loop_battery
+from specverify.interfaces.loop_cases import campaign_loop_budget, loop_cases
+from specverify.interfaces.loop import run_loop_battery
 from specverify.samplers.chain import speculative_step
-from specverify.samplers.kernel import reference_kernel
-from specverify.samplers.loop import generate
-from specverify.validation import check_overrides
+from specverify.samplers.reference_kernel import reference_kernel
+from specverify.samplers.reference_loop import generate
+from specverify.common.validation import check_overrides
 
 
 def opaque(t, d, reqs, k, rng):
@@ -33,13 +35,13 @@ def test_a_loop_campaign_samples_every_request_until_it_sees_its_tv():
 
 def test_tv_budget_reaches_the_loop_interface_and_a_bad_tv_is_named():
     assert interfaces.get("loop").get_budget("tv=0.05").detect_tv == 0.05
-    assert interfaces.get("loop").get_budget(detectors.Budget("tv=0.05", (0,), 1, 100)).name == "tv=0.05"
+    assert interfaces.get("loop").get_budget(round_cases.Budget("tv=0.05", (0,), 1, 100)).name == "tv=0.05"
     with pytest.raises(ValueError, match="budget: tv=X needs 0 < X < 1"):
         campaign_loop_budget("tv=2")
 
 
 @pytest.mark.parametrize("run", [
-    lambda **kw: detectors.run_battery(speculative_step, "quick", 0, **kw),
+    lambda **kw: round_interface.run_battery(speculative_step, "quick", 0, **kw),
     lambda **kw: run_loop_battery(generate, "quick", 0, **kw),
     lambda **kw: kernel.run(reference_kernel, "quick", 0, **kw),
 ], ids=["round", "loop", "kernel"])
@@ -48,7 +50,7 @@ def test_an_unknown_override_is_an_error_naming_it(run):
         run(bogus=1)
 
 
-@pytest.mark.parametrize("what, budget", [("round", detectors.get_budget("quick")),
+@pytest.mark.parametrize("what, budget", [("round", round_cases.get_budget("quick")),
                                           ("loop", campaign_loop_budget("tv=0.1")),
                                           ("kernel", kernel.get_budget("quick"))])
 def test_invalid_override_values_are_refused_with_the_field_named(what, budget):

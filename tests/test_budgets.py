@@ -1,4 +1,4 @@
-"""The one budget table (``specverify.budgets``, issue 21) and the usage errors it makes quick
+"""The one budget table (``specverify.battery.budgets``, issue 21) and the usage errors it makes quick
 (issue 25): a section for every interface under every name, the interface modules' tables as
 views of it, the one resolver ``section`` (a name, ``tv=X``, the interface's own object, another
 interface's object by its name, an unknown name), and no NumPy, SciPy, torch or battery loaded by
@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from specverify import battery, budgets, interfaces, stats, validation
+from specverify.battery import core as battery, budgets
+from specverify import interfaces
+from specverify.laws import stats
+from specverify.common import validation
 from specverify.interfaces import kernel, loop_cases, round_cases
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("numpy", "scipy", "torch", "specverify.battery", "specverify.api", "specverify.checker",
+HEAVY = ("numpy", "scipy", "torch", "specverify.battery.core", "specverify.api", "specverify.surface.check_run",
          "specverify.interfaces.round_cases", "specverify.interfaces.loop_cases",
          "specverify.interfaces.kernel")
 """Modules a usage error must not wait for."""
@@ -50,7 +53,7 @@ def test_the_interface_tables_are_views_of_the_one_table():
 def test_the_shared_constants_are_the_budget_modules():
     assert stats.DEFAULT_FALSE_FAIL_RATE == battery.DEFAULT_FALSE_FAIL_RATE == budgets.DEFAULT_FALSE_FAIL_RATE == 1e-6
     assert battery.CAMPAIGN_SECONDS == budgets.CAMPAIGN_SECONDS == 7 * 24 * 3600.0
-    assert validation.check_tv_budget is budgets.check_tv_budget
+    assert validation.DEFAULT_FALSE_FAIL_RATE == budgets.DEFAULT_FALSE_FAIL_RATE
 
 
 @pytest.mark.parametrize("interface", interfaces.NAMES)
@@ -128,7 +131,7 @@ def loaded_after(code: str) -> list[str]:
 
 
 def test_the_budget_module_imports_nothing_heavy():
-    assert loaded_after("import specverify.budgets as b; b.section('loop', 'tv=0.1'); b.check_name('quick')") == []
+    assert loaded_after("import specverify.battery.budgets as b; b.section('loop', 'tv=0.1'); b.check_name('quick')") == []
 
 
 @pytest.mark.parametrize("argv", [["specverify", "check", "--bogus"], ["specverify", "check", "a:b", "--budget", "huge"],

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from specverify.chains import toy_chain
+from specverify.laws.chains import toy_chain
 from specverify.mutants import catalogue
 from specverify.mutants.catalogue import CONTROLS, EFFECTS, MUTANTS, SOURCES, Mutant, get
 

@@ -12,8 +12,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from specverify.checker import check
-from specverify.detectors import find_counterexample
+from specverify.surface.check_run import check
+from specverify.interfaces.round_counterexample import find_counterexample
 from specverify.mutants import ALL, get
 
 BROKEN = textwrap.dedent(

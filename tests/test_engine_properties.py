@@ -22,12 +22,12 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from specverify import acceptance_rate, expected_tokens, get_sampler, strategies as sst
-from specverify.chains import TableModel, toy_chain
-from specverify.exact import round_length_distribution, sampler_distribution, sequence_distribution
-from specverify.exact import NotEnumerable, total_variation
+from specverify.laws.chains import TableModel, toy_chain
+from specverify.laws.exact import round_length_distribution, sampler_distribution, sequence_distribution
+from specverify.laws.exact import NotEnumerable, total_variation
 from specverify.samplers.batched import simulate_tokens
 from specverify.samplers.chain import residual
-from specverify.stats import chi_square_test
+from specverify.laws.stats import chi_square_test
 
 from hypothesis_labels import label_model
 

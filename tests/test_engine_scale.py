@@ -1,5 +1,5 @@
 """Engine scale (issue 22): cases at vocabularies in the thousands to 152k, k up to 8, judged by a
-binned chi-square per output position (specverify.scale), in the round and loop batteries, the
+binned chi-square per output position (specverify.laws.scale), in the round and loop batteries, the
 user's configuration (--vocab / --k / --max-tokens) and the shrink of a binned finding.
 
 Statistical assertions: every binned test runs at the battery's per-position false-fail rate
@@ -20,11 +20,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import specverify
-from specverify import detectors, interfaces, scale
-from specverify.battery import Finding
-from specverify.loop_battery import run_loop_battery, scale_loop_cases
+from specverify.interfaces import round_cases, round as round_interface
+from specverify.battery import core as battery_core
+from specverify import interfaces
+from specverify.laws import scale
+from specverify.battery.core import Finding
+from specverify.interfaces.loop import run_loop_battery
+from specverify.interfaces.loop_cases import scale_loop_cases
 from specverify.samplers.chain import speculative_step
-from specverify.samplers.loop import generate
+from specverify.samplers.reference_loop import generate
 
 import generated_subjects
 import loop_wrong_only_there as wrong
@@ -77,16 +81,16 @@ def test_the_binned_test_passes_the_target_and_fails_a_dropped_edge_id():
 
 
 def test_every_round_budget_reaches_a_vocabulary_in_the_hundreds_and_standard_the_thousands():
-    for name in detectors.BUDGETS:
-        drawn = detectors.generated_cases(name, 0)
+    for name in round_cases.BUDGETS:
+        drawn = round_cases.generated_cases(name, 0)
         assert max(c.model.vocab_size for c in drawn) >= 128, name
-    big = detectors.engine_scale_cases("standard", 0)
+    big = round_cases.engine_scale_cases("standard", 0)
     assert [(c.model.vocab_size, c.k, c.m) for c in big] == [(4096, 8, 9), (33_024, 2, 3)]
-    thorough = detectors.engine_scale_cases("thorough", 0)
+    thorough = round_cases.engine_scale_cases("thorough", 0)
     assert max(c.model.vocab_size for c in thorough) == 152_064 and max(c.k for c in thorough) == 8
-    again = detectors.engine_scale_cases("standard", 0)
+    again = round_cases.engine_scale_cases("standard", 0)
     assert all(np.array_equal(a.model.p_table, b.model.p_table) for a, b in zip(big, again))
-    assert not np.array_equal(big[0].model.p_table, detectors.engine_scale_cases("standard", 1)[0].model.p_table)
+    assert not np.array_equal(big[0].model.p_table, round_cases.engine_scale_cases("standard", 1)[0].model.p_table)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -97,9 +101,9 @@ def test_the_reference_is_exact_on_the_engine_scale_cases_over_seeds_0_to_4(seed
     however loaded the machine is; the test is of the binned test's calibration at that count."""
     from dataclasses import replace
 
-    b = replace(detectors.get_budget("standard"), scale_s=600.0)
-    result = detectors.run_in_subject(speculative_step, lambda h: detectors.RoundBattery(h, b, seed, None),
-                                      lambda run: run.engine_scale(detectors.engine_scale_cases(b, seed),
+    b = replace(round_cases.get_budget("standard"), scale_s=600.0)
+    result = battery_core.run_in_subject(speculative_step, lambda h: round_interface.RoundBattery(h, b, seed, None),
+                                      lambda run: run.engine_scale(round_cases.engine_scale_cases(b, seed),
                                                                    b.false_fail_rate / 4))
     assert result.findings == [], result.findings
     power = [row for row in result.power if "binned" in row]
@@ -113,11 +117,11 @@ def test_a_round_sampler_wrong_only_at_engine_scale_is_not_exact(name):
     budget's engine-scale cases: the tile bug by its law, the int16 ids as a contract breach
     (the whole standard check of the tile bug: the CLI test below)."""
     fn = getattr(generated_subjects, name)
-    result = detectors.run_battery(fn, "quick", 0)
+    result = round_interface.run_battery(fn, "quick", 0)
     assert result.exact is True, result.findings
-    b = detectors.get_budget("standard")
-    result = detectors.run_in_subject(fn, lambda h: detectors.RoundBattery(h, b, 0, None),
-                                      lambda run: run.engine_scale(detectors.engine_scale_cases(b, 0),
+    b = round_cases.get_budget("standard")
+    result = battery_core.run_in_subject(fn, lambda h: round_interface.RoundBattery(h, b, 0, None),
+                                      lambda run: run.engine_scale(round_cases.engine_scale_cases(b, 0),
                                                                    b.false_fail_rate / 4))
     assert result.exact is False
     kinds = {(f.check, f.kind) for f in result.flagged()}
@@ -154,7 +158,7 @@ def test_the_shrink_of_a_binned_finding_reaches_the_first_vocabulary_that_shows_
     loaded machine reaches the end too: V = 1025, k = 1, and the tile's last id under-drawn."""
     from dataclasses import replace
 
-    budget = replace(detectors.get_budget("standard"), counterexample_s=600.0)
+    budget = replace(round_cases.get_budget("standard"), counterexample_s=600.0)
     report = specverify.check(generated_subjects.tile_off_by_one, budget=budget)
     ce = report.counterexample
     assert report.exact is False and ce["method"] == "binned" and ce["vocab_size"] == 1025 and ce["k"] == 1, ce
@@ -240,7 +244,7 @@ def test_a_binned_loop_finding_no_smaller_batch_shows_is_its_own_counterexample(
     """When no smaller batch shows it, the batch the finding was made on is the counterexample:
     here the reference loop (exact: no candidate flags it, false-fail 1e-6 over all of them) and a
     finding handed to the shrink as a loop wrong only at the quick batch's shape would give."""
-    from specverify.loop_battery import shrink_binned_loop
+    from specverify.interfaces.loop_counterexample import shrink_binned_loop
 
     case = scale_loop_cases("quick", 0)[0]
     finding = Finding("loop-binned-chi-square", "distribution", "request 0: ...", case.name,

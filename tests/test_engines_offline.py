@@ -15,15 +15,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from specverify import api, detectors  # noqa: E402
+from specverify import api
+from specverify.interfaces import round_cases  # noqa: E402
 from specverify.adapters.kernels import to_sglang_chain  # noqa: E402
-from specverify.engines import (ENGINES, ONE_MINUS_F32, describe_probes, kernel_probe, loader,  # noqa: E402
-                                render_findings, render_table, round_probe, run_probes)
+from specverify.engines import ENGINES, ONE_MINUS_F32, describe_probes, kernel_probe, loader, render_findings, render_table, round_probe, run_probes
 from specverify.engines import rounds  # noqa: E402
 from specverify.engines.__main__ import main, matches  # noqa: E402
 from specverify.samplers.chain import residual  # noqa: E402
 
-TINY = replace(detectors.get_budget("quick"), name="tiny", cases=(0,), n_max=2000,
+TINY = replace(round_cases.get_budget("quick"), name="tiny", cases=(0,), n_max=2000,
                engine_vocab=0)  # 2,000 runs cannot judge a V = 128 case by chi-square
 
 

@@ -1,4 +1,4 @@
-"""Tests of specverify.exact: exact distributions by enumerating every path of random decisions.
+"""Tests of specverify.laws.exact: exact distributions by enumerating every path of random decisions.
 
 Every figure is exact up to float rounding, except one cross-check against a real NumPy
 Generator (``test_enumeration_agrees_with_real_sampling``), which states its false-fail rate.
@@ -28,19 +28,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specverify.chains import TableModel, handout_iid, toy_chain
-from specverify.exact import (
-    AffineUniform,
-    EnumeratingRng,
-    NotEnumerable,
-    SymbolicUniform,
-    enumerate_distribution,
-    exact_tv,
-    round_length_distribution,
-    sampler_distribution,
-    sequence_distribution,
-    total_variation,
-)
+from specverify.laws.chains import TableModel, handout_iid, toy_chain
+from specverify.laws.exact import AffineUniform, EnumeratingRng, NotEnumerable, SymbolicUniform, enumerate_distribution, exact_tv, round_length_distribution, sampler_distribution, sequence_distribution, total_variation
 from specverify.samplers.chain import accepts, draft, model_output, residual, speculative_step
 
 TOL = 1e-12

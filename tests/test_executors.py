@@ -1,4 +1,4 @@
-"""specverify.executors without Ray: the cluster address is parsed and probed before ``ray.init``,
+"""specverify.battery.executors without Ray: the cluster address is parsed and probed before ``ray.init``,
 so that a bad or unreachable address (``--executor ray://HOST:PORT`` or ``RAY_ADDRESS``) and a
 Ray without its client are one line and exit 2 within seconds, through ``check`` and ``mutants
 report`` too (a stand-in ``ray`` package on PYTHONPATH whose ``init`` would hang).
@@ -15,8 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from specverify import executors
-from specverify.executors import ExecutorUnavailable, check_cluster, parse_address, probe
+from specverify.battery import executors
+from specverify.battery.executors import ExecutorUnavailable, check_cluster, parse_address, probe
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,18 +17,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from specverify import bench, theory
-from specverify.chains import toy_chain
-from specverify.experiments import (
-    greedy_drafter,
-    main,
-    noise_vs_bias,
-    non_iid,
-    power,
-    run,
-    speedup_surface,
-    temperature,
-)
+from specverify.bench import suite as bench
+from specverify.laws import theory
+from specverify.laws.chains import toy_chain
+from specverify.experiments import greedy_drafter, main, noise_vs_bias, non_iid, power, run, speedup_surface, temperature
 from specverify.experiments.analytic import temperature_pairs, toy_target
 from specverify.experiments.output import PNG_SIGNATURE
 from specverify.experiments.sampled import expected_tv, run_sizes, stationary
@@ -220,9 +212,9 @@ def test_time_enumeration_caps():
 
 
 def test_hot_path_bench_measures_every_piece_and_refuses_bad_arguments(capsys, tmp_path):
-    """``bench_hot_path.measure`` times each named piece (a positive figure each; the figures
+    """``bench.hot_path.measure`` times each named piece (a positive figure each; the figures
     themselves are the machine's, compared only side by side); usage errors are one line, exit 2."""
-    from specverify import bench_hot_path
+    from specverify.bench import hot_path as bench_hot_path
 
     times = bench_hot_path.measure(seconds=0.01)
     assert list(times) == list(bench_hot_path.PIECES) and all(t > 0 for t in times.values())

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 import specverify
-from specverify import detectors, exact
+from specverify.battery import core as battery_core
+from specverify.interfaces import round_cases, round as round_interface
+from specverify.laws import exact
 from specverify.mutants import ALL
 from specverify.samplers.chain import speculative_step
 
@@ -13,30 +15,30 @@ import generated_subjects
 
 
 def test_the_same_seed_draws_the_same_cases():
-    a = detectors.generated_cases("standard", 3)
-    b = detectors.generated_cases("standard", 3)
-    c = detectors.generated_cases("standard", 4)
+    a = round_cases.generated_cases("standard", 3)
+    b = round_cases.generated_cases("standard", 3)
+    c = round_cases.generated_cases("standard", 4)
     assert [x.name for x in a] == [x.name for x in b]
     assert all(np.array_equal(x.model.p_table, y.model.p_table) for x, y in zip(a, b))
     assert [x.name for x in a] != [x.name for x in c]
-    assert len(a) == detectors.get_budget("standard").generated + 1  # + the engine-scale pair
-    assert a[-1].model.vocab_size == detectors.get_budget("standard").engine_vocab
+    assert len(a) == round_cases.get_budget("standard").generated + 1  # + the engine-scale pair
+    assert a[-1].model.vocab_size == round_cases.get_budget("standard").engine_vocab
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_reference_is_exact_on_every_drawn_case(seed):
-    for case in detectors.generated_cases("standard", seed):
+    for case in round_cases.generated_cases("standard", seed):
         got = exact.sampler_distribution(speculative_step, case.model.p_fn, case.model.q_fn,
                                          case.prefix, case.k, case.m, max_paths=200_000)
         want = exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
-        assert exact.total_variation(got, want) < detectors.EXACT_TV_TOL, case.name
+        assert exact.total_variation(got, want) < battery_core.EXACT_TV_TOL, case.name
 
 
 def test_a_bug_that_needs_a_large_vocabulary_is_caught_with_its_case():
     fn = generated_subjects.truncated_q_drafts
     small = specverify.check(fn, budget="quick", counterexample=False)
     assert small.exact is False  # quick's drawn V = 128 case (enumerated) already shows it
-    before = detectors.run_battery(fn, "quick", 0, engine_vocab=0)  # the fixed cases alone: V <= 5
+    before = round_interface.run_battery(fn, "quick", 0, engine_vocab=0)  # the fixed cases alone: V <= 5
     assert before.exact is True, before.findings
     report = specverify.check(fn, budget="standard")
     assert report.exact is False and report.exit_code == 1
@@ -56,8 +58,8 @@ def test_every_round_control_is_exact_on_every_drawn_case_over_seeds_0_to_4(cont
     (tests/test_engine_scale.py: 5 seeds x 2 cases x 2,000 runs a control would cost minutes)."""
     assert len(ROUND_CONTROLS) >= 7
     for seed in range(5):
-        for case in detectors.generated_cases("standard", seed):
+        for case in round_cases.generated_cases("standard", seed):
             got = exact.sampler_distribution(control.fn, case.model.p_fn, case.model.q_fn, case.prefix,
                                              case.k, case.m, max_paths=200_000)
             want = exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
-            assert exact.total_variation(got, want) < detectors.EXACT_TV_TOL, (seed, case.name)
+            assert exact.total_variation(got, want) < battery_core.EXACT_TV_TOL, (seed, case.name)

@@ -7,15 +7,15 @@
 3. test_formulas: alpha, expected tokens and speedup at the handout's values.
 
 These are the baseline the rest of the suite goes past: the fixed TV threshold cannot see a bias
-much below 0.01 (see specverify.stats for calibrated tests).
+much below 0.01 (see specverify.laws.stats for calibrated tests).
 """
 
 import numpy as np
 import pytest
 
 from specverify import acceptance_rate, expected_speedup, expected_tokens, speculative_step
-from specverify.chains import handout_iid, toy_chain
-from specverify.detectors import first_tokens
+from specverify.laws.chains import handout_iid, toy_chain
+from specverify.interfaces.round_tasks import first_tokens
 
 RUNS = 30_000
 ROUNDS = 20_000

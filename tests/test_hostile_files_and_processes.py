@@ -24,8 +24,10 @@ import pytest
 from process_probes import processes_with
 
 import specverify
-from specverify import files, junit, runner
-from specverify.validation import check_distinct_files, check_writable_file
+from specverify.common import files
+from specverify.surface import junit
+from specverify.battery import runner
+from specverify.common.validation import check_distinct_files, check_writable_file
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_PROC = Path("/proc/self/cmdline").exists()
@@ -318,7 +320,7 @@ PARENT_SCRIPT = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, {tests!r})
-    from specverify import runner
+    from specverify.battery import runner
     from test_hostile_files_and_processes import _identity, _spawn_sleep
     handle = runner.Runner.for_callable(_identity).start()
     handle.call(_spawn_sleep, {seconds!r}, limit=10.0)

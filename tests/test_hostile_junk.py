@@ -23,9 +23,10 @@ import numpy as np
 import pytest
 
 import specverify
-from specverify import detectors, loop_battery, runner
+from specverify.battery import core as battery_core, runner
+from specverify.interfaces import round_tasks, round_cases, loop as loop_interface, loop_tasks
 from specverify.interfaces import loop_tasks
-from specverify.loop import Output
+from specverify.laws.requests import Output
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,8 +34,8 @@ SUBJECTS = textwrap.dedent(
     """
     import numpy as np
     from specverify import speculative_step
-    from specverify.loop import Output
-    from specverify.samplers.loop import generate
+    from specverify.laws.requests import Output
+    from specverify.samplers.reference_loop import generate
 
 
     def _tokens(o):
@@ -197,7 +198,7 @@ def test_loop_junk_is_a_contract_finding(subjects, name, words):
 
 
 def test_nan_logprobs_are_a_logprob_finding_not_an_rng_finding(subjects):
-    result = loop_battery.run_loop_battery(_load(subjects, "loop_nan_logprobs"), "quick")
+    result = loop_interface.run_loop_battery(_load(subjects, "loop_nan_logprobs"), "quick")
     assert result.exact is False
     checks = {f.check for f in result.findings}
     assert "rng" not in checks and checks == {"logprobs"}
@@ -209,7 +210,7 @@ def test_nan_logprobs_are_a_logprob_finding_not_an_rng_finding(subjects):
 @pytest.mark.parametrize("name, words", [("loop_accepted_99", "accepted 99 drafts but emitted only"),
                                          ("loop_negative_accepted", "accepted -1 (a count cannot be negative)")])
 def test_counts_are_checked_without_drafted(subjects, name, words):
-    result = loop_battery.run_loop_battery(_load(subjects, name), "quick")
+    result = loop_interface.run_loop_battery(_load(subjects, name), "quick")
     assert result.exact is False
     counts = [f.message for f in result.findings if f.check == "counts"]
     assert counts and words in counts[0]
@@ -219,9 +220,9 @@ def test_counts_are_checked_without_drafted(subjects, name, words):
 def test_same_outcomes_takes_nan_as_nan():
     a = (((0, 1), (float("nan"), -0.5), None, 2),)
     b = (((0, 1), (float("nan"), -0.5), None, 2),)
-    assert a != b and loop_battery.same_outcomes(a, b)
-    assert not loop_battery.same_outcomes(a, (((0, 1), (-0.1, -0.5), None, 2),))
-    assert not loop_battery.same_outcomes(a, (((0, 2), (float("nan"), -0.5), None, 2),))
+    assert a != b and loop_tasks.same_outcomes(a, b)
+    assert not loop_tasks.same_outcomes(a, (((0, 1), (-0.1, -0.5), None, 2),))
+    assert not loop_tasks.same_outcomes(a, (((0, 2), (float("nan"), -0.5), None, 2),))
 
 
 def test_outcome_sends_back_plain_ints_and_floats():
@@ -267,9 +268,9 @@ def test_only_ints_reach_the_pipe(subjects):
     def unpicklable_ints(p_fn, q_fn, prefix, k, rng):
         return [Tok(t) for t in specverify.speculative_step(p_fn, q_fn, prefix, k, rng)]
 
-    case, budget = detectors.reference_case(), detectors.get_budget("quick")
+    case, budget = round_cases.reference_case(), round_cases.get_budget("quick")
     with runner.Runner.for_callable(unpicklable_ints) as handle:
-        out, _ = handle.call(detectors.contract_task, case, budget, np.random.default_rng(0), 5, limit=30)
+        out, _ = handle.call(round_tasks.contract_task, case, budget, np.random.default_rng(0), 5, limit=30)
     assert out["breach"] is None and len(out["rounds"]) == 5
     assert all(type(t) is int for r in out["rounds"] for t in r)
 
@@ -282,9 +283,9 @@ def test_messages_of_hostile_exceptions_are_plain_strings():
         def __str__(self):
             return Name("sub \ud800 class")
 
-    assert detectors.describe_exception(Weird()) == "Weird: sub \\ud800 class"
-    assert type(detectors.message_of(detectors.ContractBreach(Weird()))) is str
-    big = detectors.show(10**5000)  # too long to print: a placeholder, never a crash
+    assert battery_core.describe_exception(Weird()) == "Weird: sub \\ud800 class"
+    assert type(battery_core.message_of(battery_core.ContractBreach(Weird()))) is str
+    big = battery_core.show(10**5000)  # too long to print: a placeholder, never a crash
     assert big == "<int object>"
 
 

@@ -20,7 +20,7 @@ import pytest
 from process_probes import processes_with
 
 import specverify
-from specverify import detectors
+from specverify.interfaces import round_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,7 +163,7 @@ def test_slow_but_exact_is_inconclusive_with_a_power_statement(subjects):
     # budget's power (same detect_tv) on two of its fixed cases (none generated) with every time
     # limit cut, so the test waits ~8 s instead of the quick budget's ~70 s; the API is what the
     # command runs.
-    budget = dataclasses.replace(detectors.BUDGETS["quick"], cases=(0, 4), generated=0, contract_calls=3,
+    budget = dataclasses.replace(round_cases.BUDGETS["quick"], cases=(0, 4), generated=0, contract_calls=3,
                                  case_enumeration_s=1.0, enumeration_s=1.5, statistics_s=2.0,
                                  fallback_statistics_s=2.0, round_length_s=1.0, counterexample_s=1.0)
     result = specverify.check(f"{subjects}:slow_but_exact", budget=budget)

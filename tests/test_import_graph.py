@@ -1,5 +1,7 @@
-"""The import structure of specverify, read from the source (no module is imported), and the
-size of its modules (none over ``MAX_LINES`` without a reason stated in its docstring).
+"""The import structure of specverify, read from the source (no module is imported): the layers
+(``LAYERS``, imports only downward), no cycles, no underscore names across modules, no two modules
+of one name, a short package root, and the size of its modules (none over ``MAX_LINES`` without a
+reason stated in its docstring).
 
 Every ``import`` and ``from ... import`` of a specverify module counts, at module level or inside
 a function (a lazy import is still an arrow). ``from pkg import name`` is an arrow to ``pkg.name``
@@ -16,14 +18,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "specverify"
 
 KNOWN_CYCLES: list[set[str]] = []
-"""Import circles that remain in files this test's author did not own, each with the file to
-change. None: optimal <-> samplers.transport (the round optimum moved to ``optimum_tokens``),
-adapters.hf_generate <-> adapters.hf_loop (``engine_context`` moved to ``adapters.hf``) and the
-samplers package <-> its modules (the registry moved to ``samplers.registry``) are gone."""
+"""Import circles that remain, each with the file to change. None; the list may only stay empty."""
 
 KNOWN_PRIVATE_IMPORTS: set[tuple[str, str, str]] = set()
-"""Underscore names used across modules: none left (detectors' RoundBattery, PASSED_THROUGH and
-target_distribution, engines.loader's wheel_file are public); the set may only shrink."""
+"""Underscore names used across modules: none; the set may only stay empty."""
 
 
 def _modules() -> dict[str, Path]:
@@ -130,7 +128,7 @@ EDGES, PRIVATE = _scan()
 
 def test_the_scan_sees_the_package():
     assert "specverify.samplers.chain" in EDGES["specverify.samplers.tree"]
-    assert "specverify.models.decoding" in EDGES["specverify.models.tree"]
+    assert "specverify.models.decoding" in EDGES["specverify.models.tree_decoding"]
     assert "specverify.samplers.registry" in EDGES["specverify.samplers"]
 
 
@@ -145,20 +143,91 @@ def test_no_import_cycle_among_specverify_modules():
     assert not unknown, f"import circles: {unknown}"
 
 
+LAYERS = (
+    ("common", ("specverify.common",)),
+    ("laws", ("specverify.laws",)),
+    ("samplers", ("specverify.samplers",)),
+    ("battery", ("specverify.battery",)),
+    ("interfaces", ("specverify.interfaces",)),
+    ("surface", ("specverify.surface", "specverify.api", "specverify.strategies", "specverify.pytest_plugin")),
+    ("models", ("specverify.models",)),
+    ("adapters", ("specverify.adapters",)),
+    ("mutants", ("specverify.mutants",)),
+    ("engines", ("specverify.engines",)),
+    ("experiments", ("specverify.experiments",)),
+    ("bench", ("specverify.bench",)),
+    ("command", ("specverify.cli", "specverify.__main__")),
+)
+"""The layers, bottom first (docs/ARCHITECTURE.md draws them): a module may import its own layer
+and the layers below it, never one above. Every module but the package's ``__init__`` is in
+exactly one layer (a module of a prefix, or under it)."""
+
+ROOT_MODULES = {"specverify", "specverify.__main__", "specverify.api", "specverify.cli",
+                "specverify.pytest_plugin", "specverify.strategies"}
+"""The package root: what users import or run (``import specverify``, ``specverify.api``, the
+pytest plugin's entry point, the Hypothesis strategies, the ``specverify`` command), nothing else."""
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of ``module``'s layer; None for the package's ``__init__``."""
+    found = [i for i, (_, prefixes) in enumerate(LAYERS)
+             for p in prefixes if module == p or module.startswith(p + ".")]
+    assert module == "specverify" or len(found) == 1, (module, found)
+    return found[0] if found else None
+
+
+def back_arrows(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Every import of a module in a higher layer than the importer's."""
+    out = []
+    for module, targets in sorted(edges.items()):
+        here = layer_of(module)
+        out += [(module, t) for t in sorted(targets)
+                if here is not None and layer_of(t) is not None and layer_of(t) > here]
+    return out
+
+
+def test_every_module_is_in_one_layer():
+    assert {m: layer_of(m) for m in MODULES if m != "specverify" and layer_of(m) is None} == {}
+
+
+def test_back_arrows_finds_an_import_upward():
+    assert back_arrows({"specverify.laws.stats": {"specverify.battery.budgets"}}) == [
+        ("specverify.laws.stats", "specverify.battery.budgets")]
+    assert back_arrows({"specverify.battery.budgets": {"specverify.laws.stats"}}) == []
+
+
+def test_imports_only_point_down_the_layers():
+    assert back_arrows(EDGES) == []
+
+
+def test_the_package_root_holds_only_the_public_modules():
+    root = {m for m, path in MODULES.items() if path.parent == PACKAGE}
+    assert root == ROOT_MODULES
+
+
+def test_no_two_modules_share_a_name():
+    """``interfaces.loop`` is the only ``loop``: a name says which module it is, in any layer."""
+    names: dict[str, list[str]] = {}
+    for m in MODULES:
+        if m != "specverify" and not m.endswith("__main__") and MODULES[m].name != "__init__.py":
+            names.setdefault(m.rsplit(".", 1)[1], []).append(m)
+    assert {n: ms for n, ms in names.items() if len(ms) > 1} == {}
+
+
 def test_optimal_imports_no_sampler():
     """optimal (the transport LP) sits below samplers: samplers.transport imports it."""
-    assert not {m for m in EDGES["specverify.optimal"]
+    assert not {m for m in EDGES["specverify.laws.optimal_acceptance"]
                 if m == "specverify.samplers" or m.startswith("specverify.samplers.")}
-    assert "specverify.optimal" in EDGES["specverify.samplers.transport"]
+    assert "specverify.laws.optimal_acceptance" in EDGES["specverify.samplers.transport"]
 
 
 def test_the_rule_modules_import_nothing_above_them():
     """samplers (the rules) and optimal import only validation, processing, theory, chains,
     optimal and each other: never the batteries, the enumerator, the CLI or models/."""
-    allowed = {"specverify.validation", "specverify.processing", "specverify.theory",
-               "specverify.chains", "specverify.optimal", "specverify.loop"}
+    allowed = {"specverify.common.validation", "specverify.laws.processing", "specverify.laws.theory",
+               "specverify.laws.chains", "specverify.laws.optimal_acceptance", "specverify.laws.requests"}
     for module, targets in EDGES.items():
-        if module == "specverify.optimal" or module.startswith("specverify.samplers"):
+        if module == "specverify.laws.optimal_acceptance" or module.startswith("specverify.samplers"):
             above = {t for t in targets if t not in allowed and not t.startswith("specverify.samplers")}
             assert not above, (module, sorted(above))
 
@@ -169,12 +238,12 @@ def test_no_underscore_name_is_used_across_modules():
 
 
 MAX_LINES = 520
-"""Issue 21: no module over ~500 lines without a reason stated in its docstring."""
+"""No module over ~500 lines without a reason stated in its docstring."""
 
 LONG_MODULES = {
-    "specverify.stats", "specverify.exact", "specverify.mutants.catalogue",
+    "specverify.laws.stats", "specverify.laws.exact", "specverify.mutants.catalogue",
     "specverify.interfaces.kernel", "specverify.interfaces.round", "specverify.adapters.kernels",
-    "specverify.models.medusa", "specverify.runner",
+    "specverify.models.medusa", "specverify.battery.runner",
 }
 """The modules of MAX_LINES lines or more, each saying why in its docstring (``REASON``). A module
 that grows past MAX_LINES fails until it is split or listed here with its reason; one that

@@ -19,7 +19,7 @@ from specverify.api import UsageError
 from specverify.mutants import ALL
 from specverify.interfaces import kernel, kernel_cases as kc
 from specverify.interfaces.kernel_tasks import uses_generator
-from specverify.uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
+from specverify.laws.uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 
 import kernel_subjects as ks
 
@@ -239,11 +239,11 @@ def test_cli_judges_kernels_by_exit_code():
 @pytest.mark.parametrize("subject, verdict", [(ks.loop_kernel, True), (ks.resample_from_p, False),
                                               (ks.generator_kernel, True)])
 def test_a_kernel_and_its_round_wrapper_get_the_same_verdict(subject, verdict):
-    from specverify import detectors
+    from specverify.interfaces import round as round_interface
 
     assert kernel.run(subject, "quick", 0).exact is verdict
     # the round battery cannot enumerate through a kernel's arrays: its chi-square judges it
-    round_result = detectors.run_battery(kernel.as_round_sampler(subject), "quick", 0)
+    round_result = round_interface.run_battery(kernel.as_round_sampler(subject), "quick", 0)
     assert round_result.exact is verdict, round_result.findings
 
 
@@ -253,7 +253,7 @@ def test_a_spawned_subject_process_judges_the_same():
 
     env = {**os.environ, "SPECVERIFY_START_METHOD": "spawn"}
     done = subprocess.run([sys.executable, "-m", "specverify", "check",
-                           "specverify.samplers.kernel:reference_kernel", "--budget", "quick", "--json"],
+                           "specverify.samplers.reference_kernel:reference_kernel", "--budget", "quick", "--json"],
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["exact"] is True

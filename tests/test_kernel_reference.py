@@ -1,4 +1,4 @@
-"""The reference verification kernel (specverify.samplers.kernel) and the kernel mutants.
+"""The reference verification kernel (specverify.samplers.reference_kernel) and the kernel mutants.
 
 (a) pinned to ``chain.verify`` row by row; (b) its exact law on a uniform grid; (c) NumPy and torch
 agree; (d) generator arguments and a chi-square of the output law; (e) every kernel mutant runs,
@@ -19,9 +19,9 @@ from specverify.interfaces import kernel as kernel_interface
 from specverify.interfaces.kernel_tasks import uses_generator
 from scipy.stats import chisquare
 
-from specverify.mutants.kernel import KERNEL_CONTROLS, KERNEL_MUTANTS
+from specverify.mutants.kernel_mutants import KERNEL_CONTROLS, KERNEL_MUTANTS
 from specverify.samplers import chain
-from specverify.samplers.kernel import reference_generator_kernel, reference_kernel
+from specverify.samplers.reference_kernel import reference_generator_kernel, reference_kernel
 
 
 # ----------------------------------------------------------------------------------------------

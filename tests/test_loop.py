@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 
-from specverify import exact, processing as pr, strategies as sst
-from specverify.loop import (LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output,
-                             sequence_law, step_distribution)
-from specverify.loop_battery import (LAW_CHECKS, contract_problem, find_loop_counterexample, loop_cases,
-                                     run_loop_battery, small_loop_cases)
+from specverify.laws import exact, processing as pr
+from specverify import strategies as sst
+from specverify.laws.requests import LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output, sequence_law, step_distribution
+from specverify.interfaces.loop_counterexample import LAW_CHECKS, find_loop_counterexample, small_loop_cases
+from specverify.interfaces.loop_tasks import contract_problem
+from specverify.interfaces.loop_cases import loop_cases
+from specverify.interfaces.loop import run_loop_battery
 from specverify.mutants import ALL
-from specverify.mutants.loop import LOOP_CONTROLS, LOOP_MUTANTS
-from specverify.samplers.loop import fit_width, generate, target_only
+from specverify.mutants.loop_mutants import LOOP_CONTROLS, LOOP_MUTANTS
+from specverify.samplers.reference_loop import fit_width, generate, target_only
 
 
 def marginals(dist: dict, n: int) -> list[dict]:
@@ -224,7 +226,7 @@ def test_check_recognises_the_loop_interface_by_signature_and_by_option(tmp_path
 
     root = Path(__file__).resolve().parents[1]
     path = tmp_path / "myloop.py"
-    path.write_text("from specverify.samplers.loop import generate\n"
+    path.write_text("from specverify.samplers.reference_loop import generate\n"
                     "from specverify.mutants import get\n"
                     "bias_bonus_only = get('loop-bias/bonus-only').fn\n")
 
@@ -308,7 +310,7 @@ def test_loop_counterexample_by_statistics_when_the_loop_cannot_be_enumerated():
     (exact TV 0.184, above the 0.116 the test sees with probability 0.95 at n = 1000, asserted) is
     missed with probability <= 0.05; seed 0 fixes the run."""
     from specverify.mutants import get
-    from specverify.stats import min_discrepancy_chi_square
+    from specverify.laws.stats import min_discrepancy_chi_square
 
     biased = get("loop-bias/bonus-only").fn
 

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 import loop_wrong_only_there as wrong
-from specverify import exact
-from specverify.loop import sequence_law
-from specverify.loop_battery import (LOOP_BUDGETS, SEED_STREAMS, edge_cases, find_loop_counterexample,
-                                     generated_loop_cases, loop_cases, run_loop_battery, seed_stream)
-from specverify.mutants.loop import LOOP_CONTROLS
-from specverify.samplers.loop import generate
+from specverify.laws import exact
+from specverify.laws.requests import sequence_law
+from specverify.interfaces.loop_cases import LOOP_BUDGETS, SEED_STREAMS, edge_cases, generated_loop_cases, loop_cases, seed_stream
+from specverify.interfaces.loop_counterexample import find_loop_counterexample
+from specverify.interfaces.loop import run_loop_battery
+from specverify.mutants.loop_mutants import LOOP_CONTROLS
+from specverify.samplers.reference_loop import generate
 
 CORE = [c for c in loop_cases() if c.kind == "fixed"]
 
@@ -138,7 +139,7 @@ def test_reference_and_controls_stay_exact_over_seeds_0_to_4(seed):
 
 
 def test_controls_stay_exact_on_the_engine_scale_batch():
-    from specverify.loop_battery import scale_loop_cases
+    from specverify.interfaces.loop_cases import scale_loop_cases
 
     for control in LOOP_CONTROLS:
         result = run_loop_battery(control.fn, "standard", 0, cases=scale_loop_cases("standard", 0))

@@ -1,7 +1,7 @@
-"""``python -m specverify.models`` against a hostile user: usage errors are one line on stderr,
+"""``specverify models`` against a hostile user: usage errors are one line on stderr,
 exit 2, within 5 s; a full disk under --out loses nothing; a suffixless train-head --out is refused
 before training; a broken head file, an unreachable hub and a bad source are one clear line; the
-human table fits in 100 columns (``specverify.tables``)."""
+human table fits in 100 columns (``specverify.common.tables``)."""
 
 import errno
 import json
@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: 
 pytest.importorskip("transformers", reason=f"the real-model stage needs transformers: {INSTALL}")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-from specverify import tables  # noqa: E402
+from specverify.common import tables  # noqa: E402
 from specverify.models import __main__ as cli  # noqa: E402
 from specverify.models import loading, measure, medusa  # noqa: E402
 
@@ -84,7 +84,7 @@ def test_usage_errors_are_one_line_exit_2_within_5_s(case, tmp_path, capsys):
     assert code == 2
     err = one_line(captured.err)
     assert expected.replace("{tmp}", str(tmp_path)) in err
-    assert err.startswith("python -m specverify.models")
+    assert err.startswith("specverify models")
     assert captured.out == ""
     assert seconds < 5, seconds
 
@@ -248,7 +248,7 @@ def test_full_disk_under_out_keeps_the_measurement(tmp_path, monkeypatch, capsys
     code, _ = run_main(["measure", *TINY_RUN, "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 2
-    ours = [line for line in captured.err.splitlines() if line.startswith("python -m specverify.models")]
+    ours = [line for line in captured.err.splitlines() if line.startswith("specverify models")]
     assert len(ours) == 1 and "Traceback" not in captured.err, captured.err  # (transformers may warn too)
     err = ours[0]
     assert f"error: --out: could not write {str(out)!r} (No space left on device); saved to " in err
@@ -301,7 +301,7 @@ def test_out_and_fallback_both_failing_still_prints_everything(json_flag, tmp_pa
     assert code == 2
     err = one_line(captured.err)
     assert f"--out: could not write {str(out)!r} (" in err
-    assert "nothing saved" in err and err.startswith("python -m specverify.models measure: error: --out:")
+    assert "nothing saved" in err and err.startswith("specverify models measure: error: --out:")
     printed = json.loads(captured.out.strip().splitlines()[-1])  # every field, on stdout
     assert printed == measure.json_safe(_canned_result())
     assert not out.exists()
@@ -316,7 +316,7 @@ def test_out_written_after_printing(tmp_path, monkeypatch, capsys):
     assert json.loads(out.read_text()) == json.loads(captured.out) == measure.json_safe(_canned_result())
 
 
-# ---------------------------------------------------------------------------- specverify.tables
+# ---------------------------------------------------------------------------- specverify.common.tables
 
 
 def test_tables_render_is_the_mutant_table():

@@ -9,7 +9,7 @@ target-only decoding, and the law of the first two sampled tokens equal to the t
 import numpy as np
 import pytest
 
-from specverify import stats, theory
+from specverify.laws import stats, theory
 
 INSTALL = "pip install -e '.[models]'"
 torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: {INSTALL}")
@@ -17,7 +17,7 @@ pytest.importorskip("transformers", reason=f"the real-model stage needs transfor
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify.models import costs, decoding  # noqa: E402
-from specverify.processing import process_logits  # noqa: E402
+from specverify.laws.processing import process_logits  # noqa: E402
 
 PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "a = [1, 2, 3]\nb = [1, 2, 3]\n"]
 NEW_TOKENS = 24

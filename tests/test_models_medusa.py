@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: 
 pytest.importorskip("transformers", reason=f"the real-model stage needs transformers: {INSTALL}")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-from specverify import stats  # noqa: E402
+from specverify.laws import stats  # noqa: E402
 from specverify.models import decoding, medusa  # noqa: E402
 from specverify.models.__main__ import main  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Tree drafts with a tree attention mask (``specverify.models.tree``) on the tiny random Qwen2 pair.
+"""Tree drafts with a tree attention mask (``specverify.models.tree_decoding``) on the tiny random Qwen2 pair.
 
 Checks: the masked forward's rows equal separate forwards of each root-to-node path; gathering
 the cache to a path equals prefilling that path; greedy tree output equals target-only greedy
@@ -15,9 +15,9 @@ torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: 
 pytest.importorskip("transformers", reason=f"the real-model stage needs transformers: {INSTALL}")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-from specverify import stats  # noqa: E402
-from specverify.models import decoding, tree  # noqa: E402
-from specverify.processing import process_logits  # noqa: E402
+from specverify.laws import stats  # noqa: E402
+from specverify.models import decoding, tree_decoding as tree  # noqa: E402
+from specverify.laws.processing import process_logits  # noqa: E402
 from specverify.samplers.tree import tree_nodes  # noqa: E402
 
 PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "import numpy as np\n"]

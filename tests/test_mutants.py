@@ -63,7 +63,7 @@ def test_control_is_not_accused(control):
 
 
 def test_judge_rules():
-    from specverify.detectors import BatteryResult, Finding
+    from specverify.battery.core import BatteryResult, Finding
 
     clean, biased, slow = BatteryResult(), BatteryResult(), BatteryResult()
     biased.findings.append(Finding("exact-tv", "distribution", "TV 0.1"))

@@ -1,9 +1,9 @@
-"""specverify.processing: temperature, top-k, top-p with transformers' semantics."""
+"""specverify.laws.processing: temperature, top-k, top-p with transformers' semantics."""
 
 import numpy as np
 import pytest
 
-from specverify import processing as pr
+from specverify.laws import processing as pr
 
 
 def softmax(z):

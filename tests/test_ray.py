@@ -2,7 +2,7 @@
 here (``ray.init(num_cpus=2)``): the same verdicts as the local executor for the same seed.
 Skipped with one line when the ray extra is not installed (``pip install -e '.[ray]'``).
 
-On Ray each case enumeration of a round subject is its own task (specverify.units) and the
+On Ray each case enumeration of a round subject is its own task (specverify.interfaces.round_units) and the
 subject's task replays them with its seeded detectors run in order, as in a local worker:
 verdicts at fixed seeds and a false-fail rate of 1e-6 are deterministic (a look's runs are
 bounded by time, so an exact subject's p-values may differ on a loaded machine, not its verdict).
@@ -22,7 +22,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 
-from specverify import checker  # noqa: E402
+from specverify.surface import check_run as checker  # noqa: E402
 from specverify.mutants import report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def test_report_on_ray_gives_the_local_verdicts(local_ray):
 def test_check_of_several_targets_on_ray(local_ray):
     calls = [("specverify:speculative_step", "quick", 0, "auto", None, None),
              ("specverify.mutants.catalogue:no_verification", "quick", 0, "auto", None, None)]
-    from specverify.executors import ray_map
+    from specverify.battery.executors import ray_map
 
     outcomes = ray_map(checker.check_target, calls, "ray",  # as the CLI: with per-case units
                        units=[checker.target_units(t, b) for t, b, *_ in calls])
@@ -87,9 +87,9 @@ def compared(result) -> dict:
 
 def battery_dict(mutant_id: str, budget, seed: int, stop_on_first: bool, *got) -> dict:
     """A Ray task: the subject's battery with its units (``got``) replayed."""
-    from specverify import detectors, units
+    from specverify.interfaces import round_cases, round as round_interface, round_units as units
 
-    return compared(detectors.run_battery(report.subject_fn(mutant_id), budget, seed,
+    return compared(round_interface.run_battery(report.subject_fn(mutant_id), budget, seed,
                                           stop_on_first=stop_on_first, prefetched=units.prefetched(got)))
 
 
@@ -98,18 +98,18 @@ SPLIT_SUBJECTS = (("control/unknown-draft-probs", "exact"), ("ratio/inverted", "
 
 
 def test_the_per_case_split_on_ray_gives_the_local_battery_results(local_ray):
-    from specverify import detectors, units
-    from specverify.executors import ray_map
+    from specverify.interfaces import round_cases, round as round_interface, round_units as units
+    from specverify.battery.executors import ray_map
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not importable there
-    b = replace(detectors.get_budget("quick"), **report.REPORT_OVERRIDES)
+    b = replace(round_cases.get_budget("quick"), **report.REPORT_OVERRIDES)
     calls, unit_lists, here = [], [], []
     for mutant_id, effect in SPLIT_SUBJECTS:
         stop = report.stops_on_first(effect)
         calls.append((mutant_id, b, 5, stop))
         unit_lists.append([(units.enumeration_unit, (partial(report.subject_fn, mutant_id), b, lengths, i))
                            for lengths, i in units.enumeration_calls(b, stop)])
-        here.append(compared(detectors.run_battery(report.subject_fn(mutant_id), b, 5, stop_on_first=stop)))
+        here.append(compared(round_interface.run_battery(report.subject_fn(mutant_id), b, 5, stop_on_first=stop)))
     there = ray_map(battery_dict, calls, "ray", units=unit_lists)
     assert [d["exact"] for d in there] == [True, False, True]
     assert there[2]["efficient"] is False  # the fewer-tokens mutant: killed by tokens per round

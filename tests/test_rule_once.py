@@ -11,7 +11,7 @@ import copy
 import numpy as np
 import pytest
 
-from specverify.chains import handout_iid, iid_model, random_model, toy_chain
+from specverify.laws.chains import handout_iid, iid_model, random_model, toy_chain
 from specverify.mutants import catalogue
 from specverify.mutants.catalogue import round_with
 from specverify.samplers.chain import draft, speculative_step, verify, verify_drafts
@@ -128,7 +128,7 @@ class _Replay:
 
 
 def _large_vocab():
-    from specverify.chains import TableModel
+    from specverify.laws.chains import TableModel
 
     rng = np.random.default_rng(3)
     p = rng.dirichlet(np.full(40, 0.3), size=40)
@@ -179,7 +179,7 @@ def test_every_tree_sampler_runs_the_one_sibling_rule(monkeypatch):
 
 
 def test_the_real_model_tree_uses_the_sibling_rule():
-    from specverify.models import tree as model_tree
+    from specverify.models import tree_decoding as model_tree
     from specverify.samplers import tree
 
     assert model_tree.verify_siblings is tree.verify_siblings
@@ -190,7 +190,7 @@ def test_the_real_model_tree_uses_the_sibling_rule():
 
 def test_the_greedy_rule_is_greedy_node_everywhere(monkeypatch):
     from specverify.models import decoding, medusa
-    from specverify.models import tree as model_tree
+    from specverify.models import tree_decoding as model_tree
     from specverify.samplers import greedy
 
     assert decoding.greedy_verify is greedy.greedy_verify

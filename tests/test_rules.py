@@ -1,7 +1,7 @@
 """The rules beyond the token-wise rule: block verification, the multi-draft rules, the
 optimal-acceptance oracle, and the match-target-sample dispute.
 
-Distributional claims use the exact enumerator (specverify.exact): no sampling noise, so a correct
+Distributional claims use the exact enumerator (specverify.laws.exact): no sampling noise, so a correct
 rule's TV from the target is float rounding and the 1e-9 threshold is not statistical.
 """
 
@@ -11,15 +11,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from specverify import get_sampler, strategies as sst
-from specverify.chains import handout_iid, iid_model, toy_chain
-from specverify.detectors import all_cases, expected_round_length
-from specverify.exact import (NotEnumerable, round_length_distribution, sampler_distribution,
-                              sequence_distribution, total_variation)
+from specverify.laws.chains import handout_iid, iid_model, toy_chain
+from specverify.interfaces.round_cases import all_cases, expected_round_length
+from specverify.laws.exact import NotEnumerable, round_length_distribution, sampler_distribution, sequence_distribution, total_variation
 from specverify.mutants import ALL
 from specverify.mutants.catalogue import match_target_sample
 from specverify.mutants.rules import RULE_MUTANTS, match_target_sample_emit_draft
-from specverify.optimal import draft_sets, optimal_acceptance
-from specverify.optimum_tokens import optimum_tokens_per_round
+from specverify.laws.optimal_acceptance import draft_sets, optimal_acceptance
+from specverify.interfaces.round_optimum import optimum_tokens_per_round
 
 TOL = 1e-9
 
@@ -154,7 +153,7 @@ def test_draft_set_laws_sum_to_one():
 
 
 def test_optimum_tokens_per_round_is_block_on_the_tokens_per_round_cases():
-    from specverify.detectors import round_length_cases
+    from specverify.interfaces.round_cases import round_length_cases
 
     for case in round_length_cases():
         opt = optimum_tokens_per_round(case)
@@ -167,7 +166,7 @@ def test_optimum_tokens_per_round_is_block_on_the_tokens_per_round_cases():
 
 
 def test_compare_rules_block_never_loses_and_gains_where_the_paper_says(monkeypatch):
-    import specverify.compare_samplers as cs
+    import specverify.bench.compare_samplers as cs
 
     monkeypatch.setattr(cs, "rules_models", lambda: [handout_iid(), toy_chain()])
     monkeypatch.setattr(cs, "RULES", cs.RULES[:2])
@@ -181,8 +180,8 @@ def test_compare_rules_block_never_loses_and_gains_where_the_paper_says(monkeypa
 
 
 def test_nodewise_optimum_is_the_chain_at_width_one_and_above_the_tree_rules():
-    from specverify.detectors import Case
-    from specverify.optimum_tokens import nodewise_optimum_tokens_per_round
+    from specverify.interfaces.round_cases import Case
+    from specverify.interfaces.round_optimum import nodewise_optimum_tokens_per_round
 
     case = Case("toy chain k=2", toy_chain(), (0,), 2, 1)
     assert nodewise_optimum_tokens_per_round(case, width=1) == pytest.approx(
@@ -224,15 +223,16 @@ def test_nodewise_optimum_closed_form_on_iid_models_matches_enumeration():
     """On an i.i.d. model every node is alike: the closed form sum(a^i) equals the enumerated
     canonical rule's tokens per round on the same model written as period 2 (which takes the
     enumeration route). Exact, no sampling."""
-    from specverify import detectors, optimal, optimum_tokens
-    from specverify.chains import TableModel
+    from specverify.interfaces import round_cases, round_optimum as optimum_tokens
+    from specverify.laws import optimal_acceptance as optimal
+    from specverify.laws.chains import TableModel
 
     model = iid_model([0.5, 0.3, 0.2], [0.6, 0.3, 0.1])
-    closed = optimum_tokens.nodewise_optimum_tokens_per_round(detectors.Case("iid", model, (), 2, 1), width=2)
+    closed = optimum_tokens.nodewise_optimum_tokens_per_round(round_cases.Case("iid", model, (), 2, 1), width=2)
     a = optimal.optimal_acceptance(model.p_fn(()), model.q_fn(()), 2)
     assert 0 < a < 1 and closed == pytest.approx(1 + a + a * a, abs=1e-12)
     twice = TableModel(np.vstack([model.p_table] * 2), np.vstack([model.q_table] * 2), order=0, period=2)
-    enumerated = optimum_tokens.nodewise_optimum_tokens_per_round(detectors.Case("iid", twice, (), 2, 1), width=2)
+    enumerated = optimum_tokens.nodewise_optimum_tokens_per_round(round_cases.Case("iid", twice, (), 2, 1), width=2)
     assert enumerated == pytest.approx(closed, abs=1e-9)
 
 
@@ -343,9 +343,9 @@ def test_traversal_against_the_tree_rules_and_the_nodewise_optimum():
     wins (there the nodewise optimum is the optimum over node-by-node rules), but on a Markov model
     sequence-level acceptance can beat node-by-node optimal transport (the nodewise figure is only
     greedy there; optimum_tokens.nodewise_optimum_tokens_per_round's docstring says so)."""
-    from specverify.compare_samplers import context_varying_chain
-    from specverify.detectors import Case
-    from specverify.optimum_tokens import nodewise_optimum_tokens_per_round
+    from specverify.bench.compare_samplers import context_varying_chain
+    from specverify.interfaces.round_cases import Case
+    from specverify.interfaces.round_optimum import nodewise_optimum_tokens_per_round
 
     cases = [(handout_iid(), (0,), (2.5996, 2.6276, 3.0)),
              (toy_chain(), (0,), (2.2620, 2.3100, 2.4412)),

@@ -1,6 +1,6 @@
 """Exactness of the samplers beyond the single chain, and detection of their mutants.
 
-Every assertion on distributions uses the exact enumerator (specverify.exact): the output
+Every assertion on distributions uses the exact enumerator (specverify.laws.exact): the output
 distribution of the first m tokens is computed with no sampling noise, so a correct sampler's TV
 from the target is rounding error (~1e-16) and the thresholds are not statistical (false-fail
 rate 0 up to float rounding). No test here draws random samples for a distributional claim.
@@ -14,20 +14,9 @@ import pytest
 from hypothesis import given, settings
 
 from specverify import strategies as sst
-from specverify.chains import TableModel, handout_iid, toy_chain
-from specverify.compare_samplers import (
-    copy_heavy_chain,
-    copy_heavy_prompt,
-    exact_long_run,
-    simulate,
-)
-from specverify.exact import (
-    exact_tv,
-    round_length_distribution,
-    sampler_distribution,
-    sequence_distribution,
-    total_variation,
-)
+from specverify.laws.chains import TableModel, handout_iid, toy_chain
+from specverify.bench.compare_samplers import copy_heavy_chain, copy_heavy_prompt, exact_long_run, simulate
+from specverify.laws.exact import exact_tv, round_length_distribution, sampler_distribution, sequence_distribution, total_variation
 from specverify.mutants.multi_draft import MULTI_DRAFT_MUTANTS
 from specverify.samplers import SAMPLERS, get_sampler
 from specverify.samplers.adaptive import AdaptiveK, confidence_step
@@ -35,7 +24,7 @@ from specverify.samplers.chain import speculative_step
 from specverify.samplers.greedy import greedy_step
 from specverify.samplers.prompt_lookup import lookup_drafts, prompt_lookup_step
 from specverify.samplers.tree import tree_nodes, tree_step
-from specverify.theory import expected_tokens as theory_tokens
+from specverify.laws.theory import expected_tokens as theory_tokens
 
 from hypothesis_labels import label_model
 

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from specverify import stats as S
-from specverify.chains import toy_chain
-from specverify.theory import expected_tokens
+from specverify.laws import stats as S
+from specverify.laws.chains import toy_chain
+from specverify.laws.theory import expected_tokens
 
 CHECK_RATE = 1e-6  # false-fail rate of each statistical assertion in this file
 

@@ -11,7 +11,7 @@ from hypothesis import find as _find
 from hypothesis import strategies as st
 
 from specverify import strategies as sst
-from specverify.validation import check_prob_vector
+from specverify.common.validation import check_prob_vector
 
 from hypothesis_labels import label_model
 

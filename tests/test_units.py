@@ -1,4 +1,4 @@
-"""The battery's independent units (specverify.units) without Ray: each case's enumeration in its
+"""The battery's independent units (specverify.interfaces.round_units) without Ray: each case's enumeration in its
 own subject process, replayed by ``run_battery(prefetched=...)``, gives the local battery's
 verdict, findings and run log for the same seed; the clock is charged with the units' seconds;
 a subject that dies in a unit is a finding, as in one process."""
@@ -10,13 +10,15 @@ from functools import partial
 import numpy as np
 import pytest
 
-from specverify import detectors, units
+from specverify.battery import core as battery_core
+from specverify.interfaces import round_cases, round as round_interface, round_units as units
+from specverify.samplers import chain as chain_sampler
 from specverify.mutants import report
 
-QUICK = replace(detectors.get_budget("quick"), **report.REPORT_OVERRIDES)
+QUICK = replace(round_cases.get_budget("quick"), **report.REPORT_OVERRIDES)
 
 
-def compared(result: detectors.BatteryResult) -> dict:
+def compared(result: battery_core.BatteryResult) -> dict:
     """Everything but the wall-clock seconds and the subject's printed output."""
     d = result.to_dict()
     d.pop("seconds"), d.pop("output")
@@ -36,10 +38,10 @@ def run_units(load, budget, stop_on_first=False) -> list[dict]:
 ])
 def test_prefetched_units_give_the_local_battery_result(mutant_id, effect):
     fn, stop = report.subject_fn(mutant_id), report.stops_on_first(effect)
-    here = detectors.run_battery(fn, QUICK, 3, stop_on_first=stop)
+    here = round_interface.run_battery(fn, QUICK, 3, stop_on_first=stop)
     got = run_units(partial(report.subject_fn, mutant_id), QUICK, stop)
     assert all(u["outcome"][0] == "ok" for u in got)
-    split = detectors.run_battery(fn, QUICK, 3, stop_on_first=stop, prefetched=units.prefetched(got))
+    split = round_interface.run_battery(fn, QUICK, 3, stop_on_first=stop, prefetched=units.prefetched(got))
     if any("time limit" in line for line in here.ran + split.ran):
         pytest.skip("a look was cut by time on this loaded machine: its runs are not comparable")
     assert compared(split) == compared(here)
@@ -54,23 +56,23 @@ def test_units_cover_only_what_the_battery_surely_asks_for():
 def test_the_enumeration_budget_is_charged_with_the_units_seconds():
     """Units that took 6 s each spend the quick budget's 15 s of enumeration after three cases:
     the fourth goes to statistics, as it would have in one process."""
-    got = run_units(lambda: detectors.speculative_step, QUICK)
+    got = run_units(lambda: chain_sampler.speculative_step, QUICK)
     for u in got:
         u["seconds"] = 6.0
-    result = detectors.run_battery(detectors.speculative_step, QUICK, 0, prefetched=units.prefetched(got))
-    fourth = detectors.all_cases()[QUICK.cases[3]].name
+    result = round_interface.run_battery(chain_sampler.speculative_step, QUICK, 0, prefetched=units.prefetched(got))
+    fourth = round_cases.all_cases()[QUICK.cases[3]].name
     assert f"exact: {fourth}: not enumerated (enumeration time 15 s spent); statistics instead" in result.ran
     assert any(line.startswith(f"chi-square: {fourth}:") for line in result.ran)
     assert result.exact is True
 
 
 def test_a_unit_past_the_deadline_ends_the_run_as_timed_out():
-    got = run_units(lambda: detectors.speculative_step, QUICK)
+    got = run_units(lambda: chain_sampler.speculative_step, QUICK)
     for u in got:
         u["seconds"] = 6.0
     import time
 
-    result = detectors.run_battery(detectors.speculative_step, QUICK, 0, prefetched=units.prefetched(got),
+    result = round_interface.run_battery(chain_sampler.speculative_step, QUICK, 0, prefetched=units.prefetched(got),
                                    deadline=time.monotonic() + 9.0)
     assert result.timed_out and result.exact is None
 
@@ -79,15 +81,15 @@ def dies_when_enumerated(p_fn, q_fn, prefix, k, rng):
     """Exact when sampled; exits its process when the enumerator drives it."""
     if not isinstance(rng, np.random.Generator):
         os._exit(3)
-    return detectors.speculative_step(p_fn, q_fn, prefix, k, rng)
+    return chain_sampler.speculative_step(p_fn, q_fn, prefix, k, rng)
 
 
 def test_a_subject_that_exits_in_a_unit_is_the_local_finding():
-    here = detectors.run_battery(dies_when_enumerated, QUICK, 0)
+    here = round_interface.run_battery(dies_when_enumerated, QUICK, 0)
     got = run_units(lambda: dies_when_enumerated, QUICK)
     assert got[0]["outcome"] == ("failed", "its process exited with code 3 during a call "
                                            "(os._exit or a C-level exit)")
-    split = detectors.run_battery(dies_when_enumerated, QUICK, 0, prefetched=units.prefetched(got))
+    split = round_interface.run_battery(dies_when_enumerated, QUICK, 0, prefetched=units.prefetched(got))
     assert compared(split) == compared(here)
     assert split.exact is False and split.findings[0].kind == "contract"
 
@@ -107,11 +109,11 @@ def test_a_chi_square_look_draws_the_same_runs_whatever_else_is_live():
     (k = 1, two tokens) and beside one that draws many (k = 4, five tokens): each (case,
     look) is an independent unit. With the one rng threaded through every live case that these
     streams replaced, the second case's draws moved every later look of the first."""
-    first, light, heavy = (detectors.all_cases()[i] for i in (0, 3, 1))
+    first, light, heavy = (round_cases.all_cases()[i] for i in (0, 3, 1))
     assert light.m < heavy.m
 
     def first_line(others):
-        result = detectors.run_statistics(detectors.speculative_step, [first, *others], 4, "quick", n_max=2000)
+        result = round_interface.run_statistics(chain_sampler.speculative_step, [first, *others], 4, "quick", n_max=2000)
         if any("time limit" in line for line in result.ran):
             pytest.skip("a look was cut by time on this loaded machine: its runs are not comparable")
         lines = [line for line in result.ran if line.startswith(f"chi-square: {first.name}:")]
@@ -126,7 +128,7 @@ def test_a_stream_is_the_node_spawn_hands_out():
     """``battery.stream(seed, *path)`` is ``SeedSequence(seed).spawn``'s child path[0], its child
     path[1], ...: the streams drawn by spawn before issue 21 (generated and engine-scale cases)
     kept their numbers; a node given as the seed is extended."""
-    from specverify.battery import stream
+    from specverify.battery.core import stream
 
     old = np.random.SeedSequence(7).spawn(3)[2].spawn(4)[1]
     assert (stream(7, 2, 1).generate_state(4) == old.generate_state(4)).all()

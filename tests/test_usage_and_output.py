@@ -52,17 +52,17 @@ HEAVY_MODULES = {"scipy", "torch", "transformers", "polars", "matplotlib", "ray"
     (("specverify.engines", "--bogus"), "unrecognized arguments: --bogus"),
     (("specverify.engines", "--seed", "-1"), "argument --seed"),
     (("specverify.engines", "--render", "/no/such/rows.json"), "--render: cannot read"),
-    (("specverify.bench_kernel", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.bench_kernel", "--markdown"), "expected one argument"),
-    (("specverify.bench_kernel", "--markdown", "/no/such/dir/K.md"), "argument --markdown: folder"),
+    (("specverify.bench.kernel_bench", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.bench.kernel_bench", "--markdown"), "expected one argument"),
+    (("specverify.bench.kernel_bench", "--markdown", "/no/such/dir/K.md"), "argument --markdown: folder"),
     (("specverify.bench", "--bogus"), "unrecognized arguments: --bogus"),
     (("specverify.bench", "--budget", "huge"), "argument --budget: invalid choice: 'huge'"),
     (("specverify.bench", "--markdown", "/no/such/dir/B.md"), "argument --markdown: folder"),
-    (("specverify.bench_hot_path", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.bench_hot_path", "--repeats", "0"), "--repeats: must be >= 1"),
-    (("specverify.bench_hot_path", "--against", "/no/such/dir"), "--against: /no/such/dir holds no specverify"),
-    (("specverify.compare_samplers", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.compare_samplers", "--out", "/no/such/dir/S.md"), "argument --out: folder"),
+    (("specverify.bench.hot_path", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.bench.hot_path", "--repeats", "0"), "--repeats: must be >= 1"),
+    (("specverify.bench.hot_path", "--against", "/no/such/dir"), "--against: /no/such/dir holds no specverify"),
+    (("specverify.bench.compare_samplers", "--bogus"), "unrecognized arguments: --bogus"),
+    (("specverify.bench.compare_samplers", "--out", "/no/such/dir/S.md"), "argument --out: folder"),
     (("specverify.experiments",), "the following arguments are required: NAME"),
     (("specverify.experiments", "nope"), "argument NAME: invalid choice: 'nope'"),
     (("specverify.experiments", "power", "--bogus"), "unrecognized arguments: --bogus"),
@@ -170,7 +170,7 @@ def test_a_bad_interface_names_the_argument(bad):
 
 
 def test_junit_failure_text_lists_each_finding_once(tmp_path):
-    from specverify import checker, junit
+    from specverify.surface import check_run as checker, junit
 
     report = checker.check(get("ratio/inverted").fn, "inverted", budget="quick")
     assert report["exact"] is False and report["findings"]

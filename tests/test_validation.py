@@ -3,15 +3,8 @@
 import numpy as np
 import pytest
 
-from specverify import (
-    acceptance_rate,
-    best_k,
-    break_even_cost,
-    expected_speedup,
-    expected_tokens,
-    speculative_step,
-)
-from specverify.validation import SUM_TOL
+from specverify import acceptance_rate, best_k, break_even_cost, expected_speedup, expected_tokens, speculative_step
+from specverify.common.validation import SUM_TOL
 
 P = [0.5, 0.3, 0.2]
 Q = [0.3, 0.3, 0.4]

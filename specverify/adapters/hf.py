@@ -53,7 +53,7 @@ import numpy as np
 
 from ..models.loading import torch_modules
 from ..samplers.chain import draft, model_output, verify
-from ..validation import check_k, check_same_length
+from ..common.validation import check_k, check_same_length
 
 torch, transformers = torch_modules()
 from transformers.generation.utils import _speculative_sampling
@@ -177,7 +177,7 @@ def documented_ensemble_step(p_fn, q_fn, prefix, k, rng, weight: float = ENSEMBL
     The exact rule (``chain.verify``) on the fallback's rows: accept draft x with probability
     min(1, v(x) / q(x)), v = w p + (1 - w) q; on rejection draw from norm(max(0, v - q))
     (= norm(max(0, p - q)) to rounding); after k acceptances a bonus from p. Its exact output law
-    (specverify.exact) is what ``ensemble_speculative_step`` should sample, and its exact TV from
+    (specverify.laws.exact) is what ``ensemble_speculative_step`` should sample, and its exact TV from
     the target is the bias the relaxation buys.
     """
     k = check_k(k)

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import sys
 
-from ..cli import OneLineParser, emit, parsed
-from ..validation import count_argument, positive_int_argument, seed_argument, tv_argument, writable_file_argument
+from ..common.command_line import OneLineParser, emit, parsed
+from ..common.validation import count_argument, positive_int_argument, seed_argument, tv_argument, writable_file_argument
 
 
 def parse_args(argv):
-    ap = OneLineParser(prog="python -m specverify check-hf-generate",
+    ap = OneLineParser(prog="specverify check-hf-generate",
                        description="Check transformers' assisted generation as a loop subject (python -m specverify "
                                    "check's report and exit codes: 0 exact, 1 not exact, 2 usage error, 3 inconclusive).")
     ap.add_argument("--json", action="store_true", help="print check's report as one JSON object")
@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     sys.stdout.flush()
     code = report.exit_code
     if args.junit_xml:
-        from .. import junit
-        from ..checker import SEVERITY, junit_case
+        from ..surface import junit
+        from ..surface.check_run import SEVERITY, junit_case
 
         case = junit_case(report.target, ("ok", report.to_dict()))
         written = junit.write(args.junit_xml, "specverify.check-hf-generate", [case],

@@ -8,12 +8,12 @@ downloaded) and one prompt, for each setting (temperature 1.0; temperature 0.7; 
 temperature 1.0; temperature 1.0 with ``pad_token_id`` an ordinary token):
 
 1. *Exactness.* The exact law of the target's first ``NEW_TOKENS`` (3) tokens under the same
-   processing (``specverify.processing.process_logits``: HF's temperature, then top-k), from
+   processing (``specverify.laws.processing.process_logits``: HF's temperature, then top-k), from
    the target's own logits over every continuation: the first token over the whole vocabulary,
    the next conditioned on each prefix (all prefixes when there are at most ``MAX_CONTEXTS``,
    else the most probable ones), in batched forwards. Sequences are grouped into cells of the
    prefix tree (a cell with expected count < 5 at n joins its parent's "rest" cell): an exact
-   coarsening, so the chi-square test (``specverify.stats.chi_square_test``) stays valid and keeps
+   coarsening, so the chi-square test (``specverify.laws.stats.chi_square_test``) stays valid and keeps
    its power; an outcome of probability 0 fails outright. n generations of batch size 1
    (assisted generation refuses more), fixed torch seed. With 3 new tokens the first round drafts
    2 tokens (transformers caps drafts at the tokens left minus one), so accepted drafts,
@@ -57,11 +57,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from .. import stats
-from ..battery import Finding
+from ..laws import stats
+from ..battery.core import Finding
 from ..models.loading import tiny_pair, torch_modules
-from ..processing import process_logits
-from ..validation import check_int, check_seed
+from ..laws.processing import process_logits
+from ..common.validation import check_int, check_seed
 from . import hf
 
 torch, transformers = torch_modules()

@@ -1,6 +1,6 @@
 """transformers' ``generate(assistant_model=draft, do_sample=True)`` as a loop subject.
 
-``generate(target, draft, requests, k, rng)`` has the loop interface of ``specverify.loop``: the
+``generate(target, draft, requests, k, rng)`` has the loop interface of ``specverify.laws.requests``: the
 loop battery (``specverify.interfaces.loop.run_loop_battery``) judges it against the exact law of
 target-only sampling (``loop.sequence_law``), with its own statistics when, as here, the
 enumerator cannot follow torch's randomness.
@@ -49,9 +49,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import stats
-from ..battery import POWER_FALSE_PASS_RATE
-from ..loop import LogitTable, Request, SamplingParams, check_requests
+from ..laws import stats
+from ..battery.core import POWER_FALSE_PASS_RATE
+from ..laws.requests import LogitTable, Request, SamplingParams, check_requests
 from ..interfaces.loop_cases import LoopBudget, LoopCase
 from ..models.loading import torch_modules
 from . import hf
@@ -255,7 +255,7 @@ def budget(n: int = 2000, detect_tv: float = 0.15, false_fail_rate: float = FALS
     see TV ``detect_tv`` with probability 0.95 (else the verdict is inconclusive), no time limit
     that cuts the runs short (a ``generate`` call is ~10 ms; 20 s allowed for one), and the
     counterexample search among the cases at the same n."""
-    from ..validation import check_discrepancy, check_int
+    from ..common.validation import check_discrepancy, check_int
 
     check_int("n", n, 1)
     check_discrepancy("detect_tv", detect_tv)
@@ -272,7 +272,7 @@ def check(n: int = 2000, seed: int = 0, control: bool = True, detect_tv: float =
     ``control``, ``ensemble_generate`` on ``LOOP_CONTROL`` at the same budget, which must come out
     NOT EXACT (``Report.require_flagged``: else the report is inconclusive)."""
     from .. import api
-    from ..validation import check_seed
+    from ..common.validation import check_seed
 
     check_seed(seed)
     b = budget(n, detect_tv, false_fail_rate)

@@ -1,4 +1,4 @@
-"""Real engines' own verification code, judged (issue #24): a table of verdicts anyone can rerun.
+"""Real engines' own verification code, judged: a table of verdicts anyone can rerun.
 
 ``python -m specverify.engines [--engine NAME] [--json] [--budget quick|standard]`` downloads
 pinned engine wheels without their dependencies (``loader.fetch``), loads each engine's

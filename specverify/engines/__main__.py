@@ -10,10 +10,10 @@ from . import BUDGET_NAMES, BY_NAME, render_findings, render_table, run
 
 
 def main(argv=None) -> int:
-    from ..cli import OneLineParser, emit, parsed
-    from ..validation import seed_argument
+    from ..common.command_line import OneLineParser, emit, parsed
+    from ..common.validation import seed_argument
 
-    ap = OneLineParser(prog="python -m specverify.engines", description=__doc__)
+    ap = OneLineParser(prog="specverify engines", description=__doc__)
     ap.add_argument("--engine", action="append", choices=sorted(BY_NAME), help="one engine (repeatable); all by default")
     ap.add_argument("--budget", default="quick", choices=BUDGET_NAMES)
     ap.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")

@@ -8,7 +8,7 @@ NAME.png, NAME.md (caption, figure and tables) and one CSV per table, and prints
 - temperature, speedup-surface, power: closed form or exact (specverify.experiments.analytic).
 
 Every detector-like number (exact TV, samples, power) comes from the round battery
-(specverify.interfaces.round_cases, round_tasks), specverify.exact and specverify.stats;
+(specverify.interfaces.round_cases, round_tasks), specverify.laws.exact and specverify.laws.stats;
 nothing here re-implements a detector.
 
 The experiments' modules (matplotlib, polars, SciPy, the battery) load on first use: ``python -m
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..files import write_atomically
+from ..common.files import write_atomically
 
 NAMES = {  # experiment name -> (module of this package, function)
     "noise-vs-bias": ("sampled", "noise_vs_bias"),
@@ -86,9 +86,9 @@ def write_index(out_dir, outputs: list) -> Path:
 
 
 def main(argv=None) -> int:
-    from ..cli import OneLineParser, parsed
+    from ..common.command_line import OneLineParser, parsed
 
-    ap = OneLineParser(prog="python -m specverify.experiments",
+    ap = OneLineParser(prog="specverify experiments",
                        description="Run the handout's CPU experiments with plots.")
     ap.add_argument("name", choices=["all", *NAMES], metavar="NAME",
                     help=f"all, {', '.join(NAMES)}")
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     args, code = parsed(ap.parse_args, argv)
     if args is None:  # --help, or one line of usage error
         return code
-    from ..cli import emit
+    from ..common.command_line import emit
 
     out = Path(args.out)  # output.check_out_dir's test, before matplotlib and polars load
     try:

@@ -22,9 +22,10 @@ import numpy as np
 import polars as pl
 from scipy.special import softmax
 
-from .. import exact, mutants, stats, theory
-from ..battery import DEFAULT_FALSE_FAIL_RATE
-from ..chains import toy_chain
+from ..laws import exact, stats, theory
+from .. import mutants
+from ..battery.core import DEFAULT_FALSE_FAIL_RATE
+from ..laws.chains import toy_chain
 from ..interfaces import round_cases, round_tasks
 from .output import Table, figure, write_outputs
 
@@ -151,7 +152,7 @@ def speedup_surface(out_dir, *, alphas=(0.5, 0.6, 0.7, 0.8, 0.9), costs=(0.05, 0
     best = best_k_table(alphas, costs, max_k=32)
     caption = (
         "Tokens per target pass (1 - alpha^(k+1)) / (1 - alpha) and speedup "
-        "E[tokens] / (k c + 1) from specverify.theory. The first table regenerates the "
+        "E[tokens] / (k c + 1) from specverify.laws.theory. The first table regenerates the "
         "handout's section 3 table (c = 0.05). In the plot a star marks `theory.best_k` on "
         f"k = 1..{max_k}, and the dashed line is the break-even speedup 1: below it speculation "
         "is slower than the target alone; equivalently c must stay below "

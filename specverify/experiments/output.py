@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
 import polars as pl  # noqa: E402
 
-from ..files import atomic_path, write_atomically  # noqa: E402
+from ..common.files import atomic_path, write_atomically  # noqa: E402
 
 DPI = 100
 DEFAULT_OUT = Path("docs/figures")

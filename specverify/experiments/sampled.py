@@ -23,8 +23,9 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-from .. import exact, mutants, stats, theory
-from ..chains import toy_chain
+from ..laws import exact, stats, theory
+from .. import mutants
+from ..laws.chains import toy_chain
 from ..interfaces import round_cases, round_tasks
 from ..samplers.batched import simulate_tokens
 from ..samplers.chain import speculative_step

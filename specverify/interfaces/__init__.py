@@ -12,7 +12,7 @@ detection), ``ALIASES`` (other spellings of the same parameters), ``coverage(bud
 ``run(subject, budget, seed, *, deadline, stop_on_first, prefetched, **overrides) ->
 BatteryResult``, ``counterexample(subject, budget, seed, result) -> dict | None`` and
 ``units(load, budget, stop_on_first) -> list`` (independent units for the Ray executor; empty
-when the battery runs whole). ``api.check``, ``checker``, the pytest plugin and the mutant
+when the battery runs whole). ``api.check``, ``surface.check_run``, the pytest plugin and the mutant
 report call ``get(name)`` and ``detect(fn)`` and never name an interface themselves.
 
 Detection (``detect``) scores each interface by how many of a function's leading parameter
@@ -28,12 +28,12 @@ import inspect
 import re
 from dataclasses import dataclass
 
+
+from ..common.validation import InterfaceError
+
 NAMES = ("round", "loop", "kernel")
 """Every registered interface, in the order ``--interface`` lists them."""
 
-
-class InterfaceError(ValueError):
-    """The interface could not be told from the subject, or its name is unknown (a usage error)."""
 
 
 def get(name: str):

@@ -21,7 +21,7 @@ How it is judged (``run``), the claimed rule being the token-wise one (Leviathan
    untouched, the same uniforms giving the same outputs.
 2. **exact from uniforms** (kernels that take uniforms): along each coin, and along the final
    uniform given each accepted count, the output is found piece by piece on the float32 grid
-   (``specverify.uniform_cells``: the rule's thresholds probed on both sides and in the middle,
+   (``specverify.laws.uniform_cells``: the rule's thresholds probed on both sides and in the middle,
    any change bisected to neighbouring floats); the law is the product of the pieces' measures,
    compared with ``kernel_cases.rule_law`` (TV above ``tolerance``: a distribution finding). A
    spot check of random uniform rows against that factorization guards its assumption (the
@@ -44,15 +44,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import budgets, runner, stats
-from ..budgets import KernelBudget
-from ..battery import (POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, run_in_subject,
-                       stopping_kinds, stream)
-from ..uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
+from ..battery import budgets, runner
+from ..laws import stats
+from ..battery.budgets import KernelBudget
+from ..battery.core import POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, run_in_subject, stopping_kinds, stream
+from ..laws.uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 from . import kernel_cases as kc
-from .kernel_tasks import (GENERATOR_NAMES, kind_task, as_round_sampler, check_device, kernel_counts_task,
-                           kernel_rows_task,
-                           uses_generator, validate_outputs)
+from .kernel_tasks import GENERATOR_NAMES, kind_task, as_round_sampler, check_device, kernel_counts_task, kernel_rows_task, uses_generator, validate_outputs
 
 NAME = "kernel"
 PARAMETERS = ("draft_ids", "draft_probs", "target_probs", "uniforms")
@@ -84,9 +82,7 @@ and batch orders (its node ``(1, 0)`` seeds a generator kernel's contract rows: 
 instance, look): ``(3, i, b, j)`` for instance b of case i of the run's cases at look j
 (``kernel_tasks.kernel_counts_task``: its uniforms from the node's child 0, a generator kernel's
 chunk c from ``(…, 1, c)``), 4 the drawn engine-scale case, 5 the aimed cases (grandchild i for
-the i-th k). Before issue 21 the looks' seeds were words of a node per statistics call and
-instance, and the kernel's generators were seeded ``SeedSequence([seed + start, 0])``: the
-statistics' rows and figures differ from earlier reports'."""
+the i-th k)."""
 
 
 def kernel_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence:
@@ -596,7 +592,7 @@ def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = Fals
     budget's; ``aim``: an ``interfaces.Aim`` adds cases at the user's vocabulary and k); never
     raises for a broken subject. ``overrides`` replace fields of the kernel budget; an unknown
     one is a ValueError naming it."""
-    from ..validation import check_seed, with_overrides
+    from ..common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_budget(budget)

@@ -1,4 +1,4 @@
-"""The kernel interface's subject side: what runs in the subject's process (specverify.runner).
+"""The kernel interface's subject side: what runs in the subject's process (specverify.battery.runner).
 
 ``kernel_rows_task`` runs the kernel on rows of a case's instances with given uniforms (or a
 seeded generator: chunk c's from ``battery.stream(node, c)``, a node of the check's tree), in
@@ -16,7 +16,7 @@ import inspect
 
 import numpy as np
 
-from ..battery import ContractBreach, call_subject, message_of, reading, stream
+from ..battery.core import ContractBreach, call_subject, message_of, reading, stream
 from . import kernel_cases as kc
 
 GENERATOR_NAMES = ("generator", "rng", "gen")

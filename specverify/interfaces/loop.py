@@ -1,5 +1,5 @@
 """The loop interface: a whole generation loop ``generate(target, draft, requests, k, rng) ->
-list[Output]`` (``specverify.loop``: SamplingParams, Request, Output), judged on whole requests.
+list[Output]`` (``specverify.laws.requests``: SamplingParams, Request, Output), judged on whole requests.
 
 ``run_loop_battery(subject, budget, seed)`` returns the one ``battery.BatteryResult`` (same
 findings, verdicts and JSON as the round battery). The subject runs only in its own process
@@ -13,7 +13,7 @@ parent from its own tables (``loop.sequence_law``, the DP over the processed tar
 - ``loop_checks``: ``LoopBattery``, the checks below;
 - ``loop_counterexample``: the smallest request and model that show a finding.
 
-Enumerating every path of the loop's random decisions (``specverify.exact``, the subject drawing
+Enumerating every path of the loop's random decisions (``specverify.laws.exact``, the subject drawing
 from an ``EnumeratingRng``) takes well under a second per case; an edge or generated case is
 enumerated up to ``extra_max_paths`` paths, then judged by ``extra_samples`` runs (its power in
 ``result.power``, never a shortfall). The check's seed fixes everything (``SEED_STREAMS``: one
@@ -36,7 +36,7 @@ child of ``numpy.random.SeedSequence(seed)`` per purpose). Checks, each a ``Find
 - ``tokens-per-pass`` (efficiency): exact mean tokens per target pass, E[tokens] / E[tokens -
   accepted], against the reference loop's on the same case; only a shortfall is a finding;
 - ``loop-binned-chi-square`` (distribution): on an engine-scale batch, each position's tokens
-  against the processed row, binned (``specverify.scale``);
+  against the processed row, binned (``specverify.laws.scale``);
 - ``contract``: raised, exited, returned junk (read in the subject's process: whatever its objects
   raise while read is this finding, never a crash); ``rng``: the same rng state replayed
   differently (NaN logprobs replay as NaN: ``same_outcomes``).
@@ -67,9 +67,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..battery import BatteryResult, run_in_subject
-from .loop_cases import (SCALE_KINDS, LoopCase, generated_loop_cases, get_loop_budget, loop_cases,
-                         scale_loop_cases)
+from ..battery.core import BatteryResult, run_in_subject
+from .loop_cases import SCALE_KINDS, LoopCase, generated_loop_cases, get_loop_budget, loop_cases, scale_loop_cases
 from .loop_checks import LoopBattery
 from .loop_counterexample import counterexample_checks, find_loop_counterexample, shrink_binned_loop
 
@@ -161,7 +160,7 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
     ``round_cases.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields
     (``validation.with_overrides``: an unknown field or a bad value is an error).
     ``aim``: an ``interfaces.Aim`` adds aimed engine-scale batches (``scale_loop_cases``)."""
-    from ..validation import check_seed, with_overrides
+    from ..common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)

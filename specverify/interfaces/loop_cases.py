@@ -34,10 +34,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import budgets, exact
-from ..battery import stream
-from ..budgets import LoopBudget
-from ..loop import ContextFreeLogits, LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law
+from ..battery import budgets
+from ..laws import exact
+from ..battery.core import stream
+from ..battery.budgets import LoopBudget
+from ..laws.requests import ContextFreeLogits, LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law
 from .loop_tasks import read_outcome
 
 
@@ -192,10 +193,7 @@ their runs, child 6 the chi-square of a case the enumerator cannot follow (grand
 of the battery's cases), child 7 the loop's rng in the seed replay runs (``loop_seed_task``: node
 ``(7, s, r)`` for request seed s and run r: 0 alone, 1 batched, 2 the second request alone, 3 the
 same-seed pair), child 8 the counterexample search's chi-square runs (grandchild i for candidate
-i). The root itself (``default_rng(seed)``) draws the replay check's three runs. Children 6 to 8
-were ``default_rng(seed + 7)`` (the chi-square, the same for every case and candidate) and
-``default_rng(10_000 + s)`` to ``default_rng(40_000 + s)`` (whatever the check's seed) before
-issue 21: their runs and p-values differ from earlier reports'."""
+i). The root itself (``default_rng(seed)``) draws the replay check's three runs."""
 
 
 def seed_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence:
@@ -276,7 +274,7 @@ def _drawn_case(rng, name: str, m_max: int) -> LoopCase:
 
 
 def _reference_law(case: LoopCase, max_paths: int) -> dict:
-    from ..samplers.loop import generate
+    from ..samplers.reference_loop import generate
 
     return exact.enumerate_distribution(
         lambda rng: read_outcome(generate(case.target, case.draft, list(case.requests), case.k, rng),
@@ -298,7 +296,7 @@ _REFERENCE_RATES: dict = {}
 
 def reference_rates(case: LoopCase) -> list[float]:
     """The reference loop's tokens per target pass on the case, enumerated in the parent."""
-    from ..samplers.loop import generate
+    from ..samplers.reference_loop import generate
 
     key = id(case)
     if key not in _REFERENCE_RATES:
@@ -357,7 +355,7 @@ def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: s
     prompt at temperature 1, and a 7-token prompt (ids at the edges) with temperature 0.8, top-k
     (half the vocabulary), top-p 0.95, min-p 1e-4, a logit bias on the last id and a stop id at
     V - 2. Context-free processing: every position's law is the processed row."""
-    from ..scale import scale_pair
+    from ..laws.scale import scale_pair
 
     pair = scale_pair(vocab, side, rng)
     p, q = pair.p_table[0], pair.q_table[0]

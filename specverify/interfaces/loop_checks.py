@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import exact, stats
-from ..battery import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
-from ..loop import sequence_law, step_distribution
+from ..laws import exact, stats
+from ..battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
+from ..laws.requests import sequence_law, step_distribution
 from .loop_cases import CORE_KINDS, SCALE_KINDS, LoopBudget, LoopCase, reference_rates, seed_stream, tokens_per_pass_rates
 from .loop_tasks import contract_problem, loop_enumerate_task, loop_sample_task, loop_seed_law_task, loop_seed_task
 
@@ -224,7 +224,7 @@ class LoopBattery(Battery):
         processed row by a binned chi-square (``scale.judge_columns``, at least 20 tokens per
         position) at ``per_check``, within ``seconds``, drawing from ``rng``; returns the rng after.
         Context-free processing: a position's law is the row."""
-        from ..scale import binning_words, judge_columns, min_detectable_tv
+        from ..laws.scale import binning_words, judge_columns, min_detectable_tv
 
         b, r = self.budget, self.result
         ids = tuple(range(len(case.requests)))

@@ -17,9 +17,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import exact, stats
-from ..battery import BatteryResult, Finding, run_in_subject
-from ..loop import LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law, step_distribution
+from ..laws import exact, stats
+from ..battery.core import BatteryResult, Finding, run_in_subject
+from ..laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law, step_distribution
 from .loop_cases import LoopCase, get_loop_budget, scale_loop_case, seed_stream, seeded_logits
 from .loop_checks import LoopBattery
 
@@ -151,7 +151,7 @@ def describe_binned_loop(case: LoopCase, finding: Finding) -> dict:
     ``describe_loop``'s shape: the batch itself (no smaller model shows a bug that needs its
     vocabulary), p / q the heaviest ids of the processed target row and the draft's softmax, the
     position and binned TV that failed; no per-sequence law (``distributions`` is empty)."""
-    from ..scale import heaviest
+    from ..laws.scale import heaviest
 
     i = int(finding.evidence.get("request", 0))
     req = case.requests[i]
@@ -178,7 +178,7 @@ def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Find
     ``scale_runs`` runs and the binned chi-square at the false-fail rate split over every
     candidate's positions; within ``counterexample_s`` in all. The case's own batch
     (``describe_binned_loop`` of ``finding``) when no smaller one shows it in time."""
-    from ..scale import shrink_shapes
+    from ..laws.scale import shrink_shapes
 
     b = get_loop_budget(budget)
     side = case.side or "residual"
@@ -221,7 +221,7 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
     chi-square at the false-fail rate split over every candidate (``"method": "statistical"``).
     None when no candidate shows it within ``counterexample_s``, or the subject breaks the search;
     ``judged``, when a list, receives the name of every candidate judged to the end."""
-    from ..validation import check_seed, with_overrides
+    from ..common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)

@@ -1,4 +1,4 @@
-"""The loop interface's subject side: what runs in the subject's process (``specverify.runner``),
+"""The loop interface's subject side: what runs in the subject's process (``specverify.battery.runner``),
 and the contract one returned outcome must meet.
 
 ``read_outcome`` reads what the loop returned, in the subject's process: per request (tokens,
@@ -6,7 +6,7 @@ logprobs or None, drafted or None, accepted or None), only ints, floats, None an
 at most ``READ_LIMIT`` tokens; whatever the subject's objects raise while read is a
 ``ContractBreach`` naming it (a contract finding, never a crash). The tasks run the loop on a
 case's requests (a ``loop_cases.LoopCase``): ``loop_enumerate_task`` (every path of its random
-decisions, ``specverify.exact``), ``loop_sample_task`` (runs, and a replay of the rng state),
+decisions, ``specverify.laws.exact``), ``loop_sample_task`` (runs, and a replay of the rng state),
 ``loop_seed_task`` (a seeded request alone, batched and beside a same-seed request) and
 ``loop_seed_law_task`` (one request over seeds 0..n-1). ``same_outcomes`` compares replays (NaN
 equal to NaN). ``contract_problem``, run in the parent, names the first stop / max_tokens, counts
@@ -23,10 +23,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import exact
-from ..battery import (PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of, plain_tokens,
-                       reading, show, stream, time_limit, token_id, type_name)
-from ..loop import Output, Request, as_output, step_distribution
+from ..laws import exact
+from ..battery.core import PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of, plain_tokens, reading, show, stream, time_limit, token_id, type_name
+from ..laws.requests import Output, Request, as_output, step_distribution
 
 READ_LIMIT = 10_000
 """The most tokens (or logprobs) of one request read from a subject's result; more is a breach."""

@@ -4,20 +4,20 @@ One call is one speculative round: 1 to k + 1 token ids, distributed (over the s
 from ``rng``) exactly as the target p's next tokens. The mutant report, the checker, the
 experiments and the benchmarks all judge a round sampler through ``run_battery`` (``run``) and
 never re-implement a detector. Detectors, each on the battery's table-driven cases
-(``round_cases.Case``), the subject always in its own process (specverify.runner):
+(``round_cases.Case``), the subject always in its own process (specverify.battery.runner):
 
 - ``contract``: 1 to k + 1 int tokens in range from a list, tuple or array; no exception, no
   exit, no write into the arrays p_fn / q_fn hand out (each call gets fresh copies, compared
   afterwards), every call within ``Budget.call_limit_s``; the same seed replays the same rounds.
 - ``exact``: the exact distribution of the first m emitted tokens by enumerating every path of
-  the sampler's random decisions (specverify.exact); a finding when TV > ``EXACT_TV_TOL``.
+  the sampler's random decisions (specverify.laws.exact); a finding when TV > ``EXACT_TV_TOL``.
 - ``chi-square``: sampled runs against the exact target at doubling sample sizes; the false-fail
   budget is split Bonferroni over every case and every look.
 - ``tokens-per-round``: the mean round length against the exact rule's; a shortfall is an
   efficiency finding.
 - ``binned-chi-square``: the engine-scale cases (``engine_scale_cases``: V 4096 to 152,064, k up
   to 8, and the user's ``--vocab`` / ``--k`` / ``--max-tokens``), sampled and judged on every
-  window position by a binned chi-square (specverify.scale); a finding there is shrunk over
+  window position by a binned chi-square (specverify.laws.scale); a finding there is shrunk over
   vocabularies and k (``shrink_engine_scale``).
 
 Verdict (``BatteryResult.exact``): False on a distribution finding or a contract breach; None
@@ -31,7 +31,7 @@ This module is the parent's side (``RoundBattery``, its prefetched variant, ``ru
 ``run_statistics``); the budgets, cases and reference laws are ``round_cases``, what runs in the
 subject's process ``round_tasks``, the counterexample search ``round_counterexample``; what
 every battery shares (results, the subject-side guards, calls under deadlines) is
-``specverify.battery``. ``specverify.detectors`` re-exports the public names for older callers.
+``specverify.battery.core``.
 Over 500 lines because ``RoundBattery``'s detectors share one run's state (the findings, the
 contract's rng threaded through the cases, the cases too slow to judge) and read as one class.
 Random streams: ``round_cases.ROUND_STREAMS``.
@@ -46,14 +46,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import exact, runner, scale, stats
-from ..battery import (EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding,
-                       OutOfTime, run_in_subject, stopping_kinds)
+from ..laws import exact, scale, stats
+from ..battery import runner
+from ..battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, OutOfTime, run_in_subject, stopping_kinds
 from . import round_cases
-from .round_cases import (WIDE_VOCAB, Budget, Case, battery, coverage, engine_scale_cases,
-                          expected_round_length, generated_cases, looks, optimum_tokens_per_round,
-                          round_length_cases, round_stream, scale_stream, target_distribution, too_slow,
-                          tree_optimum_tokens_per_round)
+from .round_cases import WIDE_VOCAB, Budget, Case, battery, coverage, engine_scale_cases, expected_round_length, generated_cases, looks, optimum_tokens_per_round, round_length_cases, round_stream, scale_stream, target_distribution, too_slow, tree_optimum_tokens_per_round
 from .round_counterexample import describe_case, find_counterexample, shrink_engine_scale
 from .round_tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_task
 
@@ -102,8 +99,8 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) 
 
 
 def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
-    """The battery's case enumerations as ``(specverify.units.enumeration_unit, args)`` pairs."""
-    from ..units import enumeration_calls, enumeration_unit
+    """The battery's case enumerations as ``(specverify.interfaces.round_units.enumeration_unit, args)`` pairs."""
+    from .round_units import enumeration_calls, enumeration_unit
 
     b = get_budget(budget)
     return [(enumeration_unit, (load, b, lengths, i)) for lengths, i in enumeration_calls(b, stop_on_first)]
@@ -430,7 +427,7 @@ class RoundBattery(Battery):
 
 class _PrefetchedBattery(RoundBattery):
     """A battery whose enumerations were computed elsewhere, each in its own subject process
-    (specverify.units: one Ray task per case), and are replayed here in the battery's order.
+    (specverify.interfaces.round_units: one Ray task per case), and are replayed here in the battery's order.
 
     ``prefetched`` maps ``enumeration_key`` to ``{"outcome": ("ok", value) | ("failed", why)
     | ("error", traceback), "seconds": s}``. An enumeration is a deterministic function of the
@@ -493,11 +490,11 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
     ``overrides`` replace fields of the budget (e.g. ``n_max=8000``); ``deadline`` (a
     ``time.monotonic()`` value) ends the run with ``timed_out`` set; ``stop_on_first`` stops
     enumeration at the first biased case (enough to kill a mutant). ``prefetched``: enumerations
-    computed elsewhere (specverify.units, the Ray executor), replayed by ``_PrefetchedBattery``:
+    computed elsewhere (specverify.interfaces.round_units, the Ray executor), replayed by ``_PrefetchedBattery``:
     the same result as without them. ``aim``: an ``interfaces.Aim`` (the user's --vocab, --k,
     --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
     """
-    from ..validation import check_seed, with_overrides
+    from ..common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_budget(budget)
@@ -512,7 +509,7 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
 def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard",
                    **overrides) -> BatteryResult:
     """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
-    from ..validation import with_overrides
+    from ..common.validation import with_overrides
 
     b = get_budget(budget)
     b = with_overrides("round", b, overrides)

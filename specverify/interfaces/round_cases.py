@@ -23,10 +23,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from .. import budgets, exact, optimum_tokens, scale, stats
-from ..battery import POWER_FALSE_PASS_RATE, stream
-from ..budgets import CAMPAIGN_SECONDS, Budget
-from ..chains import TableModel, handout_iid, iid_model, random_model, toy_chain
+from ..battery import budgets
+from ..laws import exact, scale, stats
+from . import round_optimum
+from ..battery.core import POWER_FALSE_PASS_RATE, stream
+from ..battery.budgets import CAMPAIGN_SECONDS, Budget
+from ..laws.chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from ..samplers.chain import speculative_step
 
 # --------------------------------------------------------------------------- budgets and cases
@@ -151,9 +153,7 @@ cases (``(1, i)`` case i, ``(1, budget.generated)`` the engine-vocabulary pair);
 streams (``SCALE_STREAMS``); 3 sampled tokens per round, ``(3, i)`` for case i of
 ``round_length_cases``. The root itself (``default_rng(seed)``) draws the contract's rounds,
 threaded through the cases in order, and the counterexample search's runs (``round_counterexample``).
-Children 0 and 3 were ``default_rng(seed + 1)`` (one rng threaded breadth first through every live
-case at each look) and ``default_rng(seed + 2)`` before issue 21: their samples, p-values and
-sampled figures differ from earlier reports'."""
+No stream is made by adding an offset to the seed."""
 
 SCALE_STREAMS = ("budget and aimed cases", "engine-scale runs", "shrink cases", "shrink runs")
 """The children of ``round_stream(seed, "engine scale")`` (node ``(2,)``), by index: the cases (one
@@ -227,13 +227,13 @@ def target_distribution(case: Case) -> dict:
     return exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
 
 
-optimum_tokens_per_round = _cached(optimum_tokens.optimum_tokens_per_round)
+optimum_tokens_per_round = _cached(round_optimum.optimum_tokens_per_round)
 """The most tokens per round any exact rule gets from the case's chain of k drafts (information:
 the token-wise rule stays the bar for ``efficient``)."""
 
-tree_optimum_tokens_per_round = _cached(optimum_tokens.nodewise_optimum_tokens_per_round)
+tree_optimum_tokens_per_round = _cached(round_optimum.nodewise_optimum_tokens_per_round)
 """For multi-draft samplers: a tree of depth k with 2 i.i.d. drafts per node, every node at the
-transport LP's optimal acceptance (optimum_tokens.nodewise_optimum_tokens_per_round)."""
+transport LP's optimal acceptance (round_optimum.nodewise_optimum_tokens_per_round)."""
 
 
 @_cached
@@ -267,8 +267,7 @@ SMALL_PAIRS = [
 SMALL_MODELS_SEED = 0
 """The chains among the counterexample candidates are fixed models, the same whatever the check's
 seed: the one with vocabulary v, order o and index i is drawn from the node ``(v, o, i)`` of
-``SeedSequence(SMALL_MODELS_SEED)``'s tree (``battery.stream``; before issue 21, ``random_model``
-seeds 100 + i and 200 + i)."""
+``SeedSequence(SMALL_MODELS_SEED)``'s tree (``battery.core.stream``)."""
 
 
 def small_models():

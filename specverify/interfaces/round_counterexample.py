@@ -16,8 +16,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import exact, runner, scale, stats
-from ..battery import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, stream, subject_process
+from ..laws import exact, scale, stats
+from ..battery import runner
+from ..battery.core import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, stream, subject_process
 from .round_cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
 from .round_tasks import enumerate_task, sample_task
 
@@ -33,7 +34,7 @@ def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 
     rate of ``false_fail_rate`` split over all candidates (``"method": "statistical"``, with the
     empirical distribution). None when no candidate shows it within ``counterexample_s``.
     """
-    from ..validation import with_overrides
+    from ..common.validation import with_overrides
 
     b = with_overrides("round", get_budget(budget), overrides)
     deadline = time.monotonic() + b.counterexample_s

@@ -6,9 +6,9 @@ tokens in range from a list, tuple or array; no exception, no exit, no write int
 / q_fn hand out: each call gets fresh copies, compared afterwards; every call within its limit).
 The tasks the parent's battery (``interfaces.round.RoundBattery``) sends: ``contract_task`` (a
 case's first rounds), ``enumerate_task`` (a case's exact distribution, or its round length's, by
-``specverify.exact``), ``sample_task`` (sampled runs for the chi-square, the binned chi-square and
+``specverify.laws.exact``), ``sample_task`` (sampled runs for the chi-square, the binned chi-square and
 tokens per round); ``enumeration_key`` says when two enumerations are the same call (the units of
-``specverify.units`` are served by it). ``first_tokens``, ``exact_case`` and
+``specverify.interfaces.round_units`` are served by it). ``first_tokens``, ``exact_case`` and
 ``sample_first_tokens`` are the same pieces for the experiments and benchmarks.
 """
 
@@ -19,10 +19,9 @@ from typing import Callable
 
 import numpy as np
 
-from .. import exact
-from ..battery import (PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of,
-                       plain_tokens, time_limit, token_id, type_name)
-from ..chains import TableModel
+from ..laws import exact
+from ..battery.core import PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of, plain_tokens, time_limit, token_id, type_name
+from ..laws.chains import TableModel
 from .round_cases import Budget, Case
 
 MIN_CONTRACT_CALLS = 3

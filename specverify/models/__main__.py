@@ -18,20 +18,20 @@ import json
 import os
 import sys
 
-from ..cli import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, emit
-from ..files import json_default
-from ..validation import check_distinct_files, positive_int_argument, seed_argument, writable_file_argument
+from ..common.command_line import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, emit
+from ..common.files import json_default
+from ..common.validation import check_distinct_files, positive_int_argument, seed_argument, writable_file_argument
 from . import loading, measure
 from . import medusa
-from .cli import error, save_or_fall_back
+from .command_helpers import error, save_or_fall_back
 from .head_command import add_train_head_parser, run_train_head
 
-PROG = "python -m specverify.models measure"
+PROG = "specverify models measure"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser; its usage errors (and its subcommands') are one line on stderr, exit 2."""
-    parser = OneLineParser(prog="python -m specverify.models")
+    parser = OneLineParser(prog="specverify models")
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("measure", help="predict alpha, c and speedup, then measure them")
     m.add_argument("--target", help="hub id or local folder of the target")

@@ -1,8 +1,9 @@
-"""What a round really costs on this machine, and the k that pays: the cost model of issue 16.
+"""What a round really costs on this machine, and the k that pays: the measured cost model.
 
 The handout's speedup E[tokens] / (k c + 1) prices the target's verification of k + 1 positions
 at one target step. That is the memory-bound GPU regime; on a CPU a forward over k + 1 positions
-can cost several steps, and then the formula over-predicts (issue 16: 2.6x on this machine). So
+can cost several steps, and then the formula over-predicts (by 2.6x for the 0.5B/1.5B pair on a 2-core CPU:
+docs/REAL_MODELS.md). So
 the costs are measured, in seconds, on the context the generation will actually see:
 
 - ``target_step_s``: the median of cached single-token target forwards (the unit);
@@ -29,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import theory
-from ..validation import check_alpha, check_k
+from ..laws import theory
+from ..common.validation import check_alpha, check_k
 from . import decoding
 from .loading import torch_modules
 

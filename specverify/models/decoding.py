@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..processing import check_sampling, process_logits
+from ..laws.processing import check_sampling, process_logits
 from ..samplers.chain import LazyRows, verify
 from ..samplers.greedy import argmax_token, greedy_verify
 from ..samplers.prompt_lookup import check_ngram, lookup_drafts, one_hot
-from ..validation import check_k
+from ..common.validation import check_k
 from .loading import torch_modules
 
 DEFECT_ID = "model/kv-cache-not-cropped"

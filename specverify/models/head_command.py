@@ -18,13 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli import EXIT_INTERRUPTED, EXIT_USAGE
-from ..validation import positive_int_argument, same_file, seed_argument
+from ..common.command_line import EXIT_INTERRUPTED, EXIT_USAGE
+from ..common.validation import positive_int_argument, same_file, seed_argument
 from . import decoding, loading
-from .cli import error, save_or_fall_back, suffixed_file_argument
+from .command_helpers import error, save_or_fall_back, suffixed_file_argument
 from .loading import torch_modules
-from .medusa import (HELD_OUT_PROMPTS, TRAIN_PROMPTS, collect_training_data, evaluate_head, head_for,
-                     json_default, medusa_generate, save_head, train_head)
+from .medusa import HELD_OUT_PROMPTS, TRAIN_PROMPTS, collect_training_data, evaluate_head, head_for, json_default, medusa_generate, save_head, train_head
 
 
 def add_train_head_parser(subparsers) -> argparse.ArgumentParser:
@@ -139,7 +138,7 @@ def train_head_command(args) -> dict:
     return result
 
 
-PROG = "python -m specverify.models train-head"
+PROG = "specverify models train-head"
 
 
 def run_train_head(args) -> int:

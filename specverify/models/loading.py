@@ -184,7 +184,7 @@ def hub_unreachable(timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """None when the hub's host accepts a TCP connection within ``timeout`` seconds, else why not
     (one phrase, ``network.unreachable``'s, with the host and port). Remembered per endpoint for
     the process."""
-    from ..network import unreachable
+    from ..common.network import unreachable
 
     url, host, port = hub_endpoint()
     if (host, port) not in _PROBED:

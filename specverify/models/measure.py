@@ -2,7 +2,7 @@
 
 1. Costs: ``costs.measure_step_costs`` times, on the first prompt's context, the target's and the
    draft's cached single steps (c = draft / target) and the target's forward over k + 1 positions
-   (v(k), in target steps; on a CPU it is far from 1, issue 16).
+   (v(k), in target steps; on a CPU it is far from 1).
 2. Predict: the target writes answers to code, chat and edit prompts (target-only, the
    reference); both models are teacher-forced over that text to get alpha
    (``alpha_per_position``); ``theory.speedup_with_costs`` gives E[tokens] / (k c + v(k)).
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import theory
-from ..files import json_default, write_atomically
-from ..validation import check_k
-from . import decoding, medusa, tree
+from ..laws import theory
+from ..common.files import json_default, write_atomically
+from ..common.validation import check_k
+from . import decoding, medusa, tree_decoding
 from .costs import KPolicy, StepCosts, measure_step_costs
 from .loading import prompt_ids, torch_modules
 
@@ -207,7 +207,7 @@ def run_tree(setting: Setting) -> Run:
     depth is the cost model's k at the predicted alpha, at least 1 (each node adds a row to the
     target's forward, which is not free on a CPU)."""
     depth = max(1, setting.costs.best_k(setting.alpha_predicted, setting.k))
-    gens = _run_all(tree.tree_generate, setting.prompts, target=setting.pair.target,
+    gens = _run_all(tree_decoding.tree_generate, setting.prompts, target=setting.pair.target,
                     draft=setting.pair.draft, k=depth, width=2, shape="spine",
                     rng=np.random.default_rng(setting.seed + 1), **setting.common)
     return Run(gens, [depth] * sum(g.stats.rounds for g in gens), tree_nodes=2 * depth)
@@ -394,11 +394,11 @@ def _cell(value, fmt: str) -> str:
 
 
 def human_table(rows: list[dict], width: int = 100) -> str:
-    """The rows as a fixed-width text table (``specverify.tables.render``) of the columns in
+    """The rows as a fixed-width text table (``specverify.common.tables.render``) of the columns in
     ``HUMAN_COLUMNS``, every line within ``width``: numbers right-aligned, the drafter and
     workload columns wrapped when they would not fit; an empty cell is a missing value. c, the
     same for every row drafted by the draft model, goes in ``human_report``'s heading."""
-    from ..tables import render
+    from ..common.tables import render
 
     heads = [h for h, _, _ in HUMAN_COLUMNS]
     cells = [[_cell(r.get(f), fmt) for _, f, fmt in HUMAN_COLUMNS] for r in rows]

@@ -94,10 +94,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..files import atomic_path
-from ..processing import check_sampling, process_logits
+from ..common.files import atomic_path
+from ..laws.processing import check_sampling, process_logits
 from ..samplers.greedy import argmax_token
-from ..validation import check_int, check_k
+from ..common.validation import check_int, check_k
 from . import decoding, loading
 from .loading import torch_modules
 

@@ -5,10 +5,11 @@ through the detector battery (specverify.interfaces.round).
 - catalogue.py: the single-chain mutants and the controls (handout §5 and real engines' bugs);
 - multi_draft.py: tree, adaptive-k and greedy-verification mutants;
 - rules.py: block verification and multi-draft selection mutants, the match-target-sample dispute;
-- loop.py: generation-loop mutants and controls (``interface="loop"``: the loop battery judges them);
-- kernel.py: batched verification-kernel mutants and controls (``interface="kernel"``: the kernel
-  battery judges them, exactly from explicit uniforms);
-- registry.py: ``ALL`` (the whole catalogue) and ``get(id)``; command.py: the command line;
+- loop_mutants.py: generation-loop mutants and controls (``interface="loop"``: the loop battery
+  judges them);
+- kernel_mutants.py: batched verification-kernel mutants and controls (``interface="kernel"``: the
+  kernel battery judges them, exactly from explicit uniforms);
+- index.py: ``ALL`` (the whole catalogue) and ``get(id)``; command.py: the command line;
   report.py: the report.
 
 The catalogue loads on first use (``specverify.mutants.ALL``, ``from specverify.mutants import
@@ -16,9 +17,9 @@ get``): ``python -m specverify.mutants`` parses its command line (``command.py``
 usage error before the catalogue, NumPy or SciPy load.
 """
 
-_LAZY = {"ALL": "registry", "get": "registry", "Mutant": "catalogue", "MUTANTS": "catalogue",
-         "CONTROLS": "catalogue", "KERNEL_CONTROLS": "kernel", "KERNEL_MUTANTS": "kernel",
-         "LOOP_CONTROLS": "loop", "LOOP_MUTANTS": "loop", "MULTI_DRAFT_MUTANTS": "multi_draft",
+_LAZY = {"ALL": "index", "get": "index", "Mutant": "catalogue", "MUTANTS": "catalogue",
+         "CONTROLS": "catalogue", "KERNEL_CONTROLS": "kernel_mutants", "KERNEL_MUTANTS": "kernel_mutants",
+         "LOOP_CONTROLS": "loop_mutants", "LOOP_MUTANTS": "loop_mutants", "MULTI_DRAFT_MUTANTS": "multi_draft",
          "RULE_CONTROLS": "rules", "RULE_MUTANTS": "rules"}
 
 

@@ -1,11 +1,7 @@
-import os
-import sys
+"""``python -m specverify.mutants``: ``specverify mutants`` (``command.main``)."""
 
+from ..common.command_line import exit_with
 from .command import main
 
-code = main()
-if code == 130:  # interrupted: the workers are dead; skip joining the pool's threads at exit
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-sys.exit(code)
+if __name__ == "__main__":
+    exit_with(main())

@@ -20,7 +20,7 @@ Effects:
   exact         negative controls.
 
 All randomness goes through ``rng.choice(n, p=vec)`` and comparisons of ``rng.random()`` with
-numbers (``u < t``, ``u > t``, ``u * c < t``), so ``specverify.exact`` can enumerate every entry.
+numbers (``u < t``, ``u > t``, ``u * c < t``), so ``specverify.laws.exact`` can enumerate every entry.
 No entry writes into an array a model returned, except ``residual/in-place``, whose whole defect
 is that write.
 
@@ -47,16 +47,15 @@ from typing import Callable
 import numpy as np
 from scipy.stats import entropy
 
-from ..processing import keep_top_k, keep_top_p, temper
+from ..laws.processing import keep_top_k, keep_top_p, temper
 from ..samplers import get_sampler
-from ..samplers.chain import (LazyRows, accepts, draft, model_output, recover, residual, sample,
-                              speculative_step, verify_drafts, verify_with)
+from ..samplers.chain import LazyRows, accepts, draft, model_output, recover, residual, sample, speculative_step, verify_drafts, verify_with
 from ..samplers.prompt_lookup import one_hot
-from ..validation import check_k, check_same_length
+from ..common.validation import check_k, check_same_length
 
 EFFECTS = ("biased", "contract", "fewer-tokens", "edge", "exact")
 SOURCES = ("handout", "real-world", "specverify")
-INTERFACES = ("round", "loop", "kernel")  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.loop's generate; kernel: specverify.interfaces.kernel
+INTERFACES = ("round", "loop", "kernel")  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.laws.requests's generate; kernel: specverify.interfaces.kernel
 _ID_PATTERN = re.compile(r"^[a-z0-9-]+/[a-z0-9-]+$")
 
 DRAFT_TEMPERATURE = 0.7  # draft/temperature-draft-only

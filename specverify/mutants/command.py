@@ -1,17 +1,17 @@
 """``python -m specverify.mutants``: its command line, parsed before the catalogue, NumPy, SciPy
 or polars load (a usage error is one line on stderr and exit 2 within a second); the report
 itself is ``report.run``. ``--budget`` is checked against the one budget table
-(``specverify.budgets``), ``--executor`` by ``executors.executor_argument`` (nothing started)."""
+(``specverify.battery.budgets``), ``--executor`` by ``executors.executor_argument`` (nothing started)."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from ..check_command import add_junit_and_executor, budget_argument
-from ..cli import EXIT_USAGE, OneLineParser, parsed
-from ..executors import ExecutorUnavailable, preflight
-from ..validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
+from ..surface.check_command import add_junit_and_executor, budget_argument
+from ..common.command_line import EXIT_USAGE, OneLineParser, parsed
+from ..battery.executors import ExecutorUnavailable, preflight
+from ..common.validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
 
 FORMATS = ("table", "markdown", "json", "csv")
 """What ``--format`` offers (``report.render`` writes each)."""
@@ -19,7 +19,7 @@ FORMATS = ("table", "markdown", "json", "csv")
 
 def parse_args(argv):
     """The parsed arguments, or SystemExit after OneLineParser's one-line usage error."""
-    ap = OneLineParser(prog="python -m specverify.mutants",
+    ap = OneLineParser(prog="specverify mutants",
                        description="Run the mutant catalogue against the detectors.")
     sub = ap.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="baseline, forced fail, then every mutant and control")

@@ -4,7 +4,7 @@ Each mutant has the sampler interface ``fn(p_fn, q_fn, prefix, k, rng) -> list[i
 from an exact sampler in specverify/samplers/ by a few lines. ``MULTI_DRAFT_MUTANTS`` lists them
 as dicts with keys id, description, effect ("biased" / "contract" / "fewer-tokens"), fn and
 reference; specverify.mutants turns them into ``Mutant`` records for the report. Every one is
-biased, and the exact enumerator (specverify.exact) shows TV > 1e-6 on the toy models
+biased, and the exact enumerator (specverify.laws.exact) shows TV > 1e-6 on the toy models
 (tests/test_samplers_beyond_chain.py names the model for each).
 """
 

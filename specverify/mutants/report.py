@@ -20,14 +20,17 @@ from functools import partial
 
 import polars as pl
 
-from .. import interfaces, runner, tables
-from ..battery import BREAKING_KINDS, BatteryResult
-from ..files import write_atomically
+from .. import interfaces
+from ..battery import runner
+from ..common import tables
+from ..battery.core import BREAKING_KINDS, BatteryResult
+from ..common.files import write_atomically
 from ..interfaces import round_cases
 from ..samplers.chain import draft, speculative_step
-from ..units import merge_output, prefetched
-from ..executors import ExecutorUnavailable
-from ..validation import with_overrides
+from ..interfaces.round_units import merge_output, prefetched
+from ..battery.executors import ExecutorUnavailable
+from ..common.validation import with_overrides
+from ..surface.campaign_cost import campaign_table
 from . import ALL, Mutant, get
 
 BASELINE_ID = "baseline/reference"
@@ -116,7 +119,7 @@ def stops_on_first(effect: str) -> bool | tuple[str, ...]:
 
 def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float, *units) -> tuple:
     """Run one subject in a worker; returns (status, detail, BatteryResult dict or None, seconds).
-    ``units``: its enumerations, computed by other workers (specverify.units; Ray), replayed."""
+    ``units``: its enumerations, computed by other workers (specverify.interfaces.round_units; Ray), replayed."""
     fn, kind = subject_fn(mutant_id), interfaces.get(interface_of(mutant_id))
     t0 = time.perf_counter()
     try:
@@ -143,14 +146,14 @@ def report_budget(budget: str) -> tuple:
     or a campaign ``tv=X`` (specverify.api.campaign_budget) as it is: every case by statistics
     up to the run count that sees TV X (set --timeout to match: see README, Scale out)."""
     if budget.startswith("tv="):
-        from ..campaign import resolve_budget
+        from ..surface.campaign_cost import resolve_budget
 
         return resolve_budget(budget), {}
     return budget, REPORT_OVERRIDES
 
 
 def subject_units(mutant_id: str, effect: str, budget: str) -> list[tuple]:
-    """The subject's independent units as ``(unit function, args)`` pairs (specverify.units;
+    """The subject's independent units as ``(unit function, args)`` pairs (specverify.interfaces.round_units;
     none where its interface's battery runs whole)."""
     b, overrides = report_budget(budget)
     kind = interfaces.get(interface_of(mutant_id))
@@ -184,12 +187,12 @@ def subjects(only: str | None) -> list[Mutant]:
 def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers: int,
             progress: bool, executor: str = "local") -> list[Row]:
     """Every subject's battery: here (``workers`` 1), on local worker processes, or on Ray
-    (``executor`` ray or ray://ADDRESS; specverify.executors): one task per case enumeration
+    (``executor`` ray or ray://ADDRESS; specverify.battery.executors): one task per case enumeration
     (``subject_units``), then one per subject that runs ``run_subject`` as a local worker does,
     with those enumerations replayed, so the same seed gives the same verdicts."""
     args = [(m.id, m.effect, budget, seed, timeout) for m in items]
     if executor != "local":
-        from ..executors import ray_map
+        from ..battery.executors import ray_map
 
         bar = _ray_progress(len(args)) if progress else None
         try:
@@ -331,7 +334,7 @@ def _markdown(frame: pl.DataFrame) -> str:
 
 def run(args) -> int:
     """The report for parsed arguments (``command.parse_args``): the exit code."""
-    from ..validation import check_distinct_files
+    from ..common.validation import check_distinct_files
 
     try:
         check_distinct_files(out=getattr(args, "out", None), junit_xml=getattr(args, "junit_xml", None))
@@ -374,7 +377,7 @@ def run(args) -> int:
                   f"the report is printed above", file=sys.stderr)
             return 2
     if args.junit_xml:
-        from .. import junit
+        from ..surface import junit
 
         written = junit.write(args.junit_xml, "specverify.mutants", [junit_case(r) for r in rows],
                               "specverify.mutants: --junit-xml")
@@ -383,10 +386,16 @@ def run(args) -> int:
     return 1 if bad else 0
 
 
+def campaign_line(tv: float = 1e-3, budget: str = "thorough", runs_per_second: float | None = None) -> str:
+    """The campaign line of this report's subjects (the catalogue, the baseline and the forced
+    fail) at TV ``tv``: ``surface.campaign_cost.campaign_table``."""
+    return campaign_table(len(ALL) + 2, tv, budget, runs_per_second)
+
+
 def junit_case(row: Row):
     """A killed mutant or a passed control is a passing test case; a survivor or an accused
     control a failure carrying the finding (or its absence); an error or a timeout an error."""
-    from .. import junit
+    from ..surface import junit
 
     line = f"{row.status}: {row.detail}" if row.detail else str(row.status)
     text = (f"{row.id} ({row.effect}): {row.status}; {row.description}"

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..samplers.block import (accepted_length, acceptance_thresholds, block_weights,
-                              target_rows, weighted_residual)
+from ..samplers.block import accepted_length, acceptance_thresholds, block_weights, target_rows, weighted_residual
 from ..samplers import get_sampler
 from ..samplers.chain import accepts, draft, residual, sample
 from ..samplers.transport import canonical_selection, spectr_parameters
 from ..samplers import traversal
 from ..samplers.tree import full_shape, tree_walk
-from ..validation import check_k
+from ..common.validation import check_k
 from .catalogue import Mutant, round_with
 
 _BLOCK = "arXiv 2403.10444"

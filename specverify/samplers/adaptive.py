@@ -32,8 +32,8 @@ import functools
 import numbers
 from collections import OrderedDict
 
-from ..theory import best_k
-from ..validation import check_alpha, check_cost_ratio, check_k
+from ..laws.theory import best_k
+from ..common.validation import check_alpha, check_cost_ratio, check_k
 from .registry import register
 from .chain import model_output, sample, speculative_step, verify_drafts
 

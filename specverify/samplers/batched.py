@@ -2,7 +2,7 @@
 
 ``speculative_step`` (samplers/chain.py) runs one round with a Python loop; checking a sampler
 statistically needs 10^4 to 10^6 rounds, so this module runs N independent rounds at once with
-NumPy on a ``TableModel`` (specverify.chains), where every next-token distribution is a row of
+NumPy on a ``TableModel`` (specverify.laws.chains), where every next-token distribution is a row of
 ``p_table`` / ``q_table`` picked by a context index (last ``order`` tokens, position modulo
 ``period``).
 
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..chains import TableModel, toy_chain
-from ..validation import check_k
+from ..laws.chains import TableModel, toy_chain
+from ..common.validation import check_k
 from .chain import acceptance, residual, speculative_step
 
 PAD = -1  # marks the slots of a round's (k + 1)-wide row after the round ended
@@ -51,7 +51,7 @@ _COLUMNWISE_MAX_VOCAB = 32  # above this, _sample_rows binary-searches instead
 def _check_model(model) -> TableModel:
     if not isinstance(model, TableModel):
         raise ValueError(
-            f"model: expected a specverify.chains.TableModel, got {type(model).__name__}"
+            f"model: expected a specverify.laws.chains.TableModel, got {type(model).__name__}"
         )
     return model
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_k, check_same_length
+from ..common.validation import check_k, check_same_length
 from .registry import register
 from .chain import draft, model_output, sample
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_k, check_prob_vector, check_same_length
+from ..common.validation import check_k, check_prob_vector, check_same_length
 from .registry import register
 
 

@@ -14,7 +14,7 @@ The drafter is greedy as well (drafts are argmax q, no randomness), so the sampl
 
 from __future__ import annotations
 
-from ..validation import check_k
+from ..common.validation import check_k
 from .registry import register
 from .chain import LazyRows, model_output
 

@@ -22,7 +22,7 @@ import numbers
 
 import numpy as np
 
-from ..validation import check_k
+from ..common.validation import check_k
 from .registry import register
 from .chain import model_output, sample, verify_drafts
 

@@ -9,12 +9,12 @@
     the accepted mass never exceeds p, i.e. 1 - (1 - beta)^m <= rho beta; ``spectr_rho`` takes the
     smallest such rho (bisection, ending on the feasible side). SpecTr proves this acceptance is
     within a factor 1 - 1/e of the optimal transport's, so it is exact but not optimal: its gap
-    to the oracle (specverify.optimal) is reported in docs/SAMPLERS.md.
+    to the oracle (specverify.laws.optimal_acceptance) is reported in docs/SAMPLERS.md.
 (b) The canonical decomposition (Khisti, Ebrahimi, Dbouk, Behboodi, Louizos, Soatto, arXiv
     2410.18234, Theorem 1): any optimal multi-draft rule can be written as a token *selection*
     step psi(. | drafts) followed by the single-draft rule between the selected token's law r
     and p. Here psi comes from the transport linear program's optimal plan
-    (specverify.optimal.optimal_selection), so the acceptance sum min(r, p) reaches the optimum
+    (specverify.laws.optimal_acceptance.optimal_selection), so the acceptance sum min(r, p) reaches the optimum
     (the paper's truncated LP for large vocabularies is an approximation; on the battery's
     vocabularies the LP is solved exactly). Exactness does not depend on the LP's accuracy:
     the second step is the token-wise rule against the r that psi actually induces.
@@ -29,7 +29,7 @@ import functools
 
 import numpy as np
 
-from ..optimal import draft_sets, optimal_selection, selection_law
+from ..laws.optimal_acceptance import draft_sets, optimal_selection, selection_law
 from .registry import register
 from .chain import residual, sample
 from .tree import check_width, tree_walk

@@ -48,7 +48,7 @@ import functools
 
 import numpy as np
 
-from ..validation import check_same_length
+from ..common.validation import check_same_length
 from .registry import register
 from .chain import model_output, sample
 from .tree import round_shape, without_token

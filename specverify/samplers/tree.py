@@ -31,7 +31,7 @@ batched draft call per level (k draft calls), and verifies it in one target pass
 attention mask. Here each sibling is drawn just before it is verified and a node's children only
 when the walk descends into it: the draws that are skipped are never looked at and are
 independent of everything that is, so the emitted distribution is the same, and the exact
-enumerator (specverify.exact) visits far fewer paths. A round emits the accepted path (at most
+enumerator (specverify.laws.exact) visits far fewer paths. A round emits the accepted path (at most
 k tokens) plus one token: a residual sample at the first node whose candidates all fail, or a
 bonus token from p after k accepted levels. With width 1 both rules are the single-chain rule.
 """
@@ -43,7 +43,7 @@ import numbers
 
 import numpy as np
 
-from ..validation import check_k, check_same_length
+from ..common.validation import check_k, check_same_length
 from .registry import register
 from .chain import accepts, model_output, residual, sample
 

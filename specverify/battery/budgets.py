@@ -1,0 +1,292 @@
+"""The one budget table: what one battery run of each interface may spend, by budget name.
+
+``TABLE[name][interface]`` is the ``interface``'s section of the budget ``name`` (``NAMES``:
+quick, standard, thorough): a ``Budget`` for the round interface (a sampler's
+``speculative_step``), a ``LoopBudget`` for a generation loop, a ``KernelBudget`` for a batched
+verification kernel. ``section(interface, budget)`` is the one way from what a caller gives
+(a name, ``tv=X``, a budget object) to the interface's budget; the interface modules' tables and
+lookups (``round_cases.BUDGETS`` / ``get_budget``, ``loop_cases.LOOP_BUDGETS`` /
+``get_loop_budget`` / ``campaign_loop_budget``, ``kernel.KERNEL_BUDGETS`` / ``get_budget``) are
+views of this one.
+
+``tv=X`` (0 < X < 1) is a campaign budget of every interface: the thorough section with every
+statistical test sized to see a TV of X and time limits that do not cut it short
+(``CAMPAIGN_SECONDS``). The loop's and the kernel's are built here; the round's needs the run
+count its cases' laws call for, so ``round_cases.get_budget`` hands ``section`` its own builder
+(``round_cases.campaign_budget``: ``section(..., campaign_of=)``); this module never loads an
+interface.
+
+This module imports only the standard library, so that a command line can list the budget names
+and check ``--budget`` before NumPy, SciPy or a battery loads (a usage error within a second);
+what a budget covers (its cases) is each interface's ``coverage(budget)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..common.validation import DEFAULT_FALSE_FAIL_RATE, InterfaceError
+
+CAMPAIGN_SECONDS = 7 * 24 * 3600.0
+"""A campaign budget's time limits (``--budget tv=X``, every interface): a week per subject,
+i.e. no limit a campaign should reach (the run count, not the clock, ends it)."""
+
+CAMPAIGN_PREFIX = "tv="
+
+
+# --------------------------------------------------------------------------- the sections
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The round section: everything a round battery run may spend (``interfaces.round``)."""
+
+    name: str
+    cases: tuple[int, ...]  # indices into round_cases.all_cases()
+    stat_cases: int  # enumerable cases also tested by statistics (besides every fallback case)
+    n_max: int  # largest sample size of the sequential chi-square
+    n_min: int = 500
+    contract_calls: int = 20
+    contract_s: float = 2.0  # per case, after MIN_CONTRACT_CALLS
+    call_limit_s: float = 2.0  # one sampler call
+    case_enumeration_s: float = 10.0
+    enumeration_s: float = 60.0  # all cases together
+    max_paths: int = 100_000
+    statistics_s: float = 20.0  # when every case was also enumerated (a cross-check)
+    fallback_statistics_s: float = 60.0  # when statistics alone judges some case
+    detect_tv: float = 0.1  # a case judged by statistics alone must see this TV (w.p. 0.95)
+    round_length_runs: int = 4000
+    round_length_s: float = 10.0
+    detect_tokens: float = 0.5  # ... and a sampled tokens-per-round shortfall of this size
+    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+    counterexample_s: float = 15.0
+    counterexample_samples: int = 2000
+    generated: int = 3  # cases drawn from the check's seed besides the fixed ones (generated_cases)
+    engine_vocab: int = 256  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
+    # engine-scale cases judged by a binned chi-square per position (specverify.laws.scale): (V, k, side)
+    scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
+    scale_runs: int = 2000  # runs per engine-scale or aimed case (one look)
+    scale_s: float = 15.0  # the most seconds one engine-scale case may sample
+    aim_s: float = 40.0  # the most seconds all aimed cases together may sample (--vocab/--k/--max-tokens)
+    scale_call_limit_s: float = 10.0  # one call's limit on an engine-scale case (past it: a shortfall)
+
+
+@dataclass(frozen=True)
+class LoopBudget:
+    """The loop section: what one loop battery runs (``interfaces.loop``): the fixed cases
+    (``loop_cases``, every budget), ``generated`` cases drawn from the check's seed
+    (``generated_loop_cases``, each at most ``generated_paths`` paths of the reference loop),
+    ``seeds`` seeds replayed alone / batched / beside a same-seed request and ``seed_law_runs``
+    seeds 0..n-1 judged by their law (``seed-law``).
+
+    Measured: the reference loop, 2 shared cores, seeds 0-4, one battery per fresh process (the
+    generated cases drawn and their reference law enumerated included), median wall time:
+
+    ==========  =========  ==============  =============  ===============================
+    budget      generated  paths per case  seed-law runs  wall time (before -> after)
+    ==========  =========  ==============  =============  ===============================
+    quick       2          <= 40           200            0.18 -> 0.32 s
+    standard    4          <= 40           400            0.18 -> 0.39 s
+    thorough    16         <= 400          2000           0.20 -> 0.9-1.8 s
+    ==========  =========  ==============  =============  ===============================
+
+    Of the standard budget's 0.21 s more: the 8 edge cases and same-seed pairs 0.09 s, the seed
+    law 0.10 s, the 4 generated cases 0.02-0.04 s (+10-20 % of the time before). A loop the
+    enumerator cannot follow (every case by statistics: ``extra_samples`` runs per edge or
+    generated case) took 7.2 s at standard before and 11.8 s after.
+    """
+
+    name: str
+    max_paths: int = 60_000
+    case_enumeration_s: float = 20.0
+    samples: int = 4000  # runs per case the enumerator cannot follow
+    extra_samples: int = 500  # ... per edge or generated case (its power stated, not required)
+    extra_max_paths: int = 2000  # the most paths enumerated on an edge or generated case
+    statistics_s: float = 30.0
+    detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
+    seeds: int = 12  # seeds of the reproducibility checks (alone vs batched, same-seed pairs)
+    call_limit_s: float = 2.0
+    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+    counterexample_s: float = 20.0  # the whole counterexample search
+    counterexample_samples: int = 1000  # runs per candidate the enumerator cannot follow
+    generated: int = 4  # cases drawn from the seed besides the fixed ones (generated_loop_cases)
+    generated_paths: int = 40  # the most paths of the reference loop a generated case may need
+    seed_law_runs: int = 400  # seeds 0..n-1 of a seeded request, chi-square against its law
+    # engine scale (scale_loop_cases): a context-free pair over scale_vocab ids (0: none), k =
+    # scale_k, max_tokens scale_tokens, scale_runs runs within scale_s; aimed cases share aim_s
+    scale_vocab: int = 4096
+    scale_k: int = 8
+    scale_tokens: int = 8
+    scale_runs: int = 300
+    scale_s: float = 10.0
+    aim_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class KernelBudget:
+    """The kernel section: what one kernel battery runs (``interfaces.kernel``)."""
+
+    name: str
+    generated: int = 4  # cases drawn from the seed besides the fixed ones
+    engine_scale: bool = True  # the dense k = 8, tile and wide-id cases, one drawn V-wide case
+    dense_vocab: int = 256  # the dense case's V (its exact law costs ~V^2: 3 s at V = 1000)
+    spot_rows: int = 256  # random uniform rows per instance checked against the factorization,
+    spot_bytes: int = 32 << 20  # ... at most this many input bytes of them (at least 32 rows):
+    # 84 rows at V = 33,024, k = 1, where 256 rows cost 2.4 s of a 6 s battery
+    n_min: int = 20_000  # rows per instance at the first look of the sequential chi-square
+    n_max: int = 160_000
+    detect_tv: float = 0.02  # statistics must see this TV per instance (w.p. 1 - POWER_FALSE_PASS_RATE)
+    large_row_bytes: int = 4 << 10  # an instance whose row is larger than this (k, V at engine scale) ...
+    detect_tv_large: float = 0.1  # ... must see this TV by statistics (its exact law needs uniforms)
+    chunk_bytes: int = 64 << 20  # input bytes per kernel call
+    call_limit_s: float = 30.0  # one kernel call
+    device: str = "cpu"  # "cuda" / "cuda:N": torch tensors on that device (the runner then spawns)
+    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+
+
+# --------------------------------------------------------------------------- the table
+
+TABLE = {
+    "quick": {
+        "round": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, contract_s=1.0,
+                        case_enumeration_s=5.0, enumeration_s=15.0, fallback_statistics_s=30.0,
+                        detect_tv=0.15, round_length_s=5.0, generated=1, engine_vocab=128,
+                        scale_cases=(), scale_runs=1000, scale_s=8.0, aim_s=20.0),
+        "loop": LoopBudget("quick", samples=2000, extra_samples=250, statistics_s=15.0, seeds=6,
+                           detect_tv=0.15, generated=2, seed_law_runs=200, scale_vocab=1100,
+                           scale_k=4, scale_tokens=5, scale_runs=300, scale_s=5.0, aim_s=20.0),
+        "kernel": KernelBudget("quick", generated=2, engine_scale=False, n_max=40_000, detect_tv=0.04),
+    },
+    "standard": {
+        "round": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
+        "loop": LoopBudget("standard"),
+        "kernel": KernelBudget("standard"),
+    },
+    "thorough": {
+        "round": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
+                        enumeration_s=120.0, statistics_s=120.0, fallback_statistics_s=300.0,
+                        detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=512,
+                        case_enumeration_s=30.0,
+                        scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
+                        scale_runs=4000, scale_s=60.0, aim_s=240.0),
+        "loop": LoopBudget("thorough", max_paths=400_000, samples=16_000, extra_samples=4000,
+                           extra_max_paths=20_000, statistics_s=120.0, seeds=40, detect_tv=0.05,
+                           generated=16, generated_paths=400, seed_law_runs=2000,
+                           scale_vocab=33_024, scale_runs=2000, scale_s=60.0, aim_s=180.0),
+        "kernel": KernelBudget("thorough", generated=24, dense_vocab=1000, n_max=1_280_000,
+                               detect_tv=0.006),
+    },
+}
+"""Budget name -> interface -> that interface's section (every name has every interface)."""
+
+NAMES = tuple(TABLE)
+"""The named budgets, smallest first: what ``--budget`` offers besides ``tv=X``."""
+
+CLASSES = {"round": Budget, "loop": LoopBudget, "kernel": KernelBudget}
+"""Each interface's section class (the interfaces of ``specverify.interfaces.NAMES``)."""
+
+def view(interface: str) -> dict:
+    """``{name: the interface's section}`` over ``NAMES``: the interface modules' tables."""
+    return {name: TABLE[name][interface] for name in NAMES}
+
+
+# --------------------------------------------------------------------------- names and tv=X
+
+
+def words() -> str:
+    """The budgets a user may name, for messages: ``quick, standard, thorough or tv=X``."""
+    return f"{', '.join(NAMES)} or {CAMPAIGN_PREFIX}X"
+
+
+def unknown(interface: str | None, name):
+    """The one error for a budget that is not in the table: an ``InterfaceError`` (a usage
+    error; a ValueError) naming ``budget``, the interface (None: every interface) and the
+    budgets it has."""
+    where = f"the {interface} interface has" if interface else "every interface has"
+    return InterfaceError(f"budget: {where} the budgets {words()}, got {name!r}")
+
+
+def is_campaign(name) -> bool:
+    """Whether ``name`` asks for a campaign budget (``tv=...``; its X not yet checked)."""
+    return isinstance(name, str) and name.startswith(CAMPAIGN_PREFIX)
+
+
+def check_tv_budget(name: str) -> float:
+    """X of a campaign budget named ``tv=X`` (every interface's): 0 < X < 1, else a ValueError
+    naming the budget."""
+    try:
+        tv = float(name[len(CAMPAIGN_PREFIX):])
+    except ValueError:
+        tv = float("nan")
+    if not 0 < tv < 1:
+        raise ValueError(f"budget: tv=X needs 0 < X < 1, got {name!r}")
+    return tv
+
+
+def check_name(name) -> str:
+    """``name`` when it is a budget every interface has (one of ``NAMES``, or ``tv=X`` with
+    0 < X < 1), checked without building anything (a command line's ``--budget``); else a
+    ValueError naming ``budget`` (``check_tv_budget``'s, or ``unknown``'s)."""
+    if is_campaign(name):
+        check_tv_budget(name)
+        return name
+    if not isinstance(name, str) or name not in TABLE:
+        raise unknown(None, name)
+    return name
+
+
+# --------------------------------------------------------------------------- the resolver
+
+
+def campaign(interface: str, name: str):
+    """The ``interface``'s section of the campaign budget ``name`` (``tv=X``, X checked by
+    ``check_tv_budget``):
+
+    - loop: the thorough section with every request the enumerator cannot follow (fixed, edge or
+      generated case) sampled until its chi-square sees TV X (``samples`` and ``extra_samples``
+      0: sized per request from its law), named ``tv={X:g}``; the seed law and the engine-scale
+      batch keep the thorough counts, run to the end (their power is stated in the result);
+    - kernel: the thorough section with statistics sized to see TV X (``n_max`` unbounded),
+      named ``name`` as given;
+    - round: not here: its run count comes from its cases' laws, so ``round_cases.get_budget``
+      passes ``section`` its own builder (``campaign_of``); asked here, a KeyError (a caller's bug).
+
+    Time limits are ``CAMPAIGN_SECONDS`` (they do not cut a campaign short)."""
+    tv = check_tv_budget(name)
+    thorough = TABLE["thorough"][interface]
+    if interface == "loop":
+        return replace(thorough, name=f"tv={tv:g}", detect_tv=tv, samples=0, extra_samples=0,
+                       statistics_s=CAMPAIGN_SECONDS, case_enumeration_s=CAMPAIGN_SECONDS,
+                       scale_s=CAMPAIGN_SECONDS, aim_s=CAMPAIGN_SECONDS)
+    if interface == "kernel":
+        return replace(thorough, name=name, detect_tv=tv, n_max=1 << 40)
+    raise KeyError(f"{interface}: its tv=X section is built by the interface (section's campaign_of)")
+
+
+def section(interface: str, budget, campaign_of=None):
+    """The ``interface``'s budget for ``budget``, which may be:
+
+    - a budget object of the interface's own class (``CLASSES``): returned as it is;
+    - a name of ``NAMES``: ``TABLE[name][interface]``;
+    - ``tv=X``: the interface's campaign budget: ``campaign_of(X)`` where the interface gives its
+      builder (the round's needs its cases), else ``campaign``; a bad X is a ValueError naming
+      the budget;
+    - a budget object of another interface's class (anything with a ``name``): by its name, as
+      above (a round ``Budget("quick", ...)`` gives the loop's quick section).
+
+    Anything else (an unknown name, a name the table lacks) is ``unknown``'s InterfaceError.
+    An unknown ``interface`` is a KeyError (a caller's bug, not a user's)."""
+    own = CLASSES[interface]
+    if isinstance(budget, own):
+        return budget
+    name = getattr(budget, "name", budget)
+    if is_campaign(name):
+        return campaign_of(check_tv_budget(name)) if campaign_of else campaign(interface, name)
+    if not isinstance(name, str) or name not in TABLE:
+        raise unknown(interface, name)
+    return TABLE[name][interface]
+
+
+__all__ = ["Budget", "CAMPAIGN_PREFIX", "CAMPAIGN_SECONDS", "CLASSES",
+           "DEFAULT_FALSE_FAIL_RATE", "KernelBudget", "LoopBudget", "NAMES", "TABLE", "campaign",
+           "check_name", "check_tv_budget", "is_campaign", "section", "unknown", "view", "words"]

@@ -1,0 +1,102 @@
+"""What every command line of specverify shares, and nothing heavier: a parser whose usage
+errors are one line (``OneLineParser``), output that survives any stream encoding (``emit``), the
+exit codes, and the dispatch of a command with subcommands (``dispatch``: ``specverify`` and
+``specverify bench``). Importing it loads only the standard library, so a usage error of any
+``python -m specverify...`` command comes before SciPy, torch or the battery load."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_USAGE = 2
+"""A usage error: a bad argument, named on one line of stderr."""
+EXIT_INTERRUPTED = 130
+"""Stopped by Ctrl-C (SIGINT)."""
+EXIT_TERMINATED = 143
+"""Stopped by SIGTERM (``runner.Terminated``)."""
+
+
+def emit(text: str, stream=None) -> None:
+    """Write ``text`` to ``stream`` (stdout) whatever its encoding: what it cannot encode (a lone
+    surrogate in a message, "é" under LC_ALL=C) is written as a backslash escape."""
+    stream = stream if stream is not None else sys.stdout
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    except LookupError:
+        text = text.encode("ascii", "backslashreplace").decode("ascii")
+    stream.write(text)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr, ``PROG: error: MESSAGE``, and
+    exit 2 (argparse's own prints the whole usage block first; ``--help`` still prints it). Its
+    subparsers are OneLineParsers too (argparse makes them of the parser's own class)."""
+
+    def error(self, message: str):
+        emit(f"{self.prog}: error: {message}\n", sys.stderr)
+        sys.stderr.flush()
+        raise SystemExit(EXIT_USAGE)
+
+
+def parsed(parse, argv) -> tuple[argparse.Namespace | None, int]:
+    """``(parse(argv), 0)``, or ``(None, exit code)`` when parsing stopped: 0 after ``--help``,
+    ``EXIT_USAGE`` after a usage error (``OneLineParser`` has printed its one line). ``parse``:
+    a parser's ``parse_args`` or a module's ``parse_args(argv)``. Every command's ``main`` starts
+    with it: ``args, code = parsed(parse_args, argv)``, then ``if args is None: return code``."""
+    try:
+        return parse(argv), 0
+    except SystemExit as exc:
+        return None, 0 if exc.code in (0, None) else EXIT_USAGE
+
+
+def exit_with(code: int) -> None:
+    """End the process with ``code``. After Ctrl-C (``EXIT_INTERRUPTED``) a process pool's workers
+    are dead, so the exit skips joining its threads (``os._exit``) once the output is flushed."""
+    if code == EXIT_INTERRUPTED:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def command_usage(prog: str, what: str, commands: dict, default: str | None = None) -> str:
+    """The ``--help`` text of a command with subcommands: one line per subcommand (``commands``:
+    name -> (module, one line)), and which one runs when none is named (``default``)."""
+    width = max(map(len, commands))
+    lines = [f"usage: {prog} {{{','.join(commands)}}} ...", "", what, "", "commands:"]
+    lines += [f"  {name:<{width}}  {line}" for name, (_, line) in commands.items()]
+    if default:
+        lines += ["", f"{prog} [OPTIONS]: the {default} command's options, without its name"]
+    lines += ["", f"{prog} COMMAND --help: that command's options"]
+    return "\n".join(lines) + "\n"
+
+
+def dispatch(prog: str, what: str, commands: dict, argv, default: str | None = None) -> int:
+    """Run the subcommand ``argv[0]`` names: ``main(argv[1:])`` of its module (imported only now,
+    so a usage error costs no heavy import), and return its exit code. ``--help`` prints
+    ``command_usage``; no name, or an option first, runs ``default`` with the whole ``argv``
+    (a usage error when there is none); an unknown name is a one-line usage error, exit 2."""
+    import importlib
+
+    argv = list(argv)
+    if argv and argv[0] in ("-h", "--help", "help"):
+        emit(command_usage(prog, what, commands, default))
+        return 0
+    if argv and argv[0] in commands:
+        name, rest = argv[0], argv[1:]
+    elif default and (not argv or argv[0].startswith("-")):
+        name, rest = default, argv
+    else:
+        got = repr(argv[0]) if argv else "nothing"
+        emit(f"{prog}: error: expected a command ({', '.join(commands)}; --help lists them), got {got}\n",
+             sys.stderr)
+        return EXIT_USAGE
+    return importlib.import_module(commands[name][0]).main(rest)
+
+
+__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_USAGE", "OneLineParser", "command_usage", "dispatch",
+           "emit", "exit_with", "parsed"]

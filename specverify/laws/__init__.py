@@ -1,0 +1,15 @@
+"""The mathematics of speculative decoding and of exact laws, knowing nothing of subjects.
+
+- ``theory``: closed forms (acceptance rate, expected tokens, speedup; Leviathan et al.,
+  arXiv 2211.17192; Chen et al., arXiv 2302.01318);
+- ``optimal_acceptance``: the most any exact rule can accept (the transport LP);
+- ``chains``: table models (p and q as functions of the prefix);
+- ``processing``: the one logits-processing pipeline (temperature, top-k/p, penalties, grammar);
+- ``requests``: the loop interface's requests and the exact law of a generated sequence;
+- ``exact``: the enumerator (a sampler's exact output law, every random decision branched);
+- ``uniform_cells``: the exact law of a function of one float32 uniform;
+- ``stats``: calibrated tests with stated false-fail rates and power;
+- ``scale``: binned laws at engine-scale vocabularies.
+
+Imports only ``specverify.common``.
+"""

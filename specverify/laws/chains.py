@@ -1,0 +1,106 @@
+"""Table-driven toy models: i.i.d., Markov chains of any order, and position-dependent chains.
+
+A ``TableModel`` holds the target p and the draft q as tables with one row per context. The
+context of a prefix is its last ``order`` tokens (left-padded with token 0) and, when
+``period > 1``, the position ``len(prefix) % period``, so every position can have its own
+target and draft. Tables are read-only: a sampler that writes into a row it was handed fails
+loudly instead of corrupting the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..common.validation import check_prob_vector
+
+
+@dataclass(frozen=True)
+class TableModel:
+    p_table: np.ndarray
+    q_table: np.ndarray
+    order: int = 1
+    period: int = 1
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        p = np.array(self.p_table, dtype=np.float64)
+        q = np.array(self.q_table, dtype=np.float64)
+        if p.ndim != 2 or p.shape != q.shape:
+            raise ValueError(f"p_table and q_table must be 2-D of one shape, got {p.shape}, {q.shape}")
+        if self.order < 0 or self.period < 1:
+            raise ValueError(f"order must be >= 0 and period >= 1, got {self.order}, {self.period}")
+        n_ctx = p.shape[1] ** self.order * self.period
+        if p.shape[0] != n_ctx:
+            raise ValueError(f"p_table: expected {n_ctx} rows (V^order * period), got {p.shape[0]}")
+        for name, table in (("p_table", p), ("q_table", q)):
+            for i, row in enumerate(table):
+                table[i] = check_prob_vector(f"{name}[{i}]", row)
+            table.setflags(write=False)
+        object.__setattr__(self, "p_table", p)
+        object.__setattr__(self, "q_table", q)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.p_table.shape[1]
+
+    def context_index(self, prefix) -> int:
+        """The row of ``prefix``: sum over j = 1..order of (its j-th last token, 0 before its
+        start) * V^(j - 1), plus (len(prefix) % period) * V^order."""
+        n, order = len(prefix), self.order
+        if order == 0:  # i.i.d. or position-only: the common case, on every model call
+            return n % self.period
+        v = self.p_table.shape[1]
+        idx = 0
+        for j in range(1, min(order, n) + 1):
+            idx += int(prefix[-j]) * v ** (j - 1)
+        return idx + (n % self.period) * v**order
+
+    def p_fn(self, prefix) -> np.ndarray:
+        return self.p_table[self.context_index(prefix)]
+
+    def q_fn(self, prefix) -> np.ndarray:
+        return self.q_table[self.context_index(prefix)]
+
+    def alphas(self) -> np.ndarray:
+        """alpha = sum min(p, q) for every context."""
+        return np.minimum(self.p_table, self.q_table).sum(axis=1)
+
+
+def iid_model(p, q, name: str = "iid") -> TableModel:
+    """p and q that ignore the prefix: acceptance is i.i.d. with alpha = sum min(p, q)."""
+    return TableModel(np.atleast_2d(p), np.atleast_2d(q), order=0, name=name)
+
+
+def toy_chain() -> TableModel:
+    """The handout's first-order chain on 3 tokens: alpha 0.6 after token 0, 0.5 after 1 and 2."""
+    p = [[0.2, 0.5, 0.3], [0.5, 0.3, 0.2], [0.3, 0.3, 0.4]]
+    q = [[0.6, 0.2, 0.2], [0.1, 0.2, 0.7], [0.8, 0.1, 0.1]]
+    return TableModel(p, q, order=1, name="toy-chain")
+
+
+def handout_iid() -> TableModel:
+    """The handout's i.i.d. pair: p = [0.5, 0.3, 0.2], q = [0.3, 0.3, 0.4], alpha = 0.8."""
+    return iid_model([0.5, 0.3, 0.2], [0.3, 0.3, 0.4], name="handout-iid")
+
+
+def random_model(vocab_size: int, order: int = 1, period: int = 1, seed: int | np.random.SeedSequence = 0,
+                 zeros: bool = False) -> TableModel:
+    """A random table model (Dirichlet rows) whose every context has its own p and q; with
+    ``zeros`` each row of p and of q gets one zero entry (tokens one model never emits).
+    ``seed``: ``numpy.random.default_rng``'s (an int or a ``SeedSequence``)."""
+    rng = np.random.default_rng(seed)
+    rows = vocab_size**order * period
+    p = rng.dirichlet(np.ones(vocab_size), size=rows)
+    q = rng.dirichlet(np.ones(vocab_size), size=rows)
+    if zeros:
+        p[np.arange(rows), rng.integers(0, vocab_size, rows)] = 0.0
+        q[np.arange(rows), rng.integers(0, vocab_size, rows)] = 0.0
+        p[p.sum(1) == 0, 0] = 1.0
+        q[q.sum(1) == 0, 0] = 1.0
+        p /= p.sum(1, keepdims=True)
+        q /= q.sum(1, keepdims=True)
+    name = (f"V{vocab_size}-order{order}" + (f"-period{period}" if period > 1 else "")
+            + ("-zeros" if zeros else ""))
+    return TableModel(p, q, order=order, period=period, name=name)

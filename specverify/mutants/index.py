@@ -1,0 +1,37 @@
+"""The whole catalogue in one tuple (``ALL``: the chain mutants, the multi-draft, rule, loop and
+kernel mutants, then the controls) and ``get(id)``; ``specverify.mutants`` re-exports both."""
+
+from __future__ import annotations
+
+from .catalogue import CONTROLS, MUTANTS, Mutant
+from .kernel_mutants import KERNEL_CONTROLS, KERNEL_MUTANTS
+from .loop_mutants import LOOP_CONTROLS, LOOP_MUTANTS
+from .multi_draft import MULTI_DRAFT_MUTANTS
+from .rules import RULE_CONTROLS, RULE_MUTANTS
+
+ALL: tuple[Mutant, ...] = (
+    *MUTANTS,
+    *(Mutant(**m) for m in MULTI_DRAFT_MUTANTS),
+    *RULE_MUTANTS,
+    *CONTROLS,
+    *RULE_CONTROLS,
+    *LOOP_MUTANTS,
+    *LOOP_CONTROLS,
+    *KERNEL_MUTANTS,
+    *KERNEL_CONTROLS,
+)
+
+
+def get(mutant_id: str) -> Mutant:
+    for m in ALL:
+        if m.id == mutant_id:
+            return m
+    known = ", ".join(m.id for m in ALL)
+    raise ValueError(f"no mutant with id {mutant_id!r}; known ids: {known}")
+
+
+__all__ = ["ALL", "CONTROLS", "KERNEL_CONTROLS", "KERNEL_MUTANTS", "LOOP_CONTROLS", "LOOP_MUTANTS", "MUTANTS",
+           "Mutant", "get"]
+
+
+__all__ = ["ALL", "get"]

@@ -1,0 +1,214 @@
+"""The reference speculative generation loop (the loop interface of ``specverify.laws.requests``), exact.
+
+``generate(target, draft, requests, k, rng)`` runs every request round by round, batched: each
+round visits the unfinished requests in order. For one request a round is
+
+1. ``n = min(k, max_tokens - len(output) - 1)`` drafts, so that the bonus token never overruns
+   ``max_tokens``; draft i from q_i, the draft's logits fitted to the target's width (padding rows
+   past the vocabulary dropped, ids the draft lacks at -inf) and processed with the request's params
+   given output + drafts[:i];
+2. the target rows p_i, processed alike (penalties over the accepted output plus drafts[:i], the
+   grammar advanced by the same tokens), read lazily by ``chain.verify`` (the one rule);
+3. the emitted block drafts[:j] + [token] cut after its first stop token; the accepted count is
+   the number of drafts emitted (a stop inside the accepted block counted once);
+4. penalties and grammar advanced by the emitted tokens only.
+
+A seeded request draws from ``np.random.default_rng(seed)`` and no other request touches it. Each
+step is a parameter of ``loop_with`` (defaults: the reference), so that every loop mutant in
+``specverify.mutants.loop_mutants`` differs from this loop in one piece. ``target_only`` decodes with the
+target alone under the same params; ``sequence_law`` (specverify.laws.requests) is its exact law.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..laws.requests import Output, Request, check_requests, finished, step_distribution
+from ..common.validation import check_int
+from .chain import LazyRows, sample, verify
+
+
+@dataclass
+class State:
+    """One request in flight."""
+
+    request: Request
+    rng: object
+    output: list = field(default_factory=list)
+    logprobs: list = field(default_factory=list)
+    penalty_tokens: list = field(default_factory=list)  # what the penalties count
+    grammar_tokens: list = field(default_factory=list)  # what the grammar has consumed
+    seen: int = 0  # how much of the output the models are shown (a ragged batch's offset)
+    drafted: int = 0
+    accepted: int = 0
+
+    @property
+    def params(self):
+        return self.request.params
+
+    @property
+    def done(self) -> bool:
+        return finished(tuple(self.output), self.params)
+
+    def context(self) -> tuple:
+        return self.request.prompt + tuple(self.output[: self.seen])
+
+
+def fit_width(logits, vocab: int) -> np.ndarray:
+    """The draft's logits on the target's vocabulary: padding rows past it dropped, missing ids at
+    -inf (the draft cannot propose them)."""
+    z = np.asarray(logits, dtype=np.float64)[:vocab]
+    return z if z.size == vocab else np.concatenate([z, np.full(vocab - z.size, -np.inf)])
+
+
+def processed_row(state: State, logits, drafts, i: int, *, penalties=True, grammar=True, **change):
+    """The request's step distribution after output + drafts[:i] (``change``: params replaced)."""
+    params = state.params
+    if change or not penalties:
+        from dataclasses import replace
+
+        off = {} if penalties else {"repetition_penalty": 1.0, "frequency_penalty": 0.0,
+                                    "presence_penalty": 0.0}
+        params = replace(params, **off, **change)
+    if not grammar:
+        from dataclasses import replace
+
+        params = replace(params, allowed_tokens=None)
+    hist = tuple(state.penalty_tokens) + tuple(drafts[:i])
+    return step_distribution(logits, params, state.request.prompt, hist,
+                             tuple(state.grammar_tokens) + tuple(drafts[:i]))
+
+
+# ---------------------------------------------------------------------------- the steps (hooks)
+
+
+def make_rngs(requests, rng) -> list:
+    return [rng if r.params.seed is None else np.random.default_rng(r.params.seed) for r in requests]
+
+
+def n_drafts(state: State, k: int) -> int:
+    return max(0, min(k, state.params.max_tokens - len(state.output) - 1))
+
+
+def target_row(state: State, logits, drafts, i: int, n: int) -> np.ndarray:
+    return processed_row(state, logits, drafts, i)
+
+
+def draft_row(state: State, logits, drafts, i: int, vocab: int) -> np.ndarray:
+    z = fit_width(logits, vocab)
+    if not np.isfinite(z.max()):
+        return np.full(vocab, 1.0 / vocab)  # the draft has no row here: any q keeps the rule exact
+    try:
+        return processed_row(state, z, drafts, i)
+    except ValueError:  # e.g. the grammar allows only ids the draft lacks
+        return np.full(vocab, 1.0 / vocab)
+
+
+def draft_tokens(state: State, draft, n: int, vocab: int, row=draft_row) -> tuple[list, list]:
+    drafts, qs = [], []
+    for i in range(n):
+        q = row(state, draft(state.context() + tuple(drafts)), drafts, i, vocab)
+        drafts.append(sample(q, state.rng))  # the numbers of state.rng.choice(vocab, p=q)
+        qs.append(q)
+    return drafts, qs
+
+
+def run_verify(state: State, ps, qs, drafts, draft) -> tuple[int, int]:
+    return verify(ps, qs, drafts, state.rng)
+
+
+def emit(state: State, drafts, j: int, token: int) -> tuple[list, int]:
+    """(the emitted block cut after its first stop token, the accepted drafts in it)."""
+    block = list(drafts[:j]) + [int(token)]
+    stops = state.params.stop_token_ids
+    for i, t in enumerate(block):
+        if t in stops:
+            return block[: i + 1], min(j, i + 1)
+    return block, j
+
+
+def logprob_row(i: int, j: int) -> int:
+    return i
+
+
+def advance(state: State, emitted, drafts, token) -> None:
+    state.penalty_tokens += emitted
+    state.grammar_tokens += emitted
+
+
+def set_offsets(states, emitted_counts) -> None:
+    for s in states:
+        s.seen = len(s.output)
+
+
+def loop_with(target, draft, requests, k, rng, *, rngs=make_rngs, drafts_for=n_drafts,
+              trow=target_row, drafter=draft_tokens, verifier=run_verify, cut=emit,
+              lp_row=logprob_row, update=advance, offsets=set_offsets) -> list[Output]:
+    """The reference loop with its steps as parameters (defaults: exactly the reference)."""
+    k = check_int("k", k, 1)
+    requests = list(requests)
+    if not requests:
+        return []
+    vocab = len(np.asarray(target(requests[0].prompt)))
+    check_requests(requests, vocab)
+    states = [State(r, g) for r, g in zip(requests, rngs(requests, rng))]
+    for s in states:
+        s.seen = 0
+    while True:
+        active = [s for s in states if not s.done]
+        if not active:
+            break
+        counts = []
+        for s in active:
+            n = drafts_for(s, k)
+            drafts, qs = drafter(s, draft, n, vocab)
+            cache: dict = {}
+
+            def row(i, s=s, drafts=drafts, n=n, cache=cache):
+                if i not in cache:
+                    cache[i] = trow(s, target(s.context() + tuple(drafts[:i])), drafts, i, n)
+                return cache[i]
+
+            ps = LazyRows(row)
+            j, token = verifier(s, ps, qs, drafts, draft)
+            emitted, accepted = cut(s, drafts, j, token)
+            s.logprobs += [math.log(ps[lp_row(i, j)][t]) if ps[lp_row(i, j)][t] > 0 else -math.inf
+                           for i, t in enumerate(emitted)]
+            s.output += emitted
+            s.drafted += n
+            s.accepted += accepted
+            update(s, emitted, drafts, token)
+            counts.append(len(emitted))
+        offsets(active, counts)
+    return [Output(tuple(s.output), tuple(s.logprobs), s.drafted, s.accepted) for s in states]
+
+
+def generate(target, draft, requests, k, rng) -> list[Output]:
+    """The reference speculative loop: every request distributed exactly as ``target_only``."""
+    return loop_with(target, draft, requests, k, rng)
+
+
+def target_only(target, requests, rng) -> list[Output]:
+    """Target-only decoding, token by token, with each request's params (no drafts)."""
+    requests = list(requests)
+    if not requests:
+        return []
+    vocab = len(np.asarray(target(requests[0].prompt)))
+    check_requests(requests, vocab)
+    outs = []
+    for r, g in zip(requests, make_rngs(requests, rng)):
+        out, lps = [], []
+        while not finished(tuple(out), r.params):
+            p = step_distribution(np.asarray(target(r.prompt + tuple(out)))[:vocab], r.params,
+                                  r.prompt, tuple(out))
+            t = int(g.choice(vocab, p=p))
+            out.append(t)
+            lps.append(math.log(p[t]))
+        outs.append(Output(tuple(out), tuple(lps), 0, 0))
+    return outs
+
+
+__all__ = ["State", "fit_width", "generate", "loop_with", "target_only"]
