@@ -53,11 +53,12 @@ def unavailable_reason():
     except ImportError as exc:
         return f"GPU stage skipped: torch/transformers not installed ({exc}); pip install -e '.[models]'"
     if not torch.cuda.is_available() and not on_cpu_by_request():
-        return ("GPU stage skipped: CUDA is not available on this machine "
-                "(SPECVERIFY_REAL_CPU=1 runs it on the CPU)")
+        return "GPU stage skipped: CUDA is not available on this machine (SPECVERIFY_REAL_CPU=1 runs it on the CPU)"
     if pair_source() is None:
-        return ("GPU stage skipped: Qwen2.5 weights unavailable (not in the HF cache, no "
-                "SPECVERIFY_REAL_DIR GGUF pair, SPECVERIFY_ALLOW_DOWNLOAD unset)")
+        return (
+            "GPU stage skipped: Qwen2.5 weights unavailable (not in the HF cache, no "
+            "SPECVERIFY_REAL_DIR GGUF pair, SPECVERIFY_ALLOW_DOWNLOAD unset)"
+        )
     return None
 
 
@@ -97,9 +98,9 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def qwen_pair():
-    from specverify.models import loading
-
     import torch
+
+    from specverify.models import loading
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return loading.load_pair(device=device, **pair_source())

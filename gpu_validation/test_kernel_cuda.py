@@ -28,16 +28,18 @@ def test_the_generator_reference_is_exact_on_cuda():
     assert report.result.power
 
 
-@pytest.mark.parametrize("mutant_id, verdict, kind", [
-    ("kernel/ratio-float16", False, "distribution"),
-    ("kernel/residual-next-position", False, "distribution"),
-    ("kernel/accept-less-equal", True, "edge"),
-])
+@pytest.mark.parametrize(
+    "mutant_id, verdict, kind",
+    [
+        ("kernel/ratio-float16", False, "distribution"),
+        ("kernel/residual-next-position", False, "distribution"),
+        ("kernel/accept-less-equal", True, "edge"),
+    ],
+)
 def test_kernel_mutants_on_cuda(mutant_id, verdict, kind, tmp_path):
     # a TARGET the spawned process can import: the mutant's function by its catalogue id
     module = tmp_path / "subject.py"
-    module.write_text("from specverify.mutants import get\n"
-                      f"kernel = get({mutant_id!r}).fn\n")
+    module.write_text(f"from specverify.mutants import get\nkernel = get({mutant_id!r}).fn\n")
     report = _check(f"{module}:kernel")
     assert report.exact is verdict, report.findings
     assert any(f.kind == kind for f in report.findings)

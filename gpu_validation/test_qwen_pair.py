@@ -33,38 +33,51 @@ def references(qwen_pair):
     out = []
     for text in measure.CODE_PROMPTS[:2] + measure.CHAT_PROMPTS[:2]:
         ids = measure.prompt_ids(qwen_pair.tokenizer, text)
-        gen = decoding.target_only_generate(qwen_pair.target, ids, NEW_TOKENS,
-                                            vocab_size=qwen_pair.vocab_size)
+        gen = decoding.target_only_generate(qwen_pair.target, ids, NEW_TOKENS, vocab_size=qwen_pair.vocab_size)
         logits = decoding.teacher_forced_logits(qwen_pair.target, gen.ids, qwen_pair.vocab_size)
         out.append((gen, logits))
     return out
 
 
 def _spec(pair, ref, k, **kwargs):
-    return decoding.speculative_generate(pair.target, pair.draft, ref.ids[: ref.n_prompt], k,
-                                         NEW_TOKENS, vocab_size=pair.vocab_size, **kwargs)
+    return decoding.speculative_generate(
+        pair.target, pair.draft, ref.ids[: ref.n_prompt], k, NEW_TOKENS, vocab_size=pair.vocab_size, **kwargs
+    )
 
 
 def test_greedy_matches_target_only_up_to_near_ties(qwen_pair, references):
-    verdicts = {k: [decoding.compare_greedy(_spec(qwen_pair, ref, k).ids, ref.ids, logits,
-                                            ref.n_prompt, rel_margin=near_tie_margin(qwen_pair))
-                    for ref, logits in references]
-                for k in (1, K)}
+    verdicts = {
+        k: [
+            decoding.compare_greedy(
+                _spec(qwen_pair, ref, k).ids, ref.ids, logits, ref.n_prompt, rel_margin=near_tie_margin(qwen_pair)
+            )
+            for ref, logits in references
+        ]
+        for k in (1, K)
+    }
     print(f"greedy verdicts by k: {verdicts}")
     assert {k: [v for v in vs if v["kind"] == "mismatch"] for k, vs in verdicts.items()} == {1: [], K: []}
 
 
 def test_uncropped_caches_diverge(qwen_pair, references):
-    verdicts = [decoding.compare_greedy(_spec(qwen_pair, ref, K, crop_caches=False).ids, ref.ids,
-                                        logits, ref.n_prompt, rel_margin=near_tie_margin(qwen_pair))
-                for ref, logits in references]
+    verdicts = [
+        decoding.compare_greedy(
+            _spec(qwen_pair, ref, K, crop_caches=False).ids,
+            ref.ids,
+            logits,
+            ref.n_prompt,
+            rel_margin=near_tie_margin(qwen_pair),
+        )
+        for ref, logits in references
+    ]
     assert any(v["kind"] == "mismatch" for v in verdicts), (decoding.DEFECT_ID, verdicts)
 
 
 def test_rule_is_exact_on_real_distributions(qwen_pair, references):
     ref, _ = references[2]
-    pairs = decoding.teacher_forced_pairs(qwen_pair.target, qwen_pair.draft, ref.ids, ref.n_prompt,
-                                          temperature=1.0, vocab_size=qwen_pair.vocab_size)
+    pairs = decoding.teacher_forced_pairs(
+        qwen_pair.target, qwen_pair.draft, ref.ids, ref.n_prompt, temperature=1.0, vocab_size=qwen_pair.vocab_size
+    )
     for p, q in pairs[:: max(1, len(pairs) // 8)]:
         np.testing.assert_allclose(decoding.one_step_output_distribution(p, q), p, rtol=0, atol=1e-9)
 
@@ -76,8 +89,15 @@ def test_sampled_rule_on_real_top_k_pair(qwen_pair, references):
     control and must be rejected at the same level.
     """
     ref, _ = references[3]
-    pairs = decoding.teacher_forced_pairs(qwen_pair.target, qwen_pair.draft, ref.ids, ref.n_prompt,
-                                          temperature=0.7, top_k=20, vocab_size=qwen_pair.vocab_size)
+    pairs = decoding.teacher_forced_pairs(
+        qwen_pair.target,
+        qwen_pair.draft,
+        ref.ids,
+        ref.n_prompt,
+        temperature=0.7,
+        top_k=20,
+        vocab_size=qwen_pair.vocab_size,
+    )
     p, q = min(pairs, key=lambda pq: np.minimum(*pq).sum())
     counts = decoding.sample_one_step(p, q, 20_000, np.random.default_rng(7))
     support = p > 0

@@ -4,6 +4,12 @@ Notation: p = target, q = draft, k = drafted tokens per round, alpha = sum(min(p
 c = draft step time / target step time.
 """
 
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the root stays import-light)
+if TYPE_CHECKING:
+    from typing import Any
+
 __version__ = "0.1.0"
 
 # Every public name loads on first use (``specverify.speculative_step`` imports the samplers,
@@ -11,15 +17,26 @@ __version__ = "0.1.0"
 # command line (``python -m specverify check``) parses its arguments, and reports a usage error,
 # before NumPy or SciPy load. ``specverify.check`` and the rest load NumPy and SciPy, never
 # polars, matplotlib, rich or torch.
-_LAZY = {"check": "api", "assert_exact": "api", "Report": "api", "campaign_runs": "api",
-         "SAMPLERS": "samplers", "get_sampler": "samplers", "register": "samplers",
-         "speculative_step": "samplers.chain",
-         "acceptance_rate": "laws.theory", "best_k": "laws.theory", "break_even_cost": "laws.theory",
-         "expected_speedup": "laws.theory", "expected_tokens": "laws.theory",
-         "strategies": None, "api": None}
+_LAZY = {
+    "check": "api",
+    "assert_exact": "api",
+    "Report": "api",
+    "campaign_runs": "api",
+    "SAMPLERS": "samplers",
+    "get_sampler": "samplers",
+    "register": "samplers",
+    "speculative_step": "samplers.chain",
+    "acceptance_rate": "laws.theory",
+    "best_k": "laws.theory",
+    "break_even_cost": "laws.theory",
+    "expected_speedup": "laws.theory",
+    "expected_tokens": "laws.theory",
+    "strategies": None,
+    "api": None,
+}
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """A name of ``_LAZY`` from its module (None: the module of that name), or a submodule
     (``specverify.laws.exact``), imported now and kept; AttributeError for anything else."""
     import importlib

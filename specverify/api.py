@@ -28,18 +28,36 @@ import io
 import json
 import os
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from . import interfaces
 from .battery import runner
 from .battery.core import BatteryResult, Finding
-from .surface.campaign_cost import campaign_table, duration, measure_runs_per_second, resolve_budget
+from .battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
 from .common.files import json_default
 from .interfaces import round_cases
 from .interfaces.round_cases import campaign_budget, campaign_runs  # noqa: F401 - re-exported
-from .surface.report_text import VERDICT_WORDS, counterexample_lines, coverage_words, failure_message, finding_lines, human, loop_model_lines
-from .battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
+from .surface.campaign_cost import (
+    campaign_table,
+    duration,
+    measure_runs_per_second,
+    resolve_budget,
+)
+from .surface.report_text import (
+    VERDICT_WORDS,
+    counterexample_lines,
+    coverage_words,
+    failure_message,
+    finding_lines,
+    human,
+    loop_model_lines,
+)
+
+if TYPE_CHECKING:
+    from .interfaces.loop_cases import LoopCase
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
 
@@ -55,7 +73,7 @@ class Report:
     coverage: str
     false_fail_rate: float
     result: BatteryResult = field(repr=False)
-    controls: list[dict] = field(default_factory=list)
+    controls: list[dict[str, Any]] = field(default_factory=list)
     """Controls known to be biased, judged beside the subject (``require_flagged``)."""
 
     @property
@@ -71,7 +89,7 @@ class Report:
         return self.result.findings
 
     @property
-    def counterexample(self) -> dict | None:
+    def counterexample(self) -> dict[str, Any] | None:
         return self.result.counterexample
 
     @property
@@ -79,39 +97,58 @@ class Report:
         """The ``check`` command's exit code: 0 exact, 1 not exact, 3 inconclusive."""
         return EXIT_CODES[self.exact]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON object ``check --json`` prints. ``coverage``: ``summary`` (the budget's plan in
         words) and ``cases`` (every case run, ``battery.coverage_entry``: origin fixed /
         generated / edge / aimed, its shape, how it was judged, its runs and the TV they see)."""
         out = self.result.to_dict()
         cases = out.pop("cases", [])
         controls = {"controls": self.controls} if self.controls else {}
-        return {"target": self.target, "seed": self.seed,
-                "coverage": {"summary": self.coverage, "cases": cases},
-                "false_fail_rate": self.false_fail_rate, **out, **controls}
+        return {
+            "target": self.target,
+            "seed": self.seed,
+            "coverage": {"summary": self.coverage, "cases": cases},
+            "false_fail_rate": self.false_fail_rate,
+            **out,
+            **controls,
+        }
 
-    def add_control(self, target: str, claim: str, exact: bool | None, findings: list[dict],
-                    seconds: float = 0.0) -> None:
+    def add_control(
+        self, target: str, claim: str, exact: bool | None, findings: list[dict[str, Any]], seconds: float = 0.0
+    ) -> None:
         """A control known to be biased (``claim``: how), judged on this report's cases at its
         budget: recorded in ``controls`` (JSON ``"controls"``, only when there is one) and in
         ``ran``; unless it came out NOT EXACT (``exact`` False) this report is inconclusive (a
         shortfall: a run that cannot see a known bias does not show its subject exact)."""
         flagged = exact is False
-        self.controls.append({"target": target, "claim": claim, "exact": exact, "flagged": flagged,
-                              "findings": findings, "seconds": round(seconds, 2)})
+        self.controls.append(
+            {
+                "target": target,
+                "claim": claim,
+                "exact": exact,
+                "flagged": flagged,
+                "findings": findings,
+                "seconds": round(seconds, 2),
+            }
+        )
         self.result.seconds += seconds
-        self.result.ran.append(f"control {target} ({claim}): {VERDICT_WORDS[exact]}, {len(findings)} finding(s)"
-                               + ("" if flagged else ": NOT flagged"))
+        self.result.ran.append(
+            f"control {target} ({claim}): {VERDICT_WORDS[exact]}, {len(findings)} finding(s)"
+            + ("" if flagged else ": NOT flagged")
+        )
         if not flagged:
-            self.result.shortfalls.append(f"the control {target} ({claim}) was not flagged at this budget: "
-                                          f"the run lacks the power to see a known bias")
+            self.result.shortfalls.append(
+                f"the control {target} ({claim}) was not flagged at this budget: "
+                f"the run lacks the power to see a known bias"
+            )
 
-    def require_flagged(self, control: "Report", claim: str) -> None:
+    def require_flagged(self, control: Report, claim: str) -> None:
         """``add_control`` of a control's own ``check`` report (on the same cases, same budget)."""
-        self.add_control(control.target, claim, control.exact, [f.to_dict() for f in control.findings],
-                         control.result.seconds)
+        self.add_control(
+            control.target, claim, control.exact, [f.to_dict() for f in control.findings], control.result.seconds
+        )
 
-    def to_json(self, **kwargs) -> str:
+    def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), default=json_default, **kwargs)
 
     def text(self) -> str:
@@ -125,7 +162,7 @@ class Report:
 INTERFACES = ("auto", *interfaces.NAMES)
 
 
-def interface_of(fn) -> str:
+def interface_of(fn: Callable[..., Any]) -> str:
     """The interface ``fn`` is written for (``interfaces.detect``): "round" for the handout's
     ``(p_fn, q_fn, prefix, k, rng)``, "loop" for ``generate(target, draft, requests, k, rng)``,
     "kernel" for ``kernel(draft_ids, draft_probs, target_probs, uniforms)``; UsageError naming
@@ -136,7 +173,7 @@ def interface_of(fn) -> str:
         raise UsageError(str(exc)) from None
 
 
-def _interface_task(subject) -> tuple[str, str]:
+def _interface_task(subject: Callable[..., Any]) -> tuple[str, str]:
     """In the subject's process: ("ok", its interface) or ("usage", why it cannot be told)."""
     try:
         return "ok", interfaces.detect(subject)
@@ -144,7 +181,7 @@ def _interface_task(subject) -> tuple[str, str]:
         return "usage", str(exc)
 
 
-def _declared_task(subject, name: str) -> tuple[str, object]:
+def _declared_task(subject: Callable[..., Any], name: str) -> tuple[str, object]:
     """In the subject's process: ("ok", the cases it declares or None) or ("usage", why they are
     not cases), by interface ``name``'s ``subject_cases``."""
     try:
@@ -153,7 +190,9 @@ def _declared_task(subject, name: str) -> tuple[str, object]:
         return "usage", str(exc)
 
 
-def declared_cases(kind, subject, cases):
+def declared_cases(
+    kind: ModuleType, subject: runner.Runner | Callable[..., Any], cases: Iterable[LoopCase] | None
+) -> tuple[LoopCase, ...] | None:
     """The cases ``check`` runs instead of the interface's standard ones: ``cases`` (the caller's)
     or those the subject declares (``kind.subject_cases``, read where the subject lives); None
     when neither. UsageError when the interface takes no declared cases or they are not cases."""
@@ -161,24 +200,36 @@ def declared_cases(kind, subject, cases):
         if cases is not None:
             if not hasattr(kind, "declared_cases"):
                 raise UsageError(f"cases: the {kind.NAME} interface runs its own cases only")
-            return kind.declared_cases(cases)
+            return cast("tuple[LoopCase, ...]", kind.declared_cases(cases))
         if not hasattr(kind, "subject_cases"):
             return None
         if isinstance(subject, runner.Runner):
             status, value = subject.call(_declared_task, kind.NAME, limit=10.0)
             if status == "usage":
                 raise UsageError(value)
-            return value
-        return kind.subject_cases(subject)
+            return cast("tuple[LoopCase, ...] | None", value)
+        return cast("tuple[LoopCase, ...] | None", kind.subject_cases(subject))
     except interfaces.InterfaceError as exc:
         raise UsageError(str(exc)) from None
 
 
-def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int = 0,
-          interface: str | Callable | None = None, counterexample: bool = True,
-          target: str | None = None, prefetched: dict | None = None, device: str | None = None,
-          progress: bool | None = None, vocab: int | None = None, k=None,
-          max_tokens: int | None = None, fail_fast: bool = False, cases=None) -> Report:
+def check(
+    sampler: str | runner.Runner | Callable[..., Any],
+    *,
+    budget: str | round_cases.Budget = "standard",
+    seed: int = 0,
+    interface: str | Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+    counterexample: bool = True,
+    target: str | None = None,
+    prefetched: dict[tuple[Any, ...], dict[str, Any]] | None = None,
+    device: str | None = None,
+    progress: bool | None = None,
+    vocab: int | None = None,
+    k: int | str | list[int] | tuple[int, ...] | None = None,
+    max_tokens: int | None = None,
+    fail_fast: bool = False,
+    cases: Iterable[LoopCase] | None = None,
+) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
     ``sampler``: a function with the handout's signature ``(p_fn, q_fn, prefix, k, rng) ->
@@ -231,10 +282,12 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
         module = getattr(sampler, "__module__", None)
         target = f"{module}:{name}" if module and name else name or "<sampler>"
     named = interface if isinstance(interface, str) or interface is None else None
-    if (named is not None and named not in INTERFACES) or (named is None and interface is not None
-                                                           and not callable(interface)):
+    if (named is not None and named not in INTERFACES) or (
+        named is None and interface is not None and not callable(interface)
+    ):
         words = f"{', '.join(INTERFACES)} or an adapter (a callable), got {interface!r}"
         raise (ValueError if named is not None else TypeError)(f"interface: must be one of {words}")
+    subject: runner.Runner | Callable[..., Any]
     if isinstance(sampler, str):
         if named is None and interface is not None:
             raise TypeError("interface: give a callable sampler, not a TARGET string, to adapt it")
@@ -243,11 +296,10 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
     elif isinstance(sampler, runner.Runner):
         subject = sampler
     else:
-        if named is None and interface is not None:
+        if interface is not None and not isinstance(interface, str):  # an adapter (named is None)
             sampler, named = interface(sampler), "round"  # an adapter returns a round sampler
         if not callable(sampler):
-            raise TypeError(f"sampler: expected a callable, a TARGET string or a Runner, got "
-                            f"{type(sampler).__name__}")
+            raise TypeError(f"sampler: expected a callable, a TARGET string or a Runner, got {type(sampler).__name__}")
         subject = sampler
     if target is None:
         target = "<sampler>"
@@ -265,10 +317,11 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
         kind = interfaces.get(named)
         declared = declared_cases(kind, subject, cases)
         coverage = kind.coverage(b) if declared is None else kind.declared_coverage(b, declared, cases is None)
-        extra = {} if declared is None else {"cases": declared}
+        extra: dict[str, Any] = {} if declared is None else {"cases": declared}
         if declared is not None and aim:
-            raise UsageError(f"vocab, k, max_tokens aim the standard cases; the {len(declared)} declared "
-                             f"case(s) run as declared")
+            raise UsageError(
+                f"vocab, k, max_tokens aim the standard cases; the {len(declared)} declared case(s) run as declared"
+            )
         if device is not None:
             if kind.NAME != "kernel":
                 raise UsageError(f"device: only kernels run on a device; this subject is judged as a {kind.NAME}")
@@ -292,8 +345,9 @@ def check(sampler, *, budget: str | round_cases.Budget = "standard", seed: int =
             status_line.stop()
         if own is not None:
             own.close()
-    return Report(target=target, seed=seed, budget=b.name, coverage=coverage,
-                  false_fail_rate=b.false_fail_rate, result=result)
+    return Report(
+        target=target, seed=seed, budget=b.name, coverage=coverage, false_fail_rate=b.false_fail_rate, result=result
+    )
 
 
 class _Progress:
@@ -315,15 +369,26 @@ class _Progress:
         from rich.table import Column
 
         try:
-            self.stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding=sys.stderr.encoding or "utf-8",
-                                    errors="backslashreplace")
+            self.stream = os.fdopen(
+                os.dup(sys.stderr.fileno()), "w", encoding=sys.stderr.encoding or "utf-8", errors="backslashreplace"
+            )
         except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no descriptor: stderr itself
             self.stream = None
-        text = TextColumn("specverify: {task.description}", markup=False,
-                          table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))
-        self.bar = Progress(SpinnerColumn(), TimeElapsedColumn(), text, expand=True, transient=True,
-                            console=Console(file=self.stream or sys.stderr),
-                            redirect_stdout=False, redirect_stderr=False)
+        text = TextColumn(
+            "specverify: {task.description}",
+            markup=False,
+            table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+        )
+        self.bar = Progress(
+            SpinnerColumn(),
+            TimeElapsedColumn(),
+            text,
+            expand=True,
+            transient=True,
+            console=Console(file=self.stream or sys.stderr),
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self.task = self.bar.add_task(f"checking {target}", total=None)
 
     def start(self) -> None:
@@ -344,21 +409,60 @@ class _Progress:
                     self.stream.close()
 
 
-def assert_exact(sampler, *, budget: str | round_cases.Budget = "standard", seed: int = 0,
-                 interface: Callable | None = None, allow_inconclusive: bool = False,
-                 target: str | None = None, vocab: int | None = None, k=None,
-                 max_tokens: int | None = None, progress: bool | None = None) -> Report:
+def assert_exact(
+    sampler: str | runner.Runner | Callable[..., Any],
+    *,
+    budget: str | round_cases.Budget = "standard",
+    seed: int = 0,
+    interface: str | Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+    allow_inconclusive: bool = False,
+    target: str | None = None,
+    vocab: int | None = None,
+    k: int | str | list[int] | tuple[int, ...] | None = None,
+    max_tokens: int | None = None,
+    progress: bool | None = None,
+) -> Report:
     """``check`` the sampler; AssertionError unless it is exact (and, unless
     ``allow_inconclusive``, conclusively so). The message puts the verdict first, then each
     finding, then the smallest counterexample side by side (tokens: sampler vs target). Returns
     the report when the assertion holds. ``vocab``, ``k``, ``max_tokens``, ``progress``: as
     ``check``'s."""
     __tracebackhide__ = True  # a failing test's traceback ends at its own call, not here
-    report = check(sampler, budget=budget, seed=seed, interface=interface, target=target, vocab=vocab, k=k,
-                   max_tokens=max_tokens, progress=progress)
+    report = check(
+        sampler,
+        budget=budget,
+        seed=seed,
+        interface=interface,
+        target=target,
+        vocab=vocab,
+        k=k,
+        max_tokens=max_tokens,
+        progress=progress,
+    )
     if report.exact is False or (report.exact is None and not allow_inconclusive):
         raise AssertionError(failure_message(report))
     return report
 
 
-__all__ = ["Report", "assert_exact", "campaign_budget", "campaign_runs", "campaign_table", "check", "failure_message"]
+__all__ = [
+    "VERDICT_WORDS",
+    "Report",
+    "UsageError",
+    "assert_exact",
+    "campaign_budget",
+    "campaign_runs",
+    "campaign_table",
+    "check",
+    "counterexample_lines",
+    "coverage_words",
+    "duration",
+    "failure_message",
+    "finding_lines",
+    "human",
+    "load_target",
+    "loop_model_lines",
+    "measure_runs_per_second",
+    "resolve_budget",
+    "split_target",
+    "start_target",
+]

@@ -14,6 +14,7 @@ error answer before NumPy, SciPy or torch load.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 from .common.command_line import dispatch, exit_with
 
@@ -21,8 +22,10 @@ PROG = "specverify"
 
 COMMANDS = {
     "check": ("specverify.surface.check_command", "is a speculative sampler, generation loop or kernel exact?"),
-    "check-hf-generate": ("specverify.adapters.hf_command",
-                          "is a Hugging Face model.generate(assistant_model=...) set-up exact?"),
+    "check-hf-generate": (
+        "specverify.adapters.hf_command",
+        "is a Hugging Face model.generate(assistant_model=...) set-up exact?",
+    ),
     "mutants": ("specverify.mutants.command", "the mutant report: every catalogued bug found, every control passed"),
     "engines": ("specverify.engines.__main__", "the serving engines' own verification code, judged"),
     "bench": ("specverify.bench.__main__", "benchmarks: the suite, the kernel interface, the hot path, samplers"),
@@ -32,7 +35,7 @@ COMMANDS = {
 """Subcommand -> (the module whose ``main(argv)`` runs it, its one line in ``--help``)."""
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the subcommand ``argv`` names (``sys.argv[1:]``); its exit code."""
     argv = sys.argv[1:] if argv is None else argv
     return dispatch(PROG, "Checks that speculative-decoding samplers are exact.", COMMANDS, argv)

@@ -24,27 +24,44 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from .api import Report
+    from .battery.runner import Runner
+    from .interfaces.round_cases import Budget
 
 DEFAULT_BUDGET = "standard"
 DEFAULT_SEED = 0
 MARKER_KEYWORDS = ("budget", "seed", "interface", "allow_inconclusive")
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("specverify", "speculative-sampler exactness (specverify)")
-    group.addoption("--specverify-budget", metavar="BUDGET", default=None,
-                    help="budget of the specverify_check fixture: quick, standard (default), "
-                         "thorough or tv=X")
-    group.addoption("--specverify-seed", metavar="N", type=int, default=None,
-                    help="seed of the specverify_check fixture (default 0)")
+    group.addoption(
+        "--specverify-budget",
+        metavar="BUDGET",
+        default=None,
+        help="budget of the specverify_check fixture: quick, standard (default), thorough or tv=X",
+    )
+    group.addoption(
+        "--specverify-seed",
+        metavar="N",
+        type=int,
+        default=None,
+        help="seed of the specverify_check fixture (default 0)",
+    )
 
 
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "specverify(budget=None, seed=None, interface=None, allow_inconclusive=False): "
-                   "keywords of the specverify_check fixture for this test")
+        "markers",
+        "specverify(budget=None, seed=None, interface=None, allow_inconclusive=False): "
+        "keywords of the specverify_check fixture for this test",
+    )
     budget = config.getoption("--specverify-budget")
     if budget is not None:
         from .surface.campaign_cost import resolve_budget
@@ -58,16 +75,15 @@ def pytest_configure(config):
         raise pytest.UsageError(f"--specverify-seed: must be >= 0, got {seed}")
 
 
-def pytest_report_header(config):
+def pytest_report_header(config: pytest.Config) -> list[str]:
     budget = config.getoption("--specverify-budget")
     seed = config.getoption("--specverify-seed")
     if budget is not None or seed is not None:
-        return [f"specverify: budget {budget or DEFAULT_BUDGET}, seed "
-                f"{DEFAULT_SEED if seed is None else seed}"]
+        return [f"specverify: budget {budget or DEFAULT_BUDGET}, seed {DEFAULT_SEED if seed is None else seed}"]
     return []
 
 
-def marker_keywords(node) -> dict:
+def marker_keywords(node: pytest.Item | pytest.Collector) -> dict[str, Any]:
     """The keywords of the closest ``specverify`` marker, those given as None left out; a
     positional argument, an unknown keyword or a bad budget / seed fails the test (at set-up,
     without a traceback) with a message naming the marker and the keywords it takes."""
@@ -77,16 +93,20 @@ def marker_keywords(node) -> dict:
     allowed = ", ".join(MARKER_KEYWORDS)
     if marker.args:
         hint = f" (budget={marker.args[0]!r}?)" if isinstance(marker.args[0], str) else ""
-        pytest.fail(f"@pytest.mark.specverify takes keywords only ({allowed}), got positional "
-                    f"argument(s) {', '.join(map(repr, marker.args))}{hint}", pytrace=False)
+        pytest.fail(
+            f"@pytest.mark.specverify takes keywords only ({allowed}), got positional "
+            f"argument(s) {', '.join(map(repr, marker.args))}{hint}",
+            pytrace=False,
+        )
     unknown = sorted(set(marker.kwargs) - set(MARKER_KEYWORDS))
     if unknown:
-        pytest.fail(f"@pytest.mark.specverify: unknown keyword(s) {', '.join(unknown)}; it takes "
-                    f"{allowed}", pytrace=False)
+        pytest.fail(
+            f"@pytest.mark.specverify: unknown keyword(s) {', '.join(unknown)}; it takes {allowed}", pytrace=False
+        )
     given = {k: v for k, v in marker.kwargs.items() if v is not None}
     if "budget" in given:
-        from .surface.campaign_cost import resolve_budget
         from .interfaces.round_cases import Budget
+        from .surface.campaign_cost import resolve_budget
 
         try:
             if not isinstance(given["budget"], (str, Budget)):
@@ -101,7 +121,7 @@ def marker_keywords(node) -> dict:
 
 
 @pytest.fixture
-def specverify_check(request):
+def specverify_check(request: pytest.FixtureRequest) -> Callable[..., Report]:
     """``(sampler, *, budget=None, seed=None, interface=None, allow_inconclusive=False) ->
     specverify.Report``: run the battery on ``sampler`` and assert that it is exact. Each
     keyword: given here, else the test's ``specverify`` marker, else the command line's
@@ -111,7 +131,13 @@ def specverify_check(request):
     option_budget = config.getoption("--specverify-budget")
     option_seed = config.getoption("--specverify-seed")
 
-    def check(sampler, *, budget=None, seed=None, **kwargs):
+    def check(
+        sampler: str | Runner | Callable[..., Any],
+        *,
+        budget: str | Budget | None = None,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> Report:
         __tracebackhide__ = True
         from .api import assert_exact
 
@@ -127,7 +153,7 @@ def specverify_check(request):
 
 
 @contextlib.contextmanager
-def status_line_through_capture(config, kwargs: dict):
+def status_line_through_capture(config: pytest.Config, kwargs: dict[str, Any]) -> Iterator[None]:
     """The check's status line (``check``'s ``progress``) reaches the terminal through pytest's
     output capture: while the battery runs, capture is suspended (only specverify's code runs
     here; the subject's output goes to its own capture file) and, when stderr is then a terminal,

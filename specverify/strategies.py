@@ -41,15 +41,17 @@ this reason (huggingface/transformers issue #32867, PR #33534).
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from hypothesis import strategies as st
+from numpy.typing import ArrayLike, NDArray
 
+from .common.validation import check_alpha, check_prob_vector
 from .laws.chains import TableModel
 from .laws.processing import check_sampling, process_logits
+from .laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams
 from .samplers.prompt_lookup import one_hot
-from .common.validation import check_alpha, check_prob_vector
 
 DEFAULT_VOCAB_SIZE = (1, 8)
 """Vocabulary sizes drawn when ``vocab_size=None``."""
@@ -62,24 +64,28 @@ TINY = 1e-12
 
 _REGIMES = ("spread", "one_hot", "near_degenerate", "tiny", "float32")
 
+_IntRange = int | tuple[int, int] | None  # a size argument: None (the default range), an int or a (min, max) pair
+_Vector = NDArray[np.float64]
+_Pair = tuple[_Vector, _Vector]
 
-# ---------------------------------------------------------------------------------------------
-# argument checks
-# ---------------------------------------------------------------------------------------------
+
+# ------------------------------------------------------------------------------- argument checks
 
 
-def _int_range(value, name: str, minimum: int, default: tuple[int, int]) -> tuple[int, int]:
+def _int_range(value: _IntRange, name: str, minimum: int, default: tuple[int, int]) -> tuple[int, int]:
     """None -> default, an int -> (v, v), a (lo, hi) pair -> itself; checked against minimum."""
     if value is None:
         return max(default[0], minimum), default[1]
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         lo = hi = int(value)
-    elif (isinstance(value, tuple) and len(value) == 2
-          and all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in value)):
+    elif (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in value)
+    ):
         lo, hi = int(value[0]), int(value[1])
     else:
-        raise ValueError(
-            f"{name}: expected None, an int or a (min, max) pair of ints, got {value!r}")
+        raise ValueError(f"{name}: expected None, an int or a (min, max) pair of ints, got {value!r}")
     if lo < minimum:
         raise ValueError(f"{name}: must be >= {minimum}, got {value!r}")
     if lo > hi:
@@ -87,33 +93,30 @@ def _int_range(value, name: str, minimum: int, default: tuple[int, int]) -> tupl
     return lo, hi
 
 
-def _sizes(vocab_size) -> st.SearchStrategy[int]:
+def _sizes(vocab_size: _IntRange) -> st.SearchStrategy[int]:
     return st.integers(*_int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE))
 
 
-def _read_only(*arrays):
+def _read_only(*arrays: _Vector) -> tuple[_Vector, ...]:
     for a in arrays:
         a.setflags(write=False)
     return arrays
 
 
-# ---------------------------------------------------------------------------------------------
-# probability vectors
-# ---------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------- probability vectors
 
 
-def _weights(draw, v: int, allow_zeros: bool) -> np.ndarray:
+def _weights(draw: st.DrawFn, v: int, allow_zeros: bool) -> _Vector:
     """v non-negative weights with a positive sum (all positive unless allow_zeros)."""
     low = 0.0 if allow_zeros else 1e-3
-    w = np.array(draw(st.lists(st.floats(low, 1.0, allow_subnormal=False),
-                               min_size=v, max_size=v)))
+    w = np.array(draw(st.lists(st.floats(low, 1.0, allow_subnormal=False), min_size=v, max_size=v)))
     if w.sum() == 0:
         w[draw(st.integers(0, v - 1))] = 1.0
-    return w / w.sum()
+    return cast("_Vector", w / w.sum())
 
 
 @st.composite
-def _vector_of_size(draw, v: int, allow_zeros: bool = True) -> np.ndarray:
+def _vector_of_size(draw: st.DrawFn, v: int, allow_zeros: bool = True) -> _Vector:
     regimes = [r for r in _REGIMES if allow_zeros or r != "one_hot"]
     regime = draw(st.sampled_from(regimes))
     if v == 1:
@@ -138,7 +141,7 @@ def _vector_of_size(draw, v: int, allow_zeros: bool = True) -> np.ndarray:
     return vec
 
 
-def prob_vectors(vocab_size=None, *, allow_zeros: bool = True) -> st.SearchStrategy[np.ndarray]:
+def prob_vectors(vocab_size: _IntRange = None, *, allow_zeros: bool = True) -> st.SearchStrategy[_Vector]:
     """Probability vectors (float64, 1-D) that pass ``validation.check_prob_vector``.
 
     ``vocab_size`` is None (sizes ``DEFAULT_VOCAB_SIZE``), an int, or a (min, max) pair.
@@ -149,13 +152,11 @@ def prob_vectors(vocab_size=None, *, allow_zeros: bool = True) -> st.SearchStrat
     return _sizes(vocab_size).flatmap(lambda v: _vector_of_size(v, allow_zeros))
 
 
-# ---------------------------------------------------------------------------------------------
-# (p, q) pairs
-# ---------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------------------------- (p, q) pairs
 
 
 @st.composite
-def _pair_with_alpha(draw, v: int, alpha: float, allow_zeros: bool):
+def _pair_with_alpha(draw: st.DrawFn, v: int, alpha: float, allow_zeros: bool) -> _Pair:
     """p = c + (1 - alpha) r_p, q = c + (1 - alpha) r_q with sum(c) = alpha and r_p, r_q of
     disjoint supports, so min(p, q) = c exactly and sum(min(p, q)) = alpha to rounding."""
     common = _weights(draw, v, allow_zeros)
@@ -175,7 +176,7 @@ def _pair_with_alpha(draw, v: int, alpha: float, allow_zeros: bool):
 
 
 @st.composite
-def _random_pair(draw, v: int, allow_zeros: bool) -> tuple[np.ndarray, np.ndarray]:
+def _random_pair(draw: st.DrawFn, v: int, allow_zeros: bool) -> _Pair:
     kinds = ["independent", "equal", "mixture"] + (["alpha"] if v > 1 else [])
     kind = draw(st.sampled_from(kinds))
     p = draw(_vector_of_size(v, allow_zeros))
@@ -191,7 +192,9 @@ def _random_pair(draw, v: int, allow_zeros: bool) -> tuple[np.ndarray, np.ndarra
     return draw(_pair_with_alpha(v, draw(st.floats(low, 1.0)), allow_zeros))
 
 
-def pq_pairs(vocab_size=None, alpha=None, *, allow_zeros: bool = True):
+def pq_pairs(
+    vocab_size: _IntRange = None, alpha: float | None = None, *, allow_zeros: bool = True
+) -> st.SearchStrategy[_Pair]:
     """(p, q) pairs of float64 probability vectors of one length.
 
     With ``alpha=None`` the pair is independent, equal, a mixture q = (1 - t) p + t r, or built
@@ -207,14 +210,14 @@ def pq_pairs(vocab_size=None, alpha=None, *, allow_zeros: bool = True):
     lo, hi = _int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE)
     if a < 1.0:
         if hi < 2:
-            raise ValueError(
-                f"vocab_size: alpha = {a} < 1 needs at least 2 tokens, got {vocab_size!r}")
+            raise ValueError(f"vocab_size: alpha = {a} < 1 needs at least 2 tokens, got {vocab_size!r}")
         lo = max(lo, 2)
     return st.integers(lo, hi).flatmap(lambda v: _pair_with_alpha(v, a, allow_zeros))
 
 
-def _pair(p, q):
-    return _read_only(np.array(p, dtype=np.float64), np.array(q, dtype=np.float64))
+def _pair(p: list[float], q: list[float]) -> _Pair:
+    p_array, q_array = _read_only(np.array(p, dtype=np.float64), np.array(q, dtype=np.float64))
+    return p_array, q_array
 
 
 ADVERSARIAL_PAIR_NAMES = (
@@ -246,12 +249,13 @@ alpha = 1, alpha = 0, tokens only the draft proposes (always rejected), tokens o
 emits, near-degenerate pairs and a ratio p/q of 5e11."""
 
 
-def adversarial_or_random_pairs(vocab_size=None, *, allow_zeros: bool = True):
+def adversarial_or_random_pairs(vocab_size: _IntRange = None, *, allow_zeros: bool = True) -> st.SearchStrategy[_Pair]:
     """``ADVERSARIAL_PAIRS`` that fit ``vocab_size`` (as writable copies) mixed with
     ``pq_pairs(vocab_size)``."""
     lo, hi = _int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE)
     fitting = [
-        pq for pq in ADVERSARIAL_PAIRS
+        pq
+        for pq in ADVERSARIAL_PAIRS
         if lo <= len(pq[0]) <= hi and (allow_zeros or (np.all(pq[0] > 0) and np.all(pq[1] > 0)))
     ]
     random_pairs = pq_pairs(vocab_size, allow_zeros=allow_zeros)
@@ -261,16 +265,13 @@ def adversarial_or_random_pairs(vocab_size=None, *, allow_zeros: bool = True):
     return st.one_of(explicit, random_pairs)
 
 
-# ---------------------------------------------------------------------------------------------
-# table-driven models
-# ---------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------- table-driven models
 
 
 @st.composite
-def _table_model(draw, v: int, order: int, period: int, allow_zeros: bool) -> TableModel:
+def _table_model(draw: st.DrawFn, v: int, order: int, period: int, allow_zeros: bool) -> TableModel:
     n_ctx = v**order * period
-    pool = draw(st.lists(adversarial_or_random_pairs(v, allow_zeros=allow_zeros),
-                         min_size=1, max_size=min(n_ctx, 6)))
+    pool = draw(st.lists(adversarial_or_random_pairs(v, allow_zeros=allow_zeros), min_size=1, max_size=min(n_ctx, 6)))
     rows = draw(st.lists(st.integers(0, len(pool) - 1), min_size=n_ctx, max_size=n_ctx))
     p_table = np.array([pool[r][0] for r in rows])
     q_table = np.array([pool[r][1] for r in rows])
@@ -278,7 +279,9 @@ def _table_model(draw, v: int, order: int, period: int, allow_zeros: bool) -> Ta
     return TableModel(p_table, q_table, order=order, period=period, name=name)
 
 
-def table_models(vocab_size=(2, 4), order=(0, 3), period=(1, 3), *, allow_zeros: bool = True):
+def table_models(
+    vocab_size: _IntRange = (2, 4), order: _IntRange = (0, 3), period: _IntRange = (1, 3), *, allow_zeros: bool = True
+) -> st.SearchStrategy[TableModel]:
     """``TableModel``s with V^order * period rows; with ``period > 1`` every position modulo
     period has its own target and draft. Rows are drawn from a pool of up to six (p, q) pairs
     (adversarial or random), so small tables shrink to one repeated pair."""
@@ -290,27 +293,27 @@ def table_models(vocab_size=(2, 4), order=(0, 3), period=(1, 3), *, allow_zeros:
             f"vocab_size, order, period: up to {v_hi}^{o_hi} * {t_hi} table rows, more than "
             f"MAX_TABLE_ROWS = {MAX_TABLE_ROWS}; draw smaller models"
         )
-    return st.tuples(st.integers(v_lo, v_hi), st.integers(o_lo, o_hi),
-                     st.integers(t_lo, t_hi)).flatmap(
-        lambda vot: _table_model(*vot, allow_zeros))
+    return st.tuples(st.integers(v_lo, v_hi), st.integers(o_lo, o_hi), st.integers(t_lo, t_hi)).flatmap(
+        lambda vot: _table_model(*vot, allow_zeros)
+    )
 
 
-# ---------------------------------------------------------------------------------------------
-# temperature, top-k, top-p
-# ---------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------- temperature, top-k, top-p
 
 
-def processing_configs() -> st.SearchStrategy[dict]:
+def processing_configs() -> st.SearchStrategy[dict[str, Any]]:
     """dict(temperature, top_k, top_p): temperature 0 (greedy) or in [0.05, 5]; top_k None or
     1..16 (clipped to the vocabulary); top_p None or in [0.05, 1]."""
-    return st.fixed_dictionaries({
-        "temperature": st.one_of(st.floats(0.05, 5.0), st.just(0.0)),
-        "top_k": st.one_of(st.none(), st.integers(1, 16)),
-        "top_p": st.one_of(st.none(), st.floats(0.05, 1.0)),
-    })
+    return st.fixed_dictionaries(
+        {
+            "temperature": st.one_of(st.floats(0.05, 5.0), st.just(0.0)),
+            "top_k": st.one_of(st.none(), st.integers(1, 16)),
+            "top_p": st.one_of(st.none(), st.floats(0.05, 1.0)),
+        }
+    )
 
 
-def _check_config(config) -> tuple[float, int | None, float | None]:
+def _check_config(config: object) -> tuple[float, int | None, float | None]:
     """``processing.check_sampling`` on a config dict; errors name ``config`` and the key."""
     if not isinstance(config, dict):
         raise ValueError(f"config: expected a dict, got {type(config).__name__}")
@@ -318,16 +321,15 @@ def _check_config(config) -> tuple[float, int | None, float | None]:
     if unknown:
         raise ValueError(f"config: unknown keys {sorted(unknown)}")
     try:
-        return check_sampling(config.get("temperature", 1.0), config.get("top_k"),
-                              config.get("top_p"))
+        return check_sampling(config.get("temperature", 1.0), config.get("top_k"), config.get("top_p"))
     except ValueError as exc:
         raise ValueError(f"config: {exc}") from None
 
 
-def _as_logits(values, kind: str) -> np.ndarray:
+def _as_logits(values: ArrayLike, kind: str) -> _Vector:
     if kind == "probs":
         with np.errstate(divide="ignore"):
-            return np.log(check_prob_vector("values", values))
+            return cast("_Vector", np.log(check_prob_vector("values", values)))
     if kind != "logits":
         raise ValueError(f"kind: must be 'logits' or 'probs', got {kind!r}")
     z = np.asarray(values, dtype=np.float64)
@@ -340,7 +342,7 @@ def _as_logits(values, kind: str) -> np.ndarray:
     return z
 
 
-def apply_processing(values, config: dict, *, kind: str = "logits") -> np.ndarray:
+def apply_processing(values: ArrayLike, config: dict[str, Any], *, kind: str = "logits") -> _Vector:
     """Apply temperature, then top-k, then top-p (``processing.process_logits``) to one vector.
 
     ``kind`` says whether ``values`` are logits (-inf allowed) or probabilities (zeros become
@@ -361,13 +363,13 @@ def apply_processing(values, config: dict, *, kind: str = "logits") -> np.ndarra
 
 
 class ProcessedPair(NamedTuple):
-    p: np.ndarray
-    q: np.ndarray
-    config: dict
+    p: NDArray[np.float64]
+    q: NDArray[np.float64]
+    config: dict[str, Any]
 
 
 @st.composite
-def _processed_pair_of_size(draw, v: int, config) -> ProcessedPair:
+def _processed_pair_of_size(draw: st.DrawFn, v: int, config: dict[str, Any] | None) -> ProcessedPair:
     logit = st.floats(-8.0, 8.0, allow_subnormal=False)
     base = np.array(draw(st.lists(logit, min_size=v, max_size=v)))
     noise = np.array(draw(st.lists(st.floats(-1.0, 1.0), min_size=v, max_size=v)))
@@ -378,7 +380,9 @@ def _processed_pair_of_size(draw, v: int, config) -> ProcessedPair:
     return ProcessedPair(p, q, config)
 
 
-def processed_pair(vocab_size=None, config=None) -> st.SearchStrategy[ProcessedPair]:
+def processed_pair(
+    vocab_size: _IntRange = None, config: dict[str, Any] | None = None
+) -> st.SearchStrategy[ProcessedPair]:
     """``ProcessedPair(p, q, config)``: target logits z, draft logits z + s * noise (s in
     [0, 4], so alpha ranges from 1 down to near 0), both turned into probabilities by
     ``apply_processing`` with one config (drawn from ``processing_configs()`` unless given)."""
@@ -387,9 +391,7 @@ def processed_pair(vocab_size=None, config=None) -> st.SearchStrategy[ProcessedP
     return _sizes(vocab_size).flatmap(lambda v: _processed_pair_of_size(v, config))
 
 
-# ---------------------------------------------------------------------------------------------
-# seeds
-# ---------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------- seeds
 
 
 def seeds() -> st.SearchStrategy[int]:
@@ -405,37 +407,39 @@ def seeds() -> st.SearchStrategy[int]:
 
 
 @st.composite
-def logit_tables(draw, vocab_size: int, width: int | None = None, period=(1, 2)):
+def logit_tables(draw: st.DrawFn, vocab_size: int, width: int | None = None, period: _IntRange = (1, 2)) -> LogitTable:
     """A ``LogitTable`` over ``vocab_size`` contexts with ``width`` logits per row (default: the
     vocabulary); rows may hold a -inf (a token the model never gives)."""
-    from .laws.requests import LogitTable
-
     width = vocab_size if width is None else width
     per = draw(st.integers(*_int_range(period, "period", 1, (1, 2))))
-    values = draw(st.lists(st.floats(-3, 3, allow_nan=False).map(lambda x: round(x, 3)),
-                           min_size=per * vocab_size * width, max_size=per * vocab_size * width))
+    values = draw(
+        st.lists(
+            st.floats(-3, 3, allow_nan=False).map(lambda x: round(x, 3)),
+            min_size=per * vocab_size * width,
+            max_size=per * vocab_size * width,
+        )
+    )
     table = np.array(values).reshape(per, vocab_size, width)
     return LogitTable(table, f"drawn {per}x{vocab_size}x{width}")
 
 
 @st.composite
-def grammars(draw, vocab_size: int):
+def grammars(draw: st.DrawFn, vocab_size: int) -> LastTokenGrammar:
     """A ``LastTokenGrammar``: a non-empty allowed set first and after each token (and, half the
     time, a different table at odd lengths)."""
-    from .laws.requests import LastTokenGrammar
-
     ids = st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=vocab_size, unique=True).map(
-        lambda xs: tuple(sorted(xs)))
+        lambda xs: tuple(sorted(xs))
+    )
     table = st.tuples(*[ids] * vocab_size)
     return LastTokenGrammar(draw(ids), draw(table), draw(st.none() | table))
 
 
 @st.composite
-def sampling_params(draw, vocab_size: int, max_tokens=(0, 3), seeded: bool = False):
+def sampling_params(
+    draw: st.DrawFn, vocab_size: int, max_tokens: _IntRange = (0, 3), seeded: bool = False
+) -> SamplingParams:
     """``SamplingParams`` with every field drawn (greedy included); ``seeded``: a seed is drawn
     half the time."""
-    from .laws.requests import SamplingParams
-
     token = st.integers(0, vocab_size - 1)
     return SamplingParams(
         temperature=draw(st.sampled_from([0.0, 0.7, 1.0, 1.5])),
@@ -454,10 +458,8 @@ def sampling_params(draw, vocab_size: int, max_tokens=(0, 3), seeded: bool = Fal
 
 
 @st.composite
-def requests(draw, vocab_size: int, max_tokens=(0, 3), seeded: bool = False):
+def requests(draw: st.DrawFn, vocab_size: int, max_tokens: _IntRange = (0, 3), seeded: bool = False) -> Request:
     """A ``Request``: a prompt of 1 to 2 tokens and drawn params."""
-    from .laws.requests import Request
-
     prompt = draw(st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=2).map(tuple))
     return Request(prompt, draw(sampling_params(vocab_size, max_tokens, seeded)))
 
@@ -465,20 +467,28 @@ def requests(draw, vocab_size: int, max_tokens=(0, 3), seeded: bool = False):
 class LoopSetup(NamedTuple):
     target: object
     draft: object
-    requests: list
+    requests: list[Request]
     k: int
 
 
 @st.composite
-def loop_setups(draw, vocab_size=(2, 3), batch=(1, 3), max_tokens=(0, 3), k=(1, 2), seeded=False):
+def loop_setups(
+    draw: st.DrawFn,
+    vocab_size: _IntRange = (2, 3),
+    batch: _IntRange = (1, 3),
+    max_tokens: _IntRange = (0, 3),
+    k: _IntRange = (1, 2),
+    seeded: bool = False,
+) -> LoopSetup:
     """(target, draft, requests, k): logit tables whose draft is as wide as the target, narrower
     or wider (padding rows), and a ragged batch of requests with their own params and lengths."""
     v = draw(st.integers(*_int_range(vocab_size, "vocab_size", 2, (2, 3))))
     width = draw(st.sampled_from([v, v + 1, max(v - 1, 1)]))
     n = draw(st.integers(*_int_range(batch, "batch", 1, (1, 3))))
     reqs = draw(st.lists(requests(v, max_tokens, seeded), min_size=n, max_size=n))
-    return LoopSetup(draw(logit_tables(v)), draw(logit_tables(v, width)), reqs,
-                     draw(st.integers(*_int_range(k, "k", 1, (1, 2)))))
+    return LoopSetup(
+        draw(logit_tables(v)), draw(logit_tables(v, width)), reqs, draw(st.integers(*_int_range(k, "k", 1, (1, 2))))
+    )
 
 
 __all__ = [

@@ -29,7 +29,8 @@ def references(pair, request):
 
     out = []
     for text in request.module.PROMPTS:
-        gen = decoding.target_only_generate(pair.target, pair.tokenizer.encode(text),
-                                            request.module.NEW_TOKENS, vocab_size=pair.vocab_size)
+        gen = decoding.target_only_generate(
+            pair.target, pair.tokenizer.encode(text), request.module.NEW_TOKENS, vocab_size=pair.vocab_size
+        )
         out.append((gen, decoding.teacher_forced_logits(pair.target, gen.ids, pair.vocab_size)))
     return out

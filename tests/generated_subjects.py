@@ -66,5 +66,6 @@ def int8_ids(p_fn, q_fn, prefix, k, rng):
     """As ``int16_ids`` with int8: ids from 128 wrap. Exact while V <= 128."""
     from specverify.samplers.chain import speculative_step
 
-    return [int(np.int8(np.uint8(t % 256))) if t < 256 else int(t) for t in
-            speculative_step(p_fn, q_fn, prefix, k, rng)]
+    return [
+        int(np.int8(np.uint8(t % 256))) if t < 256 else int(t) for t in speculative_step(p_fn, q_fn, prefix, k, rng)
+    ]

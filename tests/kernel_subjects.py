@@ -19,8 +19,9 @@ def _rows(draft_ids, draft_probs, target_probs, uniforms, accept, residual):
     for b in range(B):
         kb = int((draft_ids[b] >= 0).sum())
         j = 0
-        while j < kb and accept(float(uniforms[b, j]), float(draft_probs[b, j, draft_ids[b, j]]),
-                                float(target_probs[b, j, draft_ids[b, j]])):
+        while j < kb and accept(
+            float(uniforms[b, j]), float(draft_probs[b, j, draft_ids[b, j]]), float(target_probs[b, j, draft_ids[b, j]])
+        ):
             out[b, j] = draft_ids[b, j]
             j += 1
         p = target_probs[b, j].astype(np.float64)
@@ -44,8 +45,7 @@ def loop_kernel(draft_ids, draft_probs, target_probs, uniforms):
 
 def non_strict(draft_ids, draft_probs, target_probs, uniforms):
     """u <= p / q: a p(x) = 0 draft accepted when u = 0 (measure zero on the float32 grid)."""
-    return _rows(draft_ids, draft_probs, target_probs, uniforms,
-                 lambda u, q, p: q > 0 and u <= p / q, clipped)
+    return _rows(draft_ids, draft_probs, target_probs, uniforms, lambda u, q, p: q > 0 and u <= p / q, clipped)
 
 
 def q_zero_accepted(draft_ids, draft_probs, target_probs, uniforms):
@@ -88,8 +88,7 @@ def writes_inputs(draft_ids, draft_probs, target_probs, uniforms):
 
 def ignores_uniforms(draft_ids, draft_probs, target_probs, uniforms):
     """Draws from the global NumPy RNG instead of its uniforms (exact in law)."""
-    return loop_kernel(draft_ids, draft_probs, target_probs,
-                       np.random.random(uniforms.shape).astype(np.float32))
+    return loop_kernel(draft_ids, draft_probs, target_probs, np.random.random(uniforms.shape).astype(np.float32))
 
 
 def reversed_final_uniform(draft_ids, draft_probs, target_probs, uniforms):

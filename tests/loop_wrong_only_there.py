@@ -47,8 +47,10 @@ def seeded_ignores_target(target, draft, requests, k, rng):
 
 def _shared_seed_rngs(requests, rng):
     streams: dict = {}  # one generator per seed value: two requests with one seed share a stream
-    return [rng if r.params.seed is None else streams.setdefault(r.params.seed, np.random.default_rng(r.params.seed))
-            for r in requests]
+    return [
+        rng if r.params.seed is None else streams.setdefault(r.params.seed, np.random.default_rng(r.params.seed))
+        for r in requests
+    ]
 
 
 def same_seed_shares_a_stream(target, draft, requests, k, rng):
@@ -61,8 +63,7 @@ def same_seed_shares_a_stream(target, draft, requests, k, rng):
 
 def max_tokens_zero_emits_one(target, draft, requests, k, rng):
     """A do-while loop: a request with max_tokens = 0 still gets one round (one token)."""
-    fixed = [replace(r, params=replace(r.params, max_tokens=1)) if r.params.max_tokens == 0 else r
-             for r in requests]
+    fixed = [replace(r, params=replace(r.params, max_tokens=1)) if r.params.max_tokens == 0 else r for r in requests]
     return ref.generate(target, draft, fixed, k, rng)
 
 
@@ -81,8 +82,7 @@ def prompt_stop_ends_the_request(target, draft, requests, k, rng):
 
 
 def _raw_target_row(s, logits, drafts, i, n):  # the request's params not applied to the target rows
-    return ref.processed_row(s, logits, drafts, i, temperature=1.0, top_k=None, top_p=1.0, min_p=0.0,
-                             logit_bias={})
+    return ref.processed_row(s, logits, drafts, i, temperature=1.0, top_k=None, top_p=1.0, min_p=0.0, logit_bias={})
 
 
 def wrong_at_k3(target, draft, requests, k, rng):
@@ -98,7 +98,7 @@ def _tiled_residual_verifier(s, ps, qs, drafts, draft):
     for i, (x, q) in enumerate(zip(drafts, qs)):
         if not accepts(ps[i], q, x, s.rng):
             r = np.maximum(ps[i] - q, 0.0)
-            r[TILE - 1::TILE] = 0.0  # off by one at each tile's boundary: the tile's last id dropped
+            r[TILE - 1 :: TILE] = 0.0  # off by one at each tile's boundary: the tile's last id dropped
             if r.sum() <= 0:
                 r = np.asarray(ps[i], dtype=np.float64).copy()
             return i, sample(r / r.sum(), s.rng)
@@ -114,6 +114,7 @@ def wrong_at_vocab4(target, draft, requests, k, rng):
 def wrong_at_prompt3(target, draft, requests, k, rng):
     """For prompts of 3 or more tokens the target is shown the context without its first token
     (a BOS dropped twice)."""
+
     def trow(s, logits, drafts, i, n):
         if len(s.request.prompt) >= 3:
             logits = np.asarray(target(s.context()[1:] + tuple(drafts[:i])))
@@ -143,7 +144,7 @@ def _wide_tiled_verifier(s, ps, qs, drafts, draft):
     for i, (x, q) in enumerate(zip(drafts, qs)):
         if not accepts(ps[i], q, x, s.rng):
             r = np.maximum(ps[i] - q, 0.0)
-            r[WIDE_TILE - 1::WIDE_TILE] = 0.0  # each 1024-id tile's last id dropped from the residual
+            r[WIDE_TILE - 1 :: WIDE_TILE] = 0.0  # each 1024-id tile's last id dropped from the residual
             if r.sum() <= 0:
                 r = np.asarray(ps[i], dtype=np.float64).copy()
             return i, sample(r / r.sum(), s.rng)

@@ -14,15 +14,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from specverify import cli
-from specverify.surface import check_run as checker
-from specverify.battery import core as battery_core
-from specverify.interfaces import round_cases, round_tasks, round as round_interface
-from specverify.laws import exact, stats
 from specverify.adapters import hf
 from specverify.adapters import hf_generate as hg
+from specverify.battery import core as battery_core
+from specverify.interfaces import round as round_interface
+from specverify.interfaces import round_cases, round_tasks
+from specverify.laws import exact, stats
 from specverify.laws.chains import toy_chain
 from specverify.models.decoding import process_logits
 from specverify.models.loading import tiny_pair
+from specverify.surface import check_run as checker
 
 ADEQUATE_TV = 0.2
 """The exactness verdict of the small end-to-end run is asserted only when its chi-square test is
@@ -44,8 +45,7 @@ def test_plain_step_is_exact_at_quick_budget():
 
 
 def test_ensemble_step_is_flagged_inexact_with_p_value_and_samples():
-    report = checker.check(hf.ensemble_speculative_step, "hf-ensemble", budget="quick", seed=0,
-                           counterexample=False)
+    report = checker.check(hf.ensemble_speculative_step, "hf-ensemble", budget="quick", seed=0, counterexample=False)
     assert report["exact"] is False
     dist = [f for f in report["findings"] if f["kind"] == "distribution"]
     assert dist, report["findings"]
@@ -63,8 +63,9 @@ def test_plain_step_respects_zeros_in_p_and_q_at_2000_runs():
     20 s budget stops them at 500): false-fail 1e-6 over the three, seed 5."""
     cases = [c for c in round_cases.battery("standard") if "zeros" in c.name or "disjoint" in c.name]
     assert len(cases) == 3
-    result = round_interface.run_statistics(hf.speculative_step, cases, 5, false_fail_rate=1e-6,
-                                      n_max=2000, statistics_s=300.0)
+    result = round_interface.run_statistics(
+        hf.speculative_step, cases, 5, false_fail_rate=1e-6, n_max=2000, statistics_s=300.0
+    )
     assert result.findings == []
     assert sum("passed at n=2000" in line for line in result.ran) == 3
 
@@ -80,8 +81,9 @@ def test_step_leaves_global_torch_rng_and_threads_alone():
 
 def test_same_numpy_seed_same_round():
     m = toy_chain()
-    runs = [[hf.speculative_step(m.p_fn, m.q_fn, (0,), 3, np.random.default_rng(s)) for s in range(50)]
-            for _ in range(2)]
+    runs = [
+        [hf.speculative_step(m.p_fn, m.q_fn, (0,), 3, np.random.default_rng(s)) for s in range(50)] for _ in range(2)
+    ]
     assert runs[0] == runs[1]
 
 
@@ -95,8 +97,9 @@ def test_ensemble_step_samples_the_documented_rule_whose_exact_bias_is_0_305():
     bias = exact.total_variation(law, exact.sequence_distribution(m.p_fn, case.prefix, case.m))
     assert bias == pytest.approx(0.3050, abs=5e-5)
     rng = np.random.default_rng(7)
-    samples = [round_tasks.first_tokens(hf.ensemble_speculative_step, m, case.prefix, case.k, case.m, rng)
-               for _ in range(4000)]
+    samples = [
+        round_tasks.first_tokens(hf.ensemble_speculative_step, m, case.prefix, case.k, case.m, rng) for _ in range(4000)
+    ]
     assert stats.chi_square_test(samples, law, false_fail_rate=1e-6).passed
 
 
@@ -154,15 +157,23 @@ def test_cells_partition_the_exact_law(pair, prompt):
 
 def test_contexts_restore_everything(pair):
     cfg = pair.draft.generation_config
-    before = (cfg.num_assistant_tokens, cfg.assistant_confidence_threshold, torch.get_num_threads(),
-              torch.get_rng_state())
+    before = (
+        cfg.num_assistant_tokens,
+        cfg.assistant_confidence_threshold,
+        torch.get_num_threads(),
+        torch.get_rng_state(),
+    )
     original = hg.hf_generation._speculative_sampling
     with hf.engine_context(pair.draft, 3), hg.recording_rounds():
         torch.rand(3)
         assert hg.hf_generation._speculative_sampling is not original
     assert hg.hf_generation._speculative_sampling is original
-    after = (cfg.num_assistant_tokens, cfg.assistant_confidence_threshold, torch.get_num_threads(),
-             torch.get_rng_state())
+    after = (
+        cfg.num_assistant_tokens,
+        cfg.assistant_confidence_threshold,
+        torch.get_num_threads(),
+        torch.get_rng_state(),
+    )
     assert after[:3] == before[:3] and torch.equal(after[3], before[3])
 
 
@@ -171,8 +182,9 @@ def _empty_report():
     from specverify import api
     from specverify.battery.core import BatteryResult
 
-    return api.Report(target="hf-generate", seed=0, budget="-", coverage="nothing", false_fail_rate=0.0,
-                      result=BatteryResult())
+    return api.Report(
+        target="hf-generate", seed=0, budget="-", coverage="nothing", false_fail_rate=0.0, result=BatteryResult()
+    )
 
 
 def test_tiny_qwen_check_adds_well_formed_rows_and_findings_to_the_report(pair):
@@ -229,7 +241,7 @@ def test_draft_rows_at_temperature_are_processed_at_t_or_t_squared(pair, prompt)
     tv_at = {t: 0.0, t * t: 0.0}
     for rnd in rounds:
         start = len(rnd.ids) - rnd.drafted - 1
-        rows = pair.draft(input_ids=torch.tensor([rnd.ids])).logits[0, start:start + rnd.drafted]
+        rows = pair.draft(input_ids=torch.tensor([rnd.ids])).logits[0, start : start + rnd.drafted]
         for i, row in enumerate(rows.detach().float().numpy()):
             for temp, worst in tv_at.items():
                 tv_at[temp] = max(worst, 0.5 * np.abs(process_logits(row, temp) - rnd.q_engine[i]).sum())
@@ -251,17 +263,33 @@ def test_cli_usage_errors_exit_2(capsys):
 # --------------------------------------------------------------------------- generate as a loop subject
 
 from specverify.adapters import hf_loop as hl  # noqa: E402
-from specverify.laws.requests import LogitTable, Request, SamplingParams, sequence_law  # noqa: E402
 from specverify.interfaces.loop_tasks import contract_problem  # noqa: E402
+from specverify.laws.requests import LogitTable, Request, SamplingParams, sequence_law  # noqa: E402
 
 
 def test_generate_kwargs_map_each_field_at_the_boundary():
-    params = SamplingParams(temperature=0.8, top_k=2, top_p=0.9, min_p=0.1, repetition_penalty=1.3,
-                            logit_bias={1: 0.5, 0: -1.0}, stop_token_ids=(2, 0), max_tokens=3)
+    params = SamplingParams(
+        temperature=0.8,
+        top_k=2,
+        top_p=0.9,
+        min_p=0.1,
+        repetition_penalty=1.3,
+        logit_bias={1: 0.5, 0: -1.0},
+        stop_token_ids=(2, 0),
+        max_tokens=3,
+    )
     kw = hl.generate_kwargs(params)
-    assert kw == {"max_new_tokens": 3, "repetition_penalty": 1.3, "eos_token_id": [0, 2],
-                  "sequence_bias": {(1,): 0.5, (0,): -1.0}, "do_sample": True, "temperature": 0.8,
-                  "top_k": 2, "top_p": 0.9, "min_p": 0.1}
+    assert kw == {
+        "max_new_tokens": 3,
+        "repetition_penalty": 1.3,
+        "eos_token_id": [0, 2],
+        "sequence_bias": {(1,): 0.5, (0,): -1.0},
+        "do_sample": True,
+        "temperature": 0.8,
+        "top_k": 2,
+        "top_p": 0.9,
+        "min_p": 0.1,
+    }
     plain = hl.generate_kwargs(SamplingParams(max_tokens=2))
     assert plain["top_k"] == 0 and plain["min_p"] is None and plain["eos_token_id"] is None
     assert "sequence_bias" not in plain
@@ -343,7 +371,9 @@ def test_default_check_hf_generate_is_checks_report_exact_with_its_exit_code(cli
     cases = d["coverage"]["cases"]
     assert [c["name"] for c in cases] == [s.name for s in hl.LOOP_SETTINGS]
     assert {c["origin"] for c in cases} == {"declared"}
-    assert "the subject declares" in d["coverage"]["summary"] and "NOT the standard loop cases" in d["coverage"]["summary"]
+    assert (
+        "the subject declares" in d["coverage"]["summary"] and "NOT the standard loop cases" in d["coverage"]["summary"]
+    )
     rate = 1e-6 / len(hl.LOOP_SETTINGS)
     assert len(d["power"]) == len(hl.LOOP_SETTINGS)
     for row in d["power"]:

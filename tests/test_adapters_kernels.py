@@ -94,11 +94,12 @@ def random_instance(rng, batch, k, vocab, ragged=True):
     p[..., -1] += 1e-3
     q /= q.sum(-1, keepdims=True)
     p /= p.sum(-1, keepdims=True)
-    ids = np.array([[rng.choice(vocab, p=q[b, i] / q[b, i].sum()) for i in range(k)]
-                    for b in range(batch)], dtype=np.int64).reshape(batch, k)
+    ids = np.array(
+        [[rng.choice(vocab, p=q[b, i] / q[b, i].sum()) for i in range(k)] for b in range(batch)], dtype=np.int64
+    ).reshape(batch, k)
     if ragged:
         for b in range(batch):
-            ids[b, rng.integers(0, k + 1):] = -1
+            ids[b, rng.integers(0, k + 1) :] = -1
     uniforms = rng.random((batch, k + 1), dtype=np.float32)
     return ids, q, p, uniforms
 
@@ -115,18 +116,17 @@ def law_instance(rows=LAW_ROWS):
     ids = np.array([int(np.argmax(q[i])) for i in range(LAW_K)], dtype=np.int64)
     all_ids = np.tile(ids, (rows, 1))
     for row_type, kb in enumerate(ROW_TYPES):
-        all_ids[row_type::len(ROW_TYPES), kb:] = -1
+        all_ids[row_type :: len(ROW_TYPES), kb:] = -1
     # Canonical target rows: row k_b is the row's bonus row (p rows shifted for ragged rows).
     target = np.tile(p, (rows, 1, 1))
-    return (torch.from_numpy(all_ids), torch.from_numpy(np.tile(q, (rows, 1, 1))),
-            torch.from_numpy(target), ids, q, p)
+    return (torch.from_numpy(all_ids), torch.from_numpy(np.tile(q, (rows, 1, 1))), torch.from_numpy(target), ids, q, p)
 
 
 def assert_output_law(out, acc, ids, q, p):
     """Chi-square of each row type's (num_accepted, token) counts against the analytic law."""
     out, acc = np.asarray(torch.as_tensor(out)), np.asarray(torch.as_tensor(acc))
     for row_type, kb in enumerate(ROW_TYPES):
-        o, a = out[row_type::len(ROW_TYPES)], acc[row_type::len(ROW_TYPES)]
+        o, a = out[row_type :: len(ROW_TYPES)], acc[row_type :: len(ROW_TYPES)]
         assert ((a >= 0) & (a <= kb)).all()
         tokens = o[np.arange(len(o)), a]
         assert (o[np.arange(o.shape[1])[None] > a[:, None]] == -1).all()
@@ -172,8 +172,7 @@ def _emitted(q, p, n_acc, gen):
     return torch.multinomial(weights, 1, generator=gen).squeeze(1)
 
 
-def fake_vllm_v0_forward(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
-                         seeded_seqs=None):
+def fake_vllm_v0_forward(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, seeded_seqs=None):
     """vLLM V0 convention: fixed k, caller's bonus, one generator per seeded row."""
     b, k, _ = draft_probs.shape
     out = torch.full((b, k + 1), -1, dtype=torch.int64)
@@ -196,9 +195,16 @@ def fake_vllm_v0_forward(target_with_bonus_probs, bonus_token_ids, draft_probs, 
     return out
 
 
-def fake_vllm_v1_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len,
-                                  cu_num_draft_tokens, draft_probs, target_probs,
-                                  bonus_token_ids, sampling_metadata):
+def fake_vllm_v1_rejection_sample(
+    draft_token_ids,
+    num_draft_tokens,
+    max_spec_len,
+    cu_num_draft_tokens,
+    draft_probs,
+    target_probs,
+    bonus_token_ids,
+    sampling_metadata,
+):
     """vLLM V1 convention: ragged flattened drafts, caller's bonus, metadata generators."""
     assert sampling_metadata.all_random and not sampling_metadata.all_greedy
     assert draft_token_ids.dtype == torch.int32 and cu_num_draft_tokens.dtype == torch.int32
@@ -225,10 +231,17 @@ def fake_vllm_v1_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_le
     return out
 
 
-def fake_flashinfer_chain(draft_probs, draft_token_ids, target_probs,
-                          maybe_output_accepted_token_num=None,
-                          maybe_output_emitted_draft_token_num=None,
-                          deterministic=True, generator=None, seed=None, offset=None):
+def fake_flashinfer_chain(
+    draft_probs,
+    draft_token_ids,
+    target_probs,
+    maybe_output_accepted_token_num=None,
+    maybe_output_emitted_draft_token_num=None,
+    deterministic=True,
+    generator=None,
+    seed=None,
+    offset=None,
+):
     """FlashInfer convention: coins in (0, 1], bonus sampled in the kernel, int32 outputs."""
     b, k, _ = draft_probs.shape
     coins = 1.0 - torch.rand((b, k), generator=generator)  # (0, 1], like curand_uniform
@@ -256,11 +269,24 @@ def fake_trtllm_sample_rejected(draft_probs, target_probs, generator, num_accept
     return int(torch.multinomial(residual, 1, generator=generator).item())
 
 
-def fake_sglang_chain(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                      retrive_next_token, retrive_next_sibling, uniform_samples,
-                      uniform_samples_for_final_sampling, target_probs, draft_probs,
-                      threshold_single, threshold_acc, deterministic, *,
-                      block_verification=False):
+def fake_sglang_chain(
+    predicts,
+    accept_index,
+    accept_token_num,
+    candidates,
+    retrive_index,
+    retrive_next_token,
+    retrive_next_sibling,
+    uniform_samples,
+    uniform_samples_for_final_sampling,
+    target_probs,
+    draft_probs,
+    threshold_single,
+    threshold_acc,
+    deterministic,
+    *,
+    block_verification=False,
+):
     """SGLang chain convention: uniforms as inputs, outputs written through retrive_index."""
     assert threshold_single == 1.0 and threshold_acc == 1.0 and not block_verification
     b, slots = candidates.shape
@@ -286,15 +312,19 @@ def fake_sglang_chain(predicts, accept_index, accept_token_num, candidates, retr
 
 
 GENERATOR_ENGINES = {
-    "vllm_v0": (lambda: K.from_vllm_v0(fake_vllm_v0_forward),
-                lambda kernel: K.from_vllm_v0(K.to_vllm_v0(kernel))),
-    "vllm_v1": (lambda: K.from_vllm_v1(fake_vllm_v1_rejection_sample),
-                lambda kernel: K.from_vllm_v1(K.to_vllm_v1(kernel))),
-    "flashinfer": (lambda: K.from_flashinfer(fake_flashinfer_chain),
-                   lambda kernel: K.from_flashinfer(K.to_flashinfer(kernel))),
-    "trtllm": (lambda: K.from_trtllm(fake_trtllm_get_rejected_indices,
-                                     fake_trtllm_sample_rejected),
-               lambda kernel: K.from_trtllm(*K.to_trtllm(kernel))),
+    "vllm_v0": (lambda: K.from_vllm_v0(fake_vllm_v0_forward), lambda kernel: K.from_vllm_v0(K.to_vllm_v0(kernel))),
+    "vllm_v1": (
+        lambda: K.from_vllm_v1(fake_vllm_v1_rejection_sample),
+        lambda kernel: K.from_vllm_v1(K.to_vllm_v1(kernel)),
+    ),
+    "flashinfer": (
+        lambda: K.from_flashinfer(fake_flashinfer_chain),
+        lambda kernel: K.from_flashinfer(K.to_flashinfer(kernel)),
+    ),
+    "trtllm": (
+        lambda: K.from_trtllm(fake_trtllm_get_rejected_indices, fake_trtllm_sample_rejected),
+        lambda kernel: K.from_trtllm(*K.to_trtllm(kernel)),
+    ),
 }
 
 
@@ -329,12 +359,25 @@ def test_sglang_inverse_matches_the_engine_convention_and_round_trips():
         buffers = []
         for fn in (fake_sglang_chain, engine_view):
             candidates = torch.cat([torch.full((b, 1), 9), torch.from_numpy(ids)], dim=1)
-            bufs = (torch.full((b * (k + 1),), -1, dtype=torch.int32),
-                    torch.full((b, k + 1), -1, dtype=torch.int32),
-                    torch.zeros(b, dtype=torch.int32))
-            fn(*bufs, candidates, torch.arange(b * (k + 1)).view(b, k + 1),
-               None, None, torch.from_numpy(u), torch.from_numpy(u[:, k]),
-               torch.from_numpy(p), torch.from_numpy(q), 1.0, 1.0, True)
+            bufs = (
+                torch.full((b * (k + 1),), -1, dtype=torch.int32),
+                torch.full((b, k + 1), -1, dtype=torch.int32),
+                torch.zeros(b, dtype=torch.int32),
+            )
+            fn(
+                *bufs,
+                candidates,
+                torch.arange(b * (k + 1)).view(b, k + 1),
+                None,
+                None,
+                torch.from_numpy(u),
+                torch.from_numpy(u[:, k]),
+                torch.from_numpy(p),
+                torch.from_numpy(q),
+                1.0,
+                1.0,
+                True,
+            )
             buffers.append(bufs)
         for got, want in zip(buffers[1], buffers[0]):
             assert torch.equal(got, want)
@@ -378,11 +421,10 @@ def test_generator_engine_inverse_round_trip_law(engine):
 def test_output_law_check_catches_a_residual_bug():
     """Power: the rule fed q ~ 0 (draft probabilities ignored: accept always) fails the law."""
 
-    def buggy_forward(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
-                      seeded_seqs=None):
-        return fake_vllm_v0_forward(target_with_bonus_probs, bonus_token_ids,
-                                    torch.zeros_like(draft_probs) + 1e-9, draft_token_ids,
-                                    seeded_seqs)
+    def buggy_forward(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, seeded_seqs=None):
+        return fake_vllm_v0_forward(
+            target_with_bonus_probs, bonus_token_ids, torch.zeros_like(draft_probs) + 1e-9, draft_token_ids, seeded_seqs
+        )
 
     ids, q, p, ids0, q0, p0 = law_instance(rows=30_000)
     out, acc = K.from_vllm_v0(buggy_forward)(ids, q, p, torch.Generator().manual_seed(5))
@@ -412,14 +454,24 @@ ALL_ADAPTERS = {
 
 
 @pytest.mark.parametrize("engine", sorted(ALL_ADAPTERS))
-@pytest.mark.parametrize("bad, name", [
-    ("draft_probs", "draft_probs"), ("target_probs", "target_probs"),
-    ("draft_ids", "draft_ids"), ("uniforms", "uniforms"), ("padding", "draft_ids"),
-])
+@pytest.mark.parametrize(
+    "bad, name",
+    [
+        ("draft_probs", "draft_probs"),
+        ("target_probs", "target_probs"),
+        ("draft_ids", "draft_ids"),
+        ("uniforms", "uniforms"),
+        ("padding", "draft_ids"),
+    ],
+)
 def test_bad_canonical_input_names_the_argument(engine, bad, name):
     ids, q, p, u = random_instance(np.random.default_rng(2), 3, 2, 4, ragged=False)
-    args = {"draft_ids": ids, "draft_probs": q, "target_probs": p,
-            "uniforms": u if engine == "sglang" else torch.Generator()}
+    args = {
+        "draft_ids": ids,
+        "draft_probs": q,
+        "target_probs": p,
+        "uniforms": u if engine == "sglang" else torch.Generator(),
+    }
     if bad == "draft_ids":
         args["draft_ids"] = ids[:, 0]
     elif bad == "padding":
@@ -433,23 +485,33 @@ def test_bad_canonical_input_names_the_argument(engine, bad, name):
 
 
 def test_engine_side_bad_inputs_name_the_argument():
-    ids, q, p, u = (torch.from_numpy(a) for a in random_instance(
-        np.random.default_rng(3), 2, 2, 4, ragged=False))
+    ids, q, p, u = (torch.from_numpy(a) for a in random_instance(np.random.default_rng(3), 2, 2, 4, ragged=False))
     with pytest.raises(ValueError, match="bonus_token_ids"):
         K.to_vllm_v0(reference_kernel)(p, torch.zeros(2, dtype=torch.int64), q, ids)
     with pytest.raises(ValueError, match="target_with_bonus_probs"):
         K.to_vllm_v0(reference_kernel)(p[:, :2], torch.zeros((2, 1), dtype=torch.int64), q, ids)
     meta = K.vllm_v1_sampling_metadata(2, torch.Generator())
     with pytest.raises(ValueError, match="cu_num_draft_tokens"):
-        K.to_vllm_v1(reference_kernel)(ids.flatten().int(), [2, 2], 2, torch.tensor([2, 3]),
-                                       q.reshape(4, 4), p[:, :2].reshape(4, 4),
-                                       torch.zeros((2, 1), dtype=torch.int32), meta)
-    bufs = (torch.zeros(6, dtype=torch.int32), torch.zeros((2, 3), dtype=torch.int32),
-            torch.zeros(2, dtype=torch.int32))
+        K.to_vllm_v1(reference_kernel)(
+            ids.flatten().int(),
+            [2, 2],
+            2,
+            torch.tensor([2, 3]),
+            q.reshape(4, 4),
+            p[:, :2].reshape(4, 4),
+            torch.zeros((2, 1), dtype=torch.int32),
+            meta,
+        )
+    bufs = (
+        torch.zeros(6, dtype=torch.int32),
+        torch.zeros((2, 3), dtype=torch.int32),
+        torch.zeros(2, dtype=torch.int32),
+    )
     cand = torch.cat([torch.zeros((2, 1), dtype=torch.int64), ids], dim=1)
     with pytest.raises(ValueError, match="uniform_samples_for_final_sampling"):
-        K.to_sglang_chain(reference_kernel)(*bufs, cand, torch.arange(6).view(2, 3), None, None,
-                                            u, u, p, q, 1.0, 1.0, True)
+        K.to_sglang_chain(reference_kernel)(
+            *bufs, cand, torch.arange(6).view(2, 3), None, None, u, u, p, q, 1.0, 1.0, True
+        )
     with pytest.raises(ValueError, match="draft_probs"):
         K.to_trtllm(reference_kernel)[0](q[0, 0], p[0], torch.Generator(), [1, 2])
     _, sample_rejected = K.to_trtllm(reference_kernel)

@@ -24,18 +24,22 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def cli(*args, module="specverify", env=ENV, timeout=300):
-    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_the_api_imports_only_what_it_needs():
-    code = ("import sys, specverify, specverify.api, specverify.surface.check_run; specverify.check; "
-            "specverify.assert_exact; specverify.Report; "
-            "print(sorted(m for m in ('polars', 'matplotlib', 'rich', 'torch', 'ray', 'transformers') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
-                         timeout=120, check=True).stdout
+    code = (
+        "import sys, specverify, specverify.api, specverify.surface.check_run; specverify.check; "
+        "specverify.assert_exact; specverify.Report; "
+        "print(sorted(m for m in ('polars', 'matplotlib', 'rich', 'torch', 'ray', 'transformers') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=120, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -46,8 +50,17 @@ def test_check_returns_a_typed_report():
     assert report.counterexample is None and report.exit_code == 0
     d = json.loads(report.to_json())
     assert d == json.loads(json.dumps(report.to_dict()))
-    assert {"target", "seed", "coverage", "false_fail_rate", "exact", "efficient", "findings",
-            "counterexample", "budget"} <= set(d)
+    assert {
+        "target",
+        "seed",
+        "coverage",
+        "false_fail_rate",
+        "exact",
+        "efficient",
+        "findings",
+        "counterexample",
+        "budget",
+    } <= set(d)
     assert report.target.endswith(":speculative_step") and str(report).startswith(report.target)
 
 
@@ -70,7 +83,9 @@ def test_interface_adapts_another_signature():
         return lambda p_fn, q_fn, prefix, k, rng: fn(p_fn=p_fn, q_fn=q_fn, prefix=prefix, k=k, rng=rng)
 
     report = specverify.check(keyword_step, budget="quick", interface=adapt)
-    assert report.exact is True and report.target.endswith(":test_interface_adapts_another_signature.<locals>.keyword_step")
+    assert report.exact is True and report.target.endswith(
+        ":test_interface_adapts_another_signature.<locals>.keyword_step"
+    )
 
 
 def test_campaign_arithmetic_and_budget():
@@ -106,15 +121,25 @@ def test_campaign_line_counts_the_reports_subjects_and_never_says_0_hours():
 
 def test_check_of_several_targets_writes_junit_xml(tmp_path):
     xml = tmp_path / "check.xml"
-    code, out, err = cli("check", "specverify:speculative_step", "specverify.mutants.catalogue:no_verification",
-                         "--budget", "quick", "--json", "--junit-xml", str(xml))
+    code, out, err = cli(
+        "check",
+        "specverify:speculative_step",
+        "specverify.mutants.catalogue:no_verification",
+        "--budget",
+        "quick",
+        "--json",
+        "--junit-xml",
+        str(xml),
+    )
     assert code == 1, err  # the worst of 0 and 1
     reports = [json.loads(line) for line in out.splitlines()]
     assert [r["exact"] for r in reports] == [True, False]
     suite = ET.parse(xml).getroot().find("testsuite")
     cases = suite.findall("testcase")
-    assert [c.get("name") for c in cases] == ["specverify:speculative_step",
-                                              "specverify.mutants.catalogue:no_verification"]
+    assert [c.get("name") for c in cases] == [
+        "specverify:speculative_step",
+        "specverify.mutants.catalogue:no_verification",
+    ]
     assert suite.get("tests") == "2" and suite.get("failures") == "1"
     assert cases[0].find("failure") is None
     failure = cases[1].find("failure")
@@ -132,8 +157,10 @@ def test_executor_ray_without_ray_is_a_usage_error_naming_the_extra(tmp_path):
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('no ray here')\n")
     env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    for args, module in ((["check", "specverify:speculative_step"], "specverify"),
-                         (["report", "--mutant", "ratio/inverted"], "specverify.mutants")):
+    for args, module in (
+        (["check", "specverify:speculative_step"], "specverify"),
+        (["report", "--mutant", "ratio/inverted"], "specverify.mutants"),
+    ):
         code, out, err = cli(*args, "--executor", "ray", module=module, env=env, timeout=60)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
         assert "pip install -e '.[ray]'" in err
@@ -143,8 +170,20 @@ def test_executor_ray_without_ray_is_a_usage_error_naming_the_extra(tmp_path):
 
 def test_mutant_report_writes_junit_xml(tmp_path):
     xml = tmp_path / "report.xml"
-    code, out, err = cli("report", "--mutant", "ratio/inverted", "--budget", "quick", "--workers", "1",
-                         "--format", "csv", "--junit-xml", str(xml), module="specverify.mutants")
+    code, out, err = cli(
+        "report",
+        "--mutant",
+        "ratio/inverted",
+        "--budget",
+        "quick",
+        "--workers",
+        "1",
+        "--format",
+        "csv",
+        "--junit-xml",
+        str(xml),
+        module="specverify.mutants",
+    )
     assert code == 0, err
     suite = ET.parse(xml).getroot().find("testsuite")
     names = [c.get("name") for c in suite.findall("testcase")]
@@ -153,8 +192,8 @@ def test_mutant_report_writes_junit_xml(tmp_path):
 
 
 def test_a_survivor_is_a_junit_failure_carrying_why():
-    from specverify.surface import junit
     from specverify.mutants.report import Row, Status, junit_case
+    from specverify.surface import junit
 
     row = Row("x/y", "biased", Status.SURVIVED, "", None, None, None, 1.0, "a bug", "")
     case = junit_case(row)
@@ -164,12 +203,12 @@ def test_a_survivor_is_a_junit_failure_carrying_why():
 
 
 def test_readme_property_example():
-    """The README's example of a user's own @given test over specverify.strategies."""
+    """docs/API.md's example of a user's own @given test over specverify.strategies."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from specverify.laws import exact
     from specverify import strategies as sst
+    from specverify.laws import exact
 
     @settings(max_examples=20, deadline=None)
     @given(model=sst.table_models(vocab_size=(2, 3), order=(0, 1)), k=st.integers(1, 3))

@@ -22,16 +22,22 @@ import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from hypothesis_labels import label_model
 from scipy import stats
 
 from specverify import strategies as sst
 from specverify.laws.chains import TableModel, handout_iid, toy_chain
 from specverify.laws.exact import enumerate_distribution, sequence_distribution
 from specverify.samplers import SAMPLERS, batched
-from specverify.samplers.batched import _context_indices, _initial_state, _Tables, simulate_round_lengths, simulate_rounds, simulate_tokens
+from specverify.samplers.batched import (
+    _context_indices,
+    _initial_state,
+    _Tables,
+    simulate_round_lengths,
+    simulate_rounds,
+    simulate_tokens,
+)
 from specverify.samplers.chain import speculative_step
-
-from hypothesis_labels import label_model
 
 FALSE_FAIL = 1e-6  # per chi-square assertion
 N_RUNS = 200_000
@@ -150,8 +156,7 @@ def test_one_round_has_the_law_of_speculative_step(name):
     sampler, enumerated over its random decisions; false-fail rate 1e-6."""
     make, prefix = MODELS[name]
     model, k = make(), 3
-    exact = enumerate_distribution(
-        lambda rng: tuple(speculative_step(model.p_fn, model.q_fn, prefix, k, rng)))
+    exact = enumerate_distribution(lambda rng: tuple(speculative_step(model.p_fn, model.q_fn, prefix, k, rng)))
     tokens, lengths = simulate_rounds(model, prefix, k, N_RUNS, np.random.default_rng(5))
     assert np.array_equal(lengths, (tokens >= 0).sum(axis=1))
     assert _chi_square_pvalue(_counts(tokens), exact, N_RUNS) > FALSE_FAIL
@@ -200,8 +205,7 @@ def measure_handout_tv_noise(reps: int, runs: int = 30_000, seed: int = 20260101
 def _expected_tv(probs: np.ndarray, runs: int) -> float:
     """E[TV] of an exact sampler: 0.5 * sum_i E|X_i / n - p_i| with X_i ~ Binomial(n, p_i)."""
     x = np.arange(runs + 1)
-    return 0.5 * sum(float((stats.binom.pmf(x, runs, p) * np.abs(x / runs - p)).sum())
-                     for p in probs if p > 0)
+    return 0.5 * sum(float((stats.binom.pmf(x, runs, p) * np.abs(x / runs - p)).sum()) for p in probs if p > 0)
 
 
 def test_handout_tv_noise_floor_matches_an_exact_sampler():
@@ -258,8 +262,10 @@ def test_token_streams_are_well_formed_on_random_models(mpk, m, seed):
             assert model.p_fn(prefix + tuple(row[:i]))[t] > 0
 
 
-@given(sst.table_models(vocab_size=(2, 4), order=(0, 3), period=(1, 3)),
-       st.lists(st.lists(st.integers(0, 3), max_size=6), min_size=1, max_size=8))
+@given(
+    sst.table_models(vocab_size=(2, 4), order=(0, 3), period=(1, 3)),
+    st.lists(st.lists(st.integers(0, 3), max_size=6), min_size=1, max_size=8),
+)
 def test_vectorized_context_index_matches_the_model(model, prefixes):
     label_model(model)  # no sampler runs here: order, period and zeros only
     prefixes = [tuple(t % model.vocab_size for t in pre) for pre in prefixes]
@@ -292,8 +298,7 @@ def test_same_seed_same_output():
 
 
 def test_not_registered_as_a_sampler():
-    assert all(getattr(s, "__module__", "") != "specverify.samplers.batched"
-               for s in SAMPLERS.values())
+    assert all(getattr(s, "__module__", "") != "specverify.samplers.batched" for s in SAMPLERS.values())
 
 
 # -- input validation --------------------------------------------------------------------------
@@ -314,8 +319,7 @@ def test_not_registered_as_a_sampler():
     ],
 )
 def test_bad_input_is_refused_with_a_named_argument(kwargs, error, match):
-    args = {"model": toy_chain(), "prefix": (0,), "k": 2, "n": 10,
-            "rng": np.random.default_rng(0)} | kwargs
+    args = {"model": toy_chain(), "prefix": (0,), "k": 2, "n": 10, "rng": np.random.default_rng(0)} | kwargs
     with pytest.raises(error, match=match):
         simulate_rounds(**args)
 
@@ -328,7 +332,9 @@ def test_bad_m_is_refused():
 if __name__ == "__main__":
     start = time.perf_counter()
     tv = measure_handout_tv_noise(2000)
-    print(f"{tv.size} repetitions in {time.perf_counter() - start:.1f} s: mean {tv.mean():.4f}, "
-          f"sd {tv.std(ddof=1):.4f}, 99th percentile {np.quantile(tv, 0.99):.4f}, "
-          f"max {tv.max():.4f}, >= 0.015: {np.mean(tv >= 0.015):.4f}; exact E[TV] "
-          f"{_expected_tv(_exact_pairs(toy_chain(), (0,)), 30_000):.5f}")
+    print(
+        f"{tv.size} repetitions in {time.perf_counter() - start:.1f} s: mean {tv.mean():.4f}, "
+        f"sd {tv.std(ddof=1):.4f}, 99th percentile {np.quantile(tv, 0.99):.4f}, "
+        f"max {tv.max():.4f}, >= 0.015: {np.mean(tv >= 0.015):.4f}; exact E[TV] "
+        f"{_expected_tv(_exact_pairs(toy_chain(), (0,)), 30_000):.5f}"
+    )

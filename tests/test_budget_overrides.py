@@ -5,15 +5,15 @@ dropped or run on."""
 import numpy as np
 import pytest
 
-from specverify.interfaces import round_cases, round as round_interface
 from specverify import interfaces
-from specverify.interfaces import kernel
-from specverify.interfaces.loop_cases import campaign_loop_budget, loop_cases
+from specverify.common.validation import check_overrides
+from specverify.interfaces import kernel, round_cases
+from specverify.interfaces import round as round_interface
 from specverify.interfaces.loop import run_loop_battery
+from specverify.interfaces.loop_cases import campaign_loop_budget, loop_cases
 from specverify.samplers.chain import speculative_step
 from specverify.samplers.reference_kernel import reference_kernel
 from specverify.samplers.reference_loop import generate
-from specverify.common.validation import check_overrides
 
 
 def opaque(t, d, reqs, k, rng):
@@ -40,19 +40,28 @@ def test_tv_budget_reaches_the_loop_interface_and_a_bad_tv_is_named():
         campaign_loop_budget("tv=2")
 
 
-@pytest.mark.parametrize("run", [
-    lambda **kw: round_interface.run_battery(speculative_step, "quick", 0, **kw),
-    lambda **kw: run_loop_battery(generate, "quick", 0, **kw),
-    lambda **kw: kernel.run(reference_kernel, "quick", 0, **kw),
-], ids=["round", "loop", "kernel"])
+@pytest.mark.parametrize(
+    "run",
+    [
+        lambda **kw: round_interface.run_battery(speculative_step, "quick", 0, **kw),
+        lambda **kw: run_loop_battery(generate, "quick", 0, **kw),
+        lambda **kw: kernel.run(reference_kernel, "quick", 0, **kw),
+    ],
+    ids=["round", "loop", "kernel"],
+)
 def test_an_unknown_override_is_an_error_naming_it(run):
     with pytest.raises(ValueError, match="has no field.* bogus"):
         run(bogus=1)
 
 
-@pytest.mark.parametrize("what, budget", [("round", round_cases.get_budget("quick")),
-                                          ("loop", campaign_loop_budget("tv=0.1")),
-                                          ("kernel", kernel.get_budget("quick"))])
+@pytest.mark.parametrize(
+    "what, budget",
+    [
+        ("round", round_cases.get_budget("quick")),
+        ("loop", campaign_loop_budget("tv=0.1")),
+        ("kernel", kernel.get_budget("quick")),
+    ],
+)
 def test_invalid_override_values_are_refused_with_the_field_named(what, budget):
     with pytest.raises(ValueError, match=r"call_limit_s \(a .* budget field\): must be > 0"):
         check_overrides(what, budget, {"call_limit_s": -1})

@@ -15,16 +15,25 @@ from pathlib import Path
 
 import pytest
 
-from specverify.battery import core as battery, budgets
 from specverify import interfaces
-from specverify.laws import stats
+from specverify.battery import budgets
+from specverify.battery import core as battery
 from specverify.common import validation
 from specverify.interfaces import kernel, loop_cases, round_cases
+from specverify.laws import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("numpy", "scipy", "torch", "specverify.battery.core", "specverify.api", "specverify.surface.check_run",
-         "specverify.interfaces.round_cases", "specverify.interfaces.loop_cases",
-         "specverify.interfaces.kernel")
+HEAVY = (
+    "numpy",
+    "scipy",
+    "torch",
+    "specverify.battery.core",
+    "specverify.api",
+    "specverify.surface.check_run",
+    "specverify.interfaces.round_cases",
+    "specverify.interfaces.loop_cases",
+    "specverify.interfaces.kernel",
+)
 """Modules a usage error must not wait for."""
 
 
@@ -101,9 +110,11 @@ def test_an_unknown_budget_is_one_error_naming_budget(interface, given):
     if given == "another's object named 'fast'":
         given = replace(budgets.TABLE["quick"][another(interface)], name="fast")
     name = getattr(given, "name", given)
-    with pytest.raises(interfaces.InterfaceError,
-                       match=rf"^budget: the {interface} interface has the budgets quick, standard, "
-                             rf"thorough or tv=X, got {re.escape(repr(name))}$"):
+    with pytest.raises(
+        interfaces.InterfaceError,
+        match=rf"^budget: the {interface} interface has the budgets quick, standard, "
+        rf"thorough or tv=X, got {re.escape(repr(name))}$",
+    ):
         budgets.section(interface, given)
 
 
@@ -125,34 +136,52 @@ def test_check_name_builds_nothing():
 def loaded_after(code: str) -> list[str]:
     """The HEAVY modules loaded once ``code`` ran in a fresh interpreter."""
     probe = f"{code}\nimport sys\nprint([m for m in {HEAVY!r} if m in sys.modules])"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT,
-                         timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120, check=True
+    ).stdout
     return ast.literal_eval(out.strip().splitlines()[-1])
 
 
 def test_the_budget_module_imports_nothing_heavy():
-    assert loaded_after("import specverify.battery.budgets as b; b.section('loop', 'tv=0.1'); b.check_name('quick')") == []
+    assert (
+        loaded_after("import specverify.battery.budgets as b; b.section('loop', 'tv=0.1'); b.check_name('quick')") == []
+    )
 
 
-@pytest.mark.parametrize("argv", [["specverify", "check", "--bogus"], ["specverify", "check", "a:b", "--budget", "huge"],
-                                  ["specverify.bench", "--bogus"], ["specverify.bench", "--budget", "huge"]],
-                         ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["specverify", "check", "--bogus"],
+        ["specverify", "check", "a:b", "--budget", "huge"],
+        ["specverify.bench", "--bogus"],
+        ["specverify.bench", "--budget", "huge"],
+    ],
+    ids=" ".join,
+)
 def test_a_usage_error_of_check_and_bench_loads_nothing_heavy(argv):
     """Through the command's own entry (``python -m``), run in-process by runpy so that what it
     loaded before exiting 2 can be read."""
     module, args = argv[0], argv[1:]
-    code = ("import runpy, sys\n"
-            f"sys.argv = [{module!r}, *{args!r}]\n"
-            "try:\n"
-            f"    runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
-            "except SystemExit as exc:\n"
-            "    assert exc.code == 2, exc.code")
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = [{module!r}, *{args!r}]\n"
+        "try:\n"
+        f"    runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 2, exc.code"
+    )
     assert loaded_after(code) == []
 
 
 def test_check_help_still_says_what_each_budget_covers():
-    out = subprocess.run([sys.executable, "-m", "specverify", "check", "--help"], capture_output=True,
-                         text=True, cwd=ROOT, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "specverify", "check", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    ).stdout
     flat = " ".join(out.split())
     for name in budgets.NAMES:
         assert f"{name}: {round_cases.coverage(name)}" in flat, name

@@ -34,10 +34,7 @@ def breaks_contract(out, k: int, vocab_size: int) -> bool:
     """True unless out is a list of 1 to k + 1 ints in [0, vocab_size)."""
     if not isinstance(out, list) or not 1 <= len(out) <= k + 1:
         return True
-    return not all(
-        isinstance(t, numbers.Integral) and not isinstance(t, bool) and 0 <= t < vocab_size
-        for t in out
-    )
+    return not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) and 0 <= t < vocab_size for t in out)
 
 
 def first_token_counts(fn, k: int, seed: int) -> np.ndarray:
@@ -120,9 +117,7 @@ def test_contract_mutants_misbehave_on_read_only_toy_chain(mutant):
     assert misbehaved > 0
 
 
-@pytest.mark.parametrize(
-    "mutant", CONTROLS + (get("bonus/no-bonus-token"),), ids=ids(CONTROLS) + ["no-bonus-token"]
-)
+@pytest.mark.parametrize("mutant", CONTROLS + (get("bonus/no-bonus-token"),), ids=ids(CONTROLS) + ["no-bonus-token"])
 def test_exact_in_distribution_entries_emit_a_first_token_distributed_as_p(mutant):
     """Chi-square goodness of fit of 20,000 first tokens (k = 1, seed 0) to p(. | 0); an exact
     sampler fails with probability ALPHA = 1e-6."""

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import event, example, given
 from hypothesis import strategies as st
+from hypothesis_labels import label_zeros
 
 from specverify import speculative_step
-
-from hypothesis_labels import label_zeros
 
 
 @st.composite
@@ -46,8 +45,7 @@ def label(p, q, out, k):
         event("disjoint supports")
     label_zeros(p, q)
     event(f"k {k}")
-    event("all accepted: reached the bonus token" if len(out) == k + 1
-          else f"rejected at position {len(out) - 1}")
+    event("all accepted: reached the bonus token" if len(out) == k + 1 else f"rejected at position {len(out) - 1}")
 
 
 @given(pq_and_k())

@@ -12,9 +12,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from specverify.surface.check_run import check
 from specverify.interfaces.round_counterexample import find_counterexample
 from specverify.mutants import ALL, get
+from specverify.surface.check_run import check
 
 BROKEN = textwrap.dedent(
     """
@@ -51,8 +51,7 @@ def broken(tmp_path_factory):
 
 
 def cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "specverify", *args], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "specverify", *args], capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -93,8 +92,9 @@ def test_fail_fast_gives_the_whole_runs_verdict(mutant_id):
 def test_fail_fast_on_the_command_line():
     """--fail-fast: exit 1, the JSON parses, says it stopped early, and its first finding is the
     whole run's (the API's, above)."""
-    code, out, err = cli("check", "specverify.mutants.catalogue:inverted_ratio", "--json", "--budget",
-                         "quick", "--fail-fast")
+    code, out, err = cli(
+        "check", "specverify.mutants.catalogue:inverted_ratio", "--json", "--budget", "quick", "--fail-fast"
+    )
     assert code == 1, err
     report = json.loads(out)
     whole = check(get("ratio/inverted").fn, "x", budget="quick", counterexample=False)
@@ -121,8 +121,13 @@ def test_reference_is_exact_and_efficient_at_the_standard_budget():
 
 @pytest.mark.parametrize(
     "name, words",
-    [("hangs", "did not return within"), ("raises", "raised RuntimeError: boom"),
-     ("junk", "returned str"), ("too_many", "tokens with k="), ("mutates", "wrote into an array")],
+    [
+        ("hangs", "did not return within"),
+        ("raises", "raised RuntimeError: boom"),
+        ("junk", "returned str"),
+        ("too_many", "tokens with k="),
+        ("mutates", "wrote into an array"),
+    ],
 )
 def test_broken_samplers_are_reported_not_crashing(broken, name, words):
     code, out, err = cli("check", f"{broken}:{name}", "--json", "--budget", "quick")
@@ -133,8 +138,12 @@ def test_broken_samplers_are_reported_not_crashing(broken, name, words):
 
 @pytest.mark.parametrize(
     "target, words",
-    [("no_colon", "expected 'package.module:function'"), ("nosuch.mod:f", "cannot import"),
-     ("specverify:nope", "has no attribute 'nope'"), ("/no/such/file.py:f", "no such file")],
+    [
+        ("no_colon", "expected 'package.module:function'"),
+        ("nosuch.mod:f", "cannot import"),
+        ("specverify:nope", "has no attribute 'nope'"),
+        ("/no/such/file.py:f", "no such file"),
+    ],
 )
 def test_usage_errors_exit_2_with_one_line(target, words):
     code, out, err = cli("check", target)
@@ -149,13 +158,11 @@ def test_not_callable_and_bad_option(broken):
 
 
 def test_cli_json_for_an_exact_and_a_biased_sampler():
-    code, out, _ = cli("check", "specverify.mutants.catalogue:speculative_step", "--json",
-                       "--budget", "quick")
+    code, out, _ = cli("check", "specverify.mutants.catalogue:speculative_step", "--json", "--budget", "quick")
     report = json.loads(out)
     assert code == 0 and report["exact"] is True and report["efficient"] is True
     assert {"target", "exact", "efficient", "findings"} <= set(report)
-    code, out, _ = cli("check", "specverify.mutants.catalogue:no_verification", "--json",
-                       "--budget", "quick")
+    code, out, _ = cli("check", "specverify.mutants.catalogue:no_verification", "--json", "--budget", "quick")
     report = json.loads(out)
     assert code == 1 and report["exact"] is False
     f = report["findings"][0]

@@ -20,22 +20,42 @@ import numpy as np
 import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
-
-from specverify import acceptance_rate, expected_tokens, get_sampler, strategies as sst
-from specverify.laws.chains import TableModel, toy_chain
-from specverify.laws.exact import round_length_distribution, sampler_distribution, sequence_distribution
-from specverify.laws.exact import NotEnumerable, total_variation
-from specverify.samplers.batched import simulate_tokens
-from specverify.samplers.chain import residual
-from specverify.laws.stats import chi_square_test
-
 from hypothesis_labels import label_model
 
-EXACT_SAMPLERS = ["chain", "block", "tree-iid", "tree-without-replacement", "adaptive-confidence",
-                  "prompt-lookup", "spectr", "canonical-ot", "traversal-iid",
-                  "traversal-without-replacement"]
-MULTI_DRAFT = ("tree-iid", "tree-without-replacement", "spectr", "canonical-ot", "traversal-iid",
-               "traversal-without-replacement")
+from specverify import acceptance_rate, expected_tokens, get_sampler
+from specverify import strategies as sst
+from specverify.laws.chains import TableModel, toy_chain
+from specverify.laws.exact import (
+    NotEnumerable,
+    round_length_distribution,
+    sampler_distribution,
+    sequence_distribution,
+    total_variation,
+)
+from specverify.laws.stats import chi_square_test
+from specverify.samplers.batched import simulate_tokens
+from specverify.samplers.chain import residual
+
+EXACT_SAMPLERS = [
+    "chain",
+    "block",
+    "tree-iid",
+    "tree-without-replacement",
+    "adaptive-confidence",
+    "prompt-lookup",
+    "spectr",
+    "canonical-ot",
+    "traversal-iid",
+    "traversal-without-replacement",
+]
+MULTI_DRAFT = (
+    "tree-iid",
+    "tree-without-replacement",
+    "spectr",
+    "canonical-ot",
+    "traversal-iid",
+    "traversal-without-replacement",
+)
 
 
 @st.composite
@@ -44,8 +64,7 @@ def cases(draw):
     model = draw(sst.table_models(vocab_size=(2, 3), order=(0, 3), period=(1, 2)))
     k = draw(st.integers(1, 5 if model.vocab_size == 2 else 3))
     m = draw(st.integers(1, 4 if model.vocab_size == 2 else 3))
-    prefix = tuple(draw(st.lists(st.integers(0, model.vocab_size - 1), min_size=model.order,
-                                 max_size=model.order + 1)))
+    prefix = tuple(draw(st.lists(st.integers(0, model.vocab_size - 1), min_size=model.order, max_size=model.order + 1)))
     return model, prefix, k, m
 
 
@@ -57,8 +76,7 @@ def test_every_exact_sampler_matches_the_target_exactly(case, name):
         k = min(k, 2)  # a width-2 tree of depth k has 2 + ... + 2^k nodes to enumerate
     label_model(model, k, m)
     event(f"sampler {name}")
-    got = sampler_distribution(get_sampler(name), model.p_fn, model.q_fn, prefix, k, m,
-                               max_paths=400_000)
+    got = sampler_distribution(get_sampler(name), model.p_fn, model.q_fn, prefix, k, m, max_paths=400_000)
     want = sequence_distribution(model.p_fn, prefix, m)
     assert total_variation(got, want) < 1e-9
 
@@ -99,8 +117,7 @@ def test_enumeration_or_statistics_as_the_checker_does(case, seed, max_paths):
     sampler = get_sampler("chain")
     want = sequence_distribution(model.p_fn, prefix, m)
     try:
-        got = sampler_distribution(sampler, model.p_fn, model.q_fn, prefix, k, m,
-                                   max_paths=max_paths)
+        got = sampler_distribution(sampler, model.p_fn, model.q_fn, prefix, k, m, max_paths=max_paths)
     except NotEnumerable:
         event("fell back from enumeration to statistics")
         rng = np.random.default_rng(seed)

@@ -14,24 +14,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import generated_subjects
+import loop_wrong_only_there as wrong
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import specverify
-from specverify.interfaces import round_cases, round as round_interface
-from specverify.battery import core as battery_core
 from specverify import interfaces
-from specverify.laws import scale
+from specverify.battery import core as battery_core
 from specverify.battery.core import Finding
+from specverify.interfaces import round as round_interface
+from specverify.interfaces import round_cases
 from specverify.interfaces.loop import run_loop_battery
 from specverify.interfaces.loop_cases import scale_loop_cases
+from specverify.laws import scale
 from specverify.samplers.chain import speculative_step
 from specverify.samplers.reference_loop import generate
-
-import generated_subjects
-import loop_wrong_only_there as wrong
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,9 +102,11 @@ def test_the_reference_is_exact_on_the_engine_scale_cases_over_seeds_0_to_4(seed
     from dataclasses import replace
 
     b = replace(round_cases.get_budget("standard"), scale_s=600.0)
-    result = battery_core.run_in_subject(speculative_step, lambda h: round_interface.RoundBattery(h, b, seed, None),
-                                      lambda run: run.engine_scale(round_cases.engine_scale_cases(b, seed),
-                                                                   b.false_fail_rate / 4))
+    result = battery_core.run_in_subject(
+        speculative_step,
+        lambda h: round_interface.RoundBattery(h, b, seed, None),
+        lambda run: run.engine_scale(round_cases.engine_scale_cases(b, seed), b.false_fail_rate / 4),
+    )
     assert result.findings == [], result.findings
     power = [row for row in result.power if "binned" in row]
     assert len(power) == 2 and all(row["runs"] == b.scale_runs for row in power)
@@ -120,13 +122,16 @@ def test_a_round_sampler_wrong_only_at_engine_scale_is_not_exact(name):
     result = round_interface.run_battery(fn, "quick", 0)
     assert result.exact is True, result.findings
     b = round_cases.get_budget("standard")
-    result = battery_core.run_in_subject(fn, lambda h: round_interface.RoundBattery(h, b, 0, None),
-                                      lambda run: run.engine_scale(round_cases.engine_scale_cases(b, 0),
-                                                                   b.false_fail_rate / 4))
+    result = battery_core.run_in_subject(
+        fn,
+        lambda h: round_interface.RoundBattery(h, b, 0, None),
+        lambda run: run.engine_scale(round_cases.engine_scale_cases(b, 0), b.false_fail_rate / 4),
+    )
     assert result.exact is False
     kinds = {(f.check, f.kind) for f in result.flagged()}
-    assert kinds == ({("binned-chi-square", "distribution")} if name == "tile_off_by_one" else
-                     {("contract", "contract")}), kinds
+    assert kinds == (
+        {("binned-chi-square", "distribution")} if name == "tile_off_by_one" else {("contract", "contract")}
+    ), kinds
     assert all("V" in f.case and "binned" in f.case for f in result.flagged())
 
 
@@ -135,9 +140,13 @@ def test_the_cli_shrinks_a_binned_finding_to_the_first_vocabulary_that_shows_it(
     is the smallest engine-scale case that still shows the tile bug (V = 1025: one id past the
     first tile), and coverage lists every case with how it was judged."""
     target = f"{ROOT / 'tests' / 'generated_subjects.py'}:tile_off_by_one"
-    proc = subprocess.run([sys.executable, "-m", "specverify", "check", target, "--json"],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "specverify", "check", target, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert report["exact"] is False
@@ -149,8 +158,9 @@ def test_the_cli_shrinks_a_binned_finding_to_the_first_vocabulary_that_shows_it(
     assert {c["origin"] for c in cases} >= {"fixed", "generated"}
     # its runs: up to the budget's 2,000, fewer when its 15 s ran out (a loaded machine); the
     # planned count is asserted in-process above, with the time cap lifted
-    assert any(c["vocab"] == 4096 and c["k"] == 8 and 0 < c["runs"] <= 2000 and c["detect_tv"] is not None
-               for c in cases)
+    assert any(
+        c["vocab"] == 4096 and c["k"] == 8 and 0 < c["runs"] <= 2000 and c["detect_tv"] is not None for c in cases
+    )
 
 
 def test_the_shrink_of_a_binned_finding_reaches_the_first_vocabulary_that_shows_it():
@@ -168,9 +178,15 @@ def test_the_shrink_of_a_binned_finding_reaches_the_first_vocabulary_that_shows_
 def test_aim_validates_each_argument_by_name():
     assert interfaces.aim(vocab="32000", k="1..8", max_tokens=16) == interfaces.Aim(32000, tuple(range(1, 9)), 16)
     assert interfaces.aim(k="2,4").ks == (2, 4) and interfaces.aim(k=[3]).ks == (3,)
-    for kwargs, word in [({"vocab": 1}, "vocab"), ({"vocab": "x"}, "vocab"), ({"k": "0..3"}, "k"),
-                         ({"k": "5..2"}, "k"), ({"k": True}, "k"), ({"max_tokens": -1}, "max_tokens"),
-                         ({"max_tokens": 65}, "max_tokens")]:
+    for kwargs, word in [
+        ({"vocab": 1}, "vocab"),
+        ({"vocab": "x"}, "vocab"),
+        ({"k": "0..3"}, "k"),
+        ({"k": "5..2"}, "k"),
+        ({"k": True}, "k"),
+        ({"max_tokens": -1}, "max_tokens"),
+        ({"max_tokens": 65}, "max_tokens"),
+    ]:
         with pytest.raises(interfaces.InterfaceError, match=f"^{word}:"):
             interfaces.aim(**kwargs)
     with pytest.raises(ValueError, match="^vocab:"):
@@ -247,15 +263,21 @@ def test_a_binned_loop_finding_no_smaller_batch_shows_is_its_own_counterexample(
     from specverify.interfaces.loop_counterexample import shrink_binned_loop
 
     case = scale_loop_cases("quick", 0)[0]
-    finding = Finding("loop-binned-chi-square", "distribution", "request 0: ...", case.name,
-                      {"request": 0, "position": 3, "binned_tv": 0.4, "samples": 300})
+    finding = Finding(
+        "loop-binned-chi-square",
+        "distribution",
+        "request 0: ...",
+        case.name,
+        {"request": 0, "position": 3, "binned_tv": 0.4, "samples": 300},
+    )
     ce = shrink_binned_loop(generate, "quick", 0, case, finding)
     assert ce["case"] == case.name and ce["vocab_size"] == case.vocab_size and ce["position"] == 3
 
 
 def test_an_aimed_loop_check_reaches_int16_ids():
-    report = specverify.check(wrong.ids_int16, budget="quick", interface="loop", vocab=40_000, k=2,
-                              max_tokens=4, counterexample=False)
+    report = specverify.check(
+        wrong.ids_int16, budget="quick", interface="loop", vocab=40_000, k=2, max_tokens=4, counterexample=False
+    )
     assert report.exact is False and report.exit_code == 1
     assert any(f.case.startswith("aimed") for f in report.result.flagged())
     entries = [c for c in report.to_dict()["coverage"]["cases"] if c["origin"] == "aimed"]

@@ -16,15 +16,26 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from specverify import api
-from specverify.interfaces import round_cases  # noqa: E402
 from specverify.adapters.kernels import to_sglang_chain  # noqa: E402
-from specverify.engines import ENGINES, ONE_MINUS_F32, describe_probes, kernel_probe, loader, render_findings, render_table, round_probe, run_probes
-from specverify.engines import rounds  # noqa: E402
+from specverify.engines import (
+    ENGINES,
+    ONE_MINUS_F32,
+    describe_probes,
+    kernel_probe,
+    loader,
+    render_findings,
+    render_table,
+    round_probe,
+    rounds,  # noqa: E402
+    run_probes,
+)
 from specverify.engines.__main__ import main, matches  # noqa: E402
+from specverify.interfaces import round_cases  # noqa: E402
 from specverify.samplers.chain import residual  # noqa: E402
 
-TINY = replace(round_cases.get_budget("quick"), name="tiny", cases=(0,), n_max=2000,
-               engine_vocab=0)  # 2,000 runs cannot judge a V = 128 case by chi-square
+TINY = replace(
+    round_cases.get_budget("quick"), name="tiny", cases=(0,), n_max=2000, engine_vocab=0
+)  # 2,000 runs cannot judge a V = 128 case by chi-square
 
 
 # ----------------------------------------------------------------------------- references
@@ -48,8 +59,9 @@ def reference_kernel(draft_ids, draft_probs, target_probs, uniforms):
     return out, nacc
 
 
-def eagle_convention_reference(logits, candidates, logits_processor, cart_candidates_prob, op, p_indices,
-                               tree_candidates, b_indices):
+def eagle_convention_reference(
+    logits, candidates, logits_processor, cart_candidates_prob, op, p_indices, tree_candidates, b_indices
+):
     """EAGLE-1's ``evaluate_posterior`` arguments and results, for a chain, with the token-wise
     rule and Python's global ``random`` as EAGLE draws it."""
     k = candidates.shape[1] - 1
@@ -81,10 +93,14 @@ def test_standins_are_installed_only_while_loading(tmp_path):
     (root / "fakeengine" / "__init__.py").write_text("raise RuntimeError('never executed')\n")
     (root / "fakeengine" / "layers" / "verify.py").write_text(
         "import fakeengine.envs as envs\nfrom fakeengine.platforms import current_platform\n"
-        "FLAG = envs.USE_CUDA\nDEVICE = current_platform.device_type\n")
-    std = {"fakeengine.envs": loader.standin("fakeengine.envs", "flag", USE_CUDA=False),
-           "fakeengine.platforms": loader.standin("fakeengine.platforms", "cpu",
-                                                  current_platform=type("P", (), {"device_type": "cpu"}))}
+        "FLAG = envs.USE_CUDA\nDEVICE = current_platform.device_type\n"
+    )
+    std = {
+        "fakeengine.envs": loader.standin("fakeengine.envs", "flag", USE_CUDA=False),
+        "fakeengine.platforms": loader.standin(
+            "fakeengine.platforms", "cpu", current_platform=type("P", (), {"device_type": "cpu"})
+        ),
+    }
     before = set(sys.modules)
     mod = loader.load("fakeengine.layers.verify", root, std)
     assert (mod.FLAG, mod.DEVICE) == (False, "cpu")
@@ -144,24 +160,47 @@ def test_probes_see_a_non_strict_kernel():
 
 def test_round_wrappers_probe_eagle_convention():
     step = rounds.eagle_round(eagle_convention_reference)
-    facts = run_probes(round_probe(step.verify), 1 - 2 ** -53, n=8)
+    facts = run_probes(round_probe(step.verify), 1 - 2**-53, n=8)
     assert facts["p0_u0"]["accept_rate"] == 0 and facts["pq_u1"]["accept_rate"] == 1
     assert facts["q0_draft"]["accept_rate"] == 0
 
 
 def _row(**kw):
-    base = {"engine": "x", "package": "pkg", "version": "1", "function": "f | g", "interface": "kernel",
-            "verdict": "exact", "power": "p", "efficiency": "e", "measure_zero": "m", "battery_edges": "",
-            "disagreements": "d", "randomness": "r", "uniforms": "[0, 1)", "seconds": 1.0,
-            "command": "python -m specverify.engines --engine x --budget quick", "expected": "exact", "exact": True}
+    base = {
+        "engine": "x",
+        "package": "pkg",
+        "version": "1",
+        "function": "f | g",
+        "interface": "kernel",
+        "verdict": "exact",
+        "power": "p",
+        "efficiency": "e",
+        "measure_zero": "m",
+        "battery_edges": "",
+        "disagreements": "d",
+        "randomness": "r",
+        "uniforms": "[0, 1)",
+        "seconds": 1.0,
+        "command": "python -m specverify.engines --engine x --budget quick",
+        "expected": "exact",
+        "exact": True,
+    }
     return {**base, **kw}
 
 
 def test_table_rows_skips_and_findings():
-    rows = [_row(), {"engine": "t", "skipped": "t: no wheel"},
-            _row(engine="y", verdict="not exact", exact=False, expected="lossy",
-                 findings=[{"kind": "distribution", "check": "exact-tv", "message": "TV 0.3"}],
-                 counterexample={"draft_ids": [0], "p": [[0.5, 0.5]]})]
+    rows = [
+        _row(),
+        {"engine": "t", "skipped": "t: no wheel"},
+        _row(
+            engine="y",
+            verdict="not exact",
+            exact=False,
+            expected="lossy",
+            findings=[{"kind": "distribution", "check": "exact-tv", "message": "TV 0.3"}],
+            counterexample={"draft_ids": [0], "p": [[0.5, 0.5]]},
+        ),
+    ]
     table = render_table(rows)
     lines = table.splitlines()
     assert lines[0].startswith("| engine | version | function | verdict")
@@ -182,8 +221,18 @@ def test_render_from_saved_json(tmp_path, capsys):
 def test_every_engine_row_is_declared():
     names = [e.name for e in ENGINES]
     assert len(names) == len(set(names))
-    for wanted in ("vllm-v0-rejection", "vllm-v0-typical", "vllm-v1-rejection", "sglang-chain",
-                   "sglang-block-kernel", "sglang-block-round", "eagle1", "medusa", "tensorrt-llm", "flashinfer"):
+    for wanted in (
+        "vllm-v0-rejection",
+        "vllm-v0-typical",
+        "vllm-v1-rejection",
+        "sglang-chain",
+        "sglang-block-kernel",
+        "sglang-block-round",
+        "eagle1",
+        "medusa",
+        "tensorrt-llm",
+        "flashinfer",
+    ):
         assert wanted in names
     assert all((e.build is None) == (e.skip is not None) for e in ENGINES)
 
@@ -205,7 +254,7 @@ def test_eagle_round_wrapper_around_the_reference_is_exact():
 
 def test_medusa_round_wrapper_calls_accepting_everything_not_exact():
     step = rounds.medusa_round(medusa_convention_accept_all, medusa_generate_candidates)
-    assert step.verify([1, 0], [np.array([.2, .8]), np.array([.9, .1]), np.array([.3, .7])]) == [1, 0, 1]
+    assert step.verify([1, 0], [np.array([0.2, 0.8]), np.array([0.9, 0.1]), np.array([0.3, 0.7])]) == [1, 0, 1]
     report = api.check(step, budget=TINY, interface="round", counterexample=False)
     assert report.exact is False
 

@@ -29,7 +29,18 @@ import pytest
 from scipy import stats
 
 from specverify.laws.chains import TableModel, handout_iid, toy_chain
-from specverify.laws.exact import AffineUniform, EnumeratingRng, NotEnumerable, SymbolicUniform, enumerate_distribution, exact_tv, round_length_distribution, sampler_distribution, sequence_distribution, total_variation
+from specverify.laws.exact import (
+    AffineUniform,
+    EnumeratingRng,
+    NotEnumerable,
+    SymbolicUniform,
+    enumerate_distribution,
+    exact_tv,
+    round_length_distribution,
+    sampler_distribution,
+    sequence_distribution,
+    total_variation,
+)
 from specverify.samplers.chain import accepts, draft, model_output, residual, speculative_step
 
 TOL = 1e-12

@@ -31,26 +31,32 @@ def closed_port() -> int:
 # ------------------------------------------------------------------ parse_address
 
 
-@pytest.mark.parametrize("address, expected", [
-    ("ray://head:10001", ("head", 10001)),
-    ("ray://10.0.0.2:10001/", ("10.0.0.2", 10001)),
-    ("127.0.0.1:6379", ("127.0.0.1", 6379)),
-    ("[::1]:6379", ("::1", 6379)),
-    ("ray://[fe80::1]:10001", ("fe80::1", 10001)),
-])
+@pytest.mark.parametrize(
+    "address, expected",
+    [
+        ("ray://head:10001", ("head", 10001)),
+        ("ray://10.0.0.2:10001/", ("10.0.0.2", 10001)),
+        ("127.0.0.1:6379", ("127.0.0.1", 6379)),
+        ("[::1]:6379", ("::1", 6379)),
+        ("ray://[fe80::1]:10001", ("fe80::1", 10001)),
+    ],
+)
 def test_parse_address(address, expected):
     assert parse_address(address) == expected
 
 
-@pytest.mark.parametrize("address, words", [
-    ("garbage:99999", "the port must be an integer in 1..65535, got '99999'"),
-    ("ray://head:x", "the port must be an integer in 1..65535, got 'x'"),
-    ("head:0", "got '0'"),
-    ("ray://head", "expected HOST:PORT"),
-    ("ray://:10001", "expected HOST:PORT"),
-    ("garbage", "expected HOST:PORT"),
-    ("http://head:8265", "expected ray://HOST:PORT or HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "address, words",
+    [
+        ("garbage:99999", "the port must be an integer in 1..65535, got '99999'"),
+        ("ray://head:x", "the port must be an integer in 1..65535, got 'x'"),
+        ("head:0", "got '0'"),
+        ("ray://head", "expected HOST:PORT"),
+        ("ray://:10001", "expected HOST:PORT"),
+        ("garbage", "expected HOST:PORT"),
+        ("http://head:8265", "expected ray://HOST:PORT or HOST:PORT"),
+    ],
+)
 def test_a_malformed_address_is_an_error_naming_where_it_came_from(address, words):
     with pytest.raises(ExecutorUnavailable, match="^RAY_ADDRESS: ") as info:
         parse_address(address, "RAY_ADDRESS")
@@ -73,8 +79,10 @@ def test_executor_argument_checks_the_port():
 def test_probe_of_a_closed_port_fails_at_once():
     port = closed_port()
     t0 = time.perf_counter()
-    with pytest.raises(ExecutorUnavailable, match=f"^--executor: cannot reach the Ray cluster at "
-                                                  f"127.0.0.1:{port} \\(connection refused\\)"):
+    with pytest.raises(
+        ExecutorUnavailable,
+        match=f"^--executor: cannot reach the Ray cluster at 127.0.0.1:{port} \\(connection refused\\)",
+    ):
         probe("127.0.0.1", port)
     assert time.perf_counter() - t0 < 2.0
 
@@ -123,8 +131,11 @@ def test_probe_of_a_connect_that_times_out(monkeypatch):
 
 def test_check_cluster_reads_ray_address(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "garbage:99999")
-    with pytest.raises(ExecutorUnavailable, match=r"^--executor ray \(RAY_ADDRESS\): 'garbage:99999': "
-                                                  r"the port must be an integer in 1\.\.65535"):
+    with pytest.raises(
+        ExecutorUnavailable,
+        match=r"^--executor ray \(RAY_ADDRESS\): 'garbage:99999': "
+        r"the port must be an integer in 1\.\.65535",
+    ):
         check_cluster("ray")
     port = closed_port()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
@@ -139,8 +150,11 @@ def test_check_cluster_reads_ray_address(monkeypatch):
 
 def test_ray_client_address_needs_the_client(monkeypatch):
     monkeypatch.setattr(executors, "client_available", lambda: False)
-    with pytest.raises(ExecutorUnavailable, match=r"^--executor: 'ray://127\.0\.0\.1:1' needs the Ray Client, "
-                                                  r".*pip install 'ray\[client\]'$"):
+    with pytest.raises(
+        ExecutorUnavailable,
+        match=r"^--executor: 'ray://127\.0\.0\.1:1' needs the Ray Client, "
+        r".*pip install 'ray\[client\]'$",
+    ):
         check_cluster("ray://127.0.0.1:1")
     monkeypatch.setenv("RAY_ADDRESS", "ray://127.0.0.1:1")
     with pytest.raises(ExecutorUnavailable, match=r"RAY_ADDRESS.*pip install 'ray\[client\]'"):
@@ -181,8 +195,11 @@ def test_connect_turns_a_ray_init_error_into_one_line(monkeypatch):
     def init(**kwargs):
         raise ValueError("Ray could not start\nmore detail")
 
-    with pytest.raises(ExecutorUnavailable, match=r"^--executor ray: Ray could not start or connect "
-                                                  r"\(ValueError: Ray could not start\)$"):
+    with pytest.raises(
+        ExecutorUnavailable,
+        match=r"^--executor ray: Ray could not start or connect "
+        r"\(ValueError: Ray could not start\)$",
+    ):
         executors._connect(fake_ray(init), "ray", 2)
     started = []
     assert executors._connect(fake_ray(lambda **kw: started.append(kw)), "ray", 2) is True
@@ -191,7 +208,7 @@ def test_connect_turns_a_ray_init_error_into_one_line(monkeypatch):
 
 # ------------------------------------------------------------------ through check and mutants report
 
-FAKE_RAY = '''
+FAKE_RAY = """
 import pathlib, time
 
 def is_initialized():
@@ -200,7 +217,7 @@ def is_initialized():
 def init(**kwargs):
     pathlib.Path({mark!r}).write_text("init called")
     time.sleep(120)
-'''
+"""
 
 
 @pytest.fixture
@@ -220,20 +237,32 @@ def run_cli(site, *args, ray_address=None):
     if ray_address is not None:
         env["RAY_ADDRESS"] = ray_address
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=90,
-                          cwd=ROOT, env=env)
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=90, cwd=ROOT, env=env)
     return proc, time.perf_counter() - t0
 
 
-@pytest.mark.parametrize("args, ray_address, words", [
-    (("specverify", "check", "specverify:speculative_step", "--executor", "ray"), "CLOSED",
-     "specverify check: --executor ray (RAY_ADDRESS): cannot reach the Ray cluster at 127.0.0.1:"),
-    (("specverify", "check", "specverify:speculative_step", "--executor", "ray://127.0.0.1:10001"), None,
-     "specverify check: --executor: 'ray://127.0.0.1:10001' needs the Ray Client, which the installed "
-     "Ray lacks: pip install 'ray[client]'"),
-    (("specverify.mutants", "report", "--mutant", "ratio/inverted", "--executor", "ray"), "garbage:99999",
-     "specverify.mutants: --executor ray (RAY_ADDRESS): 'garbage:99999': the port must be an integer"),
-], ids=["check-unreachable", "check-no-client", "mutants-bad-port"])
+@pytest.mark.parametrize(
+    "args, ray_address, words",
+    [
+        (
+            ("specverify", "check", "specverify:speculative_step", "--executor", "ray"),
+            "CLOSED",
+            "specverify check: --executor ray (RAY_ADDRESS): cannot reach the Ray cluster at 127.0.0.1:",
+        ),
+        (
+            ("specverify", "check", "specverify:speculative_step", "--executor", "ray://127.0.0.1:10001"),
+            None,
+            "specverify check: --executor: 'ray://127.0.0.1:10001' needs the Ray Client, which the installed "
+            "Ray lacks: pip install 'ray[client]'",
+        ),
+        (
+            ("specverify.mutants", "report", "--mutant", "ratio/inverted", "--executor", "ray"),
+            "garbage:99999",
+            "specverify.mutants: --executor ray (RAY_ADDRESS): 'garbage:99999': the port must be an integer",
+        ),
+    ],
+    ids=["check-unreachable", "check-no-client", "mutants-bad-port"],
+)
 def test_a_bad_cluster_is_one_line_and_exit_2_through_the_clis(stand_in_ray, args, ray_address, words):
     site, mark = stand_in_ray
     address = f"127.0.0.1:{closed_port()}" if ray_address == "CLOSED" else ray_address

@@ -18,18 +18,33 @@ import polars as pl
 import pytest
 
 from specverify.bench import suite as bench
-from specverify.laws import theory
-from specverify.laws.chains import toy_chain
-from specverify.experiments import greedy_drafter, main, noise_vs_bias, non_iid, power, run, speedup_surface, temperature
+from specverify.experiments import (
+    greedy_drafter,
+    main,
+    noise_vs_bias,
+    non_iid,
+    power,
+    run,
+    speedup_surface,
+    temperature,
+)
 from specverify.experiments.analytic import temperature_pairs, toy_target
 from specverify.experiments.output import PNG_SIGNATURE
 from specverify.experiments.sampled import expected_tv, run_sizes, stationary
+from specverify.laws import theory
+from specverify.laws.chains import toy_chain
 
 # The handout's section 3 table (c = 0.05): k -> (tokens 0.6, speedup 0.6, tokens 0.8, speedup 0.8)
 HANDOUT_TABLE = {
-    1: (1.60, 1.52, 1.80, 1.71), 2: (1.96, 1.78, 2.44, 2.22), 3: (2.18, 1.89, 2.95, 2.57),
-    4: (2.31, 1.92, 3.36, 2.80), 5: (2.38, 1.91, 3.69, 2.95), 6: (2.43, 1.87, 3.95, 3.04),
-    7: (2.46, 1.82, 4.16, 3.08), 8: (2.47, 1.77, 4.33, 3.09), 9: (2.48, 1.71, 4.46, 3.08),
+    1: (1.60, 1.52, 1.80, 1.71),
+    2: (1.96, 1.78, 2.44, 2.22),
+    3: (2.18, 1.89, 2.95, 2.57),
+    4: (2.31, 1.92, 3.36, 2.80),
+    5: (2.38, 1.91, 3.69, 2.95),
+    6: (2.43, 1.87, 3.95, 3.04),
+    7: (2.46, 1.82, 4.16, 3.08),
+    8: (2.47, 1.77, 4.33, 3.09),
+    9: (2.48, 1.71, 4.46, 3.08),
     10: (2.49, 1.66, 4.57, 3.05),
 }
 
@@ -118,8 +133,7 @@ def test_non_iid_matches_closed_forms(tmp_path):
     assert row["exact_stationary_start"] == pytest.approx(1 + pi @ alphas, abs=1e-12)
     assert row["alpha_mean"] == pytest.approx(alphas.mean())
     for r in table.iter_rows(named=True):
-        assert r["formula_alpha_stationary"] == pytest.approx(
-            theory.expected_tokens(pi @ alphas, r["k"]))
+        assert r["formula_alpha_stationary"] == pytest.approx(theory.expected_tokens(pi @ alphas, r["k"]))
         assert abs(r["measured"] - r["exact_long_run"]) < 6 * r["measured_se"]
 
 
@@ -147,8 +161,12 @@ def test_speedup_surface_reproduces_handout_table(tmp_path):
     got = {r["k"]: r for r in handout.iter_rows(named=True)}
     for k, want in HANDOUT_TABLE.items():
         row = got[k]
-        values = (row["tokens_per_pass_alpha_0.6"], row["speedup_alpha_0.6"],
-                  row["tokens_per_pass_alpha_0.8"], row["speedup_alpha_0.8"])
+        values = (
+            row["tokens_per_pass_alpha_0.6"],
+            row["speedup_alpha_0.6"],
+            row["tokens_per_pass_alpha_0.8"],
+            row["speedup_alpha_0.8"],
+        )
         assert tuple(round(v, 2) for v in values) == want, k
     at_032 = {r["alpha"]: r for r in best.filter(pl.col("c") == 0.32).iter_rows(named=True)}
     assert (at_032[0.8]["best_k"], round(at_032[0.8]["speedup_at_best_k"], 2)) == (3, 1.51)
@@ -159,8 +177,7 @@ def test_power_reproduces_stats_docstring(tmp_path):
     """At false-pass 1e-6, stats.py documents: handout test 0.0302, chi-square at 1.5e-5
     0.0303, at 1e-6 0.0319, TV bound at 1e-6 0.0335; TV 0.17 needs 1,181 / 1,162 runs."""
     needed, at_n = assert_outputs(power(tmp_path, tvs=(0.03, 0.17), false_pass_rate=1e-6), 2)
-    d = {(r["test"].split(" ")[0], r["false_fail_rate"]): r["min_detectable_tv"]
-         for r in at_n.iter_rows(named=True)}
+    d = {(r["test"].split(" ")[0], r["false_fail_rate"]): r["min_detectable_tv"] for r in at_n.iter_rows(named=True)}
     assert d[("handout:", 1.5e-5)] == pytest.approx(0.0302, abs=5e-5)
     assert d[("chi-square", 1.5e-5)] == pytest.approx(0.0303, abs=5e-5)
     assert d[("chi-square", 1e-6)] == pytest.approx(0.0319, abs=5e-5)
@@ -196,8 +213,11 @@ def test_bench_quick_fields(tmp_path, capsys):
     assert rows and all(r["status"] == "ok" and r["exact_tv"] < 1e-12 for r in rows)
     assert all(r["paths"] >= 1 and r["outcomes"] == r["vocab"] ** r["window"] for r in rows)
     verdicts = {r["sampler"]: r["exact"] for r in result["check"]}
-    assert verdicts == {"reference/speculative_step": True, "rejection/resample-from-p": False,
-                        "control/product-form-acceptance": True}
+    assert verdicts == {
+        "reference/speculative_step": True,
+        "rejection/resample-from-p": False,
+        "control/product-form-acceptance": True,
+    }
     assert any(r["test"].startswith("handout") for r in result["power"])
     text = report.read_text()
     assert text.startswith("# Benchmarks") and "python -m specverify.bench" in text

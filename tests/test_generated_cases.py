@@ -1,17 +1,17 @@
 """Cases drawn from the check's seed (issue 22): reproducible, exact for the reference, and able
 to catch a bug no fixed case reaches. Verdicts below are exact enumerations (no sampling noise)."""
 
+import generated_subjects
 import numpy as np
 import pytest
 
 import specverify
 from specverify.battery import core as battery_core
-from specverify.interfaces import round_cases, round as round_interface
+from specverify.interfaces import round as round_interface
+from specverify.interfaces import round_cases
 from specverify.laws import exact
 from specverify.mutants import ALL
 from specverify.samplers.chain import speculative_step
-
-import generated_subjects
 
 
 def test_the_same_seed_draws_the_same_cases():
@@ -28,8 +28,9 @@ def test_the_same_seed_draws_the_same_cases():
 @pytest.mark.parametrize("seed", range(5))
 def test_the_reference_is_exact_on_every_drawn_case(seed):
     for case in round_cases.generated_cases("standard", seed):
-        got = exact.sampler_distribution(speculative_step, case.model.p_fn, case.model.q_fn,
-                                         case.prefix, case.k, case.m, max_paths=200_000)
+        got = exact.sampler_distribution(
+            speculative_step, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m, max_paths=200_000
+        )
         want = exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
         assert exact.total_variation(got, want) < battery_core.EXACT_TV_TOL, case.name
 
@@ -59,7 +60,8 @@ def test_every_round_control_is_exact_on_every_drawn_case_over_seeds_0_to_4(cont
     assert len(ROUND_CONTROLS) >= 7
     for seed in range(5):
         for case in round_cases.generated_cases("standard", seed):
-            got = exact.sampler_distribution(control.fn, case.model.p_fn, case.model.q_fn, case.prefix,
-                                             case.k, case.m, max_paths=200_000)
+            got = exact.sampler_distribution(
+                control.fn, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m, max_paths=200_000
+            )
             want = exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
             assert exact.total_variation(got, want) < battery_core.EXACT_TV_TOL, (seed, case.name)

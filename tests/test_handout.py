@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from specverify import acceptance_rate, expected_speedup, expected_tokens, speculative_step
-from specverify.laws.chains import handout_iid, toy_chain
 from specverify.interfaces.round_tasks import first_tokens
+from specverify.laws.chains import handout_iid, toy_chain
 
 RUNS = 30_000
 ROUNDS = 20_000
@@ -75,7 +75,7 @@ def test_formulas():
 
 
 # The handout's bug list (section 5 and "Common bugs"), each pasted into speculative_step as a
-# catalogued mutant, with which of the two sampling tests it fails (the README's table; run with
+# catalogued mutant, with which of the two sampling tests it fails (docs/HANDOUT.md's table; run with
 # -s to print the figures). Same seeds as the tests above.
 HANDOUT_BUGS = {
     "bonus/no-bonus-token": (False, True),

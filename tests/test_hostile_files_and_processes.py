@@ -24,10 +24,10 @@ import pytest
 from process_probes import processes_with
 
 import specverify
-from specverify.common import files
-from specverify.surface import junit
 from specverify.battery import runner
+from specverify.common import files
 from specverify.common.validation import check_distinct_files, check_writable_file
+from specverify.surface import junit
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_PROC = Path("/proc/self/cmdline").exists()
@@ -111,12 +111,18 @@ def subjects(tmp_path_factory):
 def run_check(*args, env=None, tmpdir=None, timeout=300):
     """``python -m specverify check ARGS`` in its own session (a signal that escapes the guard
     cannot reach pytest); ``tmpdir``: its TMPDIR, where its capture files go."""
-    env = {k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}.items()
-           if v is not None}  # None: unset
+    env = {
+        k: v for k, v in {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}.items() if v is not None
+    }  # None: unset
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
-    return subprocess.run([sys.executable, "-m", "specverify", "check", *args], capture_output=True,
-                          timeout=timeout, env=env, start_new_session=True)
+    return subprocess.run(
+        [sys.executable, "-m", "specverify", "check", *args],
+        capture_output=True,
+        timeout=timeout,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def captures_in(folder) -> list[str]:
@@ -195,8 +201,7 @@ def test_the_same_file_twice_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "real.json").write_text("{}")
     (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
-    for a, b in (("r.json", str(tmp_path / "r.json")), ("real.json", "link.json"),
-                 ("./sub/../r.json", "r.json")):
+    for a, b in (("r.json", str(tmp_path / "r.json")), ("real.json", "link.json"), ("./sub/../r.json", "r.json")):
         with pytest.raises(ValueError, match="--out and --junit-xml: both name"):
             check_distinct_files(out=a, junit_xml=b)
     check_distinct_files(out="a.json", junit_xml="b.xml", markdown=None)  # distinct: fine
@@ -229,8 +234,7 @@ def test_check_writes_its_junit_xml_through_a_link(subjects, tmp_path):
     target.write_text("old")
     link = tmp_path / "link.xml"
     link.symlink_to(target)
-    proc = run_check(f"{subjects}:junk", "--budget", "quick", "--junit-xml", str(link), "--json",
-                     timeout=120)
+    proc = run_check(f"{subjects}:junk", "--budget", "quick", "--junit-xml", str(link), "--json", timeout=120)
     assert proc.returncode == 1 and json.loads(proc.stdout)["exact"] is False
     assert link.is_symlink()
     case = ET.parse(target).getroot().find("testsuite/testcase")
@@ -238,6 +242,7 @@ def test_check_writes_its_junit_xml_through_a_link(subjects, tmp_path):
 
 
 # --------------------------------------------------------------------------- 3-4. processes and files
+
 
 def _spawn_sleep(subject, seconds: str) -> int:
     """A task (runs in the subject's process): starts `sleep SECONDS` and returns at once."""
@@ -331,14 +336,16 @@ PARENT_SCRIPT = textwrap.dedent(
 
 
 @needs_proc
-@pytest.mark.parametrize("ending", ["pass", "raise KeyboardInterrupt", "del handle"],
-                         ids=["exit", "ctrl-c", "collected"])
+@pytest.mark.parametrize(
+    "ending", ["pass", "raise KeyboardInterrupt", "del handle"], ids=["exit", "ctrl-c", "collected"]
+)
 def test_nothing_is_left_when_the_checker_ends_without_closing(tmp_path, ending):
     seconds = marker_seconds({"pass": 4, "raise KeyboardInterrupt": 5, "del handle": 6}[ending])
     script = PARENT_SCRIPT.format(tests=str(ROOT / "tests"), seconds=seconds, ending=ending)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                          timeout=120, start_new_session=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, start_new_session=True
+    )
     assert "started" in proc.stdout, proc.stderr
     assert gone_within(seconds) == []
     assert captures_in(tmp_path) == []
@@ -347,12 +354,12 @@ def test_nothing_is_left_when_the_checker_ends_without_closing(tmp_path, ending)
 # --------------------------------------------------------------------------- 5. signals
 
 
-@pytest.mark.parametrize("name", ["sigint_the_checker", "sigterm_the_checker",
-                                  "sigterm_the_checkers_group"])
+@pytest.mark.parametrize("name", ["sigint_the_checker", "sigterm_the_checker", "sigterm_the_checkers_group"])
 def test_the_subject_cannot_signal_the_checker(subjects, tmp_path, name):
     xml = tmp_path / "r.xml"
-    proc = run_check(f"{subjects}:{name}", "--budget", "quick", "--json", "--junit-xml", str(xml),
-                     tmpdir=tmp_path, timeout=120)
+    proc = run_check(
+        f"{subjects}:{name}", "--budget", "quick", "--json", "--junit-xml", str(xml), tmpdir=tmp_path, timeout=120
+    )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert report["exact"] is False
@@ -361,10 +368,14 @@ def test_the_subject_cannot_signal_the_checker(subjects, tmp_path, name):
     assert captures_in(tmp_path) == []
 
 
-@pytest.mark.parametrize("name, words", [
-    ("forges_garbage", "not a reply of specverify's"),
-    ("forges_a_pickle_of_the_wrong_shape", "not a reply of specverify's"),
-    ("forges_an_endless_message", "did not arrive whole within")])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("forges_garbage", "not a reply of specverify's"),
+        ("forges_a_pickle_of_the_wrong_shape", "not a reply of specverify's"),
+        ("forges_an_endless_message", "did not arrive whole within"),
+    ],
+)
 def test_bytes_forged_onto_the_result_pipe_are_a_contract_finding(subjects, tmp_path, name, words):
     """The subject writes onto the pipe its process answers on: garbage, a pickle that is not a
     reply, a length header promising 2 GiB that never come (read within the call's limit, 2 s at
@@ -372,8 +383,9 @@ def test_bytes_forged_onto_the_result_pipe_are_a_contract_finding(subjects, tmp_
     no capture file left; never an UnpicklingError traceback or a hang."""
     xml = tmp_path / "r.xml"
     start = time.monotonic()
-    proc = run_check(f"{subjects}:{name}", "--budget", "quick", "--json", "--junit-xml", str(xml),
-                     tmpdir=tmp_path, timeout=120)
+    proc = run_check(
+        f"{subjects}:{name}", "--budget", "quick", "--json", "--junit-xml", str(xml), tmpdir=tmp_path, timeout=120
+    )
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert report["exact"] is False
@@ -390,9 +402,14 @@ def test_sigterm_to_the_checker_stops_it_like_ctrl_c(subjects, tmp_path):
     seconds = marker_seconds(7)
     marker = tmp_path / seconds
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path), "SPECVERIFY_TEST_MARKER": str(marker)}
-    proc = subprocess.Popen([sys.executable, "-m", "specverify", "check", f"{subjects}:starts_sleep_then_dawdles",
-                             "--budget", "quick"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, start_new_session=True, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specverify", "check", f"{subjects}:starts_sleep_then_dawdles", "--budget", "quick"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        text=True,
+    )
     _wait_for(seconds, 60)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
@@ -440,9 +457,25 @@ def test_ctrl_c_on_the_second_target_keeps_the_first_targets_verdict(subjects, t
     xml = tmp_path / "r.xml"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "specverify", "check", f"{subjects}:junk", f"{slow}:f", "--json",
-         "--budget", "quick", "--junit-xml", str(xml)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "specverify",
+            "check",
+            f"{subjects}:junk",
+            f"{slow}:f",
+            "--json",
+            "--budget",
+            "quick",
+            "--junit-xml",
+            str(xml),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120  # the first target checked, the second loading (120 s limit)
         while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -470,8 +503,7 @@ def test_ctrl_c_on_the_second_target_keeps_the_first_targets_verdict(subjects, t
 
 def test_junit_escapes_lone_surrogates_and_stays_parseable(tmp_path):
     path = tmp_path / "r.xml"
-    case = junit.Case("t\udcff.py:f", "specverify.check", 0.5, "failure", "bad \ud800",
-                      "bad \ud800\x01 \ufffe")
+    case = junit.Case("t\udcff.py:f", "specverify.check", 0.5, "failure", "bad \ud800", "bad \ud800\x01 \ufffe")
     assert junit.write(path, "suite", [case], "test: --junit-xml") == 0
     el = ET.parse(path).getroot().find("testsuite/testcase")
     assert el.get("name") == "t\\udcff.py:f"
@@ -494,8 +526,7 @@ def test_an_undecodable_file_name_and_a_lone_surrogate_do_not_crash_the_reports(
 
 @pytest.mark.parametrize("json_flag", [False, True], ids=["human", "json"])
 def test_a_sampler_printing_an_accent_under_the_c_locale(subjects, json_flag):
-    env = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": None,
-           "LC_CTYPE": None}
+    env = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": None, "LC_CTYPE": None}
     args = [f"{subjects}:prints_an_accent", "--budget", "quick"] + (["--json"] if json_flag else [])
     proc = run_check(*args, env=env, timeout=300)
     err = proc.stderr.decode(errors="replace")
@@ -530,6 +561,7 @@ def test_capture_files_of_a_killed_host_are_removed_by_the_next_run(tmp_path, mo
     with runner.Runner(lambda: specverify.speculative_step) as subject:
         subject.start()
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-            [alive.name, other.name, os.path.basename(subject.capture_path)])
+            [alive.name, other.name, os.path.basename(subject.capture_path)]
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
     assert runner.remove_orphan_captures() == []  # once per process

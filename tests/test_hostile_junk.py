@@ -23,9 +23,10 @@ import numpy as np
 import pytest
 
 import specverify
-from specverify.battery import core as battery_core, runner
-from specverify.interfaces import round_tasks, round_cases, loop as loop_interface, loop_tasks
-from specverify.interfaces import loop_tasks
+from specverify.battery import core as battery_core
+from specverify.battery import runner
+from specverify.interfaces import loop as loop_interface
+from specverify.interfaces import loop_tasks, round_cases, round_tasks
 from specverify.laws.requests import Output
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -183,14 +184,16 @@ def checked(subjects: str, name: str) -> dict:
 
 @pytest.mark.parametrize(
     "name, words",
-    [("loop_returns_nones", "request 0: returned a NoneType (None), not an Output"),
-     ("loop_string_logprobs", "logprob 0 is a str ('-0.5'), not a number"),
-     ("loop_none_logprobs", "logprob 0 is a NoneType (None), not a number"),
-     ("loop_nan_drafted", "drafted is nan, not a whole number"),
-     ("loop_none_tokens", "returned a NoneType (None), not an int token id"),
-     ("loop_len_raises", "whose len() raised RuntimeError: len refused"),
-     ("loop_iter_raises", "whose iteration raised RuntimeError: iteration refused"),
-     ("loop_tokens_property_raises", "raised ValueError: tokens refused")],
+    [
+        ("loop_returns_nones", "request 0: returned a NoneType (None), not an Output"),
+        ("loop_string_logprobs", "logprob 0 is a str ('-0.5'), not a number"),
+        ("loop_none_logprobs", "logprob 0 is a NoneType (None), not a number"),
+        ("loop_nan_drafted", "drafted is nan, not a whole number"),
+        ("loop_none_tokens", "returned a NoneType (None), not an int token id"),
+        ("loop_len_raises", "whose len() raised RuntimeError: len refused"),
+        ("loop_iter_raises", "whose iteration raised RuntimeError: iteration refused"),
+        ("loop_tokens_property_raises", "raised ValueError: tokens refused"),
+    ],
 )
 def test_loop_junk_is_a_contract_finding(subjects, name, words):
     report = checked(subjects, name)
@@ -207,8 +210,13 @@ def test_nan_logprobs_are_a_logprob_finding_not_an_rng_finding(subjects):
     json.loads(json.dumps(result.to_dict()))
 
 
-@pytest.mark.parametrize("name, words", [("loop_accepted_99", "accepted 99 drafts but emitted only"),
-                                         ("loop_negative_accepted", "accepted -1 (a count cannot be negative)")])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("loop_accepted_99", "accepted 99 drafts but emitted only"),
+        ("loop_negative_accepted", "accepted -1 (a count cannot be negative)"),
+    ],
+)
 def test_counts_are_checked_without_drafted(subjects, name, words):
     result = loop_interface.run_loop_battery(_load(subjects, name), "quick")
     assert result.exact is False
@@ -241,16 +249,18 @@ def test_outcome_sends_back_plain_ints_and_floats():
 
 @pytest.mark.parametrize(
     "name, words",
-    [("tolist_raises", "returned a ToListRaises whose tolist() raised RuntimeError: tolist refused"),
-     ("getattr_raises", "returned a GetattrRaises; reading it raised RuntimeError: no attribute tolist"),
-     ("int_raises", "returned a IntRaises whose int() raised RuntimeError: int refused"),
-     ("str_raises", "raised StrRaises (its str() raised; repr: StrRaises('hidden'))"),
-     ("str_and_repr_raise", "raised StrAndReprRaise (its str() and repr() raised)"),
-     ("surrogate_message", "raised ValueError: bad \\ud800"),
-     ("len_raises", "whose len() raised RuntimeError: len refused"),
-     ("iter_raises", "whose iteration raised RuntimeError: iteration refused"),
-     ("returns_a_lambda", "returned a function (<function returns_a_lambda.<locals>.<lambda>"),
-     ("repr_raises_token", "returned a ReprRaises (<ReprRaises object>), not an int token id")],
+    [
+        ("tolist_raises", "returned a ToListRaises whose tolist() raised RuntimeError: tolist refused"),
+        ("getattr_raises", "returned a GetattrRaises; reading it raised RuntimeError: no attribute tolist"),
+        ("int_raises", "returned a IntRaises whose int() raised RuntimeError: int refused"),
+        ("str_raises", "raised StrRaises (its str() raised; repr: StrRaises('hidden'))"),
+        ("str_and_repr_raise", "raised StrAndReprRaise (its str() and repr() raised)"),
+        ("surrogate_message", "raised ValueError: bad \\ud800"),
+        ("len_raises", "whose len() raised RuntimeError: len refused"),
+        ("iter_raises", "whose iteration raised RuntimeError: iteration refused"),
+        ("returns_a_lambda", "returned a function (<function returns_a_lambda.<locals>.<lambda>"),
+        ("repr_raises_token", "returned a ReprRaises (<ReprRaises object>), not an int token id"),
+    ],
 )
 def test_round_junk_is_a_contract_finding(subjects, name, words):
     report = checked(subjects, name)
@@ -294,13 +304,23 @@ def test_messages_of_hostile_exceptions_are_plain_strings():
 
 def cli(target: str):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "specverify", "check", target, "--json", "--budget", "quick"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "specverify", "check", target, "--json", "--budget", "quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
-@pytest.mark.parametrize("name, words", [("loop_returns_nones", "not an Output or a list of token ids"),
-                                         ("str_and_repr_raise", "its str() and repr() raised"),
-                                         ("int_raises", "whose int() raised")])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("loop_returns_nones", "not an Output or a list of token ids"),
+        ("str_and_repr_raise", "its str() and repr() raised"),
+        ("int_raises", "whose int() raised"),
+    ],
+)
 def test_command_line_exits_1_with_json(subjects, name, words):
     proc = cli(f"{subjects}:{name}")
     assert proc.returncode == 1, proc.stderr

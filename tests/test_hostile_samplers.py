@@ -102,8 +102,13 @@ def subjects(tmp_path_factory):
 
 def check(target, *args, timeout=600):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "specverify", "check", target, "--json", *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specverify", "check", target, "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     report = json.loads(proc.stdout) if proc.returncode != 2 else None  # --json parses
     return proc.returncode, report, proc.stderr
 
@@ -116,13 +121,15 @@ def contract_message(report) -> str:
 
 @pytest.mark.parametrize(
     "name, words",
-    [("calls_sys_exit", "sys.exit(0)"),
-     ("calls_os_exit", "exited with code 0"),
-     ("exits_with_message", "sampler gave up"),
-     ("raises_keyboard_interrupt", "KeyboardInterrupt"),
-     ("exits_mid_run", "exited with code 3"),
-     ("returns_a_dict", "returned dict"),
-     ("returns_a_set", "returned set")],
+    [
+        ("calls_sys_exit", "sys.exit(0)"),
+        ("calls_os_exit", "exited with code 0"),
+        ("exits_with_message", "sampler gave up"),
+        ("raises_keyboard_interrupt", "KeyboardInterrupt"),
+        ("exits_mid_run", "exited with code 3"),
+        ("returns_a_dict", "returned dict"),
+        ("returns_a_set", "returned set"),
+    ],
 )
 def test_exits_and_junk_are_contract_findings(subjects, name, words):
     code, report, _ = check(f"{subjects}:{name}", "--budget", "quick")
@@ -163,9 +170,18 @@ def test_slow_but_exact_is_inconclusive_with_a_power_statement(subjects):
     # budget's power (same detect_tv) on two of its fixed cases (none generated) with every time
     # limit cut, so the test waits ~8 s instead of the quick budget's ~70 s; the API is what the
     # command runs.
-    budget = dataclasses.replace(round_cases.BUDGETS["quick"], cases=(0, 4), generated=0, contract_calls=3,
-                                 case_enumeration_s=1.0, enumeration_s=1.5, statistics_s=2.0,
-                                 fallback_statistics_s=2.0, round_length_s=1.0, counterexample_s=1.0)
+    budget = dataclasses.replace(
+        round_cases.BUDGETS["quick"],
+        cases=(0, 4),
+        generated=0,
+        contract_calls=3,
+        case_enumeration_s=1.0,
+        enumeration_s=1.5,
+        statistics_s=2.0,
+        fallback_statistics_s=2.0,
+        round_length_s=1.0,
+        counterexample_s=1.0,
+    )
     result = specverify.check(f"{subjects}:slow_but_exact", budget=budget)
     report = result.to_dict()
     assert result.exit_code == 3 and report["exact"] is None and report["findings"] == []
@@ -188,8 +204,7 @@ def test_exit_at_import_is_a_usage_error_not_silence(tmp_path, how):
     assert code == 2 and "TARGET" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args, words", [(["--seed", "-1"], "must be >= 0"),
-                                         (["--seed", "x"], "not int")])
+@pytest.mark.parametrize("args, words", [(["--seed", "-1"], "must be >= 0"), (["--seed", "x"], "not int")])
 def test_check_refuses_a_bad_seed(args, words):
     code, _, err = check("specverify:speculative_step", *args)
     assert code == 2 and words in err
@@ -200,14 +215,20 @@ def test_check_refuses_a_bad_seed(args, words):
 
 def report_cli(*args, **kwargs):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "specverify.mutants", "report", *args],
-                          capture_output=True, text=True, env=env, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "specverify.mutants", "report", *args], capture_output=True, text=True, env=env, **kwargs
+    )
 
 
-@pytest.mark.parametrize("args, words", [(["--seed", "-1"], "--seed: must be >= 0"),
-                                         (["--timeout", "-5"], "--timeout: must be > 0"),
-                                         (["--timeout", "0"], "--timeout: must be > 0"),
-                                         (["--out", "/no/such/folder/r.json"], "does not exist")])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--seed", "-1"], "--seed: must be >= 0"),
+        (["--timeout", "-5"], "--timeout: must be > 0"),
+        (["--timeout", "0"], "--timeout: must be > 0"),
+        (["--out", "/no/such/folder/r.json"], "does not exist"),
+    ],
+)
 def test_report_usage_errors(args, words):
     proc = report_cli(*args, timeout=60)
     assert proc.returncode == 2 and words in proc.stderr and proc.stdout == ""
@@ -215,8 +236,7 @@ def test_report_usage_errors(args, words):
 
 def test_report_file_follows_the_umask(tmp_path):
     out = tmp_path / "r.csv"
-    proc = report_cli("--mutant", "ratio/inverted", "--format", "csv", "--out", str(out),
-                      "--workers", "1", timeout=300)
+    proc = report_cli("--mutant", "ratio/inverted", "--format", "csv", "--out", str(out), "--workers", "1", timeout=300)
     assert proc.returncode == 0
     assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
 
@@ -233,8 +253,13 @@ def test_ctrl_c_stops_the_report_and_its_workers_within_2_s(tmp_path):
     capture files itself, so none is left in TMPDIR."""
     marker = "424242"  # a seed no other process uses: marks the report's processes
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "specverify.mutants", "report", "--seed", marker],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specverify.mutants", "report", "--seed", marker],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 60
     while len(processes_with(marker)) < 3 and time.monotonic() < deadline:  # main + 2 workers
         time.sleep(0.2)

@@ -10,18 +10,18 @@ import json
 import subprocess
 import sys
 
+import kernel_subjects as ks
 import numpy as np
 import pytest
 
 import specverify
 from specverify import interfaces
 from specverify.api import UsageError
-from specverify.mutants import ALL
-from specverify.interfaces import kernel, kernel_cases as kc
+from specverify.interfaces import kernel
+from specverify.interfaces import kernel_cases as kc
 from specverify.interfaces.kernel_tasks import uses_generator
 from specverify.laws.uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
-
-import kernel_subjects as ks
+from specverify.mutants import ALL
 
 SUBJECTS = "tests/kernel_subjects.py"
 
@@ -37,6 +37,7 @@ def test_detect_names_each_interface_by_its_parameters():
     def step(p_fn, q_fn, prefix, k, rng): ...
     def generate(target, draft, requests, k, rng): ...
     def odd_loop(model, drafter, reqs, k, rng): ...
+
     assert interfaces.detect(step) == "round"
     assert interfaces.detect(generate) == "loop"
     assert interfaces.detect(odd_loop) == "loop"
@@ -106,7 +107,7 @@ def test_the_rule_is_exact_with_no_edge_event(seed):
     assert r.exact is True, r.findings
     assert not _edges(r)
     # only the float32 rounding of the boundaries (at most 2^-25 each, V <= 300 here) is left
-    assert r.exact_tv_max < 300 * 2.0 ** -25
+    assert r.exact_tv_max < 300 * 2.0**-25
     assert r.efficient is True
 
 
@@ -206,8 +207,9 @@ def test_generated_cases_follow_the_seed():
     c = kernel.cases(kernel.get_budget("quick"), 4)
     assert [x.name for x in a] == [x.name for x in b]
     assert all(np.array_equal(x.p, y.p) for x, y in zip(a, b))
-    assert any(not np.array_equal(x.p, y.p) for x, y in zip(a[3:], c[3:]) if x.p.shape == y.p.shape) or \
-        [x.name for x in a] != [x.name for x in c]
+    assert any(not np.array_equal(x.p, y.p) for x, y in zip(a[3:], c[3:]) if x.p.shape == y.p.shape) or [
+        x.name for x in a
+    ] != [x.name for x in c]
 
 
 def test_budget_names_and_tv():
@@ -220,8 +222,12 @@ def test_budget_names_and_tv():
 
 
 def _check(target, *extra):
-    return subprocess.run([sys.executable, "-m", "specverify", "check", f"{SUBJECTS}:{target}",
-                           "--budget", "quick", "--json", *extra], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "specverify", "check", f"{SUBJECTS}:{target}", "--budget", "quick", "--json", *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_cli_judges_kernels_by_exit_code():
@@ -236,8 +242,9 @@ def test_cli_judges_kernels_by_exit_code():
 # --------------------------------------------------------------------------- kernel vs round
 
 
-@pytest.mark.parametrize("subject, verdict", [(ks.loop_kernel, True), (ks.resample_from_p, False),
-                                              (ks.generator_kernel, True)])
+@pytest.mark.parametrize(
+    "subject, verdict", [(ks.loop_kernel, True), (ks.resample_from_p, False), (ks.generator_kernel, True)]
+)
 def test_a_kernel_and_its_round_wrapper_get_the_same_verdict(subject, verdict):
     from specverify.interfaces import round as round_interface
 
@@ -252,9 +259,22 @@ def test_a_spawned_subject_process_judges_the_same():
     import os
 
     env = {**os.environ, "SPECVERIFY_START_METHOD": "spawn"}
-    done = subprocess.run([sys.executable, "-m", "specverify", "check",
-                           "specverify.samplers.reference_kernel:reference_kernel", "--budget", "quick", "--json"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specverify",
+            "check",
+            "specverify.samplers.reference_kernel:reference_kernel",
+            "--budget",
+            "quick",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["exact"] is True
 
@@ -269,8 +289,12 @@ def test_device_errors_are_usage_errors():
 @pytest.mark.parametrize("name, how", [("vllm_style", "power"), ("sglang_style", "exact")])
 def test_readme_kernel_examples(name, how):
     pytest.importorskip("torch")
-    done = subprocess.run([sys.executable, "-m", "specverify", "check", f"tests/readme_kernels.py:{name}",
-                           "--budget", "quick", "--json"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "specverify", "check", f"tests/readme_kernels.py:{name}", "--budget", "quick", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["exact"] is True

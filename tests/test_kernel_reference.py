@@ -14,22 +14,29 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from scipy.stats import chisquare
 
 from specverify.interfaces import kernel as kernel_interface
 from specverify.interfaces.kernel_tasks import uses_generator
-from scipy.stats import chisquare
-
 from specverify.mutants.kernel_mutants import KERNEL_CONTROLS, KERNEL_MUTANTS
 from specverify.samplers import chain
 from specverify.samplers.reference_kernel import reference_generator_kernel, reference_kernel
-
 
 # ----------------------------------------------------------------------------------------------
 # Instances
 
 
-def random_instance(rng, B: int, k: int, V: int, *, ragged: bool = True, sparse: bool = False,
-                    zero_coins: float = 0.0, from_q: bool = True):
+def random_instance(
+    rng,
+    B: int,
+    k: int,
+    V: int,
+    *,
+    ragged: bool = True,
+    sparse: bool = False,
+    zero_coins: float = 0.0,
+    from_q: bool = True,
+):
     """(draft_ids, draft_probs, target_probs, uniforms) as NumPy arrays of the contract's dtypes.
 
     Drafts are sampled from their q rows (``from_q``) or uniform over V; ragged rows are padded
@@ -41,7 +48,7 @@ def random_instance(rng, B: int, k: int, V: int, *, ragged: bool = True, sparse:
         w = rng.dirichlet(np.full(V, 0.7), shape)
         if sparse:
             w = w * (rng.random(w.shape) > 0.35)
-            w[..., 0] += (w.sum(-1) == 0)
+            w[..., 0] += w.sum(-1) == 0
         return (w / w.sum(-1, keepdims=True)).astype(np.float32)
 
     q, p = rows((B, k)), rows((B, k + 1))
@@ -203,8 +210,7 @@ def test_numpy_and_torch_agree():
     rng = np.random.default_rng(7)
     for _ in range(40):
         V, k = int(rng.integers(2, 40)), int(rng.integers(1, 7))
-        args = random_instance(rng, 9, k, V, sparse=True, zero_coins=0.2,
-                               from_q=bool(rng.random() < 0.5))
+        args = random_instance(rng, 9, k, V, sparse=True, zero_coins=0.2, from_q=bool(rng.random() < 0.5))
         a = reference_kernel(*args)
         t = reference_kernel(*as_torch(*args))
         assert isinstance(t[0], torch.Tensor) and t[0].dtype == torch.int64
@@ -220,8 +226,12 @@ FALSE_FAIL = 1e-6  # the chi-square test fails a correct kernel with probability
 
 def _law_instance(B):
     drafts = (0, 2)
-    return (np.tile(np.array(drafts), (B, 1)), rows_f32(Q_ROWS, B), rows_f32(P_ROWS, B),
-            rule_law(P_ROWS, Q_ROWS, list(drafts)))
+    return (
+        np.tile(np.array(drafts), (B, 1)),
+        rows_f32(Q_ROWS, B),
+        rows_f32(P_ROWS, B),
+        rule_law(P_ROWS, Q_ROWS, list(drafts)),
+    )
 
 
 def _chi_square_pvalue(out, n, law) -> float:
@@ -265,8 +275,10 @@ def _mutant_probes():
     """Instances on which the biased mutants show: random small batches, u = 0 exactly (the
     measure-zero ones), V = 5000 with residual mass at the tile boundaries, wrapped ids."""
     rng = np.random.default_rng(3)
-    probes = [random_instance(rng, 8, int(rng.integers(1, 6)), int(rng.integers(2, 12)),
-                              sparse=bool(s % 2), zero_coins=0.1) for s in range(30)]
+    probes = [
+        random_instance(rng, 8, int(rng.integers(1, 6)), int(rng.integers(2, 12)), sparse=bool(s % 2), zero_coins=0.1)
+        for s in range(30)
+    ]
 
     def one_hot_rows(V, B, rows, hot):
         w = np.zeros((B, rows, V), dtype=np.float32)
@@ -281,8 +293,7 @@ def _mutant_probes():
     # bfloat16 rounds p(x) = 0.3 up to 0.30078125 (accepted at u * q(x) = 0.30025)
     q = np.array([[[0.5, 0.5]], [[0.5, 0.5]]], dtype=np.float32)
     p = np.array([[[1e-8, 1.0 - 1e-8], [0.5, 0.5]], [[0.3, 0.7], [0.5, 0.5]]], dtype=np.float32)
-    probes.append((np.array([[0], [0]]), q, p, np.array([[0.0, 0.5], [0.6005, 0.5]],
-                                                          dtype=np.float32)))
+    probes.append((np.array([[0], [0]]), q, p, np.array([[0.0, 0.5], [0.6005, 0.5]], dtype=np.float32)))
     # a drafted token with q(x) = 0 < p(x) (rejected by the reference), and an empty residual
     # (p(x) = q(x) = 0 drafted, p = q elsewhere: the reference then emits from p)
     q = np.array([[[0.0, 0.5, 0.5]], [[0.0, 0.4, 0.6]]], dtype=np.float32)
@@ -293,8 +304,14 @@ def _mutant_probes():
     p = np.zeros((len(us), 2, V), dtype=np.float32)
     p[:, 0, [1023, 4095]] = 0.5
     p[:, 1, 0] = 1.0
-    probes.append((np.zeros((len(us), 1), dtype=np.int64), one_hot_rows(V, len(us), 1, 0), p,
-                   np.stack([np.zeros_like(us), us], 1)))
+    probes.append(
+        (
+            np.zeros((len(us), 1), dtype=np.int64),
+            one_hot_rows(V, len(us), 1, 0),
+            p,
+            np.stack([np.zeros_like(us), us], 1),
+        )
+    )
     # ids that wrap in int16 (V = 40000, id 35000) and in int8 (V = 300, id 200)
     for V, x in ((40000, 35000), (300, 200)):
         w = one_hot_rows(V, 1, 2, x)
@@ -324,8 +341,11 @@ def test_kernel_catalogue_shape():
     assert len(set(ids)) == len(ids)
     assert len(KERNEL_MUTANTS) >= 14 and len(KERNEL_CONTROLS) >= 3
     assert all(m.effect == "exact" for m in KERNEL_CONTROLS)
-    assert all("measure-zero" in m.description for m in KERNEL_MUTANTS
-               if m.id in ("kernel/accept-less-equal", "kernel/uniform-one-minus"))
+    assert all(
+        "measure-zero" in m.description
+        for m in KERNEL_MUTANTS
+        if m.id in ("kernel/accept-less-equal", "kernel/uniform-one-minus")
+    )
 
 
 ARRAY_CONTROLS = [m for m in KERNEL_CONTROLS if not uses_generator(m.fn)]
@@ -345,13 +365,11 @@ def test_kernel_control_equals_reference(control):
     rows = 0
     while rows < 1000:
         V, k = int(rng.integers(2, 30)), int(rng.integers(1, 7))
-        args = random_instance(rng, 50, k, V, sparse=True, zero_coins=0.1,
-                               from_q=bool(rng.random() < 0.7))
+        args = random_instance(rng, 50, k, V, sparse=True, zero_coins=0.1, from_q=bool(rng.random() < 0.7))
         assert same(control.fn(*args), reference_kernel(*args))
         rows += 50
     # generators too
-    assert same(control.fn(*args[:3], np.random.default_rng(2)),
-                reference_kernel(*args[:3], np.random.default_rng(2)))
+    assert same(control.fn(*args[:3], np.random.default_rng(2)), reference_kernel(*args[:3], np.random.default_rng(2)))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -8,13 +8,23 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 
-from specverify.laws import exact, processing as pr
 from specverify import strategies as sst
-from specverify.laws.requests import LastTokenGrammar, LogitTable, Output, Request, SamplingParams, as_output, sequence_law, step_distribution
+from specverify.interfaces.loop import run_loop_battery
+from specverify.interfaces.loop_cases import loop_cases
 from specverify.interfaces.loop_counterexample import LAW_CHECKS, find_loop_counterexample, small_loop_cases
 from specverify.interfaces.loop_tasks import contract_problem
-from specverify.interfaces.loop_cases import loop_cases
-from specverify.interfaces.loop import run_loop_battery
+from specverify.laws import exact
+from specverify.laws import processing as pr
+from specverify.laws.requests import (
+    LastTokenGrammar,
+    LogitTable,
+    Output,
+    Request,
+    SamplingParams,
+    as_output,
+    sequence_law,
+    step_distribution,
+)
 from specverify.mutants import ALL
 from specverify.mutants.loop_mutants import LOOP_CONTROLS, LOOP_MUTANTS
 from specverify.samplers.reference_loop import fit_width, generate, target_only
@@ -69,20 +79,23 @@ def test_fit_width_drops_padding_and_masks_missing_ids():
 # ---------------------------------------------------------------------------- bad requests
 
 
-@pytest.mark.parametrize("field, kwargs", [
-    ("max_tokens", {"max_tokens": -1}),
-    ("top_p", {"top_p": 0.0}),
-    ("top_p", {"top_p": 1.5}),
-    ("repetition_penalty", {"repetition_penalty": 0.0}),
-    ("repetition_penalty", {"repetition_penalty": -1.0}),
-    ("min_p", {"min_p": 1.5}),
-    ("temperature", {"temperature": -0.1}),
-    ("top_k", {"top_k": 0}),
-    ("frequency_penalty", {"frequency_penalty": math.inf}),
-    ("stop_token_ids", {"stop_token_ids": (-1,)}),
-    ("logit_bias", {"logit_bias": {0: math.nan}}),
-    ("seed", {"seed": -3}),
-])
+@pytest.mark.parametrize(
+    "field, kwargs",
+    [
+        ("max_tokens", {"max_tokens": -1}),
+        ("top_p", {"top_p": 0.0}),
+        ("top_p", {"top_p": 1.5}),
+        ("repetition_penalty", {"repetition_penalty": 0.0}),
+        ("repetition_penalty", {"repetition_penalty": -1.0}),
+        ("min_p", {"min_p": 1.5}),
+        ("temperature", {"temperature": -0.1}),
+        ("top_k", {"top_k": 0}),
+        ("frequency_penalty", {"frequency_penalty": math.inf}),
+        ("stop_token_ids", {"stop_token_ids": (-1,)}),
+        ("logit_bias", {"logit_bias": {0: math.nan}}),
+        ("seed", {"seed": -3}),
+    ],
+)
 def test_bad_params_name_the_field(field, kwargs):
     with pytest.raises(ValueError, match=field):
         SamplingParams(**kwargs)
@@ -199,8 +212,7 @@ def test_a_loop_the_enumerator_cannot_follow_is_judged_by_statistics():
     assert result.exact in (True, None)  # None when 3000 runs cannot see the budget's TV
 
     def biased(t, d, reqs, k, rng):  # plain token lists: no logprobs or counts to contradict
-        hot = [replace(r, params=replace(r.params, temperature=3.0)) if r.params.temperature else r
-               for r in reqs]
+        hot = [replace(r, params=replace(r.params, temperature=3.0)) if r.params.temperature else r for r in reqs]
         return [list(o.tokens) for o in opaque(t, d, hot, k, rng)]
 
     result = run_loop_battery(biased, samples=2000, stop_on_first=True)
@@ -226,15 +238,20 @@ def test_check_recognises_the_loop_interface_by_signature_and_by_option(tmp_path
 
     root = Path(__file__).resolve().parents[1]
     path = tmp_path / "myloop.py"
-    path.write_text("from specverify.samplers.reference_loop import generate\n"
-                    "from specverify.mutants import get\n"
-                    "bias_bonus_only = get('loop-bias/bonus-only').fn\n")
+    path.write_text(
+        "from specverify.samplers.reference_loop import generate\n"
+        "from specverify.mutants import get\n"
+        "bias_bonus_only = get('loop-bias/bonus-only').fn\n"
+    )
 
     def check(name, *extra):
-        proc = subprocess.run([sys.executable, "-m", "specverify", "check", f"{path}:{name}",
-                               "--json", "--budget", "quick", *extra], capture_output=True,
-                              text=True, timeout=600, env={**__import__("os").environ,
-                                                           "PYTHONPATH": str(root)})
+        proc = subprocess.run(
+            [sys.executable, "-m", "specverify", "check", f"{path}:{name}", "--json", "--budget", "quick", *extra],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**__import__("os").environ, "PYTHONPATH": str(root)},
+        )
         return proc.returncode, json.loads(proc.stdout)
 
     code, report = check("generate")
@@ -262,17 +279,23 @@ def _joint_law(loop, case):
 
 
 def test_loop_candidates_grow_smallest_first():
-    keys = [(len(c.requests), c.vocab_size, max(r.params.max_tokens for r in c.requests))
-            for c in small_loop_cases() if not c.seeded]
+    keys = [
+        (len(c.requests), c.vocab_size, max(r.params.max_tokens for r in c.requests))
+        for c in small_loop_cases()
+        if not c.seeded
+    ]
     assert keys == sorted(keys) and keys[0] == (1, 2, 1)
     assert {c.draft.width - c.target.width for c in small_loop_cases()} == {-1, 0, 1}
 
 
-@pytest.mark.parametrize("mutant_id, checks", [
-    ("loop-minp/bonus-only", set(LAW_CHECKS)),
-    ("loop-vocab/draft-padding-probability", set(LAW_CHECKS)),
-    ("loop-stop/tokens-after-stop", {"stop-max-tokens"}),
-])
+@pytest.mark.parametrize(
+    "mutant_id, checks",
+    [
+        ("loop-minp/bonus-only", set(LAW_CHECKS)),
+        ("loop-vocab/draft-padding-probability", set(LAW_CHECKS)),
+        ("loop-stop/tokens-after-stop", {"stop-max-tokens"}),
+    ],
+)
 def test_loop_counterexample_is_small_and_genuine(mutant_id, checks):
     """Exact enumeration (no sampling: the TV tolerance 1e-9 is the only threshold). The found
     case is re-enumerated here, in this process, and shows the finding again."""
@@ -309,8 +332,8 @@ def test_loop_counterexample_by_statistics_when_the_loop_cannot_be_enumerated():
     requests: the exact candidate (no logit bias) is flagged with probability <= 5e-7; the biased one
     (exact TV 0.184, above the 0.116 the test sees with probability 0.95 at n = 1000, asserted) is
     missed with probability <= 0.05; seed 0 fixes the run."""
-    from specverify.mutants import get
     from specverify.laws.stats import min_discrepancy_chi_square
+    from specverify.mutants import get
 
     biased = get("loop-bias/bonus-only").fn
 
@@ -318,8 +341,11 @@ def test_loop_counterexample_by_statistics_when_the_loop_cannot_be_enumerated():
         own = np.random.default_rng(int(rng.integers(2**62)))
         return [list(as_output(o).tokens) for o in biased(t, d, reqs, k, own)]
 
-    cases = [c for c in small_loop_cases() if c.name in ("counterexample V2 m=2 k=1 params 0",
-                                                         "counterexample V2 m=2 k=1 params 4")]
+    cases = [
+        c
+        for c in small_loop_cases()
+        if c.name in ("counterexample V2 m=2 k=1 params 0", "counterexample V2 m=2 k=1 params 4")
+    ]
     want = sequence_law(cases[1].target, cases[1].requests[0])
     assert min_discrepancy_chi_square(1000, want, 1e-6 / 2, 0.05) < 0.12
     ce = find_loop_counterexample(opaque, "quick", 0, set(LAW_CHECKS), exact_ok=False, cases=cases)
@@ -337,8 +363,10 @@ def _declared_pair():
 
     target = LogitTable(seeded_logits(302, 1, 2, 2, 1.0), "target V2")
     draft = LogitTable(seeded_logits(312, 1, 2, 2, 1.0), "draft V2")
-    return [LoopCase("bias, m=2", target, draft, (Request((0,), SamplingParams(logit_bias={0: 1.0}, max_tokens=2)),), 1),
-            LoopCase("plain, m=1", target, draft, (Request((0,), SamplingParams(max_tokens=1)),), 1)]
+    return [
+        LoopCase("bias, m=2", target, draft, (Request((0,), SamplingParams(logit_bias={0: 1.0}, max_tokens=2)),), 1),
+        LoopCase("plain, m=1", target, draft, (Request((0,), SamplingParams(max_tokens=1)),), 1),
+    ]
 
 
 def test_check_runs_exactly_the_cases_a_loop_subject_declares():
@@ -354,7 +382,10 @@ def test_check_runs_exactly_the_cases_a_loop_subject_declares():
     assert report.exact is True and report.exit_code == api.EXIT_CODES[True] == 0
     assert [c["name"] for c in d["coverage"]["cases"]] == [c.name for c in cases]
     assert {c["origin"] for c in d["coverage"]["cases"]} == {"declared"}
-    assert "NOT the standard loop cases" in d["coverage"]["summary"] and "given for the subject" in d["coverage"]["summary"]
+    assert (
+        "NOT the standard loop cases" in d["coverage"]["summary"]
+        and "given for the subject" in d["coverage"]["summary"]
+    )
 
     def declaring(target, draft, requests, k, rng):  # the same cases, declared by the subject itself
         return get("loop-bias/bonus-only").fn(target, draft, requests, k, rng)

@@ -11,15 +11,22 @@ the battery's total false-fail rate of 1e-6 per run (Bonferroni), so the 25 runs
 <= 2.5e-5; every seed is fixed, so each test is deterministic.
 """
 
+import loop_wrong_only_there as wrong
 import numpy as np
 import pytest
 
-import loop_wrong_only_there as wrong
+from specverify.interfaces.loop import run_loop_battery
+from specverify.interfaces.loop_cases import (
+    LOOP_BUDGETS,
+    SEED_STREAMS,
+    edge_cases,
+    generated_loop_cases,
+    loop_cases,
+    seed_stream,
+)
+from specverify.interfaces.loop_counterexample import find_loop_counterexample
 from specverify.laws import exact
 from specverify.laws.requests import sequence_law
-from specverify.interfaces.loop_cases import LOOP_BUDGETS, SEED_STREAMS, edge_cases, generated_loop_cases, loop_cases, seed_stream
-from specverify.interfaces.loop_counterexample import find_loop_counterexample
-from specverify.interfaces.loop import run_loop_battery
 from specverify.mutants.loop_mutants import LOOP_CONTROLS
 from specverify.samplers.reference_loop import generate
 
@@ -81,8 +88,7 @@ def test_every_budget_reaches_the_edges_on_purpose():
     assert any(p.allowed_tokens is not None and len(p.allowed_tokens(())) == 1 for p in params)
     assert any(p.top_k == 1 for p in params) and any(p.top_p <= 0.05 for p in params)
     assert any(p.min_p >= 0.9 for p in params)
-    assert any(p.temperature not in (0, 1) and p.logit_bias and p.min_p and p.top_k and p.top_p < 1
-               for p in params)
+    assert any(p.temperature not in (0, 1) and p.logit_bias and p.min_p and p.top_k and p.top_p < 1 for p in params)
     assert any(r.params.repetition_penalty != 1 and len(set(r.prompt)) < len(r.prompt) for _, r in reqs)
     assert any(not c.requests for c in cases)
     ragged = [c for c in cases if len(c.requests) == 8]

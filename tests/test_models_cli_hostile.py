@@ -23,8 +23,19 @@ from specverify.common import tables  # noqa: E402
 from specverify.models import __main__ as cli  # noqa: E402
 from specverify.models import loading, measure, medusa  # noqa: E402
 
-TINY_RUN = ["--tiny", "--workload", "edit", "--mode", "greedy", "--max-new-tokens", "8", "--n-prompts", "1",
-            "--repeats", "2"]
+TINY_RUN = [
+    "--tiny",
+    "--workload",
+    "edit",
+    "--mode",
+    "greedy",
+    "--max-new-tokens",
+    "8",
+    "--n-prompts",
+    "1",
+    "--repeats",
+    "2",
+]
 
 
 def run_main(argv):
@@ -51,23 +62,34 @@ USAGE_CASES = {
     "bad option": (["measure", "--bogus"], "unrecognized arguments: --bogus"),
     "no --out of train-head": (["train-head", "--tiny"], "--out"),
     "bad count": (["measure", "--tiny", "--k", "0"], "argument --k: must be >= 1"),
-    "--out in a missing folder": (["measure", "--tiny", "--out", "{tmp}/missing/x.json"],
-                                  "argument --out: folder"),
+    "--out in a missing folder": (["measure", "--tiny", "--out", "{tmp}/missing/x.json"], "argument --out: folder"),
     "--out a folder": (["measure", "--tiny", "--out", "{tmp}"], "argument --out: "),
     "--out a device": (["measure", "--tiny", "--out", "/dev/full"], "argument --out: '/dev/full' is a device"),
-    "train-head --out without suffix": (["train-head", "--tiny", "--out", "{tmp}/myhead"],
-                                        "argument --out: '{tmp}/myhead' has no suffix"),
-    "train-head --out in a missing folder": (["train-head", "--tiny", "--out", "{tmp}/no/h.pt"],
-                                             "argument --out: folder"),
-    "missing --head": (["measure", "--tiny", "--drafter", "medusa", "--head", "{tmp}/nope.pt"],
-                       "--head: '{tmp}/nope.pt' does not exist"),
-    "--out is --head": (["measure", "--tiny", "--drafter", "medusa", "--head", "{tmp}/h.pt", "--out",
-                         "{tmp}/h.pt"], "--out and --head: both name"),
-    "too many prompts": (["measure", "--tiny", "--workload", "edit", "--n-prompts", "9"],
-                         "--n-prompts: at most 6 built-in edit prompts, got 9"),
+    "train-head --out without suffix": (
+        ["train-head", "--tiny", "--out", "{tmp}/myhead"],
+        "argument --out: '{tmp}/myhead' has no suffix",
+    ),
+    "train-head --out in a missing folder": (
+        ["train-head", "--tiny", "--out", "{tmp}/no/h.pt"],
+        "argument --out: folder",
+    ),
+    "missing --head": (
+        ["measure", "--tiny", "--drafter", "medusa", "--head", "{tmp}/nope.pt"],
+        "--head: '{tmp}/nope.pt' does not exist",
+    ),
+    "--out is --head": (
+        ["measure", "--tiny", "--drafter", "medusa", "--head", "{tmp}/h.pt", "--out", "{tmp}/h.pt"],
+        "--out and --head: both name",
+    ),
+    "too many prompts": (
+        ["measure", "--tiny", "--workload", "edit", "--n-prompts", "9"],
+        "--n-prompts: at most 6 built-in edit prompts, got 9",
+    ),
     "bad --device": (["measure", "--tiny", "--device", "gpu"], "--device: expected cpu, cuda or cuda:N"),
-    "missing local --target": (["measure", "--target", "./no/such/folder", "--draft", "x"],
-                               "--target: './no/such/folder' is not a local folder"),
+    "missing local --target": (
+        ["measure", "--target", "./no/such/folder", "--draft", "x"],
+        "--target: './no/such/folder' is not a local folder",
+    ),
     "bad hub id": (["measure", "--target", "bad id!", "--draft", "x"], "--target: 'bad id!' is not a local folder"),
 }
 
@@ -92,8 +114,13 @@ def test_usage_errors_are_one_line_exit_2_within_5_s(case, tmp_path, capsys):
 def test_usage_error_of_the_command_is_one_line(tmp_path):
     """The whole command (interpreter start and imports included): one line, exit 2."""
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf"))
-    proc = subprocess.run([sys.executable, "-m", "specverify.models", "train-head", "--tiny", "--out",
-                           str(tmp_path / "myhead")], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "specverify.models", "train-head", "--tiny", "--out", str(tmp_path / "myhead")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "argument --out:" in one_line(proc.stderr) and "no suffix" in proc.stderr
     assert proc.stdout == ""
@@ -119,9 +146,10 @@ def _broken_heads():
         "no state_dict": (drop("state_dict"), "has no 'state_dict' entry"),
         "no meta": (drop("meta"), "has no 'meta' entry"),
         "no meta, no state_dict": (lambda p: {"format": p["format"]}, "has no 'meta' and no 'state_dict' entry"),
-        "meta without hidden_size": (lambda p: dict(p, meta={k: v for k, v in p["meta"].items()
-                                                              if k != "hidden_size"}),
-                                     "has no 'hidden_size' in its 'meta' entry"),
+        "meta without hidden_size": (
+            lambda p: dict(p, meta={k: v for k, v in p["meta"].items() if k != "hidden_size"}),
+            "has no 'hidden_size' in its 'meta' entry",
+        ),
         "meta a list": (lambda p: dict(p, meta=[1, 2]), "'meta' entry of type list"),
         "state_dict a list": (lambda p: dict(p, state_dict=[1]), "'state_dict' entry that is not a dict of tensors"),
         "hidden_size zero": (lambda p: dict(p, meta=dict(p["meta"], hidden_size=0)), "bad head metadata"),
@@ -175,12 +203,12 @@ def closed_hub(monkeypatch, tmp_path):
 
 def test_unreachable_hub_is_one_line_naming_the_argument(closed_hub, capsys):
     endpoint, port = closed_hub
-    code, seconds = run_main(["measure", "--device", "cpu", "--target", "no-such-org/x", "--draft",
-                              "no-such-org/y"])
+    code, seconds = run_main(["measure", "--device", "cpu", "--target", "no-such-org/x", "--draft", "no-such-org/y"])
     err = one_line(capsys.readouterr().err)
     assert code == 2
-    assert ("error: --target: no-such-org/x is not a local folder or a cached model, and 127.0.0.1 "
-            "cannot be reached") in err
+    assert (
+        "error: --target: no-such-org/x is not a local folder or a cached model, and 127.0.0.1 cannot be reached"
+    ) in err
     assert f"127.0.0.1:{port}" in err and endpoint in err
     assert seconds < 5, seconds
 
@@ -190,9 +218,23 @@ def test_unreachable_hub_command_is_quick_and_one_line(closed_hub, tmp_path):
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf"))
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "specverify.models", "measure", "--device", "cpu",
-         "--target", "no-such-org/x", "--draft", "no-such-org/y"],
-        env=env, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "specverify.models",
+            "measure",
+            "--device",
+            "cpu",
+            "--target",
+            "no-such-org/x",
+            "--draft",
+            "no-such-org/y",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     seconds = time.perf_counter() - start
     assert proc.returncode == 2
     assert "--target: no-such-org/x is not a local folder or a cached model" in one_line(proc.stderr)
@@ -270,16 +312,33 @@ def _canned_result():
     for workload in measure.WORKLOADS:
         for mode in ("greedy", "T=0.7"):
             for drafter in [*measure.DRAFTERS, "model k=12", "a-very-long-drafter-name/with-parts"]:
-                rows.append({f: None for f in measure.REQUIRED_FIELDS} | {
-                    "workload": workload, "mode": mode, "drafter": drafter, "k": 12,
-                    "alpha_predicted": 0.61234, "alpha_measured": float("nan"), "c": 12.345,
-                    "tokens_per_pass_measured": 12.5, "speedup_predicted": 123.456,
-                    "speedup_measured": 1234.5, "tokens_per_s": 123456.7, "vs_hf_assisted": 12.25,
-                    "greedy_identical": mode == "greedy"})
-    return {"pair": "/a/very/long/local/path/to/some/model/folder/Qwen2.5-Coder-1.5B-Instruct-GGUF/"
-                    "qwen2.5-coder-1.5b-instruct-q8_0.gguf <- qwen2.5-coder-0.5b-instruct-q8_0.gguf",
-            "device": "cuda:0", "dtype": "torch.bfloat16", "vocab_size": 151665, "max_new_tokens": 64,
-            "rows": rows}
+                rows.append(
+                    {f: None for f in measure.REQUIRED_FIELDS}
+                    | {
+                        "workload": workload,
+                        "mode": mode,
+                        "drafter": drafter,
+                        "k": 12,
+                        "alpha_predicted": 0.61234,
+                        "alpha_measured": float("nan"),
+                        "c": 12.345,
+                        "tokens_per_pass_measured": 12.5,
+                        "speedup_predicted": 123.456,
+                        "speedup_measured": 1234.5,
+                        "tokens_per_s": 123456.7,
+                        "vs_hf_assisted": 12.25,
+                        "greedy_identical": mode == "greedy",
+                    }
+                )
+    return {
+        "pair": "/a/very/long/local/path/to/some/model/folder/Qwen2.5-Coder-1.5B-Instruct-GGUF/"
+        "qwen2.5-coder-1.5b-instruct-q8_0.gguf <- qwen2.5-coder-0.5b-instruct-q8_0.gguf",
+        "device": "cuda:0",
+        "dtype": "torch.bfloat16",
+        "vocab_size": 151665,
+        "max_new_tokens": 64,
+        "rows": rows,
+    }
 
 
 def test_human_table_fits_100_columns_with_wide_values():
@@ -323,16 +382,37 @@ def test_tables_render_is_the_mutant_table():
     """``tables.render`` generalises ``mutants.report.table``; the same cells give the same text."""
     from specverify.mutants import report
 
-    rows = [report.Row(id=f"round/{'very-long-' * n}mutant-{n}", effect="wrong-law", status="killed",
-                       killed_by=",".join(f"detector-{i}" for i in range(n)), exact_tv=0.25 if n else None,
-                       chi2_p_value=None, samples_to_detect=None, seconds=1.5 * n, description="",
-                       reference="") for n in range(6)]
+    rows = [
+        report.Row(
+            id=f"round/{'very-long-' * n}mutant-{n}",
+            effect="wrong-law",
+            status="killed",
+            killed_by=",".join(f"detector-{i}" for i in range(n)),
+            exact_tv=0.25 if n else None,
+            chi2_p_value=None,
+            samples_to_detect=None,
+            seconds=1.5 * n,
+            description="",
+            reference="",
+        )
+        for n in range(6)
+    ]
     heads = ("id", "effect", "status", "killed_by", "exact_tv", "seconds")
-    cells = [(r.id, r.effect, str(r.status), r.killed_by.replace(",", ", "),
-              "" if r.exact_tv is None else f"{r.exact_tv:.3g}", f"{r.seconds:.1f}") for r in rows]
+    cells = [
+        (
+            r.id,
+            r.effect,
+            str(r.status),
+            r.killed_by.replace(",", ", "),
+            "" if r.exact_tv is None else f"{r.exact_tv:.3g}",
+            f"{r.seconds:.1f}",
+        )
+        for r in rows
+    ]
     for width in (40, 80, 100, 200):
-        assert tables.render(heads, cells, width, right={4, 5}, shrink=(3, 0),
-                             min_widths={3: 9, 0: 9}) == report.table(rows, width)
+        assert tables.render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: 9, 0: 9}) == report.table(
+            rows, width
+        )
 
 
 def test_tables_wrap_keeps_every_character():

@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: 
 pytest.importorskip("transformers", reason=f"the real-model stage needs transformers: {INSTALL}")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-from specverify.models import costs, decoding  # noqa: E402
 from specverify.laws.processing import process_logits  # noqa: E402
+from specverify.models import costs, decoding  # noqa: E402
 
 PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "a = [1, 2, 3]\nb = [1, 2, 3]\n"]
 NEW_TOKENS = 24
@@ -101,8 +101,10 @@ def test_policy_learns_costs():
     assert policy.choose(2) == 0
 
 
-@pytest.mark.parametrize("kwargs, match", [({"alpha0": 1.5}, "alpha0"), ({"smoothing": 0.0}, "smoothing"),
-                                           ({"probe_every": 0}, "probe_every")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"alpha0": 1.5}, "alpha0"), ({"smoothing": 0.0}, "smoothing"), ({"probe_every": 0}, "probe_every")],
+)
 def test_policy_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         costs.KPolicy(costs.StepCosts(1.0, 0.1, (1.0, 1.1)), **kwargs)
@@ -125,8 +127,9 @@ def test_greedy_output_identical_to_target_only(pair, step_costs, drafter):
             draft = decoding.LookupDrafter(pair.vocab_size)
         else:
             draft = decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=0.4)
-        gen = decoding.speculative_generate(pair.target, draft, ids, 3, NEW_TOKENS,
-                                            vocab_size=pair.vocab_size, policy=policy)
+        gen = decoding.speculative_generate(
+            pair.target, draft, ids, 3, NEW_TOKENS, vocab_size=pair.vocab_size, policy=policy
+        )
         assert gen.ids == ref.ids, (drafter, text)
         assert gen.stats.emitted >= NEW_TOKENS and gen.stats.accepted <= gen.stats.drafted
 
@@ -171,8 +174,18 @@ def test_sampled_law_of_the_first_two_tokens(pair, drafter):
             policy = Cycle([[0, 2], [1, 0], [2, 1]][i % 3])
         else:
             draft, policy = decoding.LookupDrafter(pair.vocab_size), None
-        gen = decoding.speculative_generate(pair.target, draft, ids, 2, 2, temperature=0.7,
-                                            top_k=TOP_K, rng=rng, vocab_size=pair.vocab_size, policy=policy)
+        gen = decoding.speculative_generate(
+            pair.target,
+            draft,
+            ids,
+            2,
+            2,
+            temperature=0.7,
+            top_k=TOP_K,
+            rng=rng,
+            vocab_size=pair.vocab_size,
+            policy=policy,
+        )
         key = tuple(gen.new_ids)
         counts[key] = counts.get(key, 0) + 1
     result = stats.chi_square_test(counts, law, FALSE_FAIL)
@@ -186,10 +199,22 @@ def test_sampled_law_of_the_first_two_tokens(pair, drafter):
 
 def test_confidence_stop_drafts_fewer_and_is_validated(pair):
     ids = pair.tokenizer.encode(PROMPTS[0])
-    never = decoding.speculative_generate(pair.target, decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=0.0),
-                                          ids, 3, NEW_TOKENS, vocab_size=pair.vocab_size)
-    always = decoding.speculative_generate(pair.target, decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=1.0),
-                                           ids, 3, NEW_TOKENS, vocab_size=pair.vocab_size)
+    never = decoding.speculative_generate(
+        pair.target,
+        decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=0.0),
+        ids,
+        3,
+        NEW_TOKENS,
+        vocab_size=pair.vocab_size,
+    )
+    always = decoding.speculative_generate(
+        pair.target,
+        decoding.ModelDrafter(pair.draft, pair.vocab_size, min_confidence=1.0),
+        ids,
+        3,
+        NEW_TOKENS,
+        vocab_size=pair.vocab_size,
+    )
     assert never.ids == always.ids
     assert always.stats.drafted == always.stats.rounds  # q(x) < 1 always: one draft a round
     assert never.stats.drafted == 3 * never.stats.rounds

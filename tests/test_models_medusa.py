@@ -31,15 +31,23 @@ NEW_TOKENS = 48
 
 @pytest.fixture(scope="module")
 def train_data(pair):
-    return medusa.collect_training_data(pair.target, pair.tokenizer, medusa.TRAIN_PROMPTS, 1000,
-                                        temperature=0.7, seed=0, vocab_size=pair.vocab_size)
+    return medusa.collect_training_data(
+        pair.target, pair.tokenizer, medusa.TRAIN_PROMPTS, 1000, temperature=0.7, seed=0, vocab_size=pair.vocab_size
+    )
 
 
 @pytest.fixture(scope="module")
 def held_data(pair):
-    return medusa.collect_training_data(pair.target, pair.tokenizer, medusa.HELD_OUT_PROMPTS, 300,
-                                        temperature=0.7, top_k_targets=None, seed=1,
-                                        vocab_size=pair.vocab_size)
+    return medusa.collect_training_data(
+        pair.target,
+        pair.tokenizer,
+        medusa.HELD_OUT_PROMPTS,
+        300,
+        temperature=0.7,
+        top_k_targets=None,
+        seed=1,
+        vocab_size=pair.vocab_size,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +61,32 @@ def trained(pair, train_data):
 def memorised_head(pair):
     """A head fitted to the greedy continuations of GREEDY_PROMPTS: it agrees with the target
     often, so the loop's acceptance path is exercised as much as its rejection path."""
-    data = medusa.collect_training_data(pair.target, pair.tokenizer, GREEDY_PROMPTS, 10**6,
-                                        max_new_tokens=NEW_TOKENS + 2, temperature=0.0,
-                                        vocab_size=pair.vocab_size)
+    data = medusa.collect_training_data(
+        pair.target,
+        pair.tokenizer,
+        GREEDY_PROMPTS,
+        10**6,
+        max_new_tokens=NEW_TOKENS + 2,
+        temperature=0.0,
+        vocab_size=pair.vocab_size,
+    )
     head = medusa.head_for(pair.target, intermediate_size=512)
     medusa.train_head(head, pair.target, data, epochs=150, lr=3e-3, seed=0)
-    fit = medusa.evaluate_head(head, pair.target, medusa.collect_training_data(
-        pair.target, pair.tokenizer, GREEDY_PROMPTS, 10**6, max_new_tokens=NEW_TOKENS + 2,
-        temperature=0.0, top_k_targets=None, vocab_size=pair.vocab_size), temperatures=(1.0,))
+    fit = medusa.evaluate_head(
+        head,
+        pair.target,
+        medusa.collect_training_data(
+            pair.target,
+            pair.tokenizer,
+            GREEDY_PROMPTS,
+            10**6,
+            max_new_tokens=NEW_TOKENS + 2,
+            temperature=0.0,
+            top_k_targets=None,
+            vocab_size=pair.vocab_size,
+        ),
+        temperatures=(1.0,),
+    )
     assert fit["top1"] > 0.5, fit
     return head
 
@@ -80,20 +106,37 @@ def test_positions_pair_h_t_with_p_t_plus_2(pair):
     """Greedy data: hidden[i] is h at position n_prompt - 1 + i, logp[i] is log p of the token two
     further (the teacher-forced row at n_prompt + i), greedy[i] the greedy token there."""
     ids = pair.tokenizer.encode(GREEDY_PROMPTS[0])
-    data = medusa.collect_training_data(pair.target, pair.tokenizer, [ids], 100, max_new_tokens=10,
-                                        temperature=0.0, top_k_targets=None, vocab_size=pair.vocab_size)
+    data = medusa.collect_training_data(
+        pair.target,
+        pair.tokenizer,
+        [ids],
+        100,
+        max_new_tokens=10,
+        temperature=0.0,
+        top_k_targets=None,
+        vocab_size=pair.vocab_size,
+    )
     ref = decoding.target_only_generate(pair.target, ids, 10, vocab_size=pair.vocab_size)
     n = len(ids)
     assert len(data) == 9 and data.full and data.idx is None and data.n_sequences == 1
-    assert data.greedy.tolist() == ref.ids[n + 1:]
+    assert data.greedy.tolist() == ref.ids[n + 1 :]
     with torch.no_grad():
         h = pair.target.base_model(input_ids=torch.tensor([ref.ids])).last_hidden_state[0]
-    torch.testing.assert_close(data.hidden, h[n - 1:n + 8], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(data.hidden, h[n - 1 : n + 8], rtol=1e-4, atol=1e-4)
     logits = torch.from_numpy(decoding.teacher_forced_logits(pair.target, ref.ids, pair.vocab_size))
-    torch.testing.assert_close(data.logp, torch.log_softmax(logits[n:n + 9].double(), -1).float(),
-                               rtol=1e-4, atol=1e-4)
-    top = medusa.collect_training_data(pair.target, pair.tokenizer, [ids], 100, max_new_tokens=10,
-                                       temperature=0.0, top_k_targets=5, vocab_size=pair.vocab_size)
+    torch.testing.assert_close(
+        data.logp, torch.log_softmax(logits[n : n + 9].double(), -1).float(), rtol=1e-4, atol=1e-4
+    )
+    top = medusa.collect_training_data(
+        pair.target,
+        pair.tokenizer,
+        [ids],
+        100,
+        max_new_tokens=10,
+        temperature=0.0,
+        top_k_targets=5,
+        vocab_size=pair.vocab_size,
+    )
     assert top.idx.shape == (9, 5) and top.idx[:, 0].tolist() == data.greedy.tolist()
     assert 0 < top.target_mass < 1 and data.target_mass == pytest.approx(1.0)
 
@@ -114,8 +157,10 @@ def test_training_lowers_the_loss_and_raises_held_out_alpha(pair, train_data, he
     untrained = medusa.head_for(pair.target)
     before = medusa.evaluate_head(untrained, pair.target, held_data, per_position=True)
     after = medusa.evaluate_head(head, pair.target, held_data, per_position=True)
-    print(f"held-out: top-1 {before['top1']:.4f} -> {after['top1']:.4f}, alpha(T=1) "
-          f"{before['alpha'][1.0]:.3f} -> {after['alpha'][1.0]:.3f}, KL {before['loss']:.3f} -> {after['loss']:.3f}")
+    print(
+        f"held-out: top-1 {before['top1']:.4f} -> {after['top1']:.4f}, alpha(T=1) "
+        f"{before['alpha'][1.0]:.3f} -> {after['alpha'][1.0]:.3f}, KL {before['loss']:.3f} -> {after['loss']:.3f}"
+    )
     assert after["loss"] < 0.8 * before["loss"]
     for t in (1.0, 0.7):  # paired over positions, one-sided; false-fail rate 1e-3 each
         assert sps.wilcoxon(after["alphas"][t], before["alphas"][t], alternative="greater").pvalue < 1e-3
@@ -178,7 +223,8 @@ def test_greedy_medusa_is_target_only_greedy(pair, memorised_head):
         ref = decoding.target_only_generate(pair.target, ids, NEW_TOKENS, vocab_size=pair.vocab_size)
         gen = medusa.medusa_generate(pair.target, memorised_head, ids, NEW_TOKENS, vocab_size=pair.vocab_size)
         assert gen.ids == ref.ids, decoding.compare_greedy(
-            gen.ids, ref.ids, decoding.teacher_forced_logits(pair.target, ref.ids, pair.vocab_size), ref.n_prompt)
+            gen.ids, ref.ids, decoding.teacher_forced_logits(pair.target, ref.ids, pair.vocab_size), ref.n_prompt
+        )
         s = gen.stats
         assert s.emitted == s.rounds + s.accepted and s.drafted == s.accepted + s.rejections
         assert s.drafted == s.rounds - (len(ids) == 1)
@@ -196,8 +242,9 @@ def test_medusa_checks_its_arguments(pair, memorised_head):
         medusa.medusa_generate(pair.target, memorised_head, [], 4)
     with pytest.raises(ValueError, match="^vocab_size"):
         medusa.medusa_generate(pair.target, memorised_head, [1, 2], 4, vocab_size=10**6)
-    gen = medusa.medusa_generate(pair.target, memorised_head, [1, 2], 5, temperature=0.7, rng=3,
-                                 eos_token_id=7, vocab_size=pair.vocab_size)
+    gen = medusa.medusa_generate(
+        pair.target, memorised_head, [1, 2], 5, temperature=0.7, rng=3, eos_token_id=7, vocab_size=pair.vocab_size
+    )
     assert 1 <= len(gen.new_ids) <= 5 and (7 not in gen.new_ids[:-1])
 
 
@@ -221,7 +268,7 @@ def _first_alpha(pair, head, ids) -> float:
     """alpha of the first round: p at ids' end against the head's q on h at ids[-2]."""
     with torch.no_grad():
         h = pair.target.base_model(input_ids=torch.tensor([ids[:-1]])).last_hidden_state[0, -1]
-        q = decoding.process_logits(head.logits(pair.target, h[None])[0, :pair.vocab_size].numpy(), **SAMPLED)
+        q = decoding.process_logits(head.logits(pair.target, h[None])[0, : pair.vocab_size].numpy(), **SAMPLED)
     p = decoding.process_logits(decoding.teacher_forced_logits(pair.target, ids, pair.vocab_size)[-1], **SAMPLED)
     return float(np.minimum(p, q).sum())
 
@@ -250,8 +297,9 @@ def test_sampled_first_two_tokens_follow_the_target(pair, memorised_head):
     rng = np.random.default_rng(11)
     samples, accepted = [], 0
     for _ in range(N_RUNS):
-        gen = medusa.medusa_generate(pair.target, memorised_head, ids, 2, rng=rng, vocab_size=pair.vocab_size,
-                                     **SAMPLED)
+        gen = medusa.medusa_generate(
+            pair.target, memorised_head, ids, 2, rng=rng, vocab_size=pair.vocab_size, **SAMPLED
+        )
         samples.append(tuple(gen.new_ids))
         accepted += gen.stats.accepted > 0
     assert 0.1 * N_RUNS < accepted < 0.9 * N_RUNS, accepted
@@ -268,9 +316,27 @@ def test_sampled_first_two_tokens_follow_the_target(pair, memorised_head):
 
 def test_train_head_command_end_to_end(pair, tmp_path, capsys):
     out = tmp_path / "head.pt"
-    rc = main(["train-head", "--tiny", "--out", str(out), "--positions", "150", "--epochs", "2",
-               "--seed", "3", "--eval-positions", "40", "--max-new-tokens", "24", "--generate-prompts", "1",
-               "--json"])
+    rc = main(
+        [
+            "train-head",
+            "--tiny",
+            "--out",
+            str(out),
+            "--positions",
+            "150",
+            "--epochs",
+            "2",
+            "--seed",
+            "3",
+            "--eval-positions",
+            "40",
+            "--max-new-tokens",
+            "24",
+            "--generate-prompts",
+            "1",
+            "--json",
+        ]
+    )
     assert rc == 0
     result = json.loads(capsys.readouterr().out)
     assert result["train_positions"] == 150 and result["eval_positions"] == 40

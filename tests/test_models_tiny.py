@@ -20,16 +20,17 @@ pytest.importorskip("transformers", reason=f"the real-model stage needs transfor
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify.models import decoding, loading, measure  # noqa: E402
-from specverify.samplers.chain import residual, verify  # noqa: E402
 from specverify.models.__main__ import main  # noqa: E402
+from specverify.samplers.chain import residual, verify  # noqa: E402
 
 PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "import numpy as np\n"]
 NEW_TOKENS = 24
 
 
 def _spec(pair, ids, k, **kwargs):
-    return decoding.speculative_generate(pair.target, pair.draft, ids, k, NEW_TOKENS,
-                                         vocab_size=pair.vocab_size, **kwargs)
+    return decoding.speculative_generate(
+        pair.target, pair.draft, ids, k, NEW_TOKENS, vocab_size=pair.vocab_size, **kwargs
+    )
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -81,8 +82,9 @@ def sample_one_step(p, q, n: int, rng) -> np.ndarray:
 
 def test_rule_is_exact_on_teacher_forced_distributions(pair, references):
     ref, _ = references[0]
-    pairs = decoding.teacher_forced_pairs(pair.target, pair.draft, ref.ids, ref.n_prompt,
-                                          temperature=1.0, vocab_size=pair.vocab_size)
+    pairs = decoding.teacher_forced_pairs(
+        pair.target, pair.draft, ref.ids, ref.n_prompt, temperature=1.0, vocab_size=pair.vocab_size
+    )
     alphas = [np.minimum(p, q).sum() for p, q in pairs]
     assert min(alphas) < 0.9, "positions where the rule is trivial would test nothing"
     for p, q in pairs[:: max(1, len(pairs) // 6)]:
@@ -96,8 +98,9 @@ def test_sampled_rule_on_top_k_processed_pair(pair, references):
     outcome is deterministic). The negative control, the draft's own q, must be rejected.
     """
     ref, _ = references[1]
-    pairs = decoding.teacher_forced_pairs(pair.target, pair.draft, ref.ids, ref.n_prompt,
-                                          temperature=0.7, top_k=8, vocab_size=pair.vocab_size)
+    pairs = decoding.teacher_forced_pairs(
+        pair.target, pair.draft, ref.ids, ref.n_prompt, temperature=0.7, top_k=8, vocab_size=pair.vocab_size
+    )
     p, q = min(pairs, key=lambda pq: np.minimum(*pq).sum())
     assert np.count_nonzero(p) == 8 and np.minimum(p, q).sum() < 0.8
     counts = sample_one_step(p, q, 20_000, np.random.default_rng(7))
@@ -112,16 +115,20 @@ def test_sampled_rule_on_top_k_processed_pair(pair, references):
 def test_sampled_loop_with_identical_draft_accepts_everything(pair):
     """p == q up to float rounding, so min(1, p/q) ~ 1: a rejection has probability ~1e-6."""
     prompt = pair.tokenizer.encode(PROMPTS[0])
-    gen = decoding.speculative_generate(pair.target, pair.target, prompt, 3, NEW_TOKENS,
-                                        temperature=0.7, top_p=0.9, rng=1, vocab_size=pair.vocab_size)
+    gen = decoding.speculative_generate(
+        pair.target, pair.target, prompt, 3, NEW_TOKENS, temperature=0.7, top_p=0.9, rng=1, vocab_size=pair.vocab_size
+    )
     assert gen.stats.rejections == 0 and gen.stats.tokens_per_pass == 4.0
     assert len(gen.new_ids) == NEW_TOKENS
 
 
 def test_tiny_pair_alpha_is_informative(pair, references):
-    alphas = np.concatenate([
-        decoding.alpha_per_position(pair.target, pair.draft, ref.ids, ref.n_prompt, 1.0,
-                                    vocab_size=pair.vocab_size) for ref, _ in references])
+    alphas = np.concatenate(
+        [
+            decoding.alpha_per_position(pair.target, pair.draft, ref.ids, ref.n_prompt, 1.0, vocab_size=pair.vocab_size)
+            for ref, _ in references
+        ]
+    )
     assert 0.2 < alphas.mean() < 0.95, alphas.mean()
 
 
@@ -137,15 +144,33 @@ def test_process_logits_top_k_top_p():
 
 def test_measure_cli_json_rows(tmp_path, capsys):
     out = tmp_path / "tiny.json"
-    rc = main(["measure", "--tiny", "--json", "--max-new-tokens", "16", "--n-prompts", "2",
-               "--repeats", "3", "--workload", "edit", "--drafter", "all", "--out", str(out)])
+    rc = main(
+        [
+            "measure",
+            "--tiny",
+            "--json",
+            "--max-new-tokens",
+            "16",
+            "--n-prompts",
+            "2",
+            "--repeats",
+            "3",
+            "--workload",
+            "edit",
+            "--drafter",
+            "all",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert json.loads(out.read_text()) == printed
     rows = printed["rows"]
     drafters = [*measure.DRAFTERS, "model k=4"]
     assert {(r["workload"], r["mode"], r["drafter"]) for r in rows} == {
-        ("edit", m, d) for m in ("greedy", "T=0.7") for d in drafters}
+        ("edit", m, d) for m in ("greedy", "T=0.7") for d in drafters
+    }
     for row in rows:
         assert set(measure.REQUIRED_FIELDS) <= set(row)
         assert row["alpha_measured"] is None or 0 <= row["alpha_measured"] <= 1  # null: nothing drafted
@@ -163,8 +188,9 @@ def test_load_from_local_folder_round_trips(pair, tmp_path):
     pair.draft.save_pretrained(tmp_path / "draft")
     loaded = loading.load_model(str(tmp_path / "draft"), device="cpu")
     ids = pair.tokenizer.encode(PROMPTS[0])
-    np.testing.assert_array_equal(decoding.teacher_forced_logits(loaded, ids),
-                                  decoding.teacher_forced_logits(pair.draft, ids))
+    np.testing.assert_array_equal(
+        decoding.teacher_forced_logits(loaded, ids), decoding.teacher_forced_logits(pair.draft, ids)
+    )
 
 
 def test_tokenizer_mismatch_is_refused():
@@ -177,9 +203,23 @@ def test_offline_hub_id_gives_clear_error(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"))
     env.pop("SPECVERIFY_REAL_DIR", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "specverify.models", "measure", "--device", "cpu",
-         "--target", "no-such-org/no-such-model-1234", "--draft", "no-such-org/no-such-draft"],
-        env=env, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "specverify.models",
+            "measure",
+            "--device",
+            "cpu",
+            "--target",
+            "no-such-org/no-such-model-1234",
+            "--draft",
+            "no-such-org/no-such-draft",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "no-such-org/no-such-model-1234" in proc.stderr and "offline" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -16,8 +16,9 @@ pytest.importorskip("transformers", reason=f"the real-model stage needs transfor
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify.laws import stats  # noqa: E402
-from specverify.models import decoding, tree_decoding as tree  # noqa: E402
 from specverify.laws.processing import process_logits  # noqa: E402
+from specverify.models import decoding  # noqa: E402
+from specverify.models import tree_decoding as tree
 from specverify.samplers.tree import tree_nodes  # noqa: E402
 
 PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "import numpy as np\n"]
@@ -116,8 +117,7 @@ def test_rounds_leave_both_caches_equal_to_a_prefill_of_the_output(pair, tempera
 
 
 def _tree(pair, ids, k, max_new_tokens=NEW_TOKENS, **kwargs):
-    return tree.tree_generate(pair.target, pair.draft, ids, k, max_new_tokens,
-                              vocab_size=pair.vocab_size, **kwargs)
+    return tree.tree_generate(pair.target, pair.draft, ids, k, max_new_tokens, vocab_size=pair.vocab_size, **kwargs)
 
 
 @pytest.mark.parametrize("shape", ["full", "spine"])
@@ -141,8 +141,7 @@ def test_greedy_tree_stops_at_eos_like_target_only(pair, references):
     ref, _ = references[0]
     eos = ref.new_ids[7]
     prompt = ref.ids[: ref.n_prompt]
-    want = decoding.target_only_generate(pair.target, prompt, NEW_TOKENS, vocab_size=pair.vocab_size,
-                                         eos_token_id=eos)
+    want = decoding.target_only_generate(pair.target, prompt, NEW_TOKENS, vocab_size=pair.vocab_size, eos_token_id=eos)
     got = _tree(pair, prompt, 3, eos_token_id=eos)
     assert got.ids == want.ids and got.ids[-1] == eos and len(got.new_ids) <= 8
 
@@ -157,8 +156,7 @@ def test_greedy_tree_accepts_at_least_the_chain_per_round(pair, references, k):
     for ref, _ in references:
         for end in range(ref.n_prompt, len(ref.ids), 3):
             context = ref.ids[:end]
-            chain = decoding.speculative_generate(pair.target, pair.draft, context, k, 1,
-                                                  vocab_size=pair.vocab_size)
+            chain = decoding.speculative_generate(pair.target, pair.draft, context, k, 1, vocab_size=pair.vocab_size)
             for shape in ("full", "spine"):
                 got = _tree(pair, context, k, 1, shape=shape).stats.accepted
                 assert got >= chain.stats.accepted, (end, shape, got, chain.stats.accepted)
@@ -202,8 +200,9 @@ def _marginal(law):
 def _sample_tree(pair, prompt, n_runs, n_tokens, without_replacement, seed):
     """n_runs independent tree generations of n_tokens (k = 2, width 2) from one prefill, rewound
     after each run; returns the emitted token tuples and the summed stats."""
-    sampling = tree.Sampling(TEMPERATURE, TOP_K, None, 2, pair.vocab_size,
-                             np.random.default_rng(seed), without_replacement)
+    sampling = tree.Sampling(
+        TEMPERATURE, TOP_K, None, 2, pair.vocab_size, np.random.default_rng(seed), without_replacement
+    )
     totals, samples = decoding.DecodeStats(), []
     with torch.no_grad():
         state = tree.prefill(pair.target, pair.draft, prompt)
@@ -211,7 +210,7 @@ def _sample_tree(pair, prompt, n_runs, n_tokens, without_replacement, seed):
             ids = list(prompt)
             while len(ids) - len(prompt) < n_tokens:
                 ids += tree.tree_round(pair.target, pair.draft, ids, state, 2, sampling, "full", totals)
-            samples.append(tuple(ids[len(prompt): len(prompt) + n_tokens]))
+            samples.append(tuple(ids[len(prompt) : len(prompt) + n_tokens]))
             state.rewind(len(prompt) - 1)
     assert 0 < totals.rejections < totals.rounds, "the sibling rule was never (or always) exercised"
     return samples, totals
@@ -258,8 +257,17 @@ def test_sampled_tree_iid_siblings_first_token_follows_the_target(pair):
 def test_identical_draft_accepts_every_level(pair):
     """p == q up to float rounding: the first candidate is accepted at every level (a rejection
     has probability ~1e-6), so each pass emits k + 1 tokens."""
-    gen = tree.tree_generate(pair.target, pair.target, pair.tokenizer.encode(PROMPTS[0]), 3, 24,
-                             temperature=0.7, top_p=0.9, rng=1, vocab_size=pair.vocab_size)
+    gen = tree.tree_generate(
+        pair.target,
+        pair.target,
+        pair.tokenizer.encode(PROMPTS[0]),
+        3,
+        24,
+        temperature=0.7,
+        top_p=0.9,
+        rng=1,
+        vocab_size=pair.vocab_size,
+    )
     assert gen.stats.rejections == 0 and gen.stats.tokens_per_pass == 4.0
     assert len(gen.new_ids) == 24
 
@@ -267,12 +275,15 @@ def test_identical_draft_accepts_every_level(pair):
 # ---------------------------------------------------------------------------- arguments
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"width": 0}, "width"),
-    ({"shape": "star"}, "shape"),
-    ({"temperature": -1.0}, "temperature"),
-    ({"vocab_size": 10_000}, "vocab_size"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"width": 0}, "width"),
+        ({"shape": "star"}, "shape"),
+        ({"temperature": -1.0}, "temperature"),
+        ({"vocab_size": 10_000}, "vocab_size"),
+    ],
+)
 def test_bad_arguments_name_themselves(pair, kwargs, name):
     with pytest.raises(ValueError, match=name):
         tree.tree_generate(pair.target, pair.draft, [1, 2, 3], 2, 4, **kwargs)

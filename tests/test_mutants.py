@@ -78,8 +78,7 @@ def test_report_cli_one_mutant_json_and_atomic_out(tmp_path, capsys):
     import json
 
     out = tmp_path / "r.json"
-    rc = main(["report", "--mutant", "ratio/inverted", "--format", "json", "--out", str(out),
-               "--workers", "1"])
+    rc = main(["report", "--mutant", "ratio/inverted", "--format", "json", "--out", str(out), "--workers", "1"])
     printed = json.loads(capsys.readouterr().out)
     assert rc == 0 and printed == json.loads(out.read_text())
     assert [r["id"] for r in printed["rows"]] == [BASELINE_ID, SANITY_ID, "ratio/inverted"]

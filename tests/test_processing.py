@@ -20,8 +20,9 @@ def test_temperature_alone_is_softmax_of_scaled_logits():
 def test_top_k_keeps_every_logit_tied_with_the_kth():
     assert np.count_nonzero(pr.process_logits([3.0, 2.0, 2.0, 0.0], 1.0, top_k=2)) == 3
     assert np.count_nonzero(pr.process_logits([1.0, 2.0, 2.0, 0.0], 1.0, top_k=2)) == 2
-    np.testing.assert_allclose(pr.process_logits([3.0, 2.0, 1.0], 1.0, top_k=2),
-                               [*softmax(np.array([3.0, 2.0])), 0.0], rtol=1e-12)
+    np.testing.assert_allclose(
+        pr.process_logits([3.0, 2.0, 1.0], 1.0, top_k=2), [*softmax(np.array([3.0, 2.0])), 0.0], rtol=1e-12
+    )
 
 
 def test_top_k_at_or_above_the_vocabulary_keeps_everything():
@@ -77,17 +78,28 @@ def test_agrees_with_transformers_warpers():
         scores = torch.tensor(z)[None]
         for warper in (lp.TemperatureLogitsWarper(t), lp.TopKLogitsWarper(k), lp.TopPLogitsWarper(top_p)):
             scores = warper(None, scores)
-        np.testing.assert_allclose(pr.process_logits(z, t, k, top_p), scores.softmax(-1)[0].numpy(),
-                                   rtol=1e-9, atol=1e-15)
+        np.testing.assert_allclose(
+            pr.process_logits(z, t, k, top_p), scores.softmax(-1)[0].numpy(), rtol=1e-9, atol=1e-15
+        )
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"temperature": -1.0}, "temperature"), ({"temperature": float("nan")}, "temperature"),
-    ({"temperature": float("inf")}, "temperature"), ({"temperature": True}, "temperature"),
-    ({"temperature": "1"}, "temperature"), ({"temperature": 0.0}, "temperature"),
-    ({"top_k": 0}, "top_k"), ({"top_k": 2.0}, "top_k"), ({"top_k": True}, "top_k"),
-    ({"top_p": 0.0}, "top_p"), ({"top_p": 1.5}, "top_p"), ({"top_p": True}, "top_p"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"temperature": -1.0}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+        ({"temperature": True}, "temperature"),
+        ({"temperature": "1"}, "temperature"),
+        ({"temperature": 0.0}, "temperature"),
+        ({"top_k": 0}, "top_k"),
+        ({"top_k": 2.0}, "top_k"),
+        ({"top_k": True}, "top_k"),
+        ({"top_p": 0.0}, "top_p"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"top_p": True}, "top_p"),
+    ],
+)
 def test_bad_parameters_are_refused_by_name(kwargs, name):
     with pytest.raises(ValueError, match=f"^{name}: "):
         pr.process_logits([0.0, 1.0], **{"temperature": 1.0, **kwargs})

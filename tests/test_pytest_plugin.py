@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["pytester"]
 
-USER_TESTS = '''
+USER_TESTS = """
 import pytest
 from specverify import speculative_step
 from specverify.mutants import get
@@ -27,7 +27,7 @@ def test_marker_sets_the_seed(specverify_check):
 
 def test_inverted_ratio_is_exact(specverify_check):
     specverify_check(get("ratio/inverted").fn)
-'''
+"""
 
 
 def plugin_args() -> list[str]:
@@ -40,14 +40,19 @@ def plugin_args() -> list[str]:
 def test_the_fixture_as_a_user_runs_it(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess(*plugin_args(), "--specverify-budget", "quick",
-                                           "--specverify-seed", "7", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "--specverify-budget", "quick", "--specverify-seed", "7", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
-    result.stdout.fnmatch_lines(["specverify: budget quick, seed 7",
-                                 "*AssertionError: *:inverted_ratio: NOT EXACT (seed 7, budget quick*",
-                                 "*smallest counterexample (exact): vocab 2, k=1*",
-                                 "*tokens*sampler*target*difference*"])
+    result.stdout.fnmatch_lines(
+        [
+            "specverify: budget quick, seed 7",
+            "*AssertionError: *:inverted_ratio: NOT EXACT (seed 7, budget quick*",
+            "*smallest counterexample (exact): vocab 2, k=1*",
+            "*tokens*sampler*target*difference*",
+        ]
+    )
     assert "FAILED test_user.py::test_inverted_ratio_is_exact" in out
 
 
@@ -70,7 +75,8 @@ def test_the_fixture_shows_its_status_line_on_a_terminal_through_capture(tmp_pat
     (tmp_path / "test_user.py").write_text(
         "from specverify import speculative_step\n\n"
         "def test_step(specverify_check):\n"
-        "    specverify_check(speculative_step, budget='quick')\n")
+        "    specverify_check(speculative_step, budget='quick')\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm", "COLUMNS": "100"}
     env.pop("PYTEST_XDIST_WORKER", None)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin_args(), "test_user.py"]

@@ -13,17 +13,16 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
-
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 
-from specverify.surface import check_run as checker  # noqa: E402
 from specverify.mutants import report  # noqa: E402
+from specverify.surface import check_run as checker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ("ratio/inverted", "control/unknown-draft-probs")
@@ -31,8 +30,9 @@ MUTANTS = ("ratio/inverted", "control/unknown-draft-probs")
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    ray.init(
+        num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}}
+    )
     yield ray
     ray.shutdown()
 
@@ -46,8 +46,7 @@ def test_report_on_ray_gives_the_local_verdicts(local_ray):
     t1 = time.perf_counter()
     there = report.run_all(items, "quick", 0, 120.0, 2, False, executor="ray")
     t2 = time.perf_counter()
-    print(f"\n{len(items)} subjects, quick budget: local (2 workers) {t1 - t0:.1f} s, "
-          f"ray (num_cpus=2) {t2 - t1:.1f} s")
+    print(f"\n{len(items)} subjects, quick budget: local (2 workers) {t1 - t0:.1f} s, ray (num_cpus=2) {t2 - t1:.1f} s")
     assert [(r.id, r.status, r.killed_by) for r in there] == [(r.id, r.status, r.killed_by) for r in here]
     assert all(r.ok for r in there)
     # the statistics agree too where no time limit cut a look short (the mutants stop at their
@@ -58,12 +57,18 @@ def test_report_on_ray_gives_the_local_verdicts(local_ray):
 
 
 def test_check_of_several_targets_on_ray(local_ray):
-    calls = [("specverify:speculative_step", "quick", 0, "auto", None, None),
-             ("specverify.mutants.catalogue:no_verification", "quick", 0, "auto", None, None)]
+    calls = [
+        ("specverify:speculative_step", "quick", 0, "auto", None, None),
+        ("specverify.mutants.catalogue:no_verification", "quick", 0, "auto", None, None),
+    ]
     from specverify.battery.executors import ray_map
 
-    outcomes = ray_map(checker.check_target, calls, "ray",  # as the CLI: with per-case units
-                       units=[checker.target_units(t, b) for t, b, *_ in calls])
+    outcomes = ray_map(
+        checker.check_target,
+        calls,
+        "ray",  # as the CLI: with per-case units
+        units=[checker.target_units(t, b) for t, b, *_ in calls],
+    )
     assert [(s, r["exact"]) for s, r in outcomes] == [("ok", True), ("ok", False)]
     assert outcomes[1][1]["counterexample"]["vocab_size"] == 2
 
@@ -71,9 +76,24 @@ def test_check_of_several_targets_on_ray(local_ray):
 def test_the_cli_starts_its_own_local_ray():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, "-m", "specverify", "check", "specverify:speculative_step",
-                           "--budget", "quick", "--json", "--executor", "ray"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "specverify",
+            "check",
+            "specverify:speculative_step",
+            "--budget",
+            "quick",
+            "--json",
+            "--executor",
+            "ray",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["exact"] is True
 
@@ -87,19 +107,28 @@ def compared(result) -> dict:
 
 def battery_dict(mutant_id: str, budget, seed: int, stop_on_first: bool, *got) -> dict:
     """A Ray task: the subject's battery with its units (``got``) replayed."""
-    from specverify.interfaces import round_cases, round as round_interface, round_units as units
+    from specverify.interfaces import round as round_interface
+    from specverify.interfaces import round_units as units
 
-    return compared(round_interface.run_battery(report.subject_fn(mutant_id), budget, seed,
-                                          stop_on_first=stop_on_first, prefetched=units.prefetched(got)))
+    return compared(
+        round_interface.run_battery(
+            report.subject_fn(mutant_id), budget, seed, stop_on_first=stop_on_first, prefetched=units.prefetched(got)
+        )
+    )
 
 
-SPLIT_SUBJECTS = (("control/unknown-draft-probs", "exact"), ("ratio/inverted", "biased"),
-                  ("bonus/no-bonus-token", "fewer-tokens"))
+SPLIT_SUBJECTS = (
+    ("control/unknown-draft-probs", "exact"),
+    ("ratio/inverted", "biased"),
+    ("bonus/no-bonus-token", "fewer-tokens"),
+)
 
 
 def test_the_per_case_split_on_ray_gives_the_local_battery_results(local_ray):
-    from specverify.interfaces import round_cases, round as round_interface, round_units as units
     from specverify.battery.executors import ray_map
+    from specverify.interfaces import round as round_interface
+    from specverify.interfaces import round_cases
+    from specverify.interfaces import round_units as units
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not importable there
     b = replace(round_cases.get_budget("quick"), **report.REPORT_OVERRIDES)
@@ -107,8 +136,12 @@ def test_the_per_case_split_on_ray_gives_the_local_battery_results(local_ray):
     for mutant_id, effect in SPLIT_SUBJECTS:
         stop = report.stops_on_first(effect)
         calls.append((mutant_id, b, 5, stop))
-        unit_lists.append([(units.enumeration_unit, (partial(report.subject_fn, mutant_id), b, lengths, i))
-                           for lengths, i in units.enumeration_calls(b, stop)])
+        unit_lists.append(
+            [
+                (units.enumeration_unit, (partial(report.subject_fn, mutant_id), b, lengths, i))
+                for lengths, i in units.enumeration_calls(b, stop)
+            ]
+        )
         here.append(compared(round_interface.run_battery(report.subject_fn(mutant_id), b, 5, stop_on_first=stop)))
     there = ray_map(battery_dict, calls, "ray", units=unit_lists)
     assert [d["exact"] for d in there] == [True, False, True]
@@ -127,10 +160,28 @@ def test_the_report_cli_on_ray_gives_the_local_rows():
     env.pop("RAY_ADDRESS", None)
     rows = {}
     for executor in ("local", "ray"):
-        proc = subprocess.run([sys.executable, "-m", "specverify.mutants", "report", "--mutant",
-                               "bonus/no-bonus-token", "--budget", "quick", "--seed", "1", "--format",
-                               "json", "--executor", executor],
-                              capture_output=True, text=True, timeout=300, env=env)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "specverify.mutants",
+                "report",
+                "--mutant",
+                "bonus/no-bonus-token",
+                "--budget",
+                "quick",
+                "--seed",
+                "1",
+                "--format",
+                "json",
+                "--executor",
+                executor,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         rows[executor] = [(r["id"], r["status"], r["killed_by"]) for r in json.loads(proc.stdout)["rows"]]
     assert rows["ray"] == rows["local"]

@@ -89,8 +89,13 @@ def test_the_catalogue_and_the_reference_walk_the_same_verify_with(monkeypatch):
     speculative_step(model.p_fn, model.q_fn, prefix, 3, np.random.default_rng(0))
     assert reference
     mutant_calls = _spy(monkeypatch, catalogue, "verify_with")
-    for fn in (catalogue.no_bonus_token, catalogue.resample_from_p, catalogue.off_by_one_target,
-               catalogue.residual_swapped, catalogue.temperature_draft_only):
+    for fn in (
+        catalogue.no_bonus_token,
+        catalogue.resample_from_p,
+        catalogue.off_by_one_target,
+        catalogue.residual_swapped,
+        catalogue.temperature_draft_only,
+    ):
         fn(model.p_fn, model.q_fn, prefix, 3, np.random.default_rng(1))
     assert len(mutant_calls) == 5
 
@@ -137,8 +142,7 @@ def _large_vocab():
     return TableModel(p / p.sum(axis=1, keepdims=True), q, order=1, name="large-vocab")
 
 
-@pytest.mark.parametrize("model, prefix", MODELS + [(_large_vocab(), (3,))],
-                         ids=lambda m: getattr(m, "name", str(m)))
+@pytest.mark.parametrize("model, prefix", MODELS + [(_large_vocab(), (3,))], ids=lambda m: getattr(m, "name", str(m)))
 @pytest.mark.parametrize("k", [1, 2, 4])
 def test_batched_rounds_replay_to_the_reference(model, prefix, k):
     """Every row of ``simulate_rounds``, its uniforms handed to ``speculative_step`` (the drafts'
@@ -169,11 +173,18 @@ def test_every_tree_sampler_runs_the_one_sibling_rule(monkeypatch):
     model, prefix = toy_chain(), (0,)
     for without in (False, True):
         for seed in range(200):
-            walked = tree.tree_step(model.p_fn, model.q_fn, prefix, 2, np.random.default_rng(seed),
-                                    width=2, without_replacement=without)
-            shaped = tree.tree_shape_step(model.p_fn, model.q_fn, prefix, 2,
-                                          np.random.default_rng(seed), shape=tree.full_shape((2, 2)),
-                                          without_replacement=without)
+            walked = tree.tree_step(
+                model.p_fn, model.q_fn, prefix, 2, np.random.default_rng(seed), width=2, without_replacement=without
+            )
+            shaped = tree.tree_shape_step(
+                model.p_fn,
+                model.q_fn,
+                prefix,
+                2,
+                np.random.default_rng(seed),
+                shape=tree.full_shape((2, 2)),
+                without_replacement=without,
+            )
             assert walked == shaped, (without, seed)
     assert len(calls) >= 2 * 2 * 200
 

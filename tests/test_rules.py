@@ -10,22 +10,30 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from specverify import get_sampler, strategies as sst
-from specverify.laws.chains import handout_iid, iid_model, toy_chain
+from specverify import get_sampler
+from specverify import strategies as sst
 from specverify.interfaces.round_cases import all_cases, expected_round_length
-from specverify.laws.exact import NotEnumerable, round_length_distribution, sampler_distribution, sequence_distribution, total_variation
+from specverify.interfaces.round_optimum import optimum_tokens_per_round
+from specverify.laws.chains import handout_iid, iid_model, toy_chain
+from specverify.laws.exact import (
+    NotEnumerable,
+    round_length_distribution,
+    sampler_distribution,
+    sequence_distribution,
+    total_variation,
+)
+from specverify.laws.optimal_acceptance import draft_sets, optimal_acceptance
 from specverify.mutants import ALL
 from specverify.mutants.catalogue import match_target_sample
 from specverify.mutants.rules import RULE_MUTANTS, match_target_sample_emit_draft
-from specverify.laws.optimal_acceptance import draft_sets, optimal_acceptance
-from specverify.interfaces.round_optimum import optimum_tokens_per_round
 
 TOL = 1e-9
 
 
 def tv(sampler, case, max_paths=400_000):
-    got = sampler_distribution(sampler, case.model.p_fn, case.model.q_fn, case.prefix, case.k,
-                               case.m, max_paths=max_paths)
+    got = sampler_distribution(
+        sampler, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m, max_paths=max_paths
+    )
     return total_variation(got, sequence_distribution(case.model.p_fn, case.prefix, case.m))
 
 
@@ -58,7 +66,8 @@ def test_block_with_one_draft_is_the_token_wise_rule():
     model = toy_chain()
     for prefix in [(0,), (1,), (2,)]:
         assert mean_tokens(get_sampler("block"), model, prefix, 1) == pytest.approx(
-            mean_tokens(get_sampler("chain"), model, prefix, 1), abs=1e-12)
+            mean_tokens(get_sampler("chain"), model, prefix, 1), abs=1e-12
+        )
 
 
 def test_block_beats_the_chain_on_the_handout_pair():
@@ -109,10 +118,8 @@ def first_token(sampler, model, prefix, k):
 
 def test_match_target_sample_emitting_y_is_exact_emitting_the_draft_is_q():
     model = iid_model([0.6, 0.3, 0.1], [0.2, 0.3, 0.5])
-    np.testing.assert_allclose(first_token(match_target_sample, model, (), 2), [0.6, 0.3, 0.1],
-                               atol=1e-12)
-    np.testing.assert_allclose(first_token(match_target_sample_emit_draft, model, (), 2),
-                               [0.2, 0.3, 0.5], atol=1e-12)
+    np.testing.assert_allclose(first_token(match_target_sample, model, (), 2), [0.6, 0.3, 0.1], atol=1e-12)
+    np.testing.assert_allclose(first_token(match_target_sample_emit_draft, model, (), 2), [0.2, 0.3, 0.5], atol=1e-12)
 
 
 # ------------------------------------------------------------------------------ the oracle
@@ -157,8 +164,7 @@ def test_optimum_tokens_per_round_is_block_on_the_tokens_per_round_cases():
 
     for case in round_length_cases():
         opt = optimum_tokens_per_round(case)
-        assert opt == pytest.approx(mean_tokens(get_sampler("block"), case.model, case.prefix,
-                                                case.k), abs=1e-12)
+        assert opt == pytest.approx(mean_tokens(get_sampler("block"), case.model, case.prefix, case.k), abs=1e-12)
         assert opt >= expected_round_length(case) - 1e-12
 
 
@@ -184,8 +190,7 @@ def test_nodewise_optimum_is_the_chain_at_width_one_and_above_the_tree_rules():
     from specverify.interfaces.round_optimum import nodewise_optimum_tokens_per_round
 
     case = Case("toy chain k=2", toy_chain(), (0,), 2, 1)
-    assert nodewise_optimum_tokens_per_round(case, width=1) == pytest.approx(
-        expected_round_length(case), abs=1e-9)
+    assert nodewise_optimum_tokens_per_round(case, width=1) == pytest.approx(expected_round_length(case), abs=1e-9)
     opt = nodewise_optimum_tokens_per_round(case, width=2)
     for name in ("tree-iid", "spectr"):
         assert mean_tokens(get_sampler(name), case.model, case.prefix, case.k) <= opt + 1e-9
@@ -201,8 +206,10 @@ def test_traversal_is_exact_and_never_below_its_tree_rule(name, case):
     small = type(case)(case.name, case.model, case.prefix, k, case.m)
     assert tv(get_sampler(name), small) < TOL
     tree = get_sampler(name.replace("traversal", "tree"))
-    assert mean_tokens(get_sampler(name), case.model, case.prefix, k) >= mean_tokens(
-        tree, case.model, case.prefix, k) - 1e-12
+    assert (
+        mean_tokens(get_sampler(name), case.model, case.prefix, k)
+        >= mean_tokens(tree, case.model, case.prefix, k) - 1e-12
+    )
 
 
 def test_traversal_of_width_one_is_block_verification():
@@ -212,10 +219,10 @@ def test_traversal_of_width_one_is_block_verification():
 
     width_one = functools.partial(traversal_step, width=1)
     for case in all_cases()[:9]:
-        got = sampler_distribution(width_one, case.model.p_fn, case.model.q_fn, case.prefix,
-                                   case.k, case.m)
-        block = sampler_distribution(get_sampler("block"), case.model.p_fn, case.model.q_fn,
-                                     case.prefix, case.k, case.m)
+        got = sampler_distribution(width_one, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m)
+        block = sampler_distribution(
+            get_sampler("block"), case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m
+        )
         assert total_variation(got, block) < 1e-12
 
 
@@ -223,7 +230,8 @@ def test_nodewise_optimum_closed_form_on_iid_models_matches_enumeration():
     """On an i.i.d. model every node is alike: the closed form sum(a^i) equals the enumerated
     canonical rule's tokens per round on the same model written as period 2 (which takes the
     enumeration route). Exact, no sampling."""
-    from specverify.interfaces import round_cases, round_optimum as optimum_tokens
+    from specverify.interfaces import round_cases
+    from specverify.interfaces import round_optimum as optimum_tokens
     from specverify.laws import optimal_acceptance as optimal
     from specverify.laws.chains import TableModel
 
@@ -243,11 +251,11 @@ def test_nodewise_optimum_closed_form_on_iid_models_matches_enumeration():
 def tree_shapes(max_depth: int = 2, max_width: int = 3):
     """Decoding-tree shapes (Definition 3.1 of arXiv 2505.12398): nested tuples, depth 1..max_depth,
     1..max_width children per node, leaves at any depth (sparse trees)."""
+
     def node(depth):
         if depth == 0:
             return st.just(())
-        return st.lists(st.one_of(st.just(()), node(depth - 1)), min_size=1,
-                        max_size=max_width).map(tuple)
+        return st.lists(st.one_of(st.just(()), node(depth - 1)), min_size=1, max_size=max_width).map(tuple)
 
     return st.integers(1, max_depth).flatmap(node)
 
@@ -282,24 +290,22 @@ def test_traversal_formulas_reproduce_the_papers_worked_example():
 
 
 @settings(max_examples=60, deadline=None)
-@given(sst.table_models(vocab_size=(2, 3), order=(0, 1), period=(1, 2)), tree_shapes(),
-       st.booleans())
+@given(sst.table_models(vocab_size=(2, 3), order=(0, 1), period=(1, 2)), tree_shapes(), st.booleans())
 def test_traversal_is_exact_on_generated_models_and_tree_shapes(model, shape, without_replacement):
     from specverify.samplers.traversal import traversal_step
     from specverify.samplers.tree import shape_depth
 
     prefix = tuple(t % model.vocab_size for t in range(model.order))
     k = shape_depth(shape)
-    got = sampler_distribution(shaped(traversal_step, shape, without_replacement), model.p_fn,
-                               model.q_fn, prefix, k, k + 1)
+    got = sampler_distribution(
+        shaped(traversal_step, shape, without_replacement), model.p_fn, model.q_fn, prefix, k, k + 1
+    )
     assert total_variation(got, sequence_distribution(model.p_fn, prefix, k + 1)) < TOL
 
 
 @settings(max_examples=60, deadline=None)
-@given(sst.table_models(vocab_size=(2, 3), order=(0, 1), period=(1, 2)), tree_shapes(),
-       st.booleans())
-def test_traversal_never_accepts_less_than_token_level_on_the_same_tree(model, shape,
-                                                                        without_replacement):
+@given(sst.table_models(vocab_size=(2, 3), order=(0, 1), period=(1, 2)), tree_shapes(), st.booleans())
+def test_traversal_never_accepts_less_than_token_level_on_the_same_tree(model, shape, without_replacement):
     """The paper proves optimality only for chains (Theorem 3.4) and measures trees; by
     enumeration, on every generated model and shape traversal's expected tokens per round is at
     least token-level verification's (RRS down the same tree), and equal at depth 1, where the two
@@ -317,16 +323,19 @@ def test_traversal_never_accepts_less_than_token_level_on_the_same_tree(model, s
 
 
 def test_token_level_walk_on_full_shapes_is_the_tree_rule():
-    from specverify.samplers.tree import full_shape, tree_shape_step, tree_step
     import functools
+
+    from specverify.samplers.tree import full_shape, tree_shape_step, tree_step
 
     for case in all_cases()[:6]:
         k = min(case.k, 2)
         for wor in (False, True):
             shaped_rule = shaped(tree_shape_step, full_shape((2,) * k), wor)
             tree = functools.partial(tree_step, width=2, without_replacement=wor)
-            a, b = (sampler_distribution(s, case.model.p_fn, case.model.q_fn, case.prefix, k, k + 1)
-                    for s in (shaped_rule, tree))
+            a, b = (
+                sampler_distribution(s, case.model.p_fn, case.model.q_fn, case.prefix, k, k + 1)
+                for s in (shaped_rule, tree)
+            )
             assert total_variation(a, b) < 1e-12
 
 
@@ -347,13 +356,14 @@ def test_traversal_against_the_tree_rules_and_the_nodewise_optimum():
     from specverify.interfaces.round_cases import Case
     from specverify.interfaces.round_optimum import nodewise_optimum_tokens_per_round
 
-    cases = [(handout_iid(), (0,), (2.5996, 2.6276, 3.0)),
-             (toy_chain(), (0,), (2.2620, 2.3100, 2.4412)),
-             (context_varying_chain(), (2,), (1.3348, 1.3551, 1.3464))]
+    cases = [
+        (handout_iid(), (0,), (2.5996, 2.6276, 3.0)),
+        (toy_chain(), (0,), (2.2620, 2.3100, 2.4412)),
+        (context_varying_chain(), (2,), (1.3348, 1.3551, 1.3464)),
+    ]
     got = []
     for model, prefix, expected in cases:
-        tree, trav = (mean_tokens(get_sampler(n), model, prefix, 2)
-                      for n in ("tree-iid", "traversal-iid"))
+        tree, trav = (mean_tokens(get_sampler(n), model, prefix, 2) for n in ("tree-iid", "traversal-iid"))
         opt = nodewise_optimum_tokens_per_round(Case(model.name, model, prefix, 2, 1), width=2)
         assert (tree, trav, opt) == pytest.approx(expected, abs=1e-4)
         assert tree < trav

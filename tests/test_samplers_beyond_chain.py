@@ -12,11 +12,19 @@ from collections import defaultdict
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis_labels import label_model
 
 from specverify import strategies as sst
-from specverify.laws.chains import TableModel, handout_iid, toy_chain
 from specverify.bench.compare_samplers import copy_heavy_chain, copy_heavy_prompt, exact_long_run, simulate
-from specverify.laws.exact import exact_tv, round_length_distribution, sampler_distribution, sequence_distribution, total_variation
+from specverify.laws.chains import TableModel, handout_iid, toy_chain
+from specverify.laws.exact import (
+    exact_tv,
+    round_length_distribution,
+    sampler_distribution,
+    sequence_distribution,
+    total_variation,
+)
+from specverify.laws.theory import expected_tokens as theory_tokens
 from specverify.mutants.multi_draft import MULTI_DRAFT_MUTANTS
 from specverify.samplers import SAMPLERS, get_sampler
 from specverify.samplers.adaptive import AdaptiveK, confidence_step
@@ -24,9 +32,6 @@ from specverify.samplers.chain import speculative_step
 from specverify.samplers.greedy import greedy_step
 from specverify.samplers.prompt_lookup import lookup_drafts, prompt_lookup_step
 from specverify.samplers.tree import tree_nodes, tree_step
-from specverify.laws.theory import expected_tokens as theory_tokens
-
-from hypothesis_labels import label_model
 
 TOL = 1e-9  # exact TV of a correct sampler is float rounding, ~1e-16
 EXACT_SAMPLERS = [
@@ -188,18 +193,14 @@ def test_prompt_lookup_is_exact_on_copy_heavy_sequences():
         assert max(tvs) < TOL, f"k={k}: TVs {tvs}"
     # and it actually copies: one round of k = 3 emits 1 + 0.92 + 0.92^2 + 0.92^3 tokens
     dist = round_length_distribution(prompt_lookup_step, model.p_fn, model.q_fn, prompt, 3)
-    assert sum(n * w for n, w in dist.items()) == pytest.approx(
-        sum(0.92**i for i in range(4)), abs=1e-12
-    )
+    assert sum(n * w for n, w in dist.items()) == pytest.approx(sum(0.92**i for i in range(4)), abs=1e-12)
 
 
 def test_prompt_lookup_without_a_match_emits_one_token_from_p():
     model = toy_chain()
     dist = sampler_distribution(prompt_lookup_step, model.p_fn, model.q_fn, (0,), 3, 1)
     assert dist == pytest.approx({(t,): float(model.p_fn((0,))[t]) for t in range(3)})
-    assert round_length_distribution(prompt_lookup_step, model.p_fn, model.q_fn, (0,), 3) == {
-        1: pytest.approx(1.0)
-    }
+    assert round_length_distribution(prompt_lookup_step, model.p_fn, model.q_fn, (0,), 3) == {1: pytest.approx(1.0)}
 
 
 def test_confidence_stopping_drafts_less_on_an_unsure_draft():
@@ -252,8 +253,7 @@ def test_contract_with_a_real_generator(name):
     "call, message",
     [
         (lambda: tree_step(toy_chain().p_fn, toy_chain().q_fn, (0,), 2, None, width=0), "width"),
-        (lambda: confidence_step(toy_chain().p_fn, toy_chain().q_fn, (0,), 2, None,
-                                 threshold=1.5), "threshold"),
+        (lambda: confidence_step(toy_chain().p_fn, toy_chain().q_fn, (0,), 2, None, threshold=1.5), "threshold"),
         (lambda: lookup_drafts((1, 2), 2, ngram=0), "ngram"),
         (lambda: AdaptiveK(smoothing=0.0), "smoothing"),
         (lambda: AdaptiveK(alpha0=1.2), "alpha0"),

@@ -9,11 +9,10 @@ import pytest
 from hypothesis import Phase, event, given, settings
 from hypothesis import find as _find
 from hypothesis import strategies as st
+from hypothesis_labels import label_model
 
 from specverify import strategies as sst
 from specverify.common.validation import check_prob_vector
-
-from hypothesis_labels import label_model
 
 
 def _label_vector(v: np.ndarray) -> None:
@@ -244,8 +243,16 @@ def test_temperature_zero_is_greedy():
 
 @pytest.mark.parametrize(
     "config",
-    [{"temperature": -1.0}, {"temperature": float("nan")}, {"top_k": 0}, {"top_k": 2.0},
-     {"top_p": 0.0}, {"top_p": 1.5}, {"temp": 1.0}, [("temperature", 1.0)]],
+    [
+        {"temperature": -1.0},
+        {"temperature": float("nan")},
+        {"top_k": 0},
+        {"top_k": 2.0},
+        {"top_p": 0.0},
+        {"top_p": 1.5},
+        {"temp": 1.0},
+        [("temperature", 1.0)],
+    ],
 )
 def test_apply_processing_rejects_bad_configs(config):
     with pytest.raises(ValueError, match="config"):
@@ -254,8 +261,12 @@ def test_apply_processing_rejects_bad_configs(config):
 
 @pytest.mark.parametrize(
     "values, kind, match",
-    [([float("nan"), 0.0], "logits", "values"), ([-np.inf, -np.inf], "logits", "values"),
-     ([0.5, 0.6], "probs", "values"), ([0.5, 0.5], "log-probs", "kind")],
+    [
+        ([float("nan"), 0.0], "logits", "values"),
+        ([-np.inf, -np.inf], "logits", "values"),
+        ([0.5, 0.6], "probs", "values"),
+        ([0.5, 0.5], "log-probs", "kind"),
+    ],
 )
 def test_apply_processing_rejects_bad_values(values, kind, match):
     with pytest.raises(ValueError, match=match):

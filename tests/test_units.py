@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from specverify.battery import core as battery_core
-from specverify.interfaces import round_cases, round as round_interface, round_units as units
-from specverify.samplers import chain as chain_sampler
+from specverify.interfaces import round as round_interface
+from specverify.interfaces import round_cases
+from specverify.interfaces import round_units as units
 from specverify.mutants import report
+from specverify.samplers import chain as chain_sampler
 
 QUICK = replace(round_cases.get_budget("quick"), **report.REPORT_OVERRIDES)
 
@@ -26,16 +28,21 @@ def compared(result: battery_core.BatteryResult) -> dict:
 
 
 def run_units(load, budget, stop_on_first=False) -> list[dict]:
-    return [units.enumeration_unit(load, budget, lengths, i)
-            for lengths, i in units.enumeration_calls(budget, stop_on_first)]
+    return [
+        units.enumeration_unit(load, budget, lengths, i)
+        for lengths, i in units.enumeration_calls(budget, stop_on_first)
+    ]
 
 
-@pytest.mark.parametrize("mutant_id, effect", [
-    (report.BASELINE_ID, "exact"),
-    ("control/unknown-draft-probs", "exact"),
-    ("ratio/inverted", "biased"),
-    ("bonus/no-bonus-token", "fewer-tokens"),
-])
+@pytest.mark.parametrize(
+    "mutant_id, effect",
+    [
+        (report.BASELINE_ID, "exact"),
+        ("control/unknown-draft-probs", "exact"),
+        ("ratio/inverted", "biased"),
+        ("bonus/no-bonus-token", "fewer-tokens"),
+    ],
+)
 def test_prefetched_units_give_the_local_battery_result(mutant_id, effect):
     fn, stop = report.subject_fn(mutant_id), report.stops_on_first(effect)
     here = round_interface.run_battery(fn, QUICK, 3, stop_on_first=stop)
@@ -50,7 +57,12 @@ def test_prefetched_units_give_the_local_battery_result(mutant_id, effect):
 
 def test_units_cover_only_what_the_battery_surely_asks_for():
     assert units.enumeration_calls(QUICK) == [(False, i) for i in QUICK.cases] + [(True, 0), (True, 1), (True, 2)]
-    assert units.enumeration_calls(QUICK, stop_on_first=True) == [(False, QUICK.cases[0]), (True, 0), (True, 1), (True, 2)]
+    assert units.enumeration_calls(QUICK, stop_on_first=True) == [
+        (False, QUICK.cases[0]),
+        (True, 0),
+        (True, 1),
+        (True, 2),
+    ]
 
 
 def test_the_enumeration_budget_is_charged_with_the_units_seconds():
@@ -72,8 +84,9 @@ def test_a_unit_past_the_deadline_ends_the_run_as_timed_out():
         u["seconds"] = 6.0
     import time
 
-    result = round_interface.run_battery(chain_sampler.speculative_step, QUICK, 0, prefetched=units.prefetched(got),
-                                   deadline=time.monotonic() + 9.0)
+    result = round_interface.run_battery(
+        chain_sampler.speculative_step, QUICK, 0, prefetched=units.prefetched(got), deadline=time.monotonic() + 9.0
+    )
     assert result.timed_out and result.exact is None
 
 
@@ -87,8 +100,7 @@ def dies_when_enumerated(p_fn, q_fn, prefix, k, rng):
 def test_a_subject_that_exits_in_a_unit_is_the_local_finding():
     here = round_interface.run_battery(dies_when_enumerated, QUICK, 0)
     got = run_units(lambda: dies_when_enumerated, QUICK)
-    assert got[0]["outcome"] == ("failed", "its process exited with code 3 during a call "
-                                           "(os._exit or a C-level exit)")
+    assert got[0]["outcome"] == ("failed", "its process exited with code 3 during a call (os._exit or a C-level exit)")
     split = round_interface.run_battery(dies_when_enumerated, QUICK, 0, prefetched=units.prefetched(got))
     assert compared(split) == compared(here)
     assert split.exact is False and split.findings[0].kind == "contract"
@@ -113,7 +125,9 @@ def test_a_chi_square_look_draws_the_same_runs_whatever_else_is_live():
     assert light.m < heavy.m
 
     def first_line(others):
-        result = round_interface.run_statistics(chain_sampler.speculative_step, [first, *others], 4, "quick", n_max=2000)
+        result = round_interface.run_statistics(
+            chain_sampler.speculative_step, [first, *others], 4, "quick", n_max=2000
+        )
         if any("time limit" in line for line in result.ran):
             pytest.skip("a look was cut by time on this loaded machine: its runs are not comparable")
         lines = [line for line in result.ran if line.startswith(f"chi-square: {first.name}:")]

@@ -27,8 +27,7 @@ pytest_plugins = ["pytester"]
 
 def run_module(*args, timeout=60):
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     return proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - t0
 
 
@@ -38,54 +37,64 @@ HEAVY_MODULES = {"scipy", "torch", "transformers", "polars", "matplotlib", "ray"
 """What no command may import before it has parsed its command line (NumPy may: ~0.1 s)."""
 
 
-@pytest.mark.parametrize("args, words", [
-    (("specverify",), "expected a command"),
-    (("specverify", "nope"), "expected a command"),
-    (("specverify", "check"), "the following arguments are required: TARGET"),
-    (("specverify", "check", "--bogus", "a:b"), "unrecognized arguments: --bogus"),
-    (("specverify", "check", "a:b", "--budget", "huge"), "invalid choice: 'huge'"),
-    (("specverify", "check", "a:b", "--interface", "x"), "argument --interface"),
-    (("specverify.mutants",), "required: command"),
-    (("specverify.mutants", "report", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.mutants", "report", "--workers", "0"), "argument --workers"),
-    (("specverify.mutants", "report", "--format", "html"), "argument --format: invalid choice"),
-    (("specverify.engines", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.engines", "--seed", "-1"), "argument --seed"),
-    (("specverify.engines", "--render", "/no/such/rows.json"), "--render: cannot read"),
-    (("specverify.bench.kernel_bench", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.bench.kernel_bench", "--markdown"), "expected one argument"),
-    (("specverify.bench.kernel_bench", "--markdown", "/no/such/dir/K.md"), "argument --markdown: folder"),
-    (("specverify.bench", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.bench", "--budget", "huge"), "argument --budget: invalid choice: 'huge'"),
-    (("specverify.bench", "--markdown", "/no/such/dir/B.md"), "argument --markdown: folder"),
-    (("specverify.bench.hot_path", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.bench.hot_path", "--repeats", "0"), "--repeats: must be >= 1"),
-    (("specverify.bench.hot_path", "--against", "/no/such/dir"), "--against: /no/such/dir holds no specverify"),
-    (("specverify.bench.compare_samplers", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.bench.compare_samplers", "--out", "/no/such/dir/S.md"), "argument --out: folder"),
-    (("specverify.experiments",), "the following arguments are required: NAME"),
-    (("specverify.experiments", "nope"), "argument NAME: invalid choice: 'nope'"),
-    (("specverify.experiments", "power", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify.experiments", "power", "--out", "pyproject.toml"),
-     "--out: 'pyproject.toml' exists and is not a directory"),
-    (("specverify", "check", "a:b", "--executor", "ray://head:99999"),
-     "argument --executor: 'ray://head:99999': the port must be an integer in 1..65535"),
-    (("specverify.mutants", "report", "--executor", "ray://head"), "argument --executor: 'ray://head': expected"),
-    (("specverify", "check-hf-generate", "--bogus"), "unrecognized arguments: --bogus"),
-    (("specverify", "check-hf-generate", "--n", "0"), "argument --n: must be >= 1, got 0"),
-    (("specverify", "check-hf-generate", "--detect-tv", "0"), "argument --detect-tv: must be a total-variation"),
-], ids=lambda a: " ".join(a) if isinstance(a, tuple) else None)
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("specverify",), "expected a command"),
+        (("specverify", "nope"), "expected a command"),
+        (("specverify", "check"), "the following arguments are required: TARGET"),
+        (("specverify", "check", "--bogus", "a:b"), "unrecognized arguments: --bogus"),
+        (("specverify", "check", "a:b", "--budget", "huge"), "invalid choice: 'huge'"),
+        (("specverify", "check", "a:b", "--interface", "x"), "argument --interface"),
+        (("specverify.mutants",), "required: command"),
+        (("specverify.mutants", "report", "--bogus"), "unrecognized arguments: --bogus"),
+        (("specverify.mutants", "report", "--workers", "0"), "argument --workers"),
+        (("specverify.mutants", "report", "--format", "html"), "argument --format: invalid choice"),
+        (("specverify.engines", "--bogus"), "unrecognized arguments: --bogus"),
+        (("specverify.engines", "--seed", "-1"), "argument --seed"),
+        (("specverify.engines", "--render", "/no/such/rows.json"), "--render: cannot read"),
+        (("specverify.bench.kernel_bench", "--bogus"), "unrecognized arguments: --bogus"),
+        (("specverify.bench.kernel_bench", "--markdown"), "expected one argument"),
+        (("specverify.bench.kernel_bench", "--markdown", "/no/such/dir/K.md"), "argument --markdown: folder"),
+        (("specverify.bench", "--bogus"), "unrecognized arguments: --bogus"),
+        (("specverify.bench", "--budget", "huge"), "argument --budget: invalid choice: 'huge'"),
+        (("specverify.bench", "--markdown", "/no/such/dir/B.md"), "argument --markdown: folder"),
+        (("specverify.bench.hot_path", "--bogus"), "unrecognized arguments: --bogus"),
+        (("specverify.bench.hot_path", "--repeats", "0"), "--repeats: must be >= 1"),
+        (("specverify.bench.hot_path", "--against", "/no/such/dir"), "--against: /no/such/dir holds no specverify"),
+        (("specverify.bench.compare_samplers", "--bogus"), "unrecognized arguments: --bogus"),
+        (("specverify.bench.compare_samplers", "--out", "/no/such/dir/S.md"), "argument --out: folder"),
+        (("specverify.experiments",), "the following arguments are required: NAME"),
+        (("specverify.experiments", "nope"), "argument NAME: invalid choice: 'nope'"),
+        (("specverify.experiments", "power", "--bogus"), "unrecognized arguments: --bogus"),
+        (
+            ("specverify.experiments", "power", "--out", "pyproject.toml"),
+            "--out: 'pyproject.toml' exists and is not a directory",
+        ),
+        (
+            ("specverify", "check", "a:b", "--executor", "ray://head:99999"),
+            "argument --executor: 'ray://head:99999': the port must be an integer in 1..65535",
+        ),
+        (("specverify.mutants", "report", "--executor", "ray://head"), "argument --executor: 'ray://head': expected"),
+        (("specverify", "check-hf-generate", "--bogus"), "unrecognized arguments: --bogus"),
+        (("specverify", "check-hf-generate", "--n", "0"), "argument --n: must be >= 1, got 0"),
+        (("specverify", "check-hf-generate", "--detect-tv", "0"), "argument --detect-tv: must be a total-variation"),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, tuple) else None,
+)
 def test_a_usage_error_is_one_line_and_exit_2(args, words):
     """One line on stderr, exit 2, and fast: nothing heavy is imported before the command line
     is parsed (``-X importtime`` lists every import; its lines are set aside). Asserting on the
     imports, not the wall clock, keeps this deterministic on a loaded machine; the times (0.1 to
     0.3 s each on 2 idle cores, where SciPy alone costs ~1 s and torch ~5 s) are measured by
     ``python -X importtime -m ARGS``."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", *args], capture_output=True,
-                          text=True, timeout=60, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     code, out, err = proc.returncode, proc.stdout, proc.stderr
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in err.splitlines()
-                if line.startswith("import time:")}
+    imported = {
+        line.split("|")[-1].strip().split(".")[0] for line in err.splitlines() if line.startswith("import time:")
+    }
     err = "".join(line + "\n" for line in err.splitlines() if not line.startswith("import time:"))
     assert code == 2 and out == "", (code, out, err)
     assert len(err.strip().splitlines()) == 1 and ": error: " in err and words in err, err
@@ -103,7 +112,7 @@ def test_help_exits_0_and_lists_the_commands():
 
 # ------------------------------------------------------------------ 2, 3. the pytest marker, tracebacks
 
-MARKER_TESTS = '''
+MARKER_TESTS = """
 import pytest
 from specverify import speculative_step
 from specverify.mutants import get
@@ -127,7 +136,7 @@ def test_seed_none_keeps_the_option(specverify_check):
 @pytest.mark.specverify(budget="quick")
 def test_mutant_fails(specverify_check):
     specverify_check(get("ratio/inverted").fn)
-'''
+"""
 
 
 def plugin_args() -> list[str]:
@@ -140,16 +149,20 @@ def plugin_args() -> list[str]:
 def test_the_marker_refuses_what_it_would_ignore_and_hides_assert_exact(pytester, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     pytester.makepyfile(test_user=MARKER_TESTS)
-    result = pytester.runpytest_subprocess(*plugin_args(), "--specverify-seed", "7", "--tb=long",
-                                           "-p", "no:cacheprovider", "-rA")
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "--specverify-seed", "7", "--tb=long", "-p", "no:cacheprovider", "-rA"
+    )
     result.assert_outcomes(passed=1, failed=1, errors=2)
     out = result.stdout.str()
     allowed = "budget, seed, interface, allow_inconclusive"
-    result.stdout.fnmatch_lines([
-        f"*@pytest.mark.specverify takes keywords only ({allowed}), got positional argument(s) "
-        f"'quick' (budget='quick'?)*",
-        f"*@pytest.mark.specverify: unknown keyword(s) budgte; it takes {allowed}*",
-        "*AssertionError: *:inverted_ratio: NOT EXACT (seed 7, budget quick*"])
+    result.stdout.fnmatch_lines(
+        [
+            f"*@pytest.mark.specverify takes keywords only ({allowed}), got positional argument(s) "
+            f"'quick' (budget='quick'?)*",
+            f"*@pytest.mark.specverify: unknown keyword(s) budgte; it takes {allowed}*",
+            "*AssertionError: *:inverted_ratio: NOT EXACT (seed 7, budget quick*",
+        ]
+    )
     assert "ERROR test_user.py::test_positional" in out and "ERROR test_user.py::test_misspelled" in out
     assert "PASSED test_user.py::test_seed_none_keeps_the_option" in out
     # the traceback ends at the test's own call: neither assert_exact nor the fixture's frame
@@ -170,7 +183,8 @@ def test_a_bad_interface_names_the_argument(bad):
 
 
 def test_junit_failure_text_lists_each_finding_once(tmp_path):
-    from specverify.surface import check_run as checker, junit
+    from specverify.surface import check_run as checker
+    from specverify.surface import junit
 
     report = checker.check(get("ratio/inverted").fn, "inverted", budget="quick")
     assert report["exact"] is False and report["findings"]
@@ -206,8 +220,9 @@ def test_progress_on_a_terminal_only(monkeypatch):
 
 
 def test_no_progress_when_stderr_is_not_a_terminal():
-    code, out, err, _ = run_module("specverify", "check", "specverify:speculative_step", "--budget", "quick",
-                                   timeout=300)
+    code, out, err, _ = run_module(
+        "specverify", "check", "specverify:speculative_step", "--budget", "quick", timeout=300
+    )
     assert code == 0 and out.startswith("specverify:speculative_step: EXACT") and err == ""
 
 
@@ -217,12 +232,35 @@ def test_no_progress_when_stderr_is_not_a_terminal():
 def test_report_table_fits_100_columns():
     from specverify.mutants.report import Row, Status, render, subjects, summary
 
-    rows = [Row(m.id, m.effect, Status.KILLED if m.effect != "exact" else Status.PASSED,
-                "exact,chi2,tokens" if m.effect != "exact" else "", 0.123456, None, None, 12.34,
-                m.description, m.reference or "") for m in subjects(None)]
-    rows.append(Row("x/" + "a-very-long-mutant-identifier" * 3, "contract", Status.SURVIVED,
-                    "contract,some-long-check-name,another-long-check-name,exact", None, None, None,
-                    1234.5, "long", ""))
+    rows = [
+        Row(
+            m.id,
+            m.effect,
+            Status.KILLED if m.effect != "exact" else Status.PASSED,
+            "exact,chi2,tokens" if m.effect != "exact" else "",
+            0.123456,
+            None,
+            None,
+            12.34,
+            m.description,
+            m.reference or "",
+        )
+        for m in subjects(None)
+    ]
+    rows.append(
+        Row(
+            "x/" + "a-very-long-mutant-identifier" * 3,
+            "contract",
+            Status.SURVIVED,
+            "contract,some-long-check-name,another-long-check-name,exact",
+            None,
+            None,
+            None,
+            1234.5,
+            "long",
+            "",
+        )
+    )
     text = render(rows, "table", 0, "standard")
     lines = text.splitlines()
     assert lines[-1] == summary(rows)
@@ -238,6 +276,7 @@ def test_report_cli_table_one_mutant(capsys):
     assert main(["report", "--mutant", "ratio/inverted", "--workers", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines[:-1]) <= 100
-    assert lines[-1].startswith("baseline passed, forced-fail detected; 1/1 mutants killed, 0/0 controls "
-                                "passed; ") and lines[-1].endswith(" s of detector time")
+    assert lines[-1].startswith(
+        "baseline passed, forced-fail detected; 1/1 mutants killed, 0/0 controls passed; "
+    ) and lines[-1].endswith(" s of detector time")
     assert any(line.split()[:3] == ["ratio/inverted", "biased", "killed"] for line in lines)

@@ -51,12 +51,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..common.validation import check_k, check_same_length
 from ..models.loading import torch_modules
 from ..samplers.chain import draft, model_output, verify
-from ..common.validation import check_k, check_same_length
 
 torch, transformers = torch_modules()
-from transformers.generation.utils import _speculative_sampling
+from transformers.generation.utils import _speculative_sampling  # noqa: E402 - after torch_modules(): a missing torch is one clear error
 
 TRANSFORMERS_VERSION = transformers.__version__
 ENSEMBLE_WEIGHT = 0.5
@@ -135,8 +135,7 @@ def call_hf(candidate_ids, candidate_logits, new_logits, seed: int, weight: floa
         kwargs["is_done_candidate"] = False
     with single_threaded(), torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(seed)
-        return _speculative_sampling(candidate_ids, candidate_logits, candidate_ids.shape[1],
-                                     new_logits, **kwargs)
+        return _speculative_sampling(candidate_ids, candidate_logits, candidate_ids.shape[1], new_logits, **kwargs)
 
 
 def _hf_round(p_fn, q_fn, prefix, k, rng, weight: float | None, built_in: bool = HAS_ENSEMBLE):
@@ -222,16 +221,29 @@ def demo_zero_uniform_acceptance(max_seeds: int = 64, chunk: int = 2**24) -> dic
         valid, n_matches = _speculative_sampling(torch.tensor([[1]]), q, 1, p, **kwargs)
     emitted = [int(t) for t in valid[0].tolist()]
     return {
-        "transformers": TRANSFORMERS_VERSION, "seed": seed, "draws_before_zero": index,
-        "target_p": [1.0, 0.0], "draft_q": [0.5, 0.5], "draft": 1,
-        "emitted": emitted, "n_matches": int(n_matches),
+        "transformers": TRANSFORMERS_VERSION,
+        "seed": seed,
+        "draws_before_zero": index,
+        "target_p": [1.0, 0.0],
+        "draft_q": [0.5, 0.5],
+        "draft": 1,
+        "emitted": emitted,
+        "n_matches": int(n_matches),
         "accepted_zero_probability_draft": int(n_matches) == 1,
         "reproduced": True,
     }
 
 
 __all__ = [
-    "ENSEMBLE_WEIGHT", "HAS_ENSEMBLE", "TRANSFORMERS_VERSION", "call_hf",
-    "demo_zero_uniform_acceptance", "documented_ensemble_step", "ensemble_speculative_step",
-    "engine_context", "fallback_ensemble_speculative_step", "single_threaded", "speculative_step",
+    "ENSEMBLE_WEIGHT",
+    "HAS_ENSEMBLE",
+    "TRANSFORMERS_VERSION",
+    "call_hf",
+    "demo_zero_uniform_acceptance",
+    "documented_ensemble_step",
+    "ensemble_speculative_step",
+    "engine_context",
+    "fallback_ensemble_speculative_step",
+    "single_threaded",
+    "speculative_step",
 ]

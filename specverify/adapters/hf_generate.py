@@ -45,6 +45,10 @@ models' configs, transformers' logging, torch's thread count and global RNG is u
 
 What it finds in transformers 5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023
 (arXiv 2211.17192); transformers' ``_assisted_decoding`` and ``AssistedCandidateGenerator``.
+
+It is over 550 lines because its two checks, the exact law of the first tokens and the acceptance
+rate per round, run on the same recorded generations of each setting and share the recording hooks
+and the cells of the law; split, the recording would become a protocol between modules.
 """
 
 from __future__ import annotations
@@ -57,15 +61,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from ..laws import stats
 from ..battery.core import Finding
-from ..models.loading import tiny_pair, torch_modules
-from ..laws.processing import process_logits
 from ..common.validation import check_int, check_seed
+from ..laws import stats
+from ..laws.processing import process_logits
+from ..models.loading import tiny_pair, torch_modules
 from . import hf
 
 torch, transformers = torch_modules()
-import transformers.generation.utils as hf_generation
+import transformers.generation.utils as hf_generation  # noqa: E402 - after torch_modules(): a missing torch is one clear error
 
 PROMPT = "def mean(xs):"
 NEW_TOKENS = 3
@@ -120,9 +124,14 @@ PROCESSING_TOL = 1e-3
 def generate_new_tokens(pair, prompt: list[int], setting: Setting, max_new_tokens: int) -> tuple:
     """One ``generate(assistant_model=draft)`` call; its new tokens."""
     x = torch.tensor([prompt])
-    out = pair.target.generate(input_ids=x, attention_mask=torch.ones_like(x), assistant_model=pair.draft,
-                               max_new_tokens=max_new_tokens, **setting.generate_kwargs())
-    new = tuple(int(t) for t in out[0, len(prompt):].tolist())
+    out = pair.target.generate(
+        input_ids=x,
+        attention_mask=torch.ones_like(x),
+        assistant_model=pair.draft,
+        max_new_tokens=max_new_tokens,
+        **setting.generate_kwargs(),
+    )
+    new = tuple(int(t) for t in out[0, len(prompt) :].tolist())
     if len(new) != max_new_tokens:
         raise RuntimeError(f"generate returned {len(new)} new tokens, asked for {max_new_tokens}")
     return new
@@ -140,7 +149,7 @@ def last_logits(model, contexts: list[list[int]], chunk: int = 256) -> np.ndarra
     """float32 logits after each context (all of one length), in batched uncached forwards."""
     rows = []
     for start in range(0, len(contexts), chunk):
-        x = torch.tensor(contexts[start:start + chunk])
+        x = torch.tensor(contexts[start : start + chunk])
         rows.append(model(input_ids=x).logits[:, -1, :].float().numpy())
     return np.concatenate(rows)
 
@@ -230,7 +239,9 @@ def distribution_test(samples: list[tuple], cond: dict, partition: dict, rate: f
     test = stats.chi_square_test(mapped, partition, false_fail_rate=rate)
     n = len(samples)
     return {
-        "n": n, "cells": len(partition), "passed": bool(test.passed),
+        "n": n,
+        "cells": len(partition),
+        "passed": bool(test.passed),
         "p_value": float(test.p_value if test.p_value is not None else 0.0),
         "per_check_rate": rate,
         "tv": stats.tv_distance(stats.empirical_distribution(mapped), partition),
@@ -259,12 +270,19 @@ def recording_rounds():
     rounds: list[Round] = []
 
     def recorder(candidate_input_ids, candidate_logits, candidate_length, new_logits, *args, **kwargs):
-        valid, n_matches = original(candidate_input_ids, candidate_logits, candidate_length, new_logits,
-                                    *args, **kwargs)
+        valid, n_matches = original(
+            candidate_input_ids, candidate_logits, candidate_length, new_logits, *args, **kwargs
+        )
         c = int(candidate_length)
-        rounds.append(Round(candidate_input_ids[0].tolist(), c, int(n_matches),
-                            new_logits[0, :c].double().softmax(-1).numpy(),
-                            candidate_logits[0].double().softmax(-1).numpy()))
+        rounds.append(
+            Round(
+                candidate_input_ids[0].tolist(),
+                c,
+                int(n_matches),
+                new_logits[0, :c].double().softmax(-1).numpy(),
+                candidate_logits[0].double().softmax(-1).numpy(),
+            )
+        )
         return valid, n_matches
 
     hf_generation._speculative_sampling = recorder
@@ -284,8 +302,8 @@ def teacher_forced_alphas(pair, setting: Setting, rnd: Round) -> tuple[np.ndarra
     rows, from ours."""
     start = len(rnd.ids) - rnd.drafted - 1  # the row predicting the first draft
     x = torch.tensor([rnd.ids])
-    p_rows = pair.target(input_ids=x).logits[0, start:start + rnd.drafted].float().numpy()
-    q_rows = pair.draft(input_ids=x).logits[0, start:start + rnd.drafted].float().numpy()
+    p_rows = pair.target(input_ids=x).logits[0, start : start + rnd.drafted].float().numpy()
+    q_rows = pair.draft(input_ids=x).logits[0, start : start + rnd.drafted].float().numpy()
     alphas, p_tv, q_tv = [], 0.0, 0.0
     for i in range(rnd.drafted):
         p, q = setting.process(p_rows[i]), setting.process(q_rows[i])
@@ -321,9 +339,16 @@ def measure_acceptance(pair, prompt, setting: Setting, n_gen: int, k: int, seed:
             pos["acc"].append(float(rnd.accepted > i))
             pos["alpha"].append(alphas[i])
             pos["engine"].append(float(np.minimum(rnd.p_engine[i], rnd.q_engine[i]).sum()))
-    out = {"rounds": len(rounds), "target_processing_tv_max": p_tv, "draft_processing_tv_max": q_tv,
-           "rounds_per_position": [], "alpha_predicted": [], "acceptance_measured": [],
-           "alpha_engine": [], "acceptance_p_values": []}
+    out = {
+        "rounds": len(rounds),
+        "target_processing_tv_max": p_tv,
+        "draft_processing_tv_max": q_tv,
+        "rounds_per_position": [],
+        "alpha_predicted": [],
+        "acceptance_measured": [],
+        "alpha_engine": [],
+        "acceptance_p_values": [],
+    }
     for pos in by_pos:
         acc, alpha = np.array(pos["acc"]), np.array(pos["alpha"])
         out["rounds_per_position"].append(len(acc))
@@ -345,18 +370,34 @@ def measure_acceptance(pair, prompt, setting: Setting, n_gen: int, k: int, seed:
 # --------------------------------------------------------------------------- the check
 
 
-def check_setting(pair, prompt, setting: Setting, n: int, seed: int, dist_rate: float,
-                  n_acceptance: int, acc_rate: float, m: int = NEW_TOKENS, k: int = K) -> dict:
+def check_setting(
+    pair,
+    prompt,
+    setting: Setting,
+    n: int,
+    seed: int,
+    dist_rate: float,
+    n_acceptance: int,
+    acc_rate: float,
+    m: int = NEW_TOKENS,
+    k: int = K,
+) -> dict:
     t0 = time.perf_counter()
     cond = exact_law(pair.target, prompt, setting, m, n)
     partition = cells(cond, m, n)
     t1 = time.perf_counter()
     samples = sample_generations(pair, prompt, setting, n, m, seed)
     t2 = time.perf_counter()
-    row = {"setting": setting.name, "temperature": setting.temperature, "top_k": setting.top_k,
-           "ensemble_weight": setting.ensemble_weight, "new_tokens": m,
-           **distribution_test(samples, cond, partition, dist_rate),
-           "seconds_exact_law": round(t1 - t0, 2), "seconds_per_generation": (t2 - t1) / n}
+    row = {
+        "setting": setting.name,
+        "temperature": setting.temperature,
+        "top_k": setting.top_k,
+        "ensemble_weight": setting.ensemble_weight,
+        "new_tokens": m,
+        **distribution_test(samples, cond, partition, dist_rate),
+        "seconds_exact_law": round(t1 - t0, 2),
+        "seconds_per_generation": (t2 - t1) / n,
+    }
     if n_acceptance > 0:
         row.update(measure_acceptance(pair, prompt, setting, n_acceptance, k, seed + 1, acc_rate))
         row["seconds_acceptance"] = round(time.perf_counter() - t2, 2)
@@ -374,27 +415,49 @@ def findings_of(rows: list[dict]) -> list[Finding]:
 
     for r in rows:
         if not r["passed"]:
-            add("tiny-qwen-chi-square", "distribution", r,
+            add(
+                "tiny-qwen-chi-square",
+                "distribution",
+                r,
                 f"first {r['new_tokens']} tokens differ from the target's: p-value {r['p_value']:.3g} < "
                 f"{r['per_check_rate']:.3g} after {r['n']} generations, TV {r['tv']:.4f} ({r['detail']})",
-                p_value=r["p_value"], samples=r["n"], empirical_tv=r["tv"])
+                p_value=r["p_value"],
+                samples=r["n"],
+                empirical_tv=r["tv"],
+            )
         if r.get("target_processing_tv_max", 0.0) > PROCESSING_TOL:
-            add("target-processing", "distribution", r,
+            add(
+                "target-processing",
+                "distribution",
+                r,
                 f"the engine verifies against target rows at TV up to {r['target_processing_tv_max']:.3g} "
-                f"from the requested processing of the target's logits", tv=r["target_processing_tv_max"])
+                f"from the requested processing of the target's logits",
+                tv=r["target_processing_tv_max"],
+            )
         if r.get("draft_processing_tv_max", 0.0) > PROCESSING_TOL:
-            add("draft-processing", "efficiency", r,
+            add(
+                "draft-processing",
+                "efficiency",
+                r,
                 f"the draft proposes from rows at TV up to {r['draft_processing_tv_max']:.3g} from the "
                 f"requested processing of the draft's logits on the same context (the output stays exact: "
-                f"the engine verifies against the rows it drafted from)", tv=r["draft_processing_tv_max"])
+                f"the engine verifies against the rows it drafted from)",
+                tv=r["draft_processing_tv_max"],
+            )
         if not r.get("acceptance_passed", True):
-            add("acceptance", "efficiency", r,
+            add(
+                "acceptance",
+                "efficiency",
+                r,
                 f"accepts {r['acceptance_mean_measured']:.4f} of {r['verified_drafts']} verified drafts, "
                 f"drafting from the requested q gives {r['alpha_mean_predicted']:.4f} (z-test p-value "
                 f"{r['acceptance_p_value']:.3g} < {r['acceptance_per_check_rate']:.3g}); per position "
                 f"{_fmt(r['acceptance_measured'])} vs {_fmt(r['alpha_predicted'])}",
-                p_value=r["acceptance_p_value"], measured=r["acceptance_mean_measured"],
-                expected=r["alpha_mean_predicted"], verified_drafts=r["verified_drafts"])
+                p_value=r["acceptance_p_value"],
+                measured=r["acceptance_mean_measured"],
+                expected=r["alpha_mean_predicted"],
+                verified_drafts=r["verified_drafts"],
+            )
     return out
 
 
@@ -402,8 +465,16 @@ CASE_PREFIX = "tiny Qwen2: "
 """What the findings' and the power rows' case names of this check start with."""
 
 
-def check_generate(n: int = 2000, seed: int = 0, n_acceptance: int = 100, control: bool = True,
-                   pair=None, settings=SETTINGS, k: int = K, false_fail_rate: float = FALSE_FAIL_RATE) -> dict:
+def check_generate(
+    n: int = 2000,
+    seed: int = 0,
+    n_acceptance: int = 100,
+    control: bool = True,
+    pair=None,
+    settings=SETTINGS,
+    k: int = K,
+    false_fail_rate: float = FALSE_FAIL_RATE,
+) -> dict:
     """Every setting's rows (``check_setting``), the control's, and the findings they make
     (``findings_of``: ``Finding`` objects) in one dict; no verdict of its own (``add_to_report`` puts the
     findings in a ``check`` report). ``false_fail_rate``: half over the settings' chi-square
@@ -417,23 +488,43 @@ def check_generate(n: int = 2000, seed: int = 0, n_acceptance: int = 100, contro
     dist_rate = stats.split_budget(false_fail_rate / 2, len(settings))
     acc_rate = stats.split_budget(false_fail_rate / 2, len(settings))
     with hf.engine_context(pair.draft, k):
-        rows = [check_setting(pair, prompt, s, n, seed * 1000 + 10 * i, dist_rate, n_acceptance,
-                              acc_rate, k=k) for i, s in enumerate(settings)]
-        ctrl = (check_setting(pair, prompt, CONTROL, n, seed * 1000 + 999, dist_rate, 0, acc_rate, k=k)
-                if control else None)
+        rows = [
+            check_setting(pair, prompt, s, n, seed * 1000 + 10 * i, dist_rate, n_acceptance, acc_rate, k=k)
+            for i, s in enumerate(settings)
+        ]
+        ctrl = (
+            check_setting(pair, prompt, CONTROL, n, seed * 1000 + 999, dist_rate, 0, acc_rate, k=k) if control else None
+        )
     return {
         "target": "transformers generate(assistant_model=draft, do_sample=True) on the tiny random Qwen2 pair",
-        "transformers": transformers.__version__, "torch": torch.__version__,
-        "model": pair.name, "prompt": PROMPT, "k": k, "new_tokens": NEW_TOKENS,
-        "findings": findings_of(rows), "rows": rows,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "model": pair.name,
+        "prompt": PROMPT,
+        "k": k,
+        "new_tokens": NEW_TOKENS,
+        "findings": findings_of(rows),
+        "rows": rows,
         "control": None if ctrl is None else {**ctrl, "detected": not ctrl["passed"]},
-        "n": n, "n_acceptance": n_acceptance, "seed": seed, "false_fail_rate": false_fail_rate,
-        "false_pass_rate": FALSE_PASS_RATE, "seconds": round(time.perf_counter() - t0, 2),
+        "n": n,
+        "n_acceptance": n_acceptance,
+        "seed": seed,
+        "false_fail_rate": false_fail_rate,
+        "false_pass_rate": FALSE_PASS_RATE,
+        "seconds": round(time.perf_counter() - t0, 2),
     }
 
 
-def add_to_report(report, n: int = 2000, seed: int = 0, n_acceptance: int = 100, control: bool = True,
-                  pair=None, settings=SETTINGS, false_fail_rate: float = FALSE_FAIL_RATE) -> dict:
+def add_to_report(
+    report,
+    n: int = 2000,
+    seed: int = 0,
+    n_acceptance: int = 100,
+    control: bool = True,
+    pair=None,
+    settings=SETTINGS,
+    false_fail_rate: float = FALSE_FAIL_RATE,
+) -> dict:
     """Run ``check_generate`` and put what it finds into ``report`` (an ``api.Report``): its
     findings (distribution: the output law, the target's processing; efficiency: the draft's
     processing, the acceptance rate), one ``power`` row per setting (the chi-square's runs and the
@@ -446,29 +537,56 @@ def add_to_report(report, n: int = 2000, seed: int = 0, n_acceptance: int = 100,
     r.findings += raw["findings"]
     for row in raw["rows"]:
         case = CASE_PREFIX + row["setting"]
-        r.power.append({"case": case, "request": 0, "check": "tiny-qwen-chi-square", "runs": row["n"],
-                        "min_detectable_tv": row["min_discrepancy"], "false_fail_rate": row["per_check_rate"],
-                        "detection_probability": 1 - FALSE_PASS_RATE})
+        r.power.append(
+            {
+                "case": case,
+                "request": 0,
+                "check": "tiny-qwen-chi-square",
+                "runs": row["n"],
+                "min_detectable_tv": row["min_discrepancy"],
+                "false_fail_rate": row["per_check_rate"],
+                "detection_probability": 1 - FALSE_PASS_RATE,
+            }
+        )
         r.chi2_p_value_min = row["p_value"] if r.chi2_p_value_min is None else min(r.chi2_p_value_min, row["p_value"])
-        r.ran.append(f"tiny-qwen-chi-square: {case}: first {row['new_tokens']} tokens, {row['cells']} cells, "
-                     f"p-value {row['p_value']:.3g} after {row['n']} generations; detects TV >= "
-                     f"{row['min_discrepancy']:.3g} with probability {1 - FALSE_PASS_RATE:g}")
+        r.ran.append(
+            f"tiny-qwen-chi-square: {case}: first {row['new_tokens']} tokens, {row['cells']} cells, "
+            f"p-value {row['p_value']:.3g} after {row['n']} generations; detects TV >= "
+            f"{row['min_discrepancy']:.3g} with probability {1 - FALSE_PASS_RATE:g}"
+        )
         if "acceptance_measured" in row:
-            r.ran.append(f"acceptance: {case}: {_fmt(row['acceptance_measured'])} per position, predicted "
-                         f"{_fmt(row['alpha_predicted'])}, engine's own {_fmt(row['alpha_engine'])}; all "
-                         f"positions p-value {_fmt([row['acceptance_p_value']], '.3g')}; processing TV max "
-                         f"target {row['target_processing_tv_max']:.2g}, draft {row['draft_processing_tv_max']:.2g}")
+            r.ran.append(
+                f"acceptance: {case}: {_fmt(row['acceptance_measured'])} per position, predicted "
+                f"{_fmt(row['alpha_predicted'])}, engine's own {_fmt(row['alpha_engine'])}; all "
+                f"positions p-value {_fmt([row['acceptance_p_value']], '.3g')}; processing TV max "
+                f"target {row['target_processing_tv_max']:.2g}, draft {row['draft_processing_tv_max']:.2g}"
+            )
     ctrl = raw["control"]
     if ctrl is not None:
-        found = [] if not ctrl["detected"] else [Finding(
-            "tiny-qwen-chi-square", "distribution", f"p-value {ctrl['p_value']:.3g} < {ctrl['per_check_rate']:.3g} "
-            f"after {ctrl['n']} generations, TV {ctrl['tv']:.4f}", CASE_PREFIX + CONTROL.name).to_dict()]
-        report.add_control(f"{raw['target']}, assistant_ensemble_weight={hf.ENSEMBLE_WEIGHT}",
-                           "biased by design, through the same chi-square at the same n",
-                           False if ctrl["detected"] else True, found)
-    report.coverage += (f"; plus the tiny random Qwen2 pair end to end ({len(raw['rows'])} settings: first "
-                        f"{NEW_TOKENS} tokens by a prefix-tree chi-square at {n} generations, power stated; "
-                        f"processing and acceptance over {n_acceptance} generations of {ACCEPTANCE_NEW_TOKENS} tokens)")
+        found = (
+            []
+            if not ctrl["detected"]
+            else [
+                Finding(
+                    "tiny-qwen-chi-square",
+                    "distribution",
+                    f"p-value {ctrl['p_value']:.3g} < {ctrl['per_check_rate']:.3g} "
+                    f"after {ctrl['n']} generations, TV {ctrl['tv']:.4f}",
+                    CASE_PREFIX + CONTROL.name,
+                ).to_dict()
+            ]
+        )
+        report.add_control(
+            f"{raw['target']}, assistant_ensemble_weight={hf.ENSEMBLE_WEIGHT}",
+            "biased by design, through the same chi-square at the same n",
+            False if ctrl["detected"] else True,
+            found,
+        )
+    report.coverage += (
+        f"; plus the tiny random Qwen2 pair end to end ({len(raw['rows'])} settings: first "
+        f"{NEW_TOKENS} tokens by a prefix-tree chi-square at {n} generations, power stated; "
+        f"processing and acceptance over {n_acceptance} generations of {ACCEPTANCE_NEW_TOKENS} tokens)"
+    )
     r.seconds += raw["seconds"]
     report.false_fail_rate += false_fail_rate
     return raw
@@ -478,5 +596,17 @@ def _fmt(values, spec: str = ".3f") -> str:
     return "[" + ", ".join("-" if v is None else format(v, spec) for v in values) + "]"
 
 
-__all__ = ["CASE_PREFIX", "CONTROL", "SETTINGS", "Setting", "add_to_report", "cell_of", "cells", "check_generate",
-           "exact_law", "findings_of", "measure_acceptance", "recording_rounds"]
+__all__ = [
+    "CASE_PREFIX",
+    "CONTROL",
+    "SETTINGS",
+    "Setting",
+    "add_to_report",
+    "cell_of",
+    "cells",
+    "check_generate",
+    "exact_law",
+    "findings_of",
+    "measure_acceptance",
+    "recording_rounds",
+]

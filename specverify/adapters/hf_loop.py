@@ -49,10 +49,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..laws import stats
 from ..battery.core import POWER_FALSE_PASS_RATE
-from ..laws.requests import LogitTable, Request, SamplingParams, check_requests
 from ..interfaces.loop_cases import LoopBudget, LoopCase
+from ..laws import stats
+from ..laws.requests import LogitTable, Request, SamplingParams, check_requests
 from ..models.loading import torch_modules
 from . import hf
 
@@ -78,8 +78,10 @@ def last_token_rows(model, name: str) -> np.ndarray:
     for t in range(vocab):
         for prefix in ((0, t), (t, t), (1, 0, t)):
             if not np.array_equal(np.asarray(model(prefix), dtype=np.float64), rows[t]):
-                raise ValueError(f"{name}: logits after {prefix} differ from those after ({t},): transformers' "
-                                 f"generate is checked on last-token models only")
+                raise ValueError(
+                    f"{name}: logits after {prefix} differ from those after ({t},): transformers' "
+                    f"generate is checked on last-token models only"
+                )
     if not np.isfinite(rows).all():
         raise ValueError(f"{name}: logits must be finite")
     return rows
@@ -92,10 +94,20 @@ def bigram_lm(rows: np.ndarray):
     width = vocab + 1
     hidden = max(8, 2 * ((width + 1) // 2))
     cfg = transformers.Qwen2Config(
-        vocab_size=width, hidden_size=hidden, intermediate_size=8, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-        tie_word_embeddings=False, use_sliding_window=False, rms_norm_eps=1e-12,
-        pad_token_id=vocab, bos_token_id=None, eos_token_id=None)
+        vocab_size=width,
+        hidden_size=hidden,
+        intermediate_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        use_sliding_window=False,
+        rms_norm_eps=1e-12,
+        pad_token_id=vocab,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     with hf.single_threaded(), torch.random.fork_rng(devices=[]), torch.no_grad():
         model = transformers.Qwen2ForCausalLM(cfg).eval()
         for layer in model.model.layers:
@@ -104,7 +116,7 @@ def bigram_lm(rows: np.ndarray):
         emb = torch.zeros(width, hidden)
         emb[torch.arange(width), torch.arange(width)] = 1.0
         model.model.embed_tokens.weight.copy_(emb)
-        model.model.norm.weight.fill_(hidden ** -0.5)  # RMSNorm of a one-hot: sqrt(hidden) * one-hot
+        model.model.norm.weight.fill_(hidden**-0.5)  # RMSNorm of a one-hot: sqrt(hidden) * one-hot
         head = torch.zeros(width, hidden)
         head[:vocab, :vocab] = torch.tensor(rows.T, dtype=torch.float32)
         head[vocab, :width] = PAD_LOGIT
@@ -140,15 +152,23 @@ def generate_kwargs(params: SamplingParams) -> dict:
         raise ValueError("presence_penalty: transformers' generate has no presence penalty; use 0")
     if params.allowed_tokens is not None:
         raise ValueError("allowed_tokens: grammars are not mapped to transformers' generate; use None")
-    out: dict = {"max_new_tokens": params.max_tokens, "repetition_penalty": params.repetition_penalty,
-                 "eos_token_id": list(params.stop_token_ids) or None}
+    out: dict = {
+        "max_new_tokens": params.max_tokens,
+        "repetition_penalty": params.repetition_penalty,
+        "eos_token_id": list(params.stop_token_ids) or None,
+    }
     if params.logit_bias:
         out["sequence_bias"] = {(int(t),): float(b) for t, b in params.logit_bias.items()}
     if params.greedy:
         out["do_sample"] = False
         return out
-    out.update(do_sample=True, temperature=params.temperature, top_k=params.top_k or 0, top_p=params.top_p,
-               min_p=params.min_p if params.min_p > 0 else None)
+    out.update(
+        do_sample=True,
+        temperature=params.temperature,
+        top_k=params.top_k or 0,
+        top_p=params.top_p,
+        min_p=params.min_p if params.min_p > 0 else None,
+    )
     return out
 
 
@@ -157,9 +177,14 @@ def _one(target_lm, draft_lm, request: Request, k: int, seed: int, extra: dict) 
     x = torch.tensor([list(request.prompt)])
     with hf.engine_context(draft_lm, k):
         torch.manual_seed(seed)
-        out = target_lm.generate(input_ids=x, attention_mask=torch.ones_like(x), assistant_model=draft_lm,
-                                 **generate_kwargs(request.params), **extra)
-    return [int(t) for t in out[0, x.shape[1]:].tolist()]
+        out = target_lm.generate(
+            input_ids=x,
+            attention_mask=torch.ones_like(x),
+            assistant_model=draft_lm,
+            **generate_kwargs(request.params),
+            **extra,
+        )
+    return [int(t) for t in out[0, x.shape[1] :].tolist()]
 
 
 def make_generate(**extra):
@@ -169,12 +194,14 @@ def make_generate(**extra):
         target_lm, vocab = model_for(target, "target")
         draft_lm, draft_vocab = model_for(draft, "draft")
         if draft_vocab != vocab:
-            raise ValueError(f"draft: width {draft_vocab} differs from the target's {vocab}; transformers' "
-                             f"assisted generation is checked on pairs of one width")
+            raise ValueError(
+                f"draft: width {draft_vocab} differs from the target's {vocab}; transformers' "
+                f"assisted generation is checked on pairs of one width"
+            )
         check_requests(requests, vocab)
         out = []
         for r in requests:
-            seed = r.params.seed if r.params.seed is not None else int(rng.integers(2 ** 63))
+            seed = r.params.seed if r.params.seed is not None else int(rng.integers(2**63))
             out.append(_one(target_lm, draft_lm, r, int(k), seed, extra))
         return out
 
@@ -219,9 +246,12 @@ LOOP_SETTINGS = (
     LoopSetting("min_p=0.3", SamplingParams(min_p=0.3, max_tokens=3)),
     LoopSetting("sequence_bias={(0,): 1.0, (2,): -0.8}", SamplingParams(logit_bias={0: 1.0, 2: -0.8}, max_tokens=3)),
     LoopSetting("eos_token_id=2, max_new_tokens=4, k=3", SamplingParams(stop_token_ids=(2,), max_tokens=4), k=3),
-    LoopSetting("all: T=1.2, repetition_penalty=1.3, min_p=0.1, sequence_bias={(1,): 0.5}, eos_token_id=2",
-                SamplingParams(temperature=1.2, repetition_penalty=1.3, min_p=0.1, logit_bias={1: 0.5},
-                               stop_token_ids=(2,), max_tokens=3)),
+    LoopSetting(
+        "all: T=1.2, repetition_penalty=1.3, min_p=0.1, sequence_bias={(1,): 0.5}, eos_token_id=2",
+        SamplingParams(
+            temperature=1.2, repetition_penalty=1.3, min_p=0.1, logit_bias={1: 0.5}, stop_token_ids=(2,), max_tokens=3
+        ),
+    ),
 )
 LOOP_CONTROL = LoopSetting("control: assistant_ensemble_weight=0.5 on the last setting", LOOP_SETTINGS[-1].params)
 
@@ -232,6 +262,7 @@ generate.specverify_cases = CASES  # interfaces.loop.CASES_ATTRIBUTE
 ensemble_generate.specverify_cases = CASES  # the control: NOT EXACT on them
 CONTROL_CLAIM = "assistant_ensemble_weight=0.5 on the last setting, biased by design"
 """About 19% of its runs give an output the target gives probability 0 (57 of 300 measured)."""
+
 
 def warm_up() -> None:
     """Build the declared cases' models and make one ``generate`` call (one token), at import: the
@@ -259,13 +290,28 @@ def budget(n: int = 2000, detect_tv: float = 0.15, false_fail_rate: float = FALS
 
     check_int("n", n, 1)
     check_discrepancy("detect_tv", detect_tv)
-    return LoopBudget(f"hf-generate n={n}, TV {detect_tv:g}", samples=n, extra_samples=n, statistics_s=3600.0,
-                      detect_tv=detect_tv, call_limit_s=20.0, false_fail_rate=false_fail_rate,
-                      counterexample_samples=n, counterexample_s=3600.0)
+    return LoopBudget(
+        f"hf-generate n={n}, TV {detect_tv:g}",
+        samples=n,
+        extra_samples=n,
+        statistics_s=3600.0,
+        detect_tv=detect_tv,
+        call_limit_s=20.0,
+        false_fail_rate=false_fail_rate,
+        counterexample_samples=n,
+        counterexample_s=3600.0,
+    )
 
 
-def check(n: int = 2000, seed: int = 0, control: bool = True, detect_tv: float = 0.15,
-          settings=LOOP_SETTINGS, counterexample: bool = True, false_fail_rate: float = FALSE_FAIL_RATE):
+def check(
+    n: int = 2000,
+    seed: int = 0,
+    control: bool = True,
+    detect_tv: float = 0.15,
+    settings=LOOP_SETTINGS,
+    counterexample: bool = True,
+    false_fail_rate: float = FALSE_FAIL_RATE,
+):
     """``api.check`` of ``generate`` on the settings' cases (by default ``CASES``, which it declares)
     at ``budget(n, detect_tv)``: its
     ``api.Report`` (verdict, JSON, exit code as ``python -m specverify check``'s). With
@@ -279,15 +325,37 @@ def check(n: int = 2000, seed: int = 0, control: bool = True, detect_tv: float =
     for s in settings:  # built once (CASES' at import); every subject's fork inherits them
         model_for(s.case().target, "target"), model_for(s.case().draft, "draft")
     cases = None if tuple(settings) == LOOP_SETTINGS else [s.case() for s in settings]  # None: those it declares
-    report = api.check(generate, budget=b, seed=seed, cases=cases, target=GENERATE_TARGET,
-                       counterexample=counterexample)
+    report = api.check(
+        generate, budget=b, seed=seed, cases=cases, target=GENERATE_TARGET, counterexample=counterexample
+    )
     if control:
-        ctrl = api.check(ensemble_generate, budget=b, seed=seed + 99, cases=[LOOP_CONTROL.case()],
-                         target=ENSEMBLE_TARGET, counterexample=False)
+        ctrl = api.check(
+            ensemble_generate,
+            budget=b,
+            seed=seed + 99,
+            cases=[LOOP_CONTROL.case()],
+            target=ENSEMBLE_TARGET,
+            counterexample=False,
+        )
         report.require_flagged(ctrl, CONTROL_CLAIM)
     return report
 
 
-__all__ = ["CASES", "CONTROL_CLAIM", "ENSEMBLE_TARGET", "GENERATE_TARGET", "LOOP_CONTROL", "LOOP_SETTINGS",
-           "LoopSetting", "bigram_lm", "budget", "check", "ensemble_generate", "generate", "generate_kwargs",
-           "last_token_rows", "make_generate", "warm_up"]
+__all__ = [
+    "CASES",
+    "CONTROL_CLAIM",
+    "ENSEMBLE_TARGET",
+    "GENERATE_TARGET",
+    "LOOP_CONTROL",
+    "LOOP_SETTINGS",
+    "LoopSetting",
+    "bigram_lm",
+    "budget",
+    "check",
+    "ensemble_generate",
+    "generate",
+    "generate_kwargs",
+    "last_token_rows",
+    "make_generate",
+    "warm_up",
+]

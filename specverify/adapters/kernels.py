@@ -55,9 +55,9 @@ shared by five files and split the table from the code it describes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -96,8 +96,8 @@ class CanonicalBatch:
     draft_probs: torch.Tensor  # float32 [B, k, V]
     target_probs: torch.Tensor  # float32 [B, k + 1, V]
     counts: torch.Tensor  # int64 [B]
-    uniforms: Optional[torch.Tensor]  # float32 [B, k + 1]
-    generator: Optional[torch.Generator]
+    uniforms: torch.Tensor | None  # float32 [B, k + 1]
+    generator: torch.Generator | None
     numpy_out: bool
 
     @property
@@ -125,9 +125,7 @@ def torch_generator(rng) -> torch.Generator:
         return rng
     if isinstance(rng, np.random.Generator):
         return torch.Generator().manual_seed(int(rng.integers(2**63)))
-    raise ValueError(
-        f"uniforms must be an array or a numpy/torch generator, got {type(rng).__name__}"
-    )
+    raise ValueError(f"uniforms must be an array or a numpy/torch generator, got {type(rng).__name__}")
 
 
 def check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms) -> CanonicalBatch:
@@ -141,8 +139,7 @@ def check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms) -> Ca
     q = _tensor(draft_probs, "draft_probs")
     p = _tensor(target_probs, "target_probs")
     if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-        raise ValueError(f"draft_ids must be a 2-D integer array [B, k], got {ids.dtype} "
-                         f"of shape {list(ids.shape)}")
+        raise ValueError(f"draft_ids must be a 2-D integer array [B, k], got {ids.dtype} of shape {list(ids.shape)}")
     if q.dim() != 3:
         raise ValueError(f"draft_probs must be 3-D [B, k, V], got shape {list(q.shape)}")
     batch, k = ids.shape
@@ -165,14 +162,17 @@ def check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms) -> Ca
             raise ValueError("uniforms must lie in [0, 1)")
     else:
         gen = torch_generator(uniforms)
-    return CanonicalBatch(ids, q.to(torch.float32), p.to(torch.float32), counts, u, gen,
-                          isinstance(draft_ids, np.ndarray))
+    return CanonicalBatch(
+        ids, q.to(torch.float32), p.to(torch.float32), counts, u, gen, isinstance(draft_ids, np.ndarray)
+    )
 
 
 def _require_generator(batch: CanonicalBatch, engine: str) -> torch.Generator:
     if batch.generator is None:
-        raise ValueError(f"uniforms: {engine} draws its own randomness; pass a numpy or torch "
-                         "generator instead of an array of uniforms")
+        raise ValueError(
+            f"uniforms: {engine} draws its own randomness; pass a numpy or torch "
+            "generator instead of an array of uniforms"
+        )
     return batch.generator
 
 
@@ -184,7 +184,7 @@ def _uniforms(batch: CanonicalBatch) -> torch.Tensor:
     return torch.rand((b, k + 1), generator=batch.generator, dtype=torch.float32)
 
 
-def _draw(probs: torch.Tensor, gen: Optional[torch.Generator]) -> torch.Tensor:
+def _draw(probs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
     """One index per row of ``probs`` [n, V] (``torch.multinomial``), int64 [n]."""
     if probs.shape[0] == 0:
         return torch.zeros(0, dtype=torch.int64, device=probs.device)
@@ -264,9 +264,13 @@ def from_vllm_v0(forward: Callable) -> Kernel:
             bonus = _draw(target[:, kb], gen).unsqueeze(1)
             if kb == 0:
                 return bonus, torch.zeros(len(rows), dtype=torch.int64)
-            out = forward(target, bonus, batch.draft_probs[rows, :kb].contiguous(),
-                          batch.draft_ids[rows, :kb].contiguous(),
-                          {i: gen for i in range(len(rows))})
+            out = forward(
+                target,
+                bonus,
+                batch.draft_probs[rows, :kb].contiguous(),
+                batch.draft_ids[rows, :kb].contiguous(),
+                {i: gen for i in range(len(rows))},
+            )
             out = _engine_output(out, "RejectionSampler.forward", (len(rows), kb + 1))
             return out, _accepted_from_output(out)
 
@@ -284,8 +288,7 @@ def to_vllm_v0(kernel: Kernel) -> Callable:
     caller's bonus, never one of its own).
     """
 
-    def forward(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids,
-                seeded_seqs=None):
+    def forward(target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, seeded_seqs=None):
         q = _tensor(draft_probs, "draft_probs")
         if q.dim() != 3:
             raise ValueError(f"draft_probs must be 3-D [B, k, V], got shape {list(q.shape)}")
@@ -311,8 +314,7 @@ def to_vllm_v0(kernel: Kernel) -> Callable:
 # ----------------------------------------------------------------------------- vLLM V1
 
 
-def vllm_v1_sampling_metadata(batch_size: int, generator: torch.Generator,
-                              device=None) -> SimpleNamespace:
+def vllm_v1_sampling_metadata(batch_size: int, generator: torch.Generator, device=None) -> SimpleNamespace:
     """Minimal stand-in for vLLM V1's ``SamplingMetadata`` as ``rejection_sample`` reads it.
 
     vllm 0.8.5 v1/sample/rejection_sampler.py reads ``all_greedy`` (:174, :191), ``all_random``
@@ -384,8 +386,16 @@ def to_vllm_v1(kernel: Kernel) -> Callable:
     ``all_random`` metadata is supported.
     """
 
-    def rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len, cu_num_draft_tokens,
-                         draft_probs, target_probs, bonus_token_ids, sampling_metadata):
+    def rejection_sample(
+        draft_token_ids,
+        num_draft_tokens,
+        max_spec_len,
+        cu_num_draft_tokens,
+        draft_probs,
+        target_probs,
+        bonus_token_ids,
+        sampling_metadata,
+    ):
         counts = torch.as_tensor(list(num_draft_tokens), dtype=torch.int64)
         b, n = len(counts), int(counts.sum())
         ids = _tensor(draft_token_ids, "draft_token_ids")
@@ -487,17 +497,25 @@ def to_flashinfer(kernel: Kernel) -> Callable:
     ``generator=None`` uses torch's default CPU generator; ``seed`` / ``offset`` are refused.
     """
 
-    def chain_speculative_sampling(draft_probs, draft_token_ids, target_probs,
-                                   maybe_output_accepted_token_num=None,
-                                   maybe_output_emitted_draft_token_num=None,
-                                   deterministic=True, generator=None, seed=None, offset=None):
+    def chain_speculative_sampling(
+        draft_probs,
+        draft_token_ids,
+        target_probs,
+        maybe_output_accepted_token_num=None,
+        maybe_output_emitted_draft_token_num=None,
+        deterministic=True,
+        generator=None,
+        seed=None,
+        offset=None,
+    ):
         if seed is not None or offset is not None:
             raise ValueError("seed/offset: pass a torch.Generator as generator instead")
         ids = _tensor(draft_token_ids, "draft_token_ids")
         if ids.dim() != 2:
             raise ValueError(f"draft_token_ids must be 2-D [B, k], got {list(ids.shape)}")
-        out, acc = kernel(ids.long(), draft_probs, target_probs,
-                          generator if generator is not None else torch.default_generator)
+        out, acc = kernel(
+            ids.long(), draft_probs, target_probs, generator if generator is not None else torch.default_generator
+        )
         out = _tensor(out, "kernel").to(torch.int32)
         acc = _tensor(acc, "kernel").to(torch.int32)
         accepted = maybe_output_accepted_token_num
@@ -592,9 +610,22 @@ def to_sglang_chain(kernel: Kernel) -> Callable:
     """
 
     def chain_speculative_sampling_triton(
-        predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
-        retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
-        draft_probs, threshold_single, threshold_acc, deterministic, *, block_verification=False,
+        predicts,
+        accept_index,
+        accept_token_num,
+        candidates,
+        retrive_index,
+        retrive_next_token,
+        retrive_next_sibling,
+        uniform_samples,
+        uniform_samples_for_final_sampling,
+        target_probs,
+        draft_probs,
+        threshold_single,
+        threshold_acc,
+        deterministic,
+        *,
+        block_verification=False,
     ):
         if block_verification:
             raise ValueError("block_verification: only the token-by-token chain rule is offered")
@@ -607,8 +638,7 @@ def to_sglang_chain(kernel: Kernel) -> Callable:
         k = slots - 1
         us = _tensor(uniform_samples, "uniform_samples")
         if us.dim() != 2 or us.shape[0] != b or us.shape[1] < k:
-            raise ValueError(f"uniform_samples must have shape [B={b}, >= k={k}], "
-                             f"got {list(us.shape)}")
+            raise ValueError(f"uniform_samples must have shape [B={b}, >= k={k}], got {list(us.shape)}")
         final = _tensor(uniform_samples_for_final_sampling, "uniform_samples_for_final_sampling")
         _expect_shape(final, "uniform_samples_for_final_sampling", (b,))
         _expect_shape(_tensor(retrive_index, "retrive_index"), "retrive_index", (b, slots))
@@ -701,8 +731,10 @@ def to_trtllm(kernel: Kernel) -> tuple[Callable, Callable]:
 
     def sample_rejected(draft_probs, target_probs, generator, num_accepted):
         if last.get("generator") is not generator or last.get("num_accepted") != num_accepted:
-            raise ValueError("sample_rejected: call get_rejected_indices first for this request "
-                             "and pass its first rejected position as num_accepted")
+            raise ValueError(
+                "sample_rejected: call get_rejected_indices first for this request "
+                "and pass its first rejected position as num_accepted"
+            )
         return last["token"]
 
     return get_rejected_indices, sample_rejected

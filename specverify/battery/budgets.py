@@ -148,13 +148,40 @@ class KernelBudget:
 
 TABLE = {
     "quick": {
-        "round": Budget("quick", (0, 4, 5, 6), stat_cases=2, n_max=4000, contract_s=1.0,
-                        case_enumeration_s=5.0, enumeration_s=15.0, fallback_statistics_s=30.0,
-                        detect_tv=0.15, round_length_s=5.0, generated=1, engine_vocab=128,
-                        scale_cases=(), scale_runs=1000, scale_s=8.0, aim_s=20.0),
-        "loop": LoopBudget("quick", samples=2000, extra_samples=250, statistics_s=15.0, seeds=6,
-                           detect_tv=0.15, generated=2, seed_law_runs=200, scale_vocab=1100,
-                           scale_k=4, scale_tokens=5, scale_runs=300, scale_s=5.0, aim_s=20.0),
+        "round": Budget(
+            "quick",
+            (0, 4, 5, 6),
+            stat_cases=2,
+            n_max=4000,
+            contract_s=1.0,
+            case_enumeration_s=5.0,
+            enumeration_s=15.0,
+            fallback_statistics_s=30.0,
+            detect_tv=0.15,
+            round_length_s=5.0,
+            generated=1,
+            engine_vocab=128,
+            scale_cases=(),
+            scale_runs=1000,
+            scale_s=8.0,
+            aim_s=20.0,
+        ),
+        "loop": LoopBudget(
+            "quick",
+            samples=2000,
+            extra_samples=250,
+            statistics_s=15.0,
+            seeds=6,
+            detect_tv=0.15,
+            generated=2,
+            seed_law_runs=200,
+            scale_vocab=1100,
+            scale_k=4,
+            scale_tokens=5,
+            scale_runs=300,
+            scale_s=5.0,
+            aim_s=20.0,
+        ),
         "kernel": KernelBudget("quick", generated=2, engine_scale=False, n_max=40_000, detect_tv=0.04),
     },
     "standard": {
@@ -163,18 +190,42 @@ TABLE = {
         "kernel": KernelBudget("standard"),
     },
     "thorough": {
-        "round": Budget("thorough", tuple(range(12)), stat_cases=12, n_max=64_000,
-                        enumeration_s=120.0, statistics_s=120.0, fallback_statistics_s=300.0,
-                        detect_tv=0.05, round_length_s=30.0, generated=12, engine_vocab=512,
-                        case_enumeration_s=30.0,
-                        scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
-                        scale_runs=4000, scale_s=60.0, aim_s=240.0),
-        "loop": LoopBudget("thorough", max_paths=400_000, samples=16_000, extra_samples=4000,
-                           extra_max_paths=20_000, statistics_s=120.0, seeds=40, detect_tv=0.05,
-                           generated=16, generated_paths=400, seed_law_runs=2000,
-                           scale_vocab=33_024, scale_runs=2000, scale_s=60.0, aim_s=180.0),
-        "kernel": KernelBudget("thorough", generated=24, dense_vocab=1000, n_max=1_280_000,
-                               detect_tv=0.006),
+        "round": Budget(
+            "thorough",
+            tuple(range(12)),
+            stat_cases=12,
+            n_max=64_000,
+            enumeration_s=120.0,
+            statistics_s=120.0,
+            fallback_statistics_s=300.0,
+            detect_tv=0.05,
+            round_length_s=30.0,
+            generated=12,
+            engine_vocab=512,
+            case_enumeration_s=30.0,
+            scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
+            scale_runs=4000,
+            scale_s=60.0,
+            aim_s=240.0,
+        ),
+        "loop": LoopBudget(
+            "thorough",
+            max_paths=400_000,
+            samples=16_000,
+            extra_samples=4000,
+            extra_max_paths=20_000,
+            statistics_s=120.0,
+            seeds=40,
+            detect_tv=0.05,
+            generated=16,
+            generated_paths=400,
+            seed_law_runs=2000,
+            scale_vocab=33_024,
+            scale_runs=2000,
+            scale_s=60.0,
+            aim_s=180.0,
+        ),
+        "kernel": KernelBudget("thorough", generated=24, dense_vocab=1000, n_max=1_280_000, detect_tv=0.006),
     },
 }
 """Budget name -> interface -> that interface's section (every name has every interface)."""
@@ -184,6 +235,7 @@ NAMES = tuple(TABLE)
 
 CLASSES = {"round": Budget, "loop": LoopBudget, "kernel": KernelBudget}
 """Each interface's section class (the interfaces of ``specverify.interfaces.NAMES``)."""
+
 
 def view(interface: str) -> dict:
     """``{name: the interface's section}`` over ``NAMES``: the interface modules' tables."""
@@ -215,7 +267,7 @@ def check_tv_budget(name: str) -> float:
     """X of a campaign budget named ``tv=X`` (every interface's): 0 < X < 1, else a ValueError
     naming the budget."""
     try:
-        tv = float(name[len(CAMPAIGN_PREFIX):])
+        tv = float(name[len(CAMPAIGN_PREFIX) :])
     except ValueError:
         tv = float("nan")
     if not 0 < tv < 1:
@@ -255,9 +307,17 @@ def campaign(interface: str, name: str):
     tv = check_tv_budget(name)
     thorough = TABLE["thorough"][interface]
     if interface == "loop":
-        return replace(thorough, name=f"tv={tv:g}", detect_tv=tv, samples=0, extra_samples=0,
-                       statistics_s=CAMPAIGN_SECONDS, case_enumeration_s=CAMPAIGN_SECONDS,
-                       scale_s=CAMPAIGN_SECONDS, aim_s=CAMPAIGN_SECONDS)
+        return replace(
+            thorough,
+            name=f"tv={tv:g}",
+            detect_tv=tv,
+            samples=0,
+            extra_samples=0,
+            statistics_s=CAMPAIGN_SECONDS,
+            case_enumeration_s=CAMPAIGN_SECONDS,
+            scale_s=CAMPAIGN_SECONDS,
+            aim_s=CAMPAIGN_SECONDS,
+        )
     if interface == "kernel":
         return replace(thorough, name=name, detect_tv=tv, n_max=1 << 40)
     raise KeyError(f"{interface}: its tv=X section is built by the interface (section's campaign_of)")
@@ -287,6 +347,22 @@ def section(interface: str, budget, campaign_of=None):
     return TABLE[name][interface]
 
 
-__all__ = ["Budget", "CAMPAIGN_PREFIX", "CAMPAIGN_SECONDS", "CLASSES",
-           "DEFAULT_FALSE_FAIL_RATE", "KernelBudget", "LoopBudget", "NAMES", "TABLE", "campaign",
-           "check_name", "check_tv_budget", "is_campaign", "section", "unknown", "view", "words"]
+__all__ = [
+    "Budget",
+    "CAMPAIGN_PREFIX",
+    "CAMPAIGN_SECONDS",
+    "CLASSES",
+    "DEFAULT_FALSE_FAIL_RATE",
+    "KernelBudget",
+    "LoopBudget",
+    "NAMES",
+    "TABLE",
+    "campaign",
+    "check_name",
+    "check_tv_budget",
+    "is_campaign",
+    "section",
+    "unknown",
+    "view",
+    "words",
+]

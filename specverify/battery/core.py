@@ -32,6 +32,10 @@ unit of work).
 The statistics themselves (the sequential chi-square, its power, exact TV) are
 ``specverify.laws.stats`` and ``specverify.laws.exact``; each interface's battery (``interfaces.round`` for
 round samplers, ``interfaces.loop``, ``interfaces.kernel``) decides what to run and calls these.
+
+It is over 500 lines because the results, the subject-side guards and readers and the parent's calls
+under deadlines are one contract that every battery shares: a ``ContractBreach`` raised by the
+guards is what ``call_within`` turns into a ``Finding``, and each part reads the others' types.
 """
 
 from __future__ import annotations
@@ -40,9 +44,9 @@ import itertools
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -58,8 +62,9 @@ def stream(seed, *path: int) -> np.random.SeedSequence:
     an int (the check's seed), or a ``SeedSequence`` node, whose path this extends (its child
     ``path[0]``, that one's child ``path[1]``, ...). ``stream(seed)`` is the root."""
     if isinstance(seed, np.random.SeedSequence):
-        return np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + tuple(int(i) for i in path),
-                                      pool_size=seed.pool_size)
+        return np.random.SeedSequence(
+            seed.entropy, spawn_key=tuple(seed.spawn_key) + tuple(int(i) for i in path), pool_size=seed.pool_size
+        )
     return np.random.SeedSequence(int(seed), spawn_key=tuple(int(i) for i in path))
 
 
@@ -107,6 +112,7 @@ def stopping_kinds(stop_on_first) -> tuple[str, ...]:
         return ()
     return BREAKING_KINDS if stop_on_first is True else tuple(stop_on_first)
 
+
 ORIGINS = ("fixed", "generated", "edge", "aimed", "declared")
 """Where a case of a report's ``coverage.cases`` comes from (``coverage_entry``)."""
 JUDGED_BY = ("enumeration", "chi-square", "binned chi-square", "exact from uniforms", "contract")
@@ -115,8 +121,17 @@ one on binned first tokens (vocabularies the enumerator cannot follow); a kernel
 from its uniforms; only its contract (shapes, replay, untouched inputs)."""
 
 
-def coverage_entry(name: str, origin: str, vocab: int, k, tokens: int, judged: str,
-                   runs: int | None = None, detect_tv: float | None = None, **shape) -> dict:
+def coverage_entry(
+    name: str,
+    origin: str,
+    vocab: int,
+    k,
+    tokens: int,
+    judged: str,
+    runs: int | None = None,
+    detect_tv: float | None = None,
+    **shape,
+) -> dict:
     """One case as the JSON's ``coverage.cases`` lists it: ``origin`` fixed | generated | edge |
     aimed (at the user's --vocab/--k/--max-tokens) | declared (by the subject: the only cases it
     can run, not the battery's standard ones); ``vocab``, ``k`` (an int, or a list for a
@@ -128,8 +143,17 @@ def coverage_entry(name: str, origin: str, vocab: int, k, tokens: int, judged: s
         raise ValueError(f"origin: must be {', '.join(ORIGINS[:-1])} or {ORIGINS[-1]}, got {origin!r}")
     if judged not in JUDGED_BY:
         raise ValueError(f"judged: must be one of {', '.join(JUDGED_BY)}, got {judged!r}")
-    return {"name": name, "origin": origin, "vocab": vocab, "k": k, "tokens": tokens, "judged": judged,
-            "runs": runs, "detect_tv": detect_tv, **shape}
+    return {
+        "name": name,
+        "origin": origin,
+        "vocab": vocab,
+        "k": k,
+        "tokens": tokens,
+        "judged": judged,
+        "runs": runs,
+        "detect_tv": detect_tv,
+        **shape,
+    }
 
 
 @dataclass
@@ -178,8 +202,9 @@ class BatteryResult:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out["mean_tokens_per_round"] = {k: {"measured": a, "expected": b}
-                                        for k, (a, b) in self.mean_tokens_per_round.items()}
+        out["mean_tokens_per_round"] = {
+            k: {"measured": a, "expected": b} for k, (a, b) in self.mean_tokens_per_round.items()
+        }
         out["exact"], out["efficient"] = self.exact, self.efficient
         return out
 
@@ -327,8 +352,10 @@ def items_of(seq, what: str, limit: int) -> tuple[int, list]:
     with reading(f"{what} a {type_name(seq)} whose iteration"):
         items = list(itertools.islice(iter(seq), min(n, limit) + 1))
     if n <= limit and len(items) != n:
-        raise ContractBreach(f"{what} a {type_name(seq)} whose len() is {n} but which iterates "
-                             f"{'more' if len(items) > n else len(items)} items")
+        raise ContractBreach(
+            f"{what} a {type_name(seq)} whose len() is {n} but which iterates "
+            f"{'more' if len(items) > n else len(items)} items"
+        )
     return n, items
 
 
@@ -429,8 +456,9 @@ class Battery:
         self.result.findings.append(Finding("contract", "contract", message, getattr(case, "name", case)))
 
 
-def call_within(subject: runner.Runner, task, args: tuple, seconds: float, deadline: float | None,
-                now: Callable[[], float]):
+def call_within(
+    subject: runner.Runner, task, args: tuple, seconds: float, deadline: float | None, now: Callable[[], float]
+):
     """``task(subject, *args)`` in the subject's process, killed past ``seconds`` or the battery's
     ``deadline`` (on the clock ``now``): OutOfTime once the deadline has passed, ContractBreach
     when the subject's process failed before it. Every battery's calls go through here."""
@@ -489,9 +517,35 @@ def subject_process(subject):
 
 
 __all__ = [
-    "BREAKING_KINDS", "CAMPAIGN_SECONDS", "DEFAULT_FALSE_FAIL_RATE", "EXACT_TV_TOL", "JUDGED_BY", "MESSAGE_CHARS", "PASSED_THROUGH",
-    "PLAIN_INTS", "POWER_FALSE_PASS_RATE", "SHOW_CHARS", "Battery", "BatteryResult", "ContractBreach", "Finding", "OutOfTime",
-    "as_sequence", "call_subject", "call_within", "coverage_entry", "describe_exception", "items_of", "message_of",
-    "plain_tokens", "reading", "run_in_subject", "show", "stream", "subject_process", "time_limit", "token_id",
+    "BREAKING_KINDS",
+    "CAMPAIGN_SECONDS",
+    "DEFAULT_FALSE_FAIL_RATE",
+    "EXACT_TV_TOL",
+    "JUDGED_BY",
+    "MESSAGE_CHARS",
+    "PASSED_THROUGH",
+    "PLAIN_INTS",
+    "POWER_FALSE_PASS_RATE",
+    "SHOW_CHARS",
+    "Battery",
+    "BatteryResult",
+    "ContractBreach",
+    "Finding",
+    "OutOfTime",
+    "as_sequence",
+    "call_subject",
+    "call_within",
+    "coverage_entry",
+    "describe_exception",
+    "items_of",
+    "message_of",
+    "plain_tokens",
+    "reading",
+    "run_in_subject",
+    "show",
+    "stream",
+    "subject_process",
+    "time_limit",
+    "token_id",
     "type_name",
 ]

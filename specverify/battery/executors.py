@@ -26,7 +26,7 @@ print as one line and exit 2.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 LOCAL = "local"
 RAY_EXTRA_HINT = "--executor ray needs Ray: install the extra with pip install -e '.[ray]' (or pip install 'ray>=2.9')"
@@ -60,7 +60,7 @@ def parse_address(address: str, what: str = "--executor") -> tuple[str, int]:
     """``(host, port)`` of ``ray://HOST:PORT`` or ``HOST:PORT`` (``[IPv6]:PORT`` too), or
     ExecutorUnavailable naming ``what`` (the flag or variable it came from) and the problem."""
     text = address.strip()
-    rest = text[len("ray://"):] if text.startswith("ray://") else text
+    rest = text[len("ray://") :] if text.startswith("ray://") else text
     if "://" in rest:
         raise ExecutorUnavailable(f"{what}: {address!r}: expected ray://HOST:PORT or HOST:PORT")
     rest = rest.split("/", 1)[0]
@@ -69,11 +69,11 @@ def parse_address(address: str, what: str = "--executor") -> tuple[str, int]:
     else:
         host, sep, port_text = rest.rpartition(":")
     if not sep or not host:
-        raise ExecutorUnavailable(f"{what}: {address!r}: expected HOST:PORT (the Ray Client's port "
-                                  f"is usually 10001, a head node's 6379)")
+        raise ExecutorUnavailable(
+            f"{what}: {address!r}: expected HOST:PORT (the Ray Client's port is usually 10001, a head node's 6379)"
+        )
     if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
-        raise ExecutorUnavailable(f"{what}: {address!r}: the port must be an integer in 1..65535, "
-                                  f"got {port_text!r}")
+        raise ExecutorUnavailable(f"{what}: {address!r}: the port must be an integer in 1..65535, got {port_text!r}")
     return host, int(port_text)
 
 
@@ -125,8 +125,9 @@ def check_cluster(executor: str, timeout: float = PROBE_TIMEOUT_S) -> None:
         return
     address, what = named
     if address.startswith("ray://") and not client_available():
-        raise ExecutorUnavailable(f"{what}: {address!r} needs the Ray Client, which the installed "
-                                  f"Ray lacks: {RAY_CLIENT_HINT}")
+        raise ExecutorUnavailable(
+            f"{what}: {address!r} needs the Ray Client, which the installed Ray lacks: {RAY_CLIENT_HINT}"
+        )
     host, port = parse_address(address, what)
     probe(host, port, what, timeout)
 
@@ -151,9 +152,15 @@ def preflight(executor: str) -> None:
     check_cluster(executor)
 
 
-def ray_map(fn: Callable, calls: list[tuple], executor: str, num_cpus: int | None = None,
-            on_done: Callable[[], None] | None = None, poll_s: float = 0.1,
-            units: list[list[tuple[Callable, tuple]]] | None = None) -> list:
+def ray_map(
+    fn: Callable,
+    calls: list[tuple],
+    executor: str,
+    num_cpus: int | None = None,
+    on_done: Callable[[], None] | None = None,
+    poll_s: float = 0.1,
+    units: list[list[tuple[Callable, tuple]]] | None = None,
+) -> list:
     """``[fn(*args) for args in calls]``, each call one Ray task (one CPU, no retries), results in
     order. ``units[i]``: ``(unit_fn, unit_args)`` pairs run first, each its own task, all in
     parallel; call i then runs as ``fn(*calls[i], *their results)`` once they are done. Connects
@@ -166,8 +173,8 @@ def ray_map(fn: Callable, calls: list[tuple], executor: str, num_cpus: int | Non
     refs: list = []
     try:
         _submit(ray, fn, calls, units, refs)
-        _wait(ray, refs[len(refs) - len(calls):], on_done, poll_s)
-        return ray.get(refs[len(refs) - len(calls):])
+        _wait(ray, refs[len(refs) - len(calls) :], on_done, poll_s)
+        return ray.get(refs[len(refs) - len(calls) :])
     except KeyboardInterrupt:
         for ref in refs:
             try:
@@ -188,8 +195,11 @@ def _connect(ray, executor: str, num_cpus: int | None) -> bool:
 
     check_cluster(executor)
 
-    kwargs: dict = {"include_dashboard": False, "log_to_driver": False,
-                    "logging_level": logging.ERROR}  # stderr keeps the report's one-line errors
+    kwargs: dict = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.ERROR,
+    }  # stderr keeps the report's one-line errors
     if executor.startswith("ray://"):
         kwargs["address"] = executor
     elif not os.environ.get("RAY_ADDRESS") and num_cpus:
@@ -198,8 +208,9 @@ def _connect(ray, executor: str, num_cpus: int | None) -> bool:
         ray.init(**kwargs)
     except Exception as exc:  # noqa: BLE001 - Ray's own error types vary by version
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ExecutorUnavailable(f"--executor {executor}: Ray could not start or connect "
-                                  f"({type(exc).__name__}: {first})") from None
+        raise ExecutorUnavailable(
+            f"--executor {executor}: Ray could not start or connect ({type(exc).__name__}: {first})"
+        ) from None
     return True
 
 
@@ -212,7 +223,7 @@ def _submit(ray, fn: Callable, calls: list[tuple], units, refs: list) -> None:
     unit_refs, remotes = [], {}
     for i in range(len(calls)):
         mine = []
-        for unit_fn, unit_args in (units[i] if units else ()):
+        for unit_fn, unit_args in units[i] if units else ():
             if unit_fn not in remotes:
                 remotes[unit_fn] = remote(unit_fn)
             mine.append(remotes[unit_fn].remote(*unit_args))
@@ -231,6 +242,19 @@ def _wait(ray, refs: list, on_done: Callable[[], None] | None, poll_s: float) ->
                 on_done()
 
 
-__all__ = ["ExecutorUnavailable", "preflight", "LOCAL", "PROBE_TIMEOUT_S", "RAY_CLIENT_HINT", "RAY_EXTRA_HINT",
-           "check_cluster", "client_available", "cluster_address", "executor_argument",
-           "parse_address", "probe", "ray_map", "require_ray"]
+__all__ = [
+    "ExecutorUnavailable",
+    "preflight",
+    "LOCAL",
+    "PROBE_TIMEOUT_S",
+    "RAY_CLIENT_HINT",
+    "RAY_EXTRA_HINT",
+    "check_cluster",
+    "client_available",
+    "cluster_address",
+    "executor_argument",
+    "parse_address",
+    "probe",
+    "ray_map",
+    "require_ray",
+]

@@ -59,8 +59,8 @@ import tempfile
 import threading
 import traceback
 import weakref
+from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
-from typing import Callable
 
 from ..common.validation import check_positive_real
 
@@ -76,11 +76,12 @@ KILL_MARGIN_S = 1.0
 _PR_SET_PDEATHSIG = 1
 IN_SUBJECT_PROCESS = False
 """True in a subject's process: a KeyboardInterrupt there is the subject's (SIGINT is ignored)."""
-_LIVE: "weakref.WeakSet[Runner]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[Runner] = weakref.WeakSet()
 DAEMONIC_MESSAGE = (
     "specverify.check cannot run inside a daemonic process (e.g. a multiprocessing.Pool worker): "
     "its subject runs in a child process; use concurrent.futures.ProcessPoolExecutor or run it in "
-    "the main process")
+    "the main process"
+)
 
 
 class SubjectFailed(Exception):
@@ -140,6 +141,7 @@ def _guard_signals(parent_pid: int, parent_pgid: int) -> None:
     os.kill, os.killpg = kill, killpg
     real_pidfd_send_signal = getattr(signal, "pidfd_send_signal", None)
     if real_pidfd_send_signal is not None:
+
         def pidfd_send_signal(pidfd, sig, *args, **kwargs):
             if _pidfd_target(pidfd) == parent_pid:
                 _refuse_to_signal_the_checker()
@@ -173,8 +175,7 @@ def _utf8_streams() -> None:
     buffered: a print of "é" works under LC_ALL=C, and what was printed is there when read."""
     for name, fd in (("stdout", 1), ("stderr", 2)):
         try:
-            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace",
-                                    buffering=1, closefd=False))
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False))
         except (OSError, ValueError):
             pass
 
@@ -187,8 +188,7 @@ def _flush_streams() -> None:
             pass
 
 
-def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable],
-                capture_path: str) -> None:
+def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable], capture_path: str) -> None:
     global IN_SUBJECT_PROCESS
     IN_SUBJECT_PROCESS = True
     parent_pgid = os.getpgrp()  # inherited from the parent, read before leaving it
@@ -209,8 +209,12 @@ def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable]
         subject = load()
     except BaseException as exc:  # noqa: BLE001 - whatever the import does is reported
         _flush_streams()
-        conn.send(("load-failed", exc if isinstance(exc, Exception) and _picklable(exc)
-                   else RuntimeError(f"{type(exc).__name__}: {exc}")))
+        conn.send(
+            (
+                "load-failed",
+                exc if isinstance(exc, Exception) and _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"),
+            )
+        )
         os._exit(0)
     _flush_streams()
     conn.send(("ready", None))
@@ -333,8 +337,11 @@ def remove_orphan_captures() -> list[str]:
         names = os.listdir(folder)
     except OSError:
         return []
-    makers = {int(pid) for pid in (n[len(head):].split("-", 1)[0] for n in names
-                                   if n.startswith(head) and n.endswith(".log")) if pid.isdigit()}
+    makers = {
+        int(pid)
+        for pid in (n[len(head) :].split("-", 1)[0] for n in names if n.startswith(head) and n.endswith(".log"))
+        if pid.isdigit()
+    }
     removed = []
     for pid in sorted(makers):
         try:
@@ -357,8 +364,7 @@ class Runner:
     group and deletes the capture file; read ``output_excerpt()`` before it.
     """
 
-    def __init__(self, load: Callable[[], Callable], load_limit: float = 120.0,
-                 start_method: str | None = None):
+    def __init__(self, load: Callable[[], Callable], load_limit: float = 120.0, start_method: str | None = None):
         self._load = load
         self._load_limit = check_positive_real("load_limit", load_limit)
         method = start_method or os.environ.get("SPECVERIFY_START_METHOD") or "fork"
@@ -376,19 +382,22 @@ class Runner:
         return self._leftovers.capture_path
 
     @classmethod
-    def for_callable(cls, fn: Callable) -> "Runner":
+    def for_callable(cls, fn: Callable) -> Runner:
         return cls(_Constant(fn))
 
     # -- life cycle ----------------------------------------------------------------------------
-    def start(self) -> "Runner":
+    def start(self) -> Runner:
         if multiprocessing.current_process().daemon:
             raise RuntimeError(DAEMONIC_MESSAGE)
         ctx = multiprocessing.get_context(self.start_method)
         parent, child = ctx.Pipe()
         capture = self._leftovers.capture()
         self._process = ctx.Process(
-            target=_child_main, args=(child, parent, os.getpid(), self._load, capture),
-            daemon=True, name="specverify-subject")
+            target=_child_main,
+            args=(child, parent, os.getpid(), self._load, capture),
+            daemon=True,
+            name="specverify-subject",
+        )
         try:
             self._process.start()
         finally:
@@ -422,7 +431,7 @@ class Runner:
         self.kill()
         self._leftovers.remove_capture()
 
-    def __enter__(self) -> "Runner":
+    def __enter__(self) -> Runner:
         return self.start() if self._process is None else self
 
     def __exit__(self, *exc) -> None:
@@ -450,9 +459,11 @@ class Runner:
             status, value = ForkingPickler.loads(data)
         except Exception as exc:  # noqa: BLE001 - bytes the subject wrote onto our pipe
             self.kill()
-            raise SubjectFailed(f"{what} returned bytes that are not a reply of specverify's "
-                                f"({_exception_text(exc)}): the subject wrote onto the result pipe; "
-                                f"its process was killed") from None
+            raise SubjectFailed(
+                f"{what} returned bytes that are not a reply of specverify's "
+                f"({_exception_text(exc)}): the subject wrote onto the result pipe; "
+                f"its process was killed"
+            ) from None
         return status, value
 
     def _read_message(self, limit: float) -> bytes:
@@ -483,8 +494,9 @@ class Runner:
             self.kill()
             raise SubjectFailed(describe_exit(code)) from None
         self.kill()
-        raise SubjectFailed(f"the subject's process sent a malformed reply ({_exception_text(error)}); "
-                            f"its process was killed") from None
+        raise SubjectFailed(
+            f"the subject's process sent a malformed reply ({_exception_text(error)}); its process was killed"
+        ) from None
 
     def output_excerpt(self, chars: int = OUTPUT_EXCERPT_CHARS) -> str:
         """What the subject printed (stdout and stderr together): the first and the last
@@ -499,7 +511,7 @@ class Runner:
         text = data.decode("utf-8", "replace")
         if len(text) <= chars:
             return text
-        return f"{text[:chars // 2]}\n[... {len(text) - chars} characters ...]\n{text[-(chars // 2):]}"
+        return f"{text[: chars // 2]}\n[... {len(text) - chars} characters ...]\n{text[-(chars // 2) :]}"
 
 
 class _Constant:
@@ -552,5 +564,16 @@ def kill_all() -> None:
         runner.kill()
 
 
-__all__ = ["Runner", "RunnerError", "SubjectFailed", "Terminated", "capture_prefix", "remove_orphan_captures", "how_stopped", "sigterm_as_interrupt", "describe_exit", "kill_all",
-           "remove_captures_of"]
+__all__ = [
+    "Runner",
+    "RunnerError",
+    "SubjectFailed",
+    "Terminated",
+    "capture_prefix",
+    "remove_orphan_captures",
+    "how_stopped",
+    "sigterm_as_interrupt",
+    "describe_exit",
+    "kill_all",
+    "remove_captures_of",
+]

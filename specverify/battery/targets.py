@@ -14,8 +14,8 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 from . import runner
 
@@ -72,4 +72,3 @@ def start_target(target: str, start_method: str | None = None) -> runner.Runner:
         return runner.Runner(partial(load_target, target), start_method=start_method).start()
     except runner.SubjectFailed as exc:
         raise UsageError(f"TARGET {target!r}: loading it failed: {exc}") from None
-

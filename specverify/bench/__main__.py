@@ -19,8 +19,9 @@ COMMANDS = {
 def main(argv=None) -> int:
     """Run the benchmark ``argv`` names (the suite when none is named); its exit code."""
     argv = sys.argv[1:] if argv is None else argv
-    return dispatch("specverify bench", "Benchmarks that print ratios side by side in one run.", COMMANDS, argv,
-                    default="suite")
+    return dispatch(
+        "specverify bench", "Benchmarks that print ratios side by side in one run.", COMMANDS, argv, default="suite"
+    )
 
 
 if __name__ == "__main__":

@@ -38,6 +38,10 @@ acceptance (specverify.laws.optimal_acceptance), which the canonical rule reache
 References: Leviathan et al. arXiv 2211.17192 (rule, speedup model); SpecInfer arXiv 2305.09781
 and RSD arXiv 2402.14160 (trees); SpecDec++ arXiv 2405.19715 (confidence stopping); prompt lookup
 decoding (github.com/apoorvumang/prompt-lookup-decoding).
+
+It is over 500 lines because the comparison's models, its exact long-run measurement and the two
+tables it writes (the samplers at their best settings, the rules at one step) share the cost model
+and the rows, and the page it writes is read as one.
 """
 
 from __future__ import annotations
@@ -53,9 +57,9 @@ import numpy as np
 
 from ..laws.chains import TableModel, handout_iid, toy_chain
 from ..samplers.adaptive import AdaptiveK, confidence_step
+from ..samplers.block import block_step
 from ..samplers.chain import speculative_step
 from ..samplers.prompt_lookup import prompt_lookup_step
-from ..samplers.block import block_step
 from ..samplers.transport import canonical_step, spectr_step
 from ..samplers.traversal import traversal_step
 from ..samplers.tree import tree_nodes, tree_step
@@ -168,8 +172,16 @@ def cesaro_average(kernel: np.ndarray, start: int, steps: int = CESARO_STEPS) ->
     return total / steps
 
 
-def simulate(sampler, model: TableModel, prompt, k: int, seed: int = 0, fixed_calls=None,
-             sequences: int = SEQUENCES, rounds: int = ROUNDS) -> Measurement:
+def simulate(
+    sampler,
+    model: TableModel,
+    prompt,
+    k: int,
+    seed: int = 0,
+    fixed_calls=None,
+    sequences: int = SEQUENCES,
+    rounds: int = ROUNDS,
+) -> Measurement:
     """Mean tokens and draft calls per round over independent sequences from ``prompt``."""
     from ..laws.exact import counted_round
 
@@ -190,8 +202,7 @@ def simulate(sampler, model: TableModel, prompt, k: int, seed: int = 0, fixed_ca
 _CACHE: dict[tuple, Measurement] = {}
 
 
-def measure(sampler, model, prompt, k, try_exact: bool = True, fixed_calls=None,
-            seed=0) -> Measurement:
+def measure(sampler, model, prompt, k, try_exact: bool = True, fixed_calls=None, seed=0) -> Measurement:
     """Exact where enumerable (and ``try_exact``), else simulated.
 
     Pass ``try_exact=False`` for samplers that look beyond the model's last ``order`` tokens
@@ -243,19 +254,16 @@ def best_fixed_k(name, sampler, model, prompt, c, k_range, tree: bool = False) -
     rows, enumerable = [], True
     for k in k_range:
         # paths grow with k: once a k needed simulation, the larger ones do too
-        m = measure(sampler, model, prompt, k, try_exact=enumerable,
-                    fixed_calls=k if tree else None)
+        m = measure(sampler, model, prompt, k, try_exact=enumerable, fixed_calls=k if tree else None)
         enumerable = m.method == "exact"
         size = tree_nodes(TREE_WIDTH, k) if tree else m.draft_calls
-        rows.append(Row(model.name, c, name, k, size, m.tokens, m.se, m.draft_calls,
-                        speedup(m, c), m.method))
+        rows.append(Row(model.name, c, name, k, size, m.tokens, m.se, m.draft_calls, speedup(m, c), m.method))
     return max(rows, key=lambda r: r.speedup)
 
 
 def fixed_row(name, sampler, model, prompt, c, k, try_exact: bool) -> Row:
     m = measure(sampler, model, prompt, k, try_exact=try_exact)
-    return Row(model.name, c, name, k, m.draft_calls, m.tokens, m.se, m.draft_calls,
-               speedup(m, c), m.method)
+    return Row(model.name, c, name, k, m.draft_calls, m.tokens, m.se, m.draft_calls, speedup(m, c), m.method)
 
 
 TREE_IID = functools.partial(tree_step, width=TREE_WIDTH, without_replacement=False)
@@ -267,14 +275,12 @@ LOOKUP = functools.partial(prompt_lookup_step, ngram=2)
 def model_drafter_rows(model: TableModel, prompt, c: float) -> list[Row]:
     return [
         best_fixed_k("chain", speculative_step, model, prompt, c, K_RANGE),
-        best_fixed_k(f"tree-iid (width {TREE_WIDTH})", TREE_IID, model, prompt, c,
-                     TREE_K_RANGE, tree=True),
-        best_fixed_k(f"tree-without-replacement (width {TREE_WIDTH})", TREE_WOR, model,
-                     prompt, c, TREE_K_RANGE, tree=True),
-        best_fixed_k(f"adaptive-confidence (max q < {CONFIDENCE_THRESHOLD})", CONFIDENCE, model,
-                     prompt, c, K_RANGE),
-        fixed_row("adaptive-k", AdaptiveK(cost_ratio=c), model, prompt, c, ADAPTIVE_MAX_K,
-                  try_exact=False),
+        best_fixed_k(f"tree-iid (width {TREE_WIDTH})", TREE_IID, model, prompt, c, TREE_K_RANGE, tree=True),
+        best_fixed_k(
+            f"tree-without-replacement (width {TREE_WIDTH})", TREE_WOR, model, prompt, c, TREE_K_RANGE, tree=True
+        ),
+        best_fixed_k(f"adaptive-confidence (max q < {CONFIDENCE_THRESHOLD})", CONFIDENCE, model, prompt, c, K_RANGE),
+        fixed_row("adaptive-k", AdaptiveK(cost_ratio=c), model, prompt, c, ADAPTIVE_MAX_K, try_exact=False),
     ]
 
 
@@ -286,10 +292,10 @@ def compare() -> pl.DataFrame:
         for model in (handout_iid(), toy_chain(), context_varying_chain()):
             rows += model_drafter_rows(model, (0,), c)
         copy_model, prompt = copy_heavy_chain(), copy_heavy_prompt()
-        rows.append(best_fixed_k("chain (model drafter)", speculative_step, copy_model,
-                                 prompt, c, K_RANGE))
-        rows.append(fixed_row("prompt-lookup (no draft model)", LOOKUP, copy_model, prompt, c,
-                              LOOKUP_K, try_exact=False))
+        rows.append(best_fixed_k("chain (model drafter)", speculative_step, copy_model, prompt, c, K_RANGE))
+        rows.append(
+            fixed_row("prompt-lookup (no draft model)", LOOKUP, copy_model, prompt, c, LOOKUP_K, try_exact=False)
+        )
     return pl.DataFrame([asdict(r) for r in rows])
 
 
@@ -323,18 +329,30 @@ def compare_rules() -> pl.DataFrame:
     rows = []
     for model in rules_models():
         for name, sampler, tree in RULES:
-            for k in (RULES_TREE_K if tree else RULES_CHAIN_K):
+            for k in RULES_TREE_K if tree else RULES_CHAIN_K:
                 m = measure(sampler, model, (0,), k, fixed_calls=k if tree else None)
                 draft_tokens = tree_nodes(TREE_WIDTH, k) if tree else k
-                rows.append(dict(model=model.name, rule=name, k=k, draft_tokens=draft_tokens,
-                                 tokens_per_round=m.tokens, se=m.se,
-                                 **{f"speedup_c{c:g}": speedup(m, c) for c in COST_RATIOS},
-                                 method=m.method))
+                rows.append(
+                    dict(
+                        model=model.name,
+                        rule=name,
+                        k=k,
+                        draft_tokens=draft_tokens,
+                        tokens_per_round=m.tokens,
+                        se=m.se,
+                        **{f"speedup_c{c:g}": speedup(m, c) for c in COST_RATIOS},
+                        method=m.method,
+                    )
+                )
     df = pl.DataFrame(rows)
     chain = df.filter(pl.col("rule") == "chain (token-wise)").select(
-        "model", "k", pl.col("tokens_per_round").alias("chain_tokens"))
-    return df.join(chain, on=["model", "k"], how="left").with_columns(
-        (pl.col("tokens_per_round") / pl.col("chain_tokens")).alias("vs_chain")).drop("chain_tokens")
+        "model", "k", pl.col("tokens_per_round").alias("chain_tokens")
+    )
+    return (
+        df.join(chain, on=["model", "k"], how="left")
+        .with_columns((pl.col("tokens_per_round") / pl.col("chain_tokens")).alias("vs_chain"))
+        .drop("chain_tokens")
+    )
 
 
 def one_step_acceptance() -> pl.DataFrame:
@@ -350,7 +368,7 @@ def one_step_acceptance() -> pl.DataFrame:
         prefix = (0,)
         p, q = model.p_fn(prefix), model.q_fn(prefix)
         row = dict(model=model.name, alpha=float(np.minimum(p, q).sum()))
-        for name, sampler, tree in RULES[2:6]:
+        for name, sampler, _tree in RULES[2:6]:
             dist = round_length_distribution(sampler, model.p_fn, model.q_fn, prefix, 1)
             row[name] = dist.get(2, 0.0)
         row["optimum (2 i.i.d.)"] = optimal_acceptance(p, q, TREE_WIDTH)
@@ -360,9 +378,8 @@ def one_step_acceptance() -> pl.DataFrame:
 
 
 def plot_rules(df: pl.DataFrame, path: str) -> None:
-    import polars as pl
-
     import matplotlib
+    import polars as pl
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -372,8 +389,7 @@ def plot_rules(df: pl.DataFrame, path: str) -> None:
     for ax, model in zip(np.atleast_1d(axes), models):
         for name, _, tree in RULES:
             sub = df.filter((pl.col("model") == model) & (pl.col("rule") == name))
-            ax.plot(sub["k"], sub["tokens_per_round"], marker="o", linestyle="--" if tree else "-",
-                    label=name)
+            ax.plot(sub["k"], sub["tokens_per_round"], marker="o", linestyle="--" if tree else "-", label=name)
         ax.set_title(model)
         ax.set_xlabel("k (chain drafts / tree depth, width 2)")
         ax.set_ylabel("tokens per round")
@@ -389,9 +405,15 @@ def _markdown_table(df: pl.DataFrame) -> str:
     import polars as pl
 
     shown = df.with_columns(pl.col(pl.Float64).round(4))
-    with pl.Config(tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True,
-                   tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1, tbl_width_chars=400,
-                   fmt_str_lengths=40):
+    with pl.Config(
+        tbl_formatting="MARKDOWN",
+        tbl_hide_column_data_types=True,
+        tbl_hide_dataframe_shape=True,
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_width_chars=400,
+        fmt_str_lengths=40,
+    ):
         return str(shown)
 
 
@@ -400,7 +422,8 @@ def rules_markdown(df: pl.DataFrame, acc: pl.DataFrame) -> str:
 
     block = df.filter(pl.col("rule") == "block")
     gains = ", ".join(
-        f"{r['model']} k={r['k']}: +{100 * (r['vs_chain'] - 1):.1f}%" for r in block.iter_rows(named=True))
+        f"{r['model']} k={r['k']}: +{100 * (r['vs_chain'] - 1):.1f}%" for r in block.iter_rows(named=True)
+    )
     return (
         "## Beyond the token-wise rule\n\n"
         "Same models, same k. `vs_chain` = tokens per round / the token-wise chain's at that k. "
@@ -436,8 +459,14 @@ def to_markdown(df: pl.DataFrame) -> str:
         pl.col("se").round(4),
         pl.col("speedup").round(3),
     )
-    with pl.Config(tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True,
-                   tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1, tbl_width_chars=400):
+    with pl.Config(
+        tbl_formatting="MARKDOWN",
+        tbl_hide_column_data_types=True,
+        tbl_hide_dataframe_shape=True,
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_width_chars=400,
+    ):
         table = str(shown)
     doc = (__doc__ or "").split("\n\n", 2)
     return (
@@ -455,13 +484,12 @@ def main(argv=None) -> int:
     from ..common.command_line import OneLineParser, parsed
     from ..common.validation import writable_file_argument
 
-    parser = OneLineParser(prog="specverify bench samplers",
-                           description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="specverify bench samplers", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    parser.add_argument("--out", type=writable_file_argument,
-                        help="write the table as markdown to this file")
-    parser.add_argument("--figure", default=None,
-                        help="write the rules plot here (default: figures/rules.png beside --out)")
+    parser.add_argument("--out", type=writable_file_argument, help="write the table as markdown to this file")
+    parser.add_argument(
+        "--figure", default=None, help="write the rules plot here (default: figures/rules.png beside --out)"
+    )
     args, code = parsed(parser.parse_args, argv)
     if args is None:  # --help, or one line of usage error
         return code
@@ -488,8 +516,9 @@ def main(argv=None) -> int:
         with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60):
             print(rules)
             print(acc)
-    return write_or_report(args.out, to_markdown(df) + "\n" + rules_markdown(rules, acc),
-                           "specverify.bench.compare_samplers: --out")
+    return write_or_report(
+        args.out, to_markdown(df) + "\n" + rules_markdown(rules, acc), "specverify.bench.compare_samplers: --out"
+    )
 
 
 if __name__ == "__main__":

@@ -26,9 +26,16 @@ import sys
 import timeit
 from pathlib import Path
 
-PIECES = ("sample V4", "sample V4096", "check_prob_vector V4", "check_prob_vector V4096",
-          "guarded round, toy chain k=2", "guarded round, V4096 k=8", "reference loop call",
-          "exact enumeration, toy chain k=2 m=3")
+PIECES = (
+    "sample V4",
+    "sample V4096",
+    "check_prob_vector V4",
+    "check_prob_vector V4096",
+    "guarded round, toy chain k=2",
+    "guarded round, V4096 k=8",
+    "reference loop call",
+    "exact enumeration, toy chain k=2 m=3",
+)
 
 
 def _per_call_us(fn, seconds: float) -> float:
@@ -81,11 +88,14 @@ def measure(seconds: float = 0.3) -> dict:
         "check_prob_vector V4096": _per_call_us(lambda: check_prob_vector("p", wide), seconds),
         "guarded round, toy chain k=2": _per_call_us(lambda: guarded_toy(toy.p_fn, toy.q_fn, (0,), 2, rng), seconds),
         "guarded round, V4096 k=8": _per_call_us(
-            lambda: guarded_scale(scale_case.model.p_fn, scale_case.model.q_fn, (), 8, rng), seconds),
+            lambda: guarded_scale(scale_case.model.p_fn, scale_case.model.q_fn, (), 8, rng), seconds
+        ),
         "reference loop call": _per_call_us(
-            lambda: generate(loop_case.target, loop_case.draft, loop_case.requests, loop_case.k, rng), seconds),
+            lambda: generate(loop_case.target, loop_case.draft, loop_case.requests, loop_case.k, rng), seconds
+        ),
         "exact enumeration, toy chain k=2 m=3": _per_call_us(
-            lambda: exact.sampler_distribution(speculative_step, toy.p_fn, toy.q_fn, (0,), 2, 3), 3 * seconds),
+            lambda: exact.sampler_distribution(speculative_step, toy.p_fn, toy.q_fn, (0,), 2, 3), 3 * seconds
+        ),
     }
     return out
 
@@ -93,9 +103,15 @@ def measure(seconds: float = 0.3) -> dict:
 def _measure_in(tree: str) -> dict:
     """``measure()`` of this file, run in a fresh process whose ``specverify`` is ``tree``'s: the
     same pieces timed the same way on both sides, whether or not ``tree`` has this module."""
-    code = (f"import json, runpy; print(json.dumps(runpy.run_path({__file__!r})['measure']()))")
-    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": tree},
-                          capture_output=True, text=True, cwd=tree, check=False)
+    code = f"import json, runpy; print(json.dumps(runpy.run_path({__file__!r})['measure']()))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": tree},
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        check=False,
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise SystemExit(f"specverify.bench.hot_path: measuring {tree} failed: {last}")
@@ -131,8 +147,10 @@ def _checked(ap, argv):
 def main(argv=None) -> int:
     from ..common.command_line import OneLineParser, parsed
 
-    ap = OneLineParser(prog="specverify bench hot-path",
-                       description="Microseconds per call of the battery's hottest pieces, beside another tree's.")
+    ap = OneLineParser(
+        prog="specverify bench hot-path",
+        description="Microseconds per call of the battery's hottest pieces, beside another tree's.",
+    )
     ap.add_argument("--against", metavar="DIR", help="another checkout whose pieces are timed beside these")
     ap.add_argument("--repeats", type=int, default=3, help="alternating measurements per side (median)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")

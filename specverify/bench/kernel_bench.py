@@ -29,20 +29,20 @@ FALSE_FAIL = 1e-6
 
 
 def _tv_per_minute(rows_per_s: float, want: dict) -> float:
-    from ..laws import stats
     from ..battery.core import POWER_FALSE_PASS_RATE
+    from ..laws import stats
 
-    return stats.min_discrepancy_chi_square(max(1, int(60 * rows_per_s)), want, FALSE_FAIL,
-                                            POWER_FALSE_PASS_RATE)
+    return stats.min_discrepancy_chi_square(max(1, int(60 * rows_per_s)), want, FALSE_FAIL, POWER_FALSE_PASS_RATE)
 
 
 def bench_rates(seconds: float) -> dict:
     """Rows judged per second through each interface, and the TV a minute of them sees."""
     import numpy as np
 
-    from ..laws import exact
-    from ..interfaces import kernel_cases as kc, round_cases, round_tasks
+    from ..interfaces import kernel_cases as kc
+    from ..interfaces import round_cases, round_tasks
     from ..interfaces.kernel_tasks import kernel_counts_task
+    from ..laws import exact
     from ..samplers.chain import speculative_step
     from ..samplers.reference_kernel import reference_generator_kernel
 
@@ -64,31 +64,43 @@ def bench_rates(seconds: float) -> dict:
         rows += 1 << 18
     kernel_rate = rows / (time.perf_counter() - t0)
     return {
-        "round": {"rows_per_s": round(round_rate), "tv_per_minute": _tv_per_minute(round_rate, want_round),
-                  "what": f"{case.name}: one round per call, the first {case.m} tokens"},
-        "kernel": {"rows_per_s": round(kernel_rate), "tv_per_minute": _tv_per_minute(kernel_rate, {
-                       k: v for k, v in want_kernel.items()}),
-                   "what": f"{kcase.name}, instance 0: {chunk:,} rows per call"},
+        "round": {
+            "rows_per_s": round(round_rate),
+            "tv_per_minute": _tv_per_minute(round_rate, want_round),
+            "what": f"{case.name}: one round per call, the first {case.m} tokens",
+        },
+        "kernel": {
+            "rows_per_s": round(kernel_rate),
+            "tv_per_minute": _tv_per_minute(kernel_rate, {k: v for k, v in want_kernel.items()}),
+            "what": f"{kcase.name}, instance 0: {chunk:,} rows per call",
+        },
         "ratio": round(kernel_rate / round_rate, 1),
     }
 
 
 def bench_to_tv(tv: float) -> dict:
     """The kernel battery's statistics on the every-draft case at budget tv=X."""
-    from ..interfaces import kernel, kernel_cases as kc
+    from ..interfaces import kernel
+    from ..interfaces import kernel_cases as kc
     from ..samplers.reference_kernel import reference_generator_kernel
 
     t0 = time.perf_counter()
     result = kernel.run(reference_generator_kernel, f"tv={tv:g}", 0, cases=[kc.every_draft_case()])
     seconds = time.perf_counter() - t0
-    return {"tv": tv, "seconds": round(seconds, 1), "exact": result.exact,
-            "instances": len(result.power), "rows": int(sum(p["runs"] for p in result.power)),
-            "worst_power_tv": max(p["min_tv"] for p in result.power)}
+    return {
+        "tv": tv,
+        "seconds": round(seconds, 1),
+        "exact": result.exact,
+        "instances": len(result.power),
+        "rows": int(sum(p["runs"] for p in result.power)),
+        "worst_power_tv": max(p["min_tv"] for p in result.power),
+    }
 
 
 def bench_exact(sizes) -> list[dict]:
     """Wall time of the exact law on one instance of V, k (plus the battery's contract call)."""
-    from ..interfaces import kernel, kernel_cases as kc
+    from ..interfaces import kernel
+    from ..interfaces import kernel_cases as kc
     from ..samplers.reference_kernel import reference_kernel
 
     out = []
@@ -96,8 +108,16 @@ def bench_exact(sizes) -> list[dict]:
         case = kc.dense_case(V, k, n=1, seed=V + k)
         t0 = time.perf_counter()
         result = kernel.run(reference_kernel, "standard", 0, cases=[case])
-        out.append({"vocab": V, "k": k, "seconds": round(time.perf_counter() - t0, 2), "exact": result.exact,
-                    "exact_tv": result.exact_tv_max, "tolerance": kernel.tolerance(case)})
+        out.append(
+            {
+                "vocab": V,
+                "k": k,
+                "seconds": round(time.perf_counter() - t0, 2),
+                "exact": result.exact,
+                "exact_tv": result.exact_tv_max,
+                "tolerance": kernel.tolerance(case),
+            }
+        )
     return out
 
 
@@ -107,10 +127,17 @@ def run_bench(quick: bool = False) -> dict:
     t0 = time.perf_counter()
     # dense rows: the scan probes every cumulative sum, and each probe is a row of (2k + 1) V
     # floats, so the time grows as k V^2; 8192 with k = 8 is the largest size run here
-    sizes = [(1000, 1), (1000, 8), (4096, 8)] if quick else [
-        (1000, 1), (1000, 2), (1000, 4), (1000, 8), (4096, 1), (4096, 4), (4096, 8), (8192, 8)]
-    result = {"machine": machine(), "rates": bench_rates(2.0 if quick else 5.0),
-              "to_tv": bench_to_tv(1e-2 if quick else 1e-3), "exact_by_size": bench_exact(sizes)}
+    sizes = (
+        [(1000, 1), (1000, 8), (4096, 8)]
+        if quick
+        else [(1000, 1), (1000, 2), (1000, 4), (1000, 8), (4096, 1), (4096, 4), (4096, 8), (8192, 8)]
+    )
+    result = {
+        "machine": machine(),
+        "rates": bench_rates(2.0 if quick else 5.0),
+        "to_tv": bench_to_tv(1e-2 if quick else 1e-3),
+        "exact_by_size": bench_exact(sizes),
+    }
     result["seconds"] = round(time.perf_counter() - t0, 1)
     return result
 
@@ -118,27 +145,40 @@ def run_bench(quick: bool = False) -> dict:
 def to_markdown(r: dict) -> str:
     m, rates, tv = r["machine"], r["rates"], r["to_tv"]
     lines = [
-        "# Kernel interface benchmarks", "",
+        "# Kernel interface benchmarks",
+        "",
         f"Measured {m['date']} on {m['nproc']} CPU(s), {m['cpu_model']}; Python {m['python']}, NumPy "
         f"{m['numpy']}. Whole run: {r['seconds']} s. Regenerate: `python -m specverify.bench.kernel_bench "
-        f"--markdown docs/BENCHMARKS_KERNEL.md`.", "",
-        "## Rows judged per second: round interface vs kernel interface (same rule, back to back)", "",
-        "| interface | what | rows/s | TV seen per minute (power 0.95, false-fail 1e-6) |", "|---|---|---|---|",
+        f"--markdown docs/BENCHMARKS_KERNEL.md`.",
+        "",
+        "## Rows judged per second: round interface vs kernel interface (same rule, back to back)",
+        "",
+        "| interface | what | rows/s | TV seen per minute (power 0.95, false-fail 1e-6) |",
+        "|---|---|---|---|",
     ]
     for name in ("round", "kernel"):
         x = rates[name]
         lines.append(f"| {name} | {x['what']} | {x['rows_per_s']:,} | {x['tv_per_minute']:.3g} |")
-    lines += ["", f"Kernel / round: **{rates['ratio']}x** rows per second.", "",
-              f"## To TV {tv['tv']:g}", "",
-              f"`kernel.run(reference_generator_kernel, 'tv={tv['tv']:g}', cases=[every_draft_case()])`: "
-              f"{tv['instances']} instances, {tv['rows']:,} rows in all, **{tv['seconds']} s**; every instance "
-              f"sees TV {tv['worst_power_tv']:.3g} or less with probability 0.95 (verdict: "
-              f"{tv['exact']}).", "",
-              "## Exact law from uniforms, by vocabulary and k (one instance, reference kernel)", "",
-              "| V | k | seconds | exact | exact TV | tolerance |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Kernel / round: **{rates['ratio']}x** rows per second.",
+        "",
+        f"## To TV {tv['tv']:g}",
+        "",
+        f"`kernel.run(reference_generator_kernel, 'tv={tv['tv']:g}', cases=[every_draft_case()])`: "
+        f"{tv['instances']} instances, {tv['rows']:,} rows in all, **{tv['seconds']} s**; every instance "
+        f"sees TV {tv['worst_power_tv']:.3g} or less with probability 0.95 (verdict: "
+        f"{tv['exact']}).",
+        "",
+        "## Exact law from uniforms, by vocabulary and k (one instance, reference kernel)",
+        "",
+        "| V | k | seconds | exact | exact TV | tolerance |",
+        "|---|---|---|---|---|---|",
+    ]
     for x in r["exact_by_size"]:
-        lines.append(f"| {x['vocab']} | {x['k']} | {x['seconds']} | {x['exact']} | {x['exact_tv']:.2g} | "
-                     f"{x['tolerance']:.2g} |")
+        lines.append(
+            f"| {x['vocab']} | {x['k']} | {x['seconds']} | {x['exact']} | {x['exact_tv']:.2g} | {x['tolerance']:.2g} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -92,11 +92,19 @@ def dispatch(prog: str, what: str, commands: dict, argv, default: str | None = N
         name, rest = default, argv
     else:
         got = repr(argv[0]) if argv else "nothing"
-        emit(f"{prog}: error: expected a command ({', '.join(commands)}; --help lists them), got {got}\n",
-             sys.stderr)
+        emit(f"{prog}: error: expected a command ({', '.join(commands)}; --help lists them), got {got}\n", sys.stderr)
         return EXIT_USAGE
     return importlib.import_module(commands[name][0]).main(rest)
 
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_USAGE", "OneLineParser", "command_usage", "dispatch",
-           "emit", "exit_with", "parsed"]
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
+    "EXIT_USAGE",
+    "OneLineParser",
+    "command_usage",
+    "dispatch",
+    "emit",
+    "exit_with",
+    "parsed",
+]

@@ -100,8 +100,10 @@ def write_or_report(path, text: str, what: str) -> int:
     except OSError as exc:
         import sys
 
-        print(f"{what}: could not write {str(path)!r} ({exc.strerror or exc}); the result is printed "
-              f"above", file=sys.stderr)
+        print(
+            f"{what}: could not write {str(path)!r} ({exc.strerror or exc}); the result is printed above",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

@@ -19,8 +19,9 @@ WIDTH = 100
 """The default width of a human table: every line fits in it."""
 
 
-def render(heads, rows, width: int = WIDTH, right=(), shrink=(), min_widths=None, gap: int = 2,
-           rule: bool = True) -> str:
+def render(
+    heads, rows, width: int = WIDTH, right=(), shrink=(), min_widths=None, gap: int = 2, rule: bool = True
+) -> str:
     """``rows`` (sequences of strings, one per head) under ``heads``, in fixed-width columns;
     a line of dashes under the heads when ``rule``. ``right``: the indices of right-aligned
     columns. ``shrink``: indices of the columns that may be narrowed (and wrapped) to fit
@@ -42,7 +43,7 @@ def render(heads, rows, width: int = WIDTH, right=(), shrink=(), min_widths=None
         room = max(width - fixed, sum(least.values()))
         given = 0
         for n, i in enumerate(shrink):
-            rest = sum(natural[j] for j in shrink[n + 1:])
+            rest = sum(natural[j] for j in shrink[n + 1 :])
             widths[i] = max(1, min(natural[i], max(least[i], room - given - rest)))
             given += widths[i]
     right = set(right)

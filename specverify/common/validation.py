@@ -69,9 +69,7 @@ def _raise_entry_error(name: str, arr: np.ndarray):
 
 def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:
     if a.shape != b.shape:
-        raise ValueError(
-            f"{name_a} and {name_b} have different lengths ({a.shape[0]} and {b.shape[0]})"
-        )
+        raise ValueError(f"{name_a} and {name_b} have different lengths ({a.shape[0]} and {b.shape[0]})")
 
 
 def check_k(k, name: str = "k") -> int:
@@ -171,8 +169,10 @@ def check_writable_file(name: str, path) -> str:
     try:
         real = destination(path)
     except NotARegularFile as exc:
-        raise ValueError(f"{name}: {os.fspath(path)!r} is {exc.strerror.split(', ')[0]}, not a regular "
-                         f"file (specverify writes reports to regular files only)") from None
+        raise ValueError(
+            f"{name}: {os.fspath(path)!r} is {exc.strerror.split(', ')[0]}, not a regular "
+            f"file (specverify writes reports to regular files only)"
+        ) from None
     folder = os.fspath(real.parent)
     if not os.path.isdir(folder):
         raise ValueError(f"{name}: folder {folder!r} does not exist")
@@ -204,11 +204,12 @@ def check_distinct_files(**paths) -> None:
 
     given = [(k, v) for k, v in paths.items() if v]
     for i, (name_a, a) in enumerate(given):
-        for name_b, b in given[i + 1:]:
+        for name_b, b in given[i + 1 :]:
             if same_file(a, b):
                 flag = lambda n: "--" + n.replace("_", "-")  # noqa: E731
-                raise ValueError(f"{flag(name_a)} and {flag(name_b)}: both name {os.fspath(b)!r}; "
-                                 f"give each report its own file")
+                raise ValueError(
+                    f"{flag(name_a)} and {flag(name_b)}: both name {os.fspath(b)!r}; give each report its own file"
+                )
 
 
 def _argument(convert, check):
@@ -255,8 +256,10 @@ def check_overrides(what: str, budget, overrides: dict) -> dict:
     fields = {f.name for f in dataclasses.fields(budget)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ValueError(f"overrides: the {what} budget has no field(s) {', '.join(unknown)} "
-                         f"(its fields: {', '.join(sorted(fields))})")
+        raise ValueError(
+            f"overrides: the {what} budget has no field(s) {', '.join(unknown)} "
+            f"(its fields: {', '.join(sorted(fields))})"
+        )
     for name, value in overrides.items():
         default, label = getattr(budget, name), f"{name} (a {what} budget field)"
         if isinstance(default, bool):

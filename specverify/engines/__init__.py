@@ -14,22 +14,26 @@ per round against the token-wise rule, the measure-zero events (u = 0 and u = 1 
 float32 grid, controlled through explicit uniforms or by RNG injection at the engine's own
 uniform-drawing function), the behaviours where engines disagree (a drafted token with q(x) = 0,
 an empty residual), where the randomness comes from, and the command that reproduces the row.
+
+It is over 650 lines because each engine's builder is a few lines of loading and wrapping its own
+code, and all of them sit beside the one probe, judge and table that every row goes through, so that
+a row is read from one page.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import numpy as np
 
 from . import loader
 
-ONE_MINUS_F32 = float(np.float32(1.0) - np.float32(2.0 ** -24))
-ONE_MINUS_F64 = 1.0 - 2.0 ** -53
+ONE_MINUS_F32 = float(np.float32(1.0) - np.float32(2.0**-24))
+ONE_MINUS_F64 = 1.0 - 2.0**-53
 
 
 @dataclass
@@ -65,10 +69,10 @@ def probe_cases() -> dict:
     """The four k = 1, V = 4 instances where engines disagree: (draft x, q row, p row, coin)."""
     f = np.float32
     return {
-        "p0_u0": (0, f([.5, .5, 0, 0]), f([0, .5, .5, 0]), 0.0),
-        "pq_u1": (0, f([.5, .5, 0, 0]), f([.5, .5, 0, 0]), None),  # coin: the engine's largest
-        "q0_draft": (0, f([0, .5, .5, 0]), f([.25, .25, .25, .25]), 0.5),
-        "empty_residual": (0, f([0, .5, .5, 0]), f([0, .5, .5, 0]), 0.5),
+        "p0_u0": (0, f([0.5, 0.5, 0, 0]), f([0, 0.5, 0.5, 0]), 0.0),
+        "pq_u1": (0, f([0.5, 0.5, 0, 0]), f([0.5, 0.5, 0, 0]), None),  # coin: the engine's largest
+        "q0_draft": (0, f([0, 0.5, 0.5, 0]), f([0.25, 0.25, 0.25, 0.25]), 0.5),
+        "empty_residual": (0, f([0, 0.5, 0.5, 0]), f([0, 0.5, 0.5, 0]), 0.5),
     }
 
 
@@ -86,7 +90,7 @@ def kernel_probe(kernel, coin_context=None, explicit: bool = False):
             u = np.stack([np.full(n, coin, np.float32), (np.arange(n, dtype=np.float32) + 0.5) / n], 1)
             out, nacc = kernel(ids, qs, ps, u)
         else:
-            with (coin_context(coin) if coin_context else nullcontext()):
+            with coin_context(coin) if coin_context else nullcontext():
                 out, nacc = kernel(ids, qs, ps, np.random.default_rng(0))
         out, nacc = np.asarray(out), np.asarray(nacc)
         return [(bool(a > 0), int(out[i, a])) for i, a in enumerate(nacc)]
@@ -108,7 +112,7 @@ def round_probe(verify):
     return probe
 
 
-def replays(engine: "Engine", subject) -> bool:
+def replays(engine: Engine, subject) -> bool:
     """Whether two calls with the same seed give the same outputs (a seeded request replays):
     a kernel gets equal ``torch.Generator`` seeds (or the same uniforms), a round sampler equal
     NumPy seeds. Eight rows / rounds of a small V = 4, k = 2 instance."""
@@ -128,8 +132,12 @@ def replays(engine: "Engine", subject) -> bool:
                 x = x.astype(np.float64)
                 return x / x.sum()
 
-            outs.append([subject(lambda pre: row(p[0, min(len(pre), 2)]), lambda pre: row(q[0, min(len(pre), 1)]),
-                                 (), 2, r) for _ in range(8)])
+            outs.append(
+                [
+                    subject(lambda pre: row(p[0, min(len(pre), 2)]), lambda pre: row(q[0, min(len(pre), 1)]), (), 2, r)
+                    for _ in range(8)
+                ]
+            )
         else:
             from ..interfaces.kernel import uses_generator
 
@@ -152,13 +160,18 @@ def run_probes(probe, one_minus: float, n: int = 64) -> dict:
         acc = sum(a for a, _ in got) / len(got)
         emitted = sorted({t for a, t in got if not a})
         zero = [t for t in emitted if p[t] <= 0]
-        out[name] = {"accept_rate": acc, "emitted_after_rejection": emitted, "zero_probability_emitted": zero,
-                     "coin": coin}
+        out[name] = {
+            "accept_rate": acc,
+            "emitted_after_rejection": emitted,
+            "zero_probability_emitted": zero,
+            "coin": coin,
+        }
     return out
 
 
 def describe_probes(facts: dict, uniform_range: str) -> tuple[str, str]:
     """(measure-zero text, disagreement text) from ``run_probes`` facts."""
+
     def rate(name):
         f = facts.get(name, {})
         if "text" in f:
@@ -203,8 +216,11 @@ def _vllm_v0_rejection():
     def kernel(draft_ids, draft_probs, target_probs, generator):
         return canon(draft_ids, draft_probs, target_probs, generator)
 
-    return Built(kernel, kernel_probe(kernel, lambda c: V.v0_coins(sampler, c)),
-                 "RNG injection: RejectionSampler._create_uniform_samples returns the coin")
+    return Built(
+        kernel,
+        kernel_probe(kernel, lambda c: V.v0_coins(sampler, c)),
+        "RNG injection: RejectionSampler._create_uniform_samples returns the coin",
+    )
 
 
 def _vllm_v0_typical():
@@ -220,8 +236,11 @@ def _vllm_v1():
 
     module = V.load_v1()
     kernel = V.v1_kernel(module)
-    return Built(kernel, kernel_probe(kernel, lambda c: V.v1_coins(module, c)),
-                 "RNG injection: the module's generate_uniform_probs returns the coin")
+    return Built(
+        kernel,
+        kernel_probe(kernel, lambda c: V.v1_coins(module, c)),
+        "RNG injection: the module's generate_uniform_probs returns the coin",
+    )
 
 
 def _sglang(block: bool):
@@ -275,51 +294,154 @@ def _medusa():
     return Built(step, round_probe(step.verify), "none needed (deterministic)")
 
 
-TRITON_KERNEL = {"quick": {"base": "quick", "generated": 0, "n_min": 2000, "n_max": 8000, "detect_tv": 0.1,
-                           "call_limit_s": 300.0},
-                 "standard": {"base": "quick", "generated": 1, "n_min": 4000, "n_max": 32000, "detect_tv": 0.05,
-                              "call_limit_s": 600.0}}
+TRITON_KERNEL = {
+    "quick": {"base": "quick", "generated": 0, "n_min": 2000, "n_max": 8000, "detect_tv": 0.1, "call_limit_s": 300.0},
+    "standard": {
+        "base": "quick",
+        "generated": 1,
+        "n_min": 4000,
+        "n_max": 32000,
+        "detect_tv": 0.05,
+        "call_limit_s": 600.0,
+    },
+}
 FAST_KERNEL = {"quick": {"base": "quick"}, "standard": {"base": "standard"}}
 FAST_ROUND = {"quick": {"base": "quick"}, "standard": {"base": "standard"}}
-SLOW_ROUND = {"quick": {"base": "quick", "cases": (0,), "n_max": 2000, "fallback_statistics_s": 400.0,
-                        "statistics_s": 400.0, "detect_tv": 0.15, "call_limit_s": 30.0,
-                        "round_length_s": 120.0},
-              "standard": {"base": "quick", "cases": (0, 4), "n_max": 4000, "fallback_statistics_s": 900.0,
-                           "statistics_s": 900.0, "detect_tv": 0.1, "call_limit_s": 30.0,
-                           "round_length_s": 240.0}}
+SLOW_ROUND = {
+    "quick": {
+        "base": "quick",
+        "cases": (0,),
+        "n_max": 2000,
+        "fallback_statistics_s": 400.0,
+        "statistics_s": 400.0,
+        "detect_tv": 0.15,
+        "call_limit_s": 30.0,
+        "round_length_s": 120.0,
+    },
+    "standard": {
+        "base": "quick",
+        "cases": (0, 4),
+        "n_max": 4000,
+        "fallback_statistics_s": 900.0,
+        "statistics_s": 900.0,
+        "detect_tv": 0.1,
+        "call_limit_s": 30.0,
+        "round_length_s": 240.0,
+    },
+}
 
 ENGINES = [
-    Engine("vllm-v0-rejection", "vllm", "0.8.5", "RejectionSampler.forward (model_executor/layers/rejection_sampler.py)",
-           "kernel", "exact", "torch.rand / exponential_ with the request's torch.Generator (seeded_seqs); "
-           "unseeded rows: torch's global RNG", _vllm_v0_rejection, FAST_KERNEL),
-    Engine("vllm-v0-typical", "vllm", "0.8.5", "TypicalAcceptanceSampler.forward (typical_acceptance_sampler.py)",
-           "kernel", "lossy", "none (deterministic; the caller's bonus token only)", _vllm_v0_typical, FAST_KERNEL),
-    Engine("vllm-v1-rejection", "vllm", "0.8.5", "rejection_sample (v1/sample/rejection_sampler.py, Triton)",
-           "kernel", "exact", "torch.rand + one exponential row per request, from sampling_metadata.generators",
-           _vllm_v1, TRITON_KERNEL),
-    Engine("sglang-chain", "sglang", "0.5.23", "chain_speculative_sampling_triton (kernels/ops/speculative/"
-           "reject_sampling.py), token-wise", "kernel", "exact", "the caller's uniforms (uniform_samples, "
-           "uniform_samples_for_final_sampling)", lambda: _sglang(False), TRITON_KERNEL),
-    Engine("sglang-block-kernel", "sglang", "0.5.23", "chain_speculative_sampling_triton(block_verification=True), "
-           "law given drafts", "kernel", "different-rule", "the caller's uniforms; one coin per position, reused "
-           "for the pre-check and the acceptance test", _sglang_block_kernel,
-           {b: {**v, "stop_on_first": True} for b, v in TRITON_KERNEL.items()}),
-    Engine("sglang-block-round", "sglang", "0.5.23", "chain_speculative_sampling_triton(block_verification=True), "
-           "marginal law (round wrapper, B = 1)", "round", "exact", "the caller's uniforms, drawn from the "
-           "round's rng", lambda: _sglang(True), SLOW_ROUND),
-    Engine("eagle1", "eagle-llm", "1.2.1", "evaluate_posterior (eagle/model/utils.py), chain", "round", "exact",
-           "Python's global random.random() (coins) and torch.multinomial (emitted token)", _eagle, FAST_ROUND,
-           uniform_range="[0, 1) (float64)"),
-    Engine("medusa", "medusa-llm", "0.1", "evaluate_posterior (medusa/model/utils.py), typical acceptance",
-           "round", "lossy", "none (deterministic; next token = argmax)", _medusa, FAST_ROUND),
-    Engine("tensorrt-llm", "tensorrt-llm", "1.2.1", "sampling_utils.get_rejected_indices / sample_rejected",
-           "kernel", "exact", "torch.rand / torch.multinomial with a generator",
-           skip="tensorrt-llm: the package index has no wheel for it here (only a stub sdist that downloads "
-                "from another host); adapter ready: adapters.kernels.from_trtllm"),
-    Engine("flashinfer", "flashinfer-python", "0.7.2.post1", "sampling.chain_speculative_sampling", "kernel", "exact",
-           "curand Philox from a torch.Generator",
-           skip="flashinfer: CUDA only, not run on a CPU machine (the GPU stage); adapter ready: "
-                "adapters.kernels.from_flashinfer"),
+    Engine(
+        "vllm-v0-rejection",
+        "vllm",
+        "0.8.5",
+        "RejectionSampler.forward (model_executor/layers/rejection_sampler.py)",
+        "kernel",
+        "exact",
+        "torch.rand / exponential_ with the request's torch.Generator (seeded_seqs); unseeded rows: torch's global RNG",
+        _vllm_v0_rejection,
+        FAST_KERNEL,
+    ),
+    Engine(
+        "vllm-v0-typical",
+        "vllm",
+        "0.8.5",
+        "TypicalAcceptanceSampler.forward (typical_acceptance_sampler.py)",
+        "kernel",
+        "lossy",
+        "none (deterministic; the caller's bonus token only)",
+        _vllm_v0_typical,
+        FAST_KERNEL,
+    ),
+    Engine(
+        "vllm-v1-rejection",
+        "vllm",
+        "0.8.5",
+        "rejection_sample (v1/sample/rejection_sampler.py, Triton)",
+        "kernel",
+        "exact",
+        "torch.rand + one exponential row per request, from sampling_metadata.generators",
+        _vllm_v1,
+        TRITON_KERNEL,
+    ),
+    Engine(
+        "sglang-chain",
+        "sglang",
+        "0.5.23",
+        "chain_speculative_sampling_triton (kernels/ops/speculative/reject_sampling.py), token-wise",
+        "kernel",
+        "exact",
+        "the caller's uniforms (uniform_samples, uniform_samples_for_final_sampling)",
+        lambda: _sglang(False),
+        TRITON_KERNEL,
+    ),
+    Engine(
+        "sglang-block-kernel",
+        "sglang",
+        "0.5.23",
+        "chain_speculative_sampling_triton(block_verification=True), law given drafts",
+        "kernel",
+        "different-rule",
+        "the caller's uniforms; one coin per position, reused for the pre-check and the acceptance test",
+        _sglang_block_kernel,
+        {b: {**v, "stop_on_first": True} for b, v in TRITON_KERNEL.items()},
+    ),
+    Engine(
+        "sglang-block-round",
+        "sglang",
+        "0.5.23",
+        "chain_speculative_sampling_triton(block_verification=True), marginal law (round wrapper, B = 1)",
+        "round",
+        "exact",
+        "the caller's uniforms, drawn from the round's rng",
+        lambda: _sglang(True),
+        SLOW_ROUND,
+    ),
+    Engine(
+        "eagle1",
+        "eagle-llm",
+        "1.2.1",
+        "evaluate_posterior (eagle/model/utils.py), chain",
+        "round",
+        "exact",
+        "Python's global random.random() (coins) and torch.multinomial (emitted token)",
+        _eagle,
+        FAST_ROUND,
+        uniform_range="[0, 1) (float64)",
+    ),
+    Engine(
+        "medusa",
+        "medusa-llm",
+        "0.1",
+        "evaluate_posterior (medusa/model/utils.py), typical acceptance",
+        "round",
+        "lossy",
+        "none (deterministic; next token = argmax)",
+        _medusa,
+        FAST_ROUND,
+    ),
+    Engine(
+        "tensorrt-llm",
+        "tensorrt-llm",
+        "1.2.1",
+        "sampling_utils.get_rejected_indices / sample_rejected",
+        "kernel",
+        "exact",
+        "torch.rand / torch.multinomial with a generator",
+        skip="tensorrt-llm: the package index has no wheel for it here (only a stub sdist that downloads "
+        "from another host); adapter ready: adapters.kernels.from_trtllm",
+    ),
+    Engine(
+        "flashinfer",
+        "flashinfer-python",
+        "0.7.2.post1",
+        "sampling.chain_speculative_sampling",
+        "kernel",
+        "exact",
+        "curand Philox from a torch.Generator",
+        skip="flashinfer: CUDA only, not run on a CPU machine (the GPU stage); adapter ready: "
+        "adapters.kernels.from_flashinfer",
+    ),
 ]
 BY_NAME = {e.name: e for e in ENGINES}
 BUDGET_NAMES = ("quick", "standard")
@@ -331,8 +453,10 @@ def _tensorrt_skip(engine: Engine, download: bool) -> str:
         loader.wheel_file(engine.package, engine.version, download)
     except loader.Unavailable:
         return engine.skip
-    return (f"tensorrt-llm: a {engine.version} wheel is present but its sampling_utils needs the "
-            f"compiled TensorRT-LLM runtime; not wired here (adapters.kernels.from_trtllm is)")
+    return (
+        f"tensorrt-llm: a {engine.version} wheel is present but its sampling_utils needs the "
+        f"compiled TensorRT-LLM runtime; not wired here (adapters.kernels.from_trtllm is)"
+    )
 
 
 # ----------------------------------------------------------------------------- judging
@@ -341,7 +465,8 @@ def _tensorrt_skip(engine: Engine, download: bool) -> str:
 def judge(engine: Engine, subject, budget: str, seed: int = 0):
     """The engine's Report under budget ``budget`` (its per-engine overrides applied)."""
     from .. import api
-    from ..interfaces import kernel as KI, round_cases
+    from ..interfaces import kernel as KI
+    from ..interfaces import round_cases
 
     spec = dict(engine.budgets.get(budget, {"base": budget}))
     base = spec.pop("base", budget)
@@ -350,11 +475,18 @@ def judge(engine: Engine, subject, budget: str, seed: int = 0):
     if engine.interface == "kernel":
         kb = replace(KI.get_budget(base), name=f"{budget}-{engine.name}", **spec)
         result = KI.run(subject, kb, seed, stop_on_first=stop)
-        return api.Report(target=engine.name, seed=seed, budget=kb.name, coverage=KI.coverage(kb),
-                          false_fail_rate=kb.false_fail_rate, result=result)
+        return api.Report(
+            target=engine.name,
+            seed=seed,
+            budget=kb.name,
+            coverage=KI.coverage(kb),
+            false_fail_rate=kb.false_fail_rate,
+            result=result,
+        )
     rb = replace(round_cases.get_budget(base), name=f"{budget}-{engine.name}", **spec)
-    return api.check(subject, budget=rb, seed=seed, interface="round", counterexample=counterexample,
-                     target=engine.name)
+    return api.check(
+        subject, budget=rb, seed=seed, interface="round", counterexample=counterexample, target=engine.name
+    )
 
 
 def power_text(result) -> str:
@@ -379,8 +511,10 @@ def verdict_text(engine: Engine, report) -> str:
     e = report.exact
     dist = [f for f in report.findings if f.kind == "distribution"]
     if engine.expected == "different-rule" and dist and not [f for f in report.findings if f.kind == "contract"]:
-        return "differs from the token-wise rule given drafts (block verification is a different rule; " \
-               "see the round row for its marginal law)"
+        return (
+            "differs from the token-wise rule given drafts (block verification is a different rule; "
+            "see the round row for its marginal law)"
+        )
     word = {True: "exact", False: "not exact", None: "inconclusive"}[e]
     if e is False and engine.expected == "lossy":
         word += " (lossy by design)"
@@ -400,8 +534,11 @@ def edge_text(report) -> str:
 def short_counterexample(cx: dict | None) -> dict | None:
     if not cx:
         return None
-    keep = {k: cx[k] for k in ("method", "model", "vocab_size", "k", "draft_ids", "p", "q", "exact_tv",
-                               "empirical_tv", "samples") if k in cx}
+    keep = {
+        k: cx[k]
+        for k in ("method", "model", "vocab_size", "k", "draft_ids", "p", "q", "exact_tv", "empirical_tv", "samples")
+        if k in cx
+    }
     keep["distributions"] = cx.get("distributions", [])[:6]
     return keep
 
@@ -412,8 +549,14 @@ def command(engine: Engine, budget: str) -> str:
 
 def run_engine(engine: Engine, budget: str = "quick", seed: int = 0, download: bool = True) -> dict:
     """One row (a dict): the verdict and everything the table shows, or a skip line."""
-    row = {"engine": engine.name, "package": engine.package, "version": engine.version,
-           "function": engine.function, "interface": engine.interface, "command": command(engine, budget)}
+    row = {
+        "engine": engine.name,
+        "package": engine.package,
+        "version": engine.version,
+        "function": engine.function,
+        "interface": engine.interface,
+        "command": command(engine, budget),
+    }
     if engine.skip is not None:
         text = _tensorrt_skip(engine, download) if engine.package == "tensorrt-llm" else engine.skip
         return {**row, "skipped": text}
@@ -424,8 +567,11 @@ def run_engine(engine: Engine, budget: str = "quick", seed: int = 0, download: b
         return {**row, "skipped": f"{engine.name}: {exc}"}
     load_s = time.perf_counter() - t0
     report = judge(engine, built.subject, budget, seed)
-    facts = run_probes(built.probe, ONE_MINUS_F64 if "float64" in engine.uniform_range else ONE_MINUS_F32) \
-        if built.probe else {}
+    facts = (
+        run_probes(built.probe, ONE_MINUS_F64 if "float64" in engine.uniform_range else ONE_MINUS_F32)
+        if built.probe
+        else {}
+    )
     mz, dis = describe_probes(facts, engine.uniform_range) if facts else ("", "")
     mz = f"{mz} (coins: {built.coins})" if mz else mz
     battery_edges = edge_text(report)
@@ -434,15 +580,29 @@ def run_engine(engine: Engine, budget: str = "quick", seed: int = 0, download: b
     except Exception as exc:  # noqa: BLE001
         replay = f"replay check failed ({type(exc).__name__})"
     r = report.result
-    return {**row, "expected": engine.expected, "verdict": verdict_text(engine, report), "exact": report.exact,
-            "power": power_text(r), "efficiency": efficiency_text(r),
-            "measure_zero": mz, "battery_edges": battery_edges, "disagreements": dis,
-            "randomness": f"{engine.randomness}; {replay}", "uniforms": engine.uniform_range, "probe_coins": built.coins,
-            "probes": facts, "findings": [f.to_dict() for f in r.findings if f.kind != "edge"][:8],
-            "edge_findings": [f.message for f in r.findings if f.kind == "edge"][:8],
-            "shortfalls": r.shortfalls[:4], "counterexample": short_counterexample(report.counterexample),
-            "budget": report.budget, "coverage": report.coverage,
-            "seconds": round(time.perf_counter() - t0, 1), "load_seconds": round(load_s, 1)}
+    return {
+        **row,
+        "expected": engine.expected,
+        "verdict": verdict_text(engine, report),
+        "exact": report.exact,
+        "power": power_text(r),
+        "efficiency": efficiency_text(r),
+        "measure_zero": mz,
+        "battery_edges": battery_edges,
+        "disagreements": dis,
+        "randomness": f"{engine.randomness}; {replay}",
+        "uniforms": engine.uniform_range,
+        "probe_coins": built.coins,
+        "probes": facts,
+        "findings": [f.to_dict() for f in r.findings if f.kind != "edge"][:8],
+        "edge_findings": [f.message for f in r.findings if f.kind == "edge"][:8],
+        "shortfalls": r.shortfalls[:4],
+        "counterexample": short_counterexample(report.counterexample),
+        "budget": report.budget,
+        "coverage": report.coverage,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "load_seconds": round(load_s, 1),
+    }
 
 
 # ----------------------------------------------------------------------------- the table
@@ -454,8 +614,10 @@ def _cell(text) -> str:
 
 def render_table(rows: list[dict]) -> str:
     """The markdown table (one row per judged engine function) and the skip lines below it."""
-    head = ("| engine | version | function | verdict | power | efficiency | measure-zero events | "
-            "where engines disagree | randomness | reproduce |")
+    head = (
+        "| engine | version | function | verdict | power | efficiency | measure-zero events | "
+        "where engines disagree | randomness | reproduce |"
+    )
     lines = [head, "|" + "---|" * 10]
     skips = []
     for r in rows:
@@ -463,10 +625,25 @@ def render_table(rows: list[dict]) -> str:
             skips.append(f"- skipped: {r['skipped']}")
             continue
         mz = r["measure_zero"] + (f"; {r['battery_edges']}" if r.get("battery_edges") else "")
-        lines.append("| " + " | ".join(_cell(x) for x in (
-            r["engine"], f"{r['package']} {r['version']}", r["function"], r["verdict"], r["power"],
-            r["efficiency"], mz, r["disagreements"], f"{r['randomness']}; uniforms {r['uniforms']}",
-            f"`{r['command']}` ({r['seconds']} s)")) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(x)
+                for x in (
+                    r["engine"],
+                    f"{r['package']} {r['version']}",
+                    r["function"],
+                    r["verdict"],
+                    r["power"],
+                    r["efficiency"],
+                    mz,
+                    r["disagreements"],
+                    f"{r['randomness']}; uniforms {r['uniforms']}",
+                    f"`{r['command']}` ({r['seconds']} s)",
+                )
+            )
+            + " |"
+        )
     return "\n".join(lines + ([""] + skips if skips else []))
 
 
@@ -485,8 +662,13 @@ def render_findings(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def run(names: list[str] | None = None, budget: str = "quick", seed: int = 0, download: bool = True,
-        progress: Callable | None = None) -> list[dict]:
+def run(
+    names: list[str] | None = None,
+    budget: str = "quick",
+    seed: int = 0,
+    download: bool = True,
+    progress: Callable | None = None,
+) -> list[dict]:
     """Rows for ``names`` (all engines when None), in table order."""
     if budget not in BUDGET_NAMES:
         raise ValueError(f"budget: one of {', '.join(BUDGET_NAMES)}, got {budget!r}")
@@ -500,6 +682,20 @@ def run(names: list[str] | None = None, budget: str = "quick", seed: int = 0, do
     return rows
 
 
-__all__ = ["BUDGET_NAMES", "BY_NAME", "ENGINES", "Built", "Engine", "describe_probes", "judge",
-           "kernel_probe", "probe_cases", "render_findings", "render_table", "round_probe", "run",
-           "run_engine", "run_probes"]
+__all__ = [
+    "BUDGET_NAMES",
+    "BY_NAME",
+    "ENGINES",
+    "Built",
+    "Engine",
+    "describe_probes",
+    "judge",
+    "kernel_probe",
+    "probe_cases",
+    "render_findings",
+    "render_table",
+    "round_probe",
+    "run",
+    "run_engine",
+    "run_probes",
+]

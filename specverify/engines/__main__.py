@@ -14,13 +14,16 @@ def main(argv=None) -> int:
     from ..common.validation import seed_argument
 
     ap = OneLineParser(prog="specverify engines", description=__doc__)
-    ap.add_argument("--engine", action="append", choices=sorted(BY_NAME), help="one engine (repeatable); all by default")
+    ap.add_argument(
+        "--engine", action="append", choices=sorted(BY_NAME), help="one engine (repeatable); all by default"
+    )
     ap.add_argument("--budget", default="quick", choices=BUDGET_NAMES)
     ap.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--offline", action="store_true", help="use the cache only; never download")
-    ap.add_argument("--expect", action="store_true",
-                    help="exit 1 unless every judged row's verdict matches its expectation")
+    ap.add_argument(
+        "--expect", action="store_true", help="exit 1 unless every judged row's verdict matches its expectation"
+    )
     ap.add_argument("--render", metavar="JSON", help="print the table from rows saved with --json; run nothing")
     args, code = parsed(ap.parse_args, argv)
     if args is None:  # --help, or one line of usage error
@@ -34,8 +37,13 @@ def main(argv=None) -> int:
                 raise ValueError("not a list of rows saved with --json")
             table, findings = render_table(rows), render_findings(rows)
         except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, not JSON, not rows
-            why = (exc.strerror if isinstance(exc, OSError) and exc.strerror
-                   else f"a row lacks {exc}" if isinstance(exc, KeyError) else (str(exc).splitlines() or [""])[0])
+            why = (
+                exc.strerror
+                if isinstance(exc, OSError) and exc.strerror
+                else f"a row lacks {exc}"
+                if isinstance(exc, KeyError)
+                else (str(exc).splitlines() or [""])[0]
+            )
             emit(f"{ap.prog}: error: --render: cannot read {args.render!r} ({why})\n", sys.stderr)
             return 2
         print(table)

@@ -54,8 +54,19 @@ def wheel_file(package: str, version: str, download: bool) -> Path:
         return found[0]
     if not download:
         raise Unavailable(f"{package}=={version}: not in the cache {dl} (downloads are off)")
-    cmd = [sys.executable, "-m", "pip", "download", f"{package}=={version}", "--no-deps",
-           "--only-binary", ":all:", "-d", str(dl), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        f"{package}=={version}",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "-d",
+        str(dl),
+        "-q",
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -101,8 +112,9 @@ def package_standins(dotted: str, root: Path) -> dict[str, types.ModuleType]:
     out = {}
     for i in range(1, len(parts) + 1):
         name = ".".join(parts[:i])
-        out[name] = standin(name, f"parent package of {dotted} (no __init__ executed)",
-                            __path__=[str(root.joinpath(*parts[:i]))])
+        out[name] = standin(
+            name, f"parent package of {dotted} (no __init__ executed)", __path__=[str(root.joinpath(*parts[:i]))]
+        )
     return out
 
 
@@ -121,8 +133,9 @@ def installed(modules: dict[str, types.ModuleType]):
                 sys.modules[name] = old
 
 
-def load(dotted: str, root: Path, standins: dict[str, types.ModuleType] | None = None,
-         keep: tuple[str, ...] = ()) -> types.ModuleType:
+def load(
+    dotted: str, root: Path, standins: dict[str, types.ModuleType] | None = None, keep: tuple[str, ...] = ()
+) -> types.ModuleType:
     """Execute ``root/<dotted as a path>.py`` as module ``dotted`` with ``standins`` (and its
     parent packages) in ``sys.modules`` while it runs. Modules named in ``keep`` (already loaded
     siblings it imports) are inserted too. Unavailable (one line) when the file fails to import."""
@@ -136,8 +149,10 @@ def load(dotted: str, root: Path, standins: dict[str, types.ModuleType] | None =
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # noqa: BLE001 - any import failure is a skip line
-            raise Unavailable(f"{dotted} ({path.name}) does not import here: "
-                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+            raise Unavailable(
+                f"{dotted} ({path.name}) does not import here: "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from None
     return module
 
 
@@ -153,12 +168,22 @@ def ensure_triton(install: bool = True) -> str:
     except ImportError:
         if not install:
             raise Unavailable("triton is not installed (needed for the Triton kernels)") from None
-        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site),
-               f"triton=={TRITON_VERSION}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(site),
+            f"triton=={TRITON_VERSION}",
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
-            raise Unavailable(f"triton=={TRITON_VERSION}: pip install failed "
-                              f"({(proc.stderr.strip().splitlines() or ['?'])[-1]})") from None
+            raise Unavailable(
+                f"triton=={TRITON_VERSION}: pip install failed ({(proc.stderr.strip().splitlines() or ['?'])[-1]})"
+            ) from None
         if str(site) not in sys.path:
             sys.path.append(str(site))
         importlib.invalidate_caches()

@@ -24,14 +24,22 @@ def load_sglang(root=None):
 def eagle_standins() -> dict:
     if importlib.util.find_spec("transformers") is not None:
         return {}
-    names = ("LogitsProcessorList", "RepetitionPenaltyLogitsProcessor", "TemperatureLogitsWarper",
-             "TopKLogitsWarper", "TopPLogitsWarper")
-    mods = {n: loader.standin(n, "stand-in parent: transformers is not installed")
-            for n in ("transformers", "transformers.generation")}
+    names = (
+        "LogitsProcessorList",
+        "RepetitionPenaltyLogitsProcessor",
+        "TemperatureLogitsWarper",
+        "TopKLogitsWarper",
+        "TopPLogitsWarper",
+    )
+    mods = {
+        n: loader.standin(n, "stand-in parent: transformers is not installed")
+        for n in ("transformers", "transformers.generation")
+    }
     mods["transformers.generation.logits_process"] = loader.standin(
         "transformers.generation.logits_process",
         "stand-in: the names eagle/model/utils.py imports (used only by prepare_logits_processor)",
-        **{n: type(n, (), {}) for n in names})
+        **{n: type(n, (), {}) for n in names},
+    )
     return mods
 
 

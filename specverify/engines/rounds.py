@@ -98,11 +98,16 @@ def eagle_chain_inputs(drafts, ps, qs, root: int = 0) -> dict:
         logits = torch.from_numpy(np.log(np.asarray(ps, np.float64)))[None]
     cand = torch.tensor([[root] + list(drafts)], dtype=torch.long)
     cart = torch.tensor([[1.0] + [float(qs[i][x]) for i, x in enumerate(drafts)]], dtype=torch.float64)
-    return dict(logits=logits, candidates=cand, logits_processor=identity_logits_processor,
-                cart_candidates_prob=cart,
-                op=[torch.from_numpy(np.asarray(qs[i], np.float64))[None] for i in range(k)],
-                p_indices=[[0] * (k + 1)], tree_candidates=cand.clone(),
-                b_indices=[[[] for _ in range(k + 1)]])
+    return dict(
+        logits=logits,
+        candidates=cand,
+        logits_processor=identity_logits_processor,
+        cart_candidates_prob=cart,
+        op=[torch.from_numpy(np.asarray(qs[i], np.float64))[None] for i in range(k)],
+        p_indices=[[0] * (k + 1)],
+        tree_candidates=cand.clone(),
+        b_indices=[[[] for _ in range(k + 1)]],
+    )
 
 
 @contextmanager
@@ -156,8 +161,13 @@ MEDUSA_THRESHOLD, MEDUSA_ALPHA = 0.09, 0.3
 """Medusa's ``medusa_generate`` defaults (posterior_threshold, posterior_alpha)."""
 
 
-def medusa_round(evaluate_posterior, generate_candidates, temperature: float = 1.0,
-                 posterior_threshold: float = MEDUSA_THRESHOLD, posterior_alpha: float = MEDUSA_ALPHA):
+def medusa_round(
+    evaluate_posterior,
+    generate_candidates,
+    temperature: float = 1.0,
+    posterior_threshold: float = MEDUSA_THRESHOLD,
+    posterior_alpha: float = MEDUSA_ALPHA,
+):
     """A round sampler around Medusa 0.1's ``evaluate_posterior`` (typical acceptance). The
     token after the accepted prefix is what Medusa 0.1 emits next: ``generate_candidates``'s
     greedy ``argmax(logits[:, -1])`` on the target row after the accepted prefix (no Medusa
@@ -170,8 +180,13 @@ def medusa_round(evaluate_posterior, generate_candidates, temperature: float = 1
         best, accept_length = evaluate_posterior(logits, cand, temperature, posterior_threshold, posterior_alpha)
         n, b = int(accept_length), int(best)
         V = logits.shape[-1]
-        nxt, _ = generate_candidates(torch.zeros((0, 1, 1, V), dtype=logits.dtype), logits[None, b, n:n + 1],
-                                     [], torch.tensor([0]), temperature)
+        nxt, _ = generate_candidates(
+            torch.zeros((0, 1, 1, V), dtype=logits.dtype),
+            logits[None, b, n : n + 1],
+            [],
+            torch.tensor([0]),
+            temperature,
+        )
         return [int(x) for x in drafts[:n]] + [int(nxt.reshape(-1)[0])]
 
     def speculative_step(p_fn, q_fn, prefix, k, rng):

@@ -27,9 +27,11 @@ from ..adapters.kernels import from_vllm_v0, from_vllm_v1
 from . import loader
 
 PACKAGE, VERSION = "vllm", "0.8.5"
-V0_FILES = ("vllm/model_executor/layers/rejection_sampler.py",
-            "vllm/model_executor/layers/spec_decode_base_sampler.py",
-            "vllm/model_executor/layers/typical_acceptance_sampler.py")
+V0_FILES = (
+    "vllm/model_executor/layers/rejection_sampler.py",
+    "vllm/model_executor/layers/spec_decode_base_sampler.py",
+    "vllm/model_executor/layers/typical_acceptance_sampler.py",
+)
 V1_FILES = ("vllm/v1/sample/rejection_sampler.py",)
 TYPICAL_THRESHOLD, TYPICAL_ALPHA = 0.09, 0.3
 """vLLM's defaults for ``--typical-acceptance-sampler-posterior-threshold`` / ``-alpha``."""
@@ -37,13 +39,15 @@ TYPICAL_THRESHOLD, TYPICAL_ALPHA = 0.09, 0.3
 
 def common_standins() -> dict:
     return {
-        "vllm.envs": loader.standin("vllm.envs", "stand-in: only the flag rejection_sampler.py reads",
-                                    VLLM_USE_FLASHINFER_SAMPLER=False),
-        "vllm.logger": loader.standin("vllm.logger", "stand-in: stdlib logging",
-                                      init_logger=logging.getLogger),
+        "vllm.envs": loader.standin(
+            "vllm.envs", "stand-in: only the flag rejection_sampler.py reads", VLLM_USE_FLASHINFER_SAMPLER=False
+        ),
+        "vllm.logger": loader.standin("vllm.logger", "stand-in: stdlib logging", init_logger=logging.getLogger),
         "vllm.platforms": loader.standin(
-            "vllm.platforms", "stand-in: a CPU platform",
-            current_platform=SimpleNamespace(device_type="cpu", simple_compile_backend="eager")),
+            "vllm.platforms",
+            "stand-in: a CPU platform",
+            current_platform=SimpleNamespace(device_type="cpu", simple_compile_backend="eager"),
+        ),
     }
 
 
@@ -109,6 +113,7 @@ def v0_typical_kernel(typ_module):
 def v0_coins(sampler, value: float):
     """RNG injection for the measure-zero probes: ``_create_uniform_samples`` returns ``value``
     on every coin (the recovered token's exponential race still uses the generator)."""
+
     def coins(seeded_seqs, batch_size, k, device):
         return torch.full((batch_size, k + 1), value, dtype=torch.float32, device=device)
 
@@ -125,15 +130,21 @@ def v1_standins() -> dict:
     def apply_top_k_top_p(*args, **kwargs):
         raise NotImplementedError("stand-in: compute_probs is not exercised by the adapter")
 
-    std.update({
-        "vllm.v1.sample.metadata": loader.standin("vllm.v1.sample.metadata", "stand-in: type only",
-                                                  SamplingMetadata=SimpleNamespace),
-        "vllm.v1.sample.ops.topk_topp_sampler": loader.standin(
-            "vllm.v1.sample.ops.topk_topp_sampler", "stand-in: compute_probs only",
-            apply_top_k_top_p=apply_top_k_top_p),
-        "vllm.v1.spec_decode.metadata": loader.standin("vllm.v1.spec_decode.metadata", "stand-in: type only",
-                                                       SpecDecodeMetadata=SimpleNamespace),
-    })
+    std.update(
+        {
+            "vllm.v1.sample.metadata": loader.standin(
+                "vllm.v1.sample.metadata", "stand-in: type only", SamplingMetadata=SimpleNamespace
+            ),
+            "vllm.v1.sample.ops.topk_topp_sampler": loader.standin(
+                "vllm.v1.sample.ops.topk_topp_sampler",
+                "stand-in: compute_probs only",
+                apply_top_k_top_p=apply_top_k_top_p,
+            ),
+            "vllm.v1.spec_decode.metadata": loader.standin(
+                "vllm.v1.spec_decode.metadata", "stand-in: type only", SpecDecodeMetadata=SimpleNamespace
+            ),
+        }
+    )
     return std
 
 

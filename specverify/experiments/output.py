@@ -74,14 +74,21 @@ def markdown_table(frame: pl.DataFrame, float_format: str = "{:.4g}") -> str:
         for name, dtype in frame.schema.items()
         if dtype.is_float()
     )
-    with pl.Config(tbl_formatting="MARKDOWN", tbl_hide_column_data_types=True,
-                   tbl_hide_dataframe_shape=True, tbl_rows=-1, tbl_cols=-1,
-                   fmt_str_lengths=1000, tbl_width_chars=30_000):
+    with pl.Config(
+        tbl_formatting="MARKDOWN",
+        tbl_hide_column_data_types=True,
+        tbl_hide_dataframe_shape=True,
+        tbl_rows=-1,
+        tbl_cols=-1,
+        fmt_str_lengths=1000,
+        tbl_width_chars=30_000,
+    ):
         return str(shown)
 
 
-def write_outputs(out_dir, name: str, title: str, caption: str, fig, tables: list[Table],
-                  seconds: float = 0.0) -> ExperimentOutput:
+def write_outputs(
+    out_dir, name: str, title: str, caption: str, fig, tables: list[Table], seconds: float = 0.0
+) -> ExperimentOutput:
     """Write ``name``.png, ``name``.md and ``name``[-suffix].csv for each table; close fig."""
     out = check_out_dir(out_dir)
     png = out / f"{name}.png"
@@ -98,11 +105,14 @@ def write_outputs(out_dir, name: str, title: str, caption: str, fig, tables: lis
         frames[table.suffix or name] = table.frame
         heading = f"### {table.title}\n\n" if table.title else ""
         shown = table.frame if table.shown is None else table.shown
-        sections.append(f"{heading}{markdown_table(shown, table.float_format)}\n\n"
-                        f"CSV: [{path.name}]({path.name})\n")
+        sections.append(f"{heading}{markdown_table(shown, table.float_format)}\n\nCSV: [{path.name}]({path.name})\n")
     md = out / f"{name}.md"
-    write_atomically(md, 
-        f"# {title}\n\n![{title}]({png.name})\n\n{caption.strip()}\n\n" + "\n".join(sections)
-        + "\nRegenerate: `python -m specverify.experiments " + name + "`.\n"
+    write_atomically(
+        md,
+        f"# {title}\n\n![{title}]({png.name})\n\n{caption.strip()}\n\n"
+        + "\n".join(sections)
+        + "\nRegenerate: `python -m specverify.experiments "
+        + name
+        + "`.\n",
     )
     return ExperimentOutput(name, png, md, csvs, frames, seconds)

@@ -23,10 +23,10 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-from ..laws import exact, stats, theory
 from .. import mutants
-from ..laws.chains import toy_chain
 from ..interfaces import round_cases, round_tasks
+from ..laws import exact, stats, theory
+from ..laws.chains import toy_chain
 from ..samplers.batched import simulate_tokens
 from ..samplers.chain import speculative_step
 from .output import Table, figure, write_outputs
@@ -81,25 +81,41 @@ def _empirical_tv(rows, target: dict) -> float:
 
 def _curve(label, kind, dist, target, sizes, tvs, replicates):
     bias = exact.total_variation(dist, target)
-    return [{"sampler": label, "kind": kind, "n": n, "sampled_tv": tv, "replicates": replicates,
-             "expected_tv": expected_tv(n, dist, target), "exact_tv": bias}
-            for n, tv in zip(sizes, tvs)]
+    return [
+        {
+            "sampler": label,
+            "kind": kind,
+            "n": n,
+            "sampled_tv": tv,
+            "replicates": replicates,
+            "expected_tv": expected_tv(n, dist, target),
+            "exact_tv": bias,
+        }
+        for n, tv in zip(sizes, tvs)
+    ]
 
 
 def loop_curve(label: str, kind: str, sampler, case, sizes, rng) -> list[dict]:
     """One stream of sampled runs through the sampler's Python function; TV at nested sizes."""
     dist, target = round_tasks.exact_case(sampler, case, MAX_PATHS)
     samples = round_tasks.sample_first_tokens(sampler, case, sizes[-1], rng)
-    return _curve(label, kind, dist, target, sizes,
-                  [_empirical_tv(samples[:n], target) for n in sizes], 1)
+    return _curve(label, kind, dist, target, sizes, [_empirical_tv(samples[:n], target) for n in sizes], 1)
 
 
 def batched_curve(case, sizes, rng, replicates: int) -> list[dict]:
     """The exact step through the batched simulator; mean TV of independent replicates per size."""
     dist, target = round_tasks.exact_case(speculative_step, case, MAX_PATHS)
-    tvs = [float(np.mean([_empirical_tv(simulate_tokens(case.model, case.prefix, case.k, case.m,
-                                                        n, rng), target)
-                          for _ in range(replicates)])) for n in sizes]
+    tvs = [
+        float(
+            np.mean(
+                [
+                    _empirical_tv(simulate_tokens(case.model, case.prefix, case.k, case.m, n, rng), target)
+                    for _ in range(replicates)
+                ]
+            )
+        )
+        for n in sizes
+    ]
     return _curve(REFERENCE, "exact", dist, target, sizes, tvs, replicates)
 
 
@@ -108,22 +124,35 @@ def _plot_curves(ax, rows: list[dict], target: dict, title: str):
     sizes = np.array(sorted(set(frame["n"].to_list())), dtype=float)
     dense = np.geomspace(sizes[0], sizes[-1], 60)
     const = asymptotic_tv_constant(target)
-    ax.plot(dense, const / np.sqrt(dense), ":", color="black", lw=1.5,
-            label=r"$C/\sqrt{n}$ (correct sampler, asymptotic)")
-    ax.plot(dense, [expected_tv(int(n), target, target) for n in dense], "-", color="0.6", lw=4,
-            alpha=0.5, label="exact E[TV] of a correct sampler")
+    ax.plot(
+        dense, const / np.sqrt(dense), ":", color="black", lw=1.5, label=r"$C/\sqrt{n}$ (correct sampler, asymptotic)"
+    )
+    ax.plot(
+        dense,
+        [expected_tv(int(n), target, target) for n in dense],
+        "-",
+        color="0.6",
+        lw=4,
+        alpha=0.5,
+        label="exact E[TV] of a correct sampler",
+    )
     colors = iter(plt_colors())
     for label in frame["sampler"].unique(maintain_order=True):
         sub = frame.filter(pl.col("sampler") == label)
         color, bias = next(colors), sub["exact_tv"][0]
         reps = sub["replicates"][0]
         mean = f", mean of {reps}" if reps > 1 else ""
-        ax.plot(sub["n"], sub["sampled_tv"], "o-", color=color, ms=5,
-                label=f"{label}{mean} (exact TV {bias:.2g})")
+        ax.plot(sub["n"], sub["sampled_tv"], "o-", color=color, ms=5, label=f"{label}{mean} (exact TV {bias:.2g})")
         if bias > 1e-9:
             ax.axhline(bias, color=color, ls="--", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="runs n", ylabel="TV(empirical, target)",
-           title=title, ylim=(min(1e-3, const / np.sqrt(sizes[-1]) / 2), 1))
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="runs n",
+        ylabel="TV(empirical, target)",
+        title=title,
+        ylim=(min(1e-3, const / np.sqrt(sizes[-1]) / 2), 1),
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7.5, loc="lower left")
 
@@ -133,12 +162,12 @@ def plt_colors() -> list[str]:
 
 
 def _tv_table(rows) -> pl.DataFrame:
-    return pl.DataFrame(rows).select("sampler", "kind", "n", "replicates", "sampled_tv",
-                                     "expected_tv", "exact_tv")
+    return pl.DataFrame(rows).select("sampler", "kind", "n", "replicates", "sampled_tv", "expected_tv", "exact_tv")
 
 
-def noise_vs_bias(out_dir, *, n_max: int = 100_000, replicates: int = 16, seed: int = 0,
-                  mutant_ids=NOISE_VS_BIAS_MUTANTS):
+def noise_vs_bias(
+    out_dir, *, n_max: int = 100_000, replicates: int = 16, seed: int = 0, mutant_ids=NOISE_VS_BIAS_MUTANTS
+):
     """TV against runs for the exact step and buggy ones (handout, CPU experiment 1)."""
     t0 = time.perf_counter()
     case, sizes, rng = round_cases.reference_case(), run_sizes(n_max), np.random.default_rng(seed)
@@ -156,9 +185,11 @@ def noise_vs_bias(out_dir, *, n_max: int = 100_000, replicates: int = 16, seed: 
         "simulated). Each mutant (its Python function, one stream of runs, TV at nested sizes) "
         "levels off at its bias, its exact TV from exact enumeration (dashed line). "
         "`expected_tv` in the table is the exact E[TV] at n for each sampler's exact "
-        "distribution.")
-    return write_outputs(out_dir, "noise-vs-bias", "Noise versus bias", caption, fig,
-                         [Table(_tv_table(rows))], time.perf_counter() - t0)
+        "distribution."
+    )
+    return write_outputs(
+        out_dir, "noise-vs-bias", "Noise versus bias", caption, fig, [Table(_tv_table(rows))], time.perf_counter() - t0
+    )
 
 
 def greedy_drafter(out_dir, *, n_max: int = 100_000, seed: int = 1):
@@ -178,9 +209,17 @@ def greedy_drafter(out_dir, *, n_max: int = 100_000, seed: int = 1):
         f"TV is {control_tv:.1e} (rounding), and the sampled TV falls like 1/sqrt(n) on the "
         f"correct sampler's expected TV. Plugging in the softmax q instead (`{GREEDY_BUG}`) "
         "levels off at its exact bias (dashed). Both run through their Python functions, one "
-        "stream of runs each, toy chain, k = 2, first 2 tokens from (0,).")
-    return write_outputs(out_dir, "greedy-drafter", "Greedy drafter, sampled verification",
-                         caption, fig, [Table(_tv_table(rows))], time.perf_counter() - t0)
+        "stream of runs each, toy chain, k = 2, first 2 tokens from (0,)."
+    )
+    return write_outputs(
+        out_dir,
+        "greedy-drafter",
+        "Greedy drafter, sampled verification",
+        caption,
+        fig,
+        [Table(_tv_table(rows))],
+        time.perf_counter() - t0,
+    )
 
 
 # --------------------------------------------------------------------------- non-i.i.d.
@@ -198,8 +237,7 @@ def round_boundary_chain(model, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(T, L) for a first-order chain: T[c, c'] = P(a round from context c ends on token c'),
     L[c] = its exact mean length. In a long decode the next round starts from c', so the
     long-run tokens per round is sum_c pi_T(c) L(c), pi_T the stationary distribution of T."""
-    _, transition, lengths, _ = exact.round_transition(speculative_step, model, k,
-                                                       max_paths=MAX_PATHS)
+    _, transition, lengths, _ = exact.round_transition(speculative_step, model, k, max_paths=MAX_PATHS)
     return transition, lengths
 
 
@@ -223,15 +261,21 @@ def non_iid_table(ks=range(1, 7), n_rounds: int = 20_000, seed: int = 2) -> pl.D
     for k in ks:
         transition, lengths = round_boundary_chain(model, k)
         measured, se = long_decode(model, k, n_rounds, rng)
-        rows.append({
-            "k": k, "measured": measured, "measured_se": se, "n_rounds": n_rounds,
-            "exact_long_run": float(stationary(transition) @ lengths),
-            "exact_stationary_start": float(pi_p @ lengths),
-            "exact_from_0": float(lengths[0]),
-            "formula_alpha_stationary": theory.expected_tokens(alpha_stationary, k),
-            "formula_alpha_mean": theory.expected_tokens(alpha_mean, k),
-            "alpha_stationary": alpha_stationary, "alpha_mean": alpha_mean,
-        })
+        rows.append(
+            {
+                "k": k,
+                "measured": measured,
+                "measured_se": se,
+                "n_rounds": n_rounds,
+                "exact_long_run": float(stationary(transition) @ lengths),
+                "exact_stationary_start": float(pi_p @ lengths),
+                "exact_from_0": float(lengths[0]),
+                "formula_alpha_stationary": theory.expected_tokens(alpha_stationary, k),
+                "formula_alpha_mean": theory.expected_tokens(alpha_mean, k),
+                "alpha_stationary": alpha_stationary,
+                "alpha_mean": alpha_mean,
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -242,19 +286,42 @@ def non_iid(out_dir, *, ks=range(1, 7), n_rounds: int = 20_000, seed: int = 2):
     a_st, a_mean = table["alpha_stationary"][0], table["alpha_mean"][0]
     fig, ax = figure(size=(7.5, 5))
     k = table["k"]
-    ax.errorbar(k, table["measured"], yerr=2 * table["measured_se"], fmt="o", color="black",
-                capsize=3, label=f"measured: long decode, {n_rounds:,} rounds per k (±2 SE)")
-    ax.plot(k, table["exact_long_run"], "-", color="tab:blue", lw=2,
-            label="exact, long run (round-start chain's stationary dist.)")
-    ax.plot(k, table["exact_stationary_start"], "--", color="tab:cyan",
-            label="exact, start context ~ p's stationary dist.")
+    ax.errorbar(
+        k,
+        table["measured"],
+        yerr=2 * table["measured_se"],
+        fmt="o",
+        color="black",
+        capsize=3,
+        label=f"measured: long decode, {n_rounds:,} rounds per k (±2 SE)",
+    )
+    ax.plot(
+        k,
+        table["exact_long_run"],
+        "-",
+        color="tab:blue",
+        lw=2,
+        label="exact, long run (round-start chain's stationary dist.)",
+    )
+    ax.plot(
+        k, table["exact_stationary_start"], "--", color="tab:cyan", label="exact, start context ~ p's stationary dist."
+    )
     ax.plot(k, table["exact_from_0"], ":", color="tab:green", lw=2, label="exact, from prefix (0,)")
-    ax.plot(k, table["formula_alpha_stationary"], "-.", color="tab:red",
-            label=f"formula at stationary-average alpha = {a_st:.4f}")
-    ax.plot(k, table["formula_alpha_mean"], "-.", color="tab:orange",
-            label=f"formula at simple-mean alpha = {a_mean:.4f}")
-    ax.set(xlabel="k (drafted tokens per round)", ylabel="mean tokens per round",
-           title="Non-i.i.d. acceptance: toy chain (alpha 0.6 after 0, 0.5 after 1, 2)")
+    ax.plot(
+        k,
+        table["formula_alpha_stationary"],
+        "-.",
+        color="tab:red",
+        label=f"formula at stationary-average alpha = {a_st:.4f}",
+    )
+    ax.plot(
+        k, table["formula_alpha_mean"], "-.", color="tab:orange", label=f"formula at simple-mean alpha = {a_mean:.4f}"
+    )
+    ax.set(
+        xlabel="k (drafted tokens per round)",
+        ylabel="mean tokens per round",
+        title="Non-i.i.d. acceptance: toy chain (alpha 0.6 after 0, 0.5 after 1, 2)",
+    )
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7.5, loc="upper left")
     caption = (
@@ -268,6 +335,8 @@ def non_iid(out_dir, *, ks=range(1, 7), n_rounds: int = 20_000, seed: int = 2):
         "to), (b) under the stationary distribution pi of the target chain p (the brief's "
         f"choice; pi = stationary(p_table)), and (c) from prefix (0,) alone. *formula*: "
         f"(1 - alpha^(k+1)) / (1 - alpha) at the stationary average sum_c pi(c) alpha(c) = "
-        f"{a_st:.4f} and at the simple mean of the three alphas = {a_mean:.4f}.")
-    return write_outputs(out_dir, "non-iid", "Non-i.i.d. acceptance", caption, fig,
-                         [Table(table)], time.perf_counter() - t0)
+        f"{a_st:.4f} and at the simple mean of the three alphas = {a_mean:.4f}."
+    )
+    return write_outputs(
+        out_dir, "non-iid", "Non-i.i.d. acceptance", caption, fig, [Table(table)], time.perf_counter() - t0
+    )

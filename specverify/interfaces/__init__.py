@@ -28,12 +28,10 @@ import inspect
 import re
 from dataclasses import dataclass
 
-
 from ..common.validation import InterfaceError
 
 NAMES = ("round", "loop", "kernel")
 """Every registered interface, in the order ``--interface`` lists them."""
-
 
 
 def get(name: str):
@@ -57,7 +55,7 @@ def score(fn, name: str) -> int:
     names = _leading_names(fn) or ()
     wanted = module.PARAMETERS
     hits = 0
-    for i, got in enumerate(names[:len(wanted)]):
+    for i, got in enumerate(names[: len(wanted)]):
         if got == wanted[i] or got in module.ALIASES.get(wanted[i], ()):
             hits += 1
     return hits
@@ -68,8 +66,7 @@ def detect(fn) -> str:
     cannot be told (a tie, or no name of any interface), naming ``--interface``."""
     names = _leading_names(fn)
     if names is None:
-        raise InterfaceError(f"interface: cannot read the parameters of {fn!r}; pass --interface "
-                             f"({' | '.join(NAMES)})")
+        raise InterfaceError(f"interface: cannot read the parameters of {fn!r}; pass --interface ({' | '.join(NAMES)})")
     scores = {name: score(fn, name) for name in NAMES}
     best = max(scores.values())
     winners = [n for n, s in scores.items() if s == best]
@@ -78,7 +75,8 @@ def detect(fn) -> str:
     shapes = "; ".join(f"{n}: ({', '.join(get(n).PARAMETERS)})" for n in NAMES)
     raise InterfaceError(
         f"interface: cannot tell which interface a function with parameters ({', '.join(names)}) "
-        f"is written for; pass --interface (interface= in the API): {shapes}")
+        f"is written for; pass --interface (interface= in the API): {shapes}"
+    )
 
 
 MAX_AIM_VOCAB = 1 << 20
@@ -123,8 +121,7 @@ def parse_ks(text) -> tuple[int, ...]:
         ks = tuple(range(a, b + 1))
     elif isinstance(text, str) and re.fullmatch(r"\s*\d+\s*(,\s*\d+\s*)*", text):
         ks = tuple(int(x) for x in text.split(","))
-    elif isinstance(text, (list, tuple)) and text and all(isinstance(x, int) and not isinstance(x, bool)
-                                                          for x in text):
+    elif isinstance(text, (list, tuple)) and text and all(isinstance(x, int) and not isinstance(x, bool) for x in text):
         ks = tuple(text)
     else:
         raise InterfaceError(f"k: expected an int, A..B or A,B,..., got {text!r}")
@@ -148,9 +145,11 @@ def _whole(name: str, value, low: int, high: int) -> int:
 def aim(vocab=None, k=None, max_tokens=None) -> Aim:
     """The validated ``Aim`` (InterfaceError naming the argument otherwise): ``vocab`` 2 to
     2^20, each k 1 to 16, ``max_tokens`` 0 to 64."""
-    return Aim(vocab=None if vocab is None else _whole("vocab", vocab, 2, MAX_AIM_VOCAB),
-               ks=() if k is None else parse_ks(k),
-               max_tokens=None if max_tokens is None else _whole("max_tokens", max_tokens, 0, MAX_AIM_TOKENS))
+    return Aim(
+        vocab=None if vocab is None else _whole("vocab", vocab, 2, MAX_AIM_VOCAB),
+        ks=() if k is None else parse_ks(k),
+        max_tokens=None if max_tokens is None else _whole("max_tokens", max_tokens, 0, MAX_AIM_TOKENS),
+    )
 
 
 __all__ = ["Aim", "InterfaceError", "NAMES", "aim", "detect", "get", "parse_ks", "score"]

@@ -45,18 +45,40 @@ from __future__ import annotations
 import numpy as np
 
 from ..battery import budgets, runner
-from ..laws import stats
 from ..battery.budgets import KernelBudget
-from ..battery.core import POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, run_in_subject, stopping_kinds, stream
+from ..battery.core import (
+    POWER_FALSE_PASS_RATE,
+    Battery,
+    BatteryResult,
+    ContractBreach,
+    Finding,
+    run_in_subject,
+    stopping_kinds,
+    stream,
+)
+from ..laws import stats
 from ..laws.uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 from . import kernel_cases as kc
-from .kernel_tasks import GENERATOR_NAMES, kind_task, as_round_sampler, check_device, kernel_counts_task, kernel_rows_task, uses_generator, validate_outputs
+from .kernel_tasks import (
+    GENERATOR_NAMES,
+    as_round_sampler,
+    check_device,
+    kernel_counts_task,
+    kernel_rows_task,
+    kind_task,
+    uses_generator,
+    validate_outputs,
+)
 
 NAME = "kernel"
 PARAMETERS = ("draft_ids", "draft_probs", "target_probs", "uniforms")
-ALIASES = {"draft_ids": ("draft_token_ids",), "draft_probs": ("q",), "target_probs": ("p",),
-           "uniforms": ("generator", "rng", "uniform_samples", "gen")}
-GRID_PROBABILITY = 2.0 ** -24
+ALIASES = {
+    "draft_ids": ("draft_token_ids",),
+    "draft_probs": ("q",),
+    "target_probs": ("p",),
+    "uniforms": ("generator", "rng", "uniform_samples", "gen"),
+}
+GRID_PROBABILITY = 2.0**-24
 """One float32 value's probability under ``torch.rand`` (multiples of 2^-24 in [0, 1))."""
 
 
@@ -110,13 +132,18 @@ def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
 def coverage(budget) -> str:
     b = get_budget(budget)
     scale = "V up to 152,064, k up to 8, " if b.engine_scale else ""
-    big = (f" + dense rows (V {b.dense_vocab}, k 8), tile boundaries (V 4097), wide ids (V 33,024)"
-           if b.engine_scale else "")
+    big = (
+        f" + dense rows (V {b.dense_vocab}, k 8), tile boundaries (V 4097), wide ids (V 33,024)"
+        if b.engine_scale
+        else ""
+    )
     drawn = " (+ 1 at engine scale: V from 1,024 to 152,064, k 1-8, sparse rows)" if b.engine_scale else ""
-    return (f"kernel battery: 3 fixed cases{big} + {b.generated} generated{drawn}, {scale}exact from "
-            f"uniforms on the float32 grid; statistics "
-            f"(generator kernels) see TV {b.detect_tv:g} per instance, {max(b.detect_tv, b.detect_tv_large):g} "
-            f"where a row exceeds {b.large_row_bytes // 1024} KiB")
+    return (
+        f"kernel battery: 3 fixed cases{big} + {b.generated} generated{drawn}, {scale}exact from "
+        f"uniforms on the float32 grid; statistics "
+        f"(generator kernels) see TV {b.detect_tv:g} per instance, {max(b.detect_tv, b.detect_tv_large):g} "
+        f"where a row exceeds {b.large_row_bytes // 1024} KiB"
+    )
 
 
 def tolerance(case: kc.KernelCase) -> float:
@@ -135,12 +162,14 @@ def row_bytes(case: kc.KernelCase) -> int:
 def detect_tv_for(case: kc.KernelCase, budget: KernelBudget) -> float:
     """The TV statistics must see on the case: ``detect_tv``, or ``detect_tv_large`` for rows
     above ``large_row_bytes`` (10^5 rows of V = 33k are gigabytes)."""
-    return budget.detect_tv if row_bytes(case) <= budget.large_row_bytes else max(budget.detect_tv,
-                                                                                   budget.detect_tv_large)
+    return (
+        budget.detect_tv if row_bytes(case) <= budget.large_row_bytes else max(budget.detect_tv, budget.detect_tv_large)
+    )
 
 
-def planned_looks(want: dict, budget: KernelBudget, checks: int, detect_tv: float | None = None
-                  ) -> tuple[list[int], float]:
+def planned_looks(
+    want: dict, budget: KernelBudget, checks: int, detect_tv: float | None = None
+) -> tuple[list[int], float]:
     """(the look sizes, the false-fail rate per look) of one instance's sequential chi-square:
     looks n_min, 2 n_min, ... up to the first that sees ``detect_tv`` (power 1 -
     POWER_FALSE_PASS_RATE) or ``n_max``; half the budget's false-fail rate split over ``checks``
@@ -148,8 +177,7 @@ def planned_looks(want: dict, budget: KernelBudget, checks: int, detect_tv: floa
     n_looks = 1
     while True:
         per_check = stats.split_budget(budget.false_fail_rate / 2, checks * n_looks)
-        need = stats.min_num_samples_chi_square(detect_tv or budget.detect_tv, want, per_check,
-                                                POWER_FALSE_PASS_RATE)
+        need = stats.min_num_samples_chi_square(detect_tv or budget.detect_tv, want, per_check, POWER_FALSE_PASS_RATE)
         sizes = [min(budget.n_min, need)]
         while sizes[-1] < min(need, budget.n_max) and sizes[-1] * 2 <= budget.n_max:
             sizes.append(sizes[-1] * 2)
@@ -182,17 +210,24 @@ class KernelBattery(Battery):
         per_row = 4 * (2 * case.k + 1) * case.vocab_size + 8 * (2 * case.k + 1)
         return max(1, self.budget.chunk_bytes // per_row)
 
-    def rows(self, case: kc.KernelCase, inst: np.ndarray, uniforms, generators=None,
-             order: np.ndarray | None = None):
+    def rows(self, case: kc.KernelCase, inst: np.ndarray, uniforms, generators=None, order: np.ndarray | None = None):
         """The kernel's (out, nacc) on instance rows ``inst``, in a shuffled order (so that
         neighbouring batch rows belong to different instances and problems), or in ``order``."""
         if order is None:
             order = self.contract_rng.permutation(len(inst))
         u = None if uniforms is None else np.asarray(uniforms, dtype=np.float32)[order]
         chunks = -(-len(inst) // self.chunk_rows(case))
-        got = self.call(kernel_rows_task, case, np.asarray(inst)[order], u, self.arrays,
-                        self.chunk_rows(case), generators, self.budget.device,
-                        seconds=self.budget.call_limit_s * chunks)
+        got = self.call(
+            kernel_rows_task,
+            case,
+            np.asarray(inst)[order],
+            u,
+            self.arrays,
+            self.chunk_rows(case),
+            generators,
+            self.budget.device,
+            seconds=self.budget.call_limit_s * chunks,
+        )
         if got[0] == "breach":
             raise ContractBreach(got[1])
         out, nacc = np.empty_like(got[1]), np.empty_like(got[2])
@@ -222,23 +257,38 @@ class KernelBattery(Battery):
         same = all(np.array_equal(a, b) for a, b in zip(first, again))
         self.statistical = self.generator
         if not same and self.generator:
-            self.result.findings.append(Finding(
-                "rng", "contract", "the same generator seed gave different outputs: the kernel "
-                "draws randomness besides its generator (a seeded request would not replay)", case.name))
+            self.result.findings.append(
+                Finding(
+                    "rng",
+                    "contract",
+                    "the same generator seed gave different outputs: the kernel "
+                    "draws randomness besides its generator (a seeded request would not replay)",
+                    case.name,
+                )
+            )
         elif not same:
-            self.result.findings.append(Finding(
-                "rng", "contract", "the same uniforms gave different outputs: the kernel draws "
-                "randomness besides its uniforms; judged by statistics", case.name))
+            self.result.findings.append(
+                Finding(
+                    "rng",
+                    "contract",
+                    "the same uniforms gave different outputs: the kernel draws "
+                    "randomness besides its uniforms; judged by statistics",
+                    case.name,
+                )
+            )
             self.statistical = True
         elif not self.generator:
             moved = self.rows(case, inst, u, generators=self.generators)  # the same rows in another batch order
             differ = [int(r) for r in np.flatnonzero((moved[0] != first[0]).any(axis=1) | (moved[1] != first[1]))]
             if differ:
                 r = differ[0]
-                self.breach(f"batch rows are not independent: row {case.labels[inst[r]]} with the same uniforms "
-                            f"gave {first[0][r].tolist()} in one batch order and {moved[0][r].tolist()} in "
-                            f"another ({len(differ)} of {len(inst)} rows differ): a row reads another row's "
-                            f"inputs", case)
+                self.breach(
+                    f"batch rows are not independent: row {case.labels[inst[r]]} with the same uniforms "
+                    f"gave {first[0][r].tolist()} in one batch order and {moved[0][r].tolist()} in "
+                    f"another ({len(differ)} of {len(inst)} rows differ): a row reads another row's "
+                    f"inputs",
+                    case,
+                )
                 return False
         kind = "a generator" if self.generator else "explicit uniforms"
         self.result.ran.append(f"contract: {case.name}: {len(inst)} rows twice, {kind}, {self.arrays} arrays")
@@ -251,12 +301,14 @@ class KernelBattery(Battery):
         k = case.k
         pieces: dict = {}
         for i in range(k):
-            probs = [(b, i) for b in insts if i < len(case.drafts(b)) and all(
-                not np.isnan(accept_pts[b, j]) for j in range(i))]
+            probs = [
+                (b, i)
+                for b in insts
+                if i < len(case.drafts(b)) and all(not np.isnan(accept_pts[b, j]) for j in range(i))
+            ]
             if not probs:
                 break
-            probes = [probe_points([kc.acceptance(case.p[b, i], case.q[b, i], case.drafts(b)[i])])
-                      for b, _ in probs]
+            probes = [probe_points([kc.acceptance(case.p[b, i], case.q[b, i], case.drafts(b)[i])]) for b, _ in probs]
 
             def evaluate(ids, vals, probs=probs, i=i):
                 u = np.full((len(ids), k + 1), 0.5, dtype=np.float32)
@@ -312,7 +364,9 @@ class KernelBattery(Battery):
         V, law, reach = case.vocab_size, {}, 1.0
         kb = len(case.drafts(b))
         for j in range(kb + 1):
-            accept = 1.0 if j == kb else float(sum(m for lab, m in zip(coin[(b, j)].labels, coin[(b, j)].measures()) if lab))
+            accept = (
+                1.0 if j == kb else float(sum(m for lab, m in zip(coin[(b, j)].labels, coin[(b, j)].measures()) if lab))
+            )
             stop = reach * (1.0 - accept) if j < kb else reach
             if stop > 0:
                 if (b, j) not in emission:
@@ -383,16 +437,26 @@ class KernelBattery(Battery):
                     x = case.drafts(b)[i]
                     p, q = float(case.p[b, i, x]), float(case.q[b, i, x])
                     verb = "accepts" if n > i else "rejects"
-                    self.edge(case, b, f"{verb} draft {x} at position {i} (p(x) = {p:.3g}, q(x) = {q:.3g}) when "
-                              f"its coin is {u_i:.8g}, where u q(x) < p(x) says otherwise (probability 2^-24 "
-                              f"per such draft on the float32 grid; then emits "
-                              f"{list(case.drafts(b)[:n]) + [int(out[r, n])]})", "measure-zero")
+                    self.edge(
+                        case,
+                        b,
+                        f"{verb} draft {x} at position {i} (p(x) = {p:.3g}, q(x) = {q:.3g}) when "
+                        f"its coin is {u_i:.8g}, where u q(x) < p(x) says otherwise (probability 2^-24 "
+                        f"per such draft on the float32 grid; then emits "
+                        f"{list(case.drafts(b)[:n]) + [int(out[r, n])]})",
+                        "measure-zero",
+                    )
             else:
                 xs, y = case.drafts(b), int(out[r, n])
                 w = kc.emission_weights(case.p[b, n], case.q[b, n] if n < len(xs) else None)
                 if w[y] <= 0:
-                    self.edge(case, b, f"emits token {y}, of probability 0, at accepted count {n} with "
-                              f"{u_i} (probability 2^-24 on the float32 grid)", "measure-zero")
+                    self.edge(
+                        case,
+                        b,
+                        f"emits token {y}, of probability 0, at accepted count {n} with "
+                        f"{u_i} (probability 2^-24 on the float32 grid)",
+                        "measure-zero",
+                    )
 
     def note_order(self, case, coin, emission) -> None:
         """Say so when the kernel maps a uniform to outcomes in another order than the rule's
@@ -415,9 +479,11 @@ class KernelBattery(Battery):
             rule = np.minimum(np.searchsorted(c, mids * c[-1], side="right"), V - 1)
             moved += float(pc.measures()[(pc.labels % (V + 1)) - 1 != rule].sum())
         if moved > tolerance(case) * max(1, len(coin) + len(emission)):
-            self.result.ran.append(f"order: {case.name}: the kernel maps its uniforms to outcomes in another "
-                                   f"order than the rule's (measure {moved:.3g} placed elsewhere along the "
-                                   f"uniforms; judged by its law)")
+            self.result.ran.append(
+                f"order: {case.name}: the kernel maps its uniforms to outcomes in another "
+                f"order than the rule's (measure {moved:.3g} placed elsewhere along the "
+                f"uniforms; judged by its law)"
+            )
 
     def q_zero_behaviour(self, case, b, coin, emission) -> None:
         """A drafted token with q(x) = 0: accepted (an edge finding: the reference rejects it),
@@ -429,8 +495,13 @@ class KernelBattery(Battery):
         pc = coin[(b, i)]
         acc = float(sum(m for lab, m in zip(pc.labels, pc.measures()) if lab))
         if acc >= GRID_PROBABILITY:  # below: a float32 grid point, the measure-zero probes' to report
-            self.edge(case, b, f"accepts drafted token {x}, whose q(x) = 0 (p(x) = {case.p[b, i, x]:.3g}), with "
-                      f"probability {acc:.6g}; the reference rejects it (p / 0 is not a ratio)", "q-zero-draft")
+            self.edge(
+                case,
+                b,
+                f"accepts drafted token {x}, whose q(x) = 0 (p(x) = {case.p[b, i, x]:.3g}), with "
+                f"probability {acc:.6g}; the reference rejects it (p / 0 is not a ratio)",
+                "q-zero-draft",
+            )
         if (b, i) not in emission or np.maximum(case.p[b, i].astype(np.float64) - case.q[b, i], 0).sum() > 0:
             return
         want = kc.emission_weights(case.p[b, i], case.q[b, i])  # p itself: the residual is empty
@@ -441,16 +512,18 @@ class KernelBattery(Battery):
                 got[y - 1] += m
         if 0.5 * np.abs(got - want).sum() > tolerance(case):
             top = [int(t) for t in np.argsort(-got)[:3] if got[t] > 0]
-            self.edge(case, b, f"after rejecting it the residual max(p - q, 0) is empty; emits tokens {top} "
-                      f"(TV {0.5 * np.abs(got - want).sum():.3g} from p, which the reference emits from)",
-                      "degenerate-residual")
+            self.edge(
+                case,
+                b,
+                f"after rejecting it the residual max(p - q, 0) is empty; emits tokens {top} "
+                f"(TV {0.5 * np.abs(got - want).sum():.3g} from p, which the reference emits from)",
+                "degenerate-residual",
+            )
 
     def edge(self, case, b, message, check):
-        self.result.findings.append(Finding(check, "edge", f"{case.labels[b]}: {message}", case.name,
-                                            {"instance": b}))
+        self.result.findings.append(Finding(check, "edge", f"{case.labels[b]}: {message}", case.name, {"instance": b}))
 
-    def judge_law(self, case, b, got: dict, method: str, n: int | None = None,
-                  biased: bool | None = None) -> None:
+    def judge_law(self, case, b, got: dict, method: str, n: int | None = None, biased: bool | None = None) -> None:
         """Compare the kernel's law given instance b's drafts (exact, or empirical with the
         chi-square's verdict ``biased``) with the rule's; a distribution finding if it differs."""
         want = kc.rule_law(case, b)
@@ -460,11 +533,16 @@ class KernelBattery(Battery):
             r.exact_tv_max = max(r.exact_tv_max or 0.0, tv)
             biased = tv > tolerance(case)
         if biased:
-            r.findings.append(Finding(
-                "exact-tv" if method == "exact" else "chi-square", "distribution",
-                f"{case.labels[b]}: the output law given the drafts differs from the token-wise rule's "
-                f"(TV {tv:.3g}{', ' + method if method != 'exact' else ''})", case.name,
-                {"instance": b, "tv": tv}))
+            r.findings.append(
+                Finding(
+                    "exact-tv" if method == "exact" else "chi-square",
+                    "distribution",
+                    f"{case.labels[b]}: the output law given the drafts differs from the token-wise rule's "
+                    f"(TV {tv:.3g}{', ' + method if method != 'exact' else ''})",
+                    case.name,
+                    {"instance": b, "tv": tv},
+                )
+            )
             self.flagged_instances.append((case.vocab_size * case.k, case, b, got, want, tv, method, n))
         got_len = sum((j + 1) * v for (j, _), v in got.items())
         want_len = sum((j + 1) * v for (j, _), v in want.items())
@@ -489,11 +567,15 @@ class KernelBattery(Battery):
             else:
                 self.judge_law(case, b, got, "exact")
         if stat:
-            self.result.ran.append(f"exact: {case.name}: {len(stat)} instance(s) whose output is not a "
-                                   f"function of the first rejection and the final uniform; by statistics")
+            self.result.ran.append(
+                f"exact: {case.name}: {len(stat)} instance(s) whose output is not a "
+                f"function of the first rejection and the final uniform; by statistics"
+            )
             self.statistics(case, stat, uniforms=True)
-        self.result.ran.append(f"exact from uniforms: {case.name} ({case.shape_text()}), "
-                               f"{len(laws)} law(s), TV tolerance {tolerance(case):.2g}")
+        self.result.ran.append(
+            f"exact from uniforms: {case.name} ({case.shape_text()}), "
+            f"{len(laws)} law(s), TV tolerance {tolerance(case):.2g}"
+        )
 
     # -- statistics -----------------------------------------------------------------------------
     def statistics(self, case: kc.KernelCase, insts: list, uniforms: bool = False) -> None:
@@ -510,17 +592,28 @@ class KernelBattery(Battery):
             for look, n in enumerate(sizes):
                 chunks = -(-(n - done) // self.chunk_rows(case))
                 node = kernel_stream(self.seed, "statistics", self.case_index, b, look)
-                got = self.call(kernel_counts_task, case, b, n - done, node, self.arrays,
-                                self.chunk_rows(case), self.generator, self.budget.device,
-                                seconds=self.budget.call_limit_s * chunks)
+                got = self.call(
+                    kernel_counts_task,
+                    case,
+                    b,
+                    n - done,
+                    node,
+                    self.arrays,
+                    self.chunk_rows(case),
+                    self.generator,
+                    self.budget.device,
+                    seconds=self.budget.call_limit_s * chunks,
+                )
                 if got[0] == "breach":
                     raise ContractBreach(got[1])
                 for (j, y), c in got[1].items():
                     counts[f"{j} {y}"] = counts.get(f"{j} {y}", 0) + c
                 done = n
                 result = stats.chi_square_test(counts, want, false_fail_rate=per_check)
-                if not result.passed or stats.min_discrepancy_chi_square(
-                        done, want, per_check, POWER_FALSE_PASS_RATE) <= detect:
+                if (
+                    not result.passed
+                    or stats.min_discrepancy_chi_square(done, want, per_check, POWER_FALSE_PASS_RATE) <= detect
+                ):
                     break
             power = stats.min_discrepancy_chi_square(done, want, per_check, POWER_FALSE_PASS_RATE)
             self.result.power.append({"case": f"{case.name}: {case.labels[b]}", "runs": done, "min_tv": power})
@@ -530,11 +623,14 @@ class KernelBattery(Battery):
             if not result.passed:
                 r.samples_to_detect = done if r.samples_to_detect is None else min(r.samples_to_detect, done)
             elif power > detect:
-                r.shortfalls.append(f"{case.name}: {case.labels[b]}: {done} rows see TV {power:.3g}, "
-                                    f"not the budget's {detect:g}")
+                r.shortfalls.append(
+                    f"{case.name}: {case.labels[b]}: {done} rows see TV {power:.3g}, not the budget's {detect:g}"
+                )
             self.judge_law(case, b, got, "statistical", done, biased=not result.passed)
-            self.result.ran.append(f"statistics: {case.name}: {case.labels[b]}: {done:,} rows, "
-                                   f"sees TV {power:.3g} (false-fail {per_check:.2g} per look)")
+            self.result.ran.append(
+                f"statistics: {case.name}: {case.labels[b]}: {done:,} rows, "
+                f"sees TV {power:.3g} (false-fail {per_check:.2g} per look)"
+            )
 
     # -- all -------------------------------------------------------------------------------------
     def run(self, stop_on_first: bool = False, only=None) -> BatteryResult:
@@ -561,14 +657,23 @@ class KernelBattery(Battery):
     def cover(self, case) -> None:
         """The case's ``coverage_entry``: origin from its name (aimed, generated, else fixed),
         judged exactly from the uniforms, or by statistics for a kernel that draws its own."""
-        origin = "aimed" if case.name.startswith("aimed") else (
-            "generated" if case.name.startswith("generated") else "fixed")
+        origin = (
+            "aimed"
+            if case.name.startswith("aimed")
+            else ("generated" if case.name.startswith("generated") else "fixed")
+        )
         seen = [row for row in self.result.power if str(row.get("case", "")).startswith(f"{case.name}: ")]
-        self.result.cover(name=case.name, origin=origin, vocab=case.vocab_size, k=case.k, tokens=case.k + 1,
-                          judged="chi-square" if self.statistical else "exact from uniforms",
-                          runs=sum(row.get("runs", 0) for row in seen) or None,
-                          detect_tv=max((row["min_tv"] for row in seen), default=None),
-                          instances=case.n)
+        self.result.cover(
+            name=case.name,
+            origin=origin,
+            vocab=case.vocab_size,
+            k=case.k,
+            tokens=case.k + 1,
+            judged="chi-square" if self.statistical else "exact from uniforms",
+            runs=sum(row.get("runs", 0) for row in seen) or None,
+            detect_tv=max((row["min_tv"] for row in seen), default=None),
+            instances=case.n,
+        )
 
 
 def _numpy_type_error(message: str) -> bool:
@@ -586,8 +691,18 @@ def _torch_available() -> bool:
 # --------------------------------------------------------------------------- the interface
 
 
-def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, cases=None, aim=None, **overrides) -> BatteryResult:
+def run(
+    subject,
+    budget,
+    seed: int,
+    *,
+    deadline=None,
+    stop_on_first: bool = False,
+    prefetched: dict | None = None,
+    cases=None,
+    aim=None,
+    **overrides,
+) -> BatteryResult:
     """Every kernel check on every case (``cases``: these ``KernelCase`` instead of the
     budget's; ``aim``: an ``interfaces.Aim`` adds cases at the user's vocabulary and k); never
     raises for a broken subject. ``overrides`` replace fields of the kernel budget; an unknown
@@ -631,13 +746,25 @@ def describe(flagged) -> dict:
     xs = case.drafts(b)
     keys = sorted(set(got) | set(want), key=lambda key: -abs(got.get(key, 0) - want.get(key, 0)))
     return {
-        "method": "exact" if method == "exact" else "statistical", "vocab_size": case.vocab_size,
-        "k": case.k, "window": case.k + 1, "prefix": [], "model": f"{case.name}: {case.labels[b]}",
+        "method": "exact" if method == "exact" else "statistical",
+        "vocab_size": case.vocab_size,
+        "k": case.k,
+        "window": case.k + 1,
+        "prefix": [],
+        "model": f"{case.name}: {case.labels[b]}",
         "draft_ids": list(xs),
-        "p": [_row(case.p[b, i]) for i in range(len(xs) + 1)], "q": [_row(case.q[b, i]) for i in range(len(xs))],
-        ("exact_tv" if method == "exact" else "empirical_tv"): tv, "samples": n,
-        "distributions": [{"tokens": list(xs[:j]) + [y], "sampler": round(float(got.get((j, y), 0.0)), 9),
-                           "target": round(float(want.get((j, y), 0.0)), 9)} for j, y in keys[:64]],
+        "p": [_row(case.p[b, i]) for i in range(len(xs) + 1)],
+        "q": [_row(case.q[b, i]) for i in range(len(xs))],
+        ("exact_tv" if method == "exact" else "empirical_tv"): tv,
+        "samples": n,
+        "distributions": [
+            {
+                "tokens": list(xs[:j]) + [y],
+                "sampler": round(float(got.get((j, y), 0.0)), 9),
+                "target": round(float(want.get((j, y), 0.0)), 9),
+            }
+            for j, y in keys[:64]
+        ],
     }
 
 
@@ -646,6 +773,25 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return []
 
 
-__all__ = ["ALIASES", "GENERATOR_NAMES", "KERNEL_BUDGETS", "KERNEL_STREAMS", "as_round_sampler", "KernelBattery",
-           "KernelBudget", "NAME", "PARAMETERS", "cases", "counterexample", "coverage", "get_budget",
-           "kernel_rows_task", "kernel_stream", "run", "tolerance", "units", "uses_generator", "validate_outputs"]
+__all__ = [
+    "ALIASES",
+    "GENERATOR_NAMES",
+    "KERNEL_BUDGETS",
+    "KERNEL_STREAMS",
+    "as_round_sampler",
+    "KernelBattery",
+    "KernelBudget",
+    "NAME",
+    "PARAMETERS",
+    "cases",
+    "counterexample",
+    "coverage",
+    "get_budget",
+    "kernel_rows_task",
+    "kernel_stream",
+    "run",
+    "tolerance",
+    "units",
+    "uses_generator",
+    "validate_outputs",
+]

@@ -107,8 +107,9 @@ def emission_breakpoints(case: KernelCase, b: int, j: int) -> np.ndarray:
     residual's, or p's for the bonus), with p_j's own for kernels that read p."""
     xs = case.drafts(b)
     q = case.q[b, j] if j < len(xs) else None
-    return np.concatenate([np.cumsum(emission_weights(case.p[b, j], q)),
-                           np.cumsum(emission_weights(case.p[b, j], None))])
+    return np.concatenate(
+        [np.cumsum(emission_weights(case.p[b, j], q)), np.cumsum(emission_weights(case.p[b, j], None))]
+    )
 
 
 # --------------------------------------------------------------------------- building cases
@@ -125,10 +126,10 @@ def _stack(name: str, rows: list[tuple[str, list, np.ndarray, np.ndarray]], k: i
         kb = len(drafts)
         ids[b, :kb] = drafts
         q[b, :kb] = qb[:kb]
-        p[b, :kb + 1] = pb[:kb + 1]
+        p[b, : kb + 1] = pb[: kb + 1]
         if kb < k:  # padding rows: a point mass on the last id, unlike the real rows (a kernel
             q[b, kb:, V - 1] = 1.0  # that reads them, e.g. the bonus from row k, shows it)
-            p[b, kb + 1:, V - 1] = 1.0
+            p[b, kb + 1 :, V - 1] = 1.0
     return KernelCase(name, ids, q, p, tuple(r[0] for r in rows))
 
 
@@ -156,19 +157,32 @@ def adversarial_case() -> KernelCase:
 
     def row(*v):
         return np.array(v, dtype=np.float32)
+
     u = row(0.25, 0.25, 0.25, 0.25)
     pq = row(0.1, 0.2, 0.3, 0.4)
     rows = [
         ("draft with p(x)=0", [3, 1, 0], np.stack([u, u, u]), np.stack([row(0.5, 0.5, 0, 0), u, u, pq])),
         ("p = q exactly", [2, 3, 1], np.stack([pq, pq, pq]), np.stack([pq, pq, pq, pq])),
         ("one-hot p = q", [1, 1, 1], np.stack([row(0, 1, 0, 0)] * 3), np.stack([row(0, 1, 0, 0)] * 4)),
-        ("one-hot p != q", [2, 0, 0], np.stack([row(0, 0, 1, 0), row(1, 0, 0, 0), row(1, 0, 0, 0)]),
-         np.stack([row(1, 0, 0, 0)] * 4)),
+        (
+            "one-hot p != q",
+            [2, 0, 0],
+            np.stack([row(0, 0, 1, 0), row(1, 0, 0, 0), row(1, 0, 0, 0)]),
+            np.stack([row(1, 0, 0, 0)] * 4),
+        ),
         ("disjoint supports", [0, 1, 0], np.stack([row(0.5, 0.5, 0, 0)] * 3), np.stack([row(0, 0, 0.3, 0.7)] * 4)),
-        ("draft with q(x)=0 (not a draw from q)", [3, 0, 1], np.stack([row(0.5, 0.5, 0, 0), u, u]),
-         np.stack([row(0.2, 0.2, 0.2, 0.4), u, u, u])),
-        ("empty residual: draft with p(x)=q(x)=0, p=q elsewhere", [0, 1, 2], np.stack([row(0, 0.2, 0.3, 0.5), u, u]),
-         np.stack([row(0, 0.2, 0.3, 0.5), u, u, u])),
+        (
+            "draft with q(x)=0 (not a draw from q)",
+            [3, 0, 1],
+            np.stack([row(0.5, 0.5, 0, 0), u, u]),
+            np.stack([row(0.2, 0.2, 0.2, 0.4), u, u, u]),
+        ),
+        (
+            "empty residual: draft with p(x)=q(x)=0, p=q elsewhere",
+            [0, 1, 2],
+            np.stack([row(0, 0.2, 0.3, 0.5), u, u]),
+            np.stack([row(0, 0.2, 0.3, 0.5), u, u, u]),
+        ),
     ]
     return _stack("adversarial inputs V4, k=3", rows, k)
 
@@ -236,8 +250,9 @@ def wide_ids_case(V: int = 33_024) -> KernelCase:
     return _stack(f"wide ids V{V}, k=1", rows, k)
 
 
-def generated_cases(seed_sequence: np.random.SeedSequence, count: int, max_vocab: int = 300,
-                    max_k: int = 8) -> list[KernelCase]:
+def generated_cases(
+    seed_sequence: np.random.SeedSequence, count: int, max_vocab: int = 300, max_k: int = 8
+) -> list[KernelCase]:
     """``count`` cases drawn from the check's seed: V in 2..max_vocab, k in 1..max_k, rows of
     random peakedness (zeros included), drafts drawn from q, a few instances each."""
     out = []
@@ -307,6 +322,20 @@ def aimed_cases(seed_sequence: np.random.SeedSequence, vocab: int | None, ks: tu
     return out
 
 
-__all__ = ["KernelCase", "acceptance", "adversarial_case", "emission_breakpoints", "emission_weights",
-           "aimed_cases", "dense_case", "every_draft_case", "generated_cases", "sparse_engine_case", "peaky_rows", "ragged_case", "rule_law",
-           "tile_boundary_case", "wide_ids_case"]
+__all__ = [
+    "KernelCase",
+    "acceptance",
+    "adversarial_case",
+    "emission_breakpoints",
+    "emission_weights",
+    "aimed_cases",
+    "dense_case",
+    "every_draft_case",
+    "generated_cases",
+    "sparse_engine_case",
+    "peaky_rows",
+    "ragged_case",
+    "rule_law",
+    "tile_boundary_case",
+    "wide_ids_case",
+]

@@ -39,7 +39,7 @@ def _as(arrays: str, x, device: str = "cpu"):
 
 
 def check_device(device: str) -> str:
-    """"cpu", or "cuda" / "cuda:N" where torch sees CUDA; ValueError naming ``device`` else."""
+    """ "cpu", or "cuda" / "cuda:N" where torch sees CUDA; ValueError naming ``device`` else."""
     if device == "cpu":
         return device
     if not isinstance(device, str) or not (device == "cuda" or device.startswith("cuda:")):
@@ -69,8 +69,9 @@ def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np
     out, nacc = _numpy(result[0], "output_ids"), _numpy(result[1], "num_accepted")
     B, k = drafts.shape
     if out.shape != (B, k + 1) or nacc.reshape(-1).shape != (B,):
-        raise ContractBreach(f"returned output_ids {out.shape} and num_accepted {nacc.shape}; "
-                             f"expected ({B}, {k + 1}) and ({B},)")
+        raise ContractBreach(
+            f"returned output_ids {out.shape} and num_accepted {nacc.shape}; expected ({B}, {k + 1}) and ({B},)"
+        )
     if not (np.issubdtype(out.dtype, np.integer) and np.issubdtype(nacc.dtype, np.integer)):
         raise ContractBreach(f"returned {out.dtype} / {nacc.dtype} arrays, not integer token ids")
     out, nacc = out.astype(np.int64), nacc.reshape(-1).astype(np.int64)
@@ -81,11 +82,13 @@ def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np
         raise ContractBreach(f"row {b}: num_accepted {int(nacc[b])} with {int(kb[b])} drafts")
     pos = np.arange(k + 1)
     prefix = pos[None, :] < nacc[:, None]
-    wrong = prefix & (out[:, :k + 1] != np.pad(drafts, ((0, 0), (0, 1)), constant_values=-1))
+    wrong = prefix & (out[:, : k + 1] != np.pad(drafts, ((0, 0), (0, 1)), constant_values=-1))
     if wrong.any():
         b, i = map(int, np.argwhere(wrong)[0])
-        raise ContractBreach(f"row {b}: output_ids[{i}] = {int(out[b, i])} with num_accepted "
-                             f"{int(nacc[b])}, but the draft there is {int(drafts[b, i])}")
+        raise ContractBreach(
+            f"row {b}: output_ids[{i}] = {int(out[b, i])} with num_accepted "
+            f"{int(nacc[b])}, but the draft there is {int(drafts[b, i])}"
+        )
     emitted = out[np.arange(B), nacc]
     if ((emitted < 0) | (emitted >= V)).any():
         b = int(np.flatnonzero((emitted < 0) | (emitted >= V))[0])
@@ -93,17 +96,27 @@ def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np
     after = pos[None, :] > nacc[:, None]
     if (out[after] != -1).any():
         b, i = map(int, np.argwhere(after & (out != -1))[0])
-        raise ContractBreach(f"row {b}: output_ids[{i}] = {int(out[b, i])} after the emitted token "
-                             f"(must be -1 padding)")
+        raise ContractBreach(
+            f"row {b}: output_ids[{i}] = {int(out[b, i])} after the emitted token (must be -1 padding)"
+        )
     return out, nacc
 
 
-def _chunks(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str, chunk_rows: int,
-            generators, device: str, first: int = 0):
+def _chunks(
+    kernel,
+    case: kc.KernelCase,
+    rows: np.ndarray,
+    uniforms,
+    arrays: str,
+    chunk_rows: int,
+    generators,
+    device: str,
+    first: int = 0,
+):
     """Yield (out, nacc) of the kernel on each chunk of ``rows`` (ContractBreach on a breach);
     without uniforms, chunk c's generator from ``stream(generators, first + c)``."""
     for c, start in enumerate(range(0, len(rows), chunk_rows), first):
-        sel = rows[start:start + chunk_rows]
+        sel = rows[start : start + chunk_rows]
         drafts = case.draft_ids[sel]
         args = [_as(arrays, drafts, device), _as(arrays, case.q[sel], device), _as(arrays, case.p[sel], device)]
         kept = [a.clone() if arrays == "torch" else a.copy() for a in args]
@@ -117,7 +130,7 @@ def _chunks(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str
                 gen = np.random.default_rng(cs)
             args.append(gen)
         else:
-            args.append(_as(arrays, uniforms[start:start + chunk_rows].astype(np.float32), device))
+            args.append(_as(arrays, uniforms[start : start + chunk_rows].astype(np.float32), device))
         result = call_subject(kernel, tuple(args))
         with reading("its result"):  # whatever the returned objects raise when read is a finding
             checked = validate_outputs(result, drafts, case.vocab_size)
@@ -127,8 +140,16 @@ def _chunks(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str
         yield checked
 
 
-def kernel_rows_task(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, arrays: str,
-                     chunk_rows: int, generators=None, device: str = "cpu"):
+def kernel_rows_task(
+    kernel,
+    case: kc.KernelCase,
+    rows: np.ndarray,
+    uniforms,
+    arrays: str,
+    chunk_rows: int,
+    generators=None,
+    device: str = "cpu",
+):
     """In the subject's process: the kernel on instance rows ``rows`` with ``uniforms`` [R, k+1]
     (or, when None, chunk c with a generator seeded from ``stream(generators, c)``: an int seed
     or a ``SeedSequence`` node), in chunks; ("ok", out, nacc) or ("breach", what)."""
@@ -139,8 +160,17 @@ def kernel_rows_task(kernel, case: kc.KernelCase, rows: np.ndarray, uniforms, ar
     return "ok", np.concatenate([o for o, _ in got]), np.concatenate([n for _, n in got])
 
 
-def kernel_counts_task(kernel, case: kc.KernelCase, b: int, n: int, seed, arrays: str,
-                       chunk_rows: int, generator: bool, device: str = "cpu"):
+def kernel_counts_task(
+    kernel,
+    case: kc.KernelCase,
+    b: int,
+    n: int,
+    seed,
+    arrays: str,
+    chunk_rows: int,
+    generator: bool,
+    device: str = "cpu",
+):
     """In the subject's process: n rows of instance b, counted by (accepted, emitted token):
     ("ok", {(j, y): count}) or ("breach", what). ``seed``: a ``SeedSequence`` node (the look's,
     ``kernel.KERNEL_STREAMS``) or an int: the uniforms are drawn from ``stream(seed, 0)``, or the
@@ -154,8 +184,9 @@ def kernel_counts_task(kernel, case: kc.KernelCase, b: int, n: int, seed, arrays
             rows = np.full(m, b, dtype=np.int64)
             u = None if generator else rng.random((m, case.k + 1), dtype=np.float32)
             for out, nacc in _chunks(kernel, case, rows, u, arrays, m, stream(seed, 1), device, first=c):
-                keys, freq = np.unique(nacc * (case.vocab_size + 1) + out[np.arange(len(nacc)), nacc],
-                                       return_counts=True)
+                keys, freq = np.unique(
+                    nacc * (case.vocab_size + 1) + out[np.arange(len(nacc)), nacc], return_counts=True
+                )
                 for key, c in zip(keys.tolist(), freq.tolist()):
                     j, y = divmod(key, case.vocab_size + 1)
                     counts[(j, y)] = counts.get((j, y), 0) + c
@@ -186,9 +217,16 @@ def as_round_sampler(kernel):
         else:
             u = np.array([[rng.random() for _ in range(k + 1)]], dtype=np.float32)
         out, nacc = validate_outputs(
-            kernel(np.array([drafts], dtype=np.int64), np.array([qs], dtype=np.float32).reshape(1, k, -1),
-                   np.array([ps], dtype=np.float32), u), np.array([drafts], dtype=np.int64), len(ps[0]))
-        return [int(t) for t in out[0, :int(nacc[0]) + 1]]
+            kernel(
+                np.array([drafts], dtype=np.int64),
+                np.array([qs], dtype=np.float32).reshape(1, k, -1),
+                np.array([ps], dtype=np.float32),
+                u,
+            ),
+            np.array([drafts], dtype=np.int64),
+            len(ps[0]),
+        )
+        return [int(t) for t in out[0, : int(nacc[0]) + 1]]
 
     speculative_step.__name__ = getattr(kernel, "__name__", "kernel") + "_as_round"
     return speculative_step

@@ -74,9 +74,13 @@ from .loop_counterexample import counterexample_checks, find_loop_counterexample
 
 NAME = "loop"
 PARAMETERS = ("target", "draft", "requests", "k", "rng")
-ALIASES = {"target": ("target_model", "model", "p_model"), "draft": ("draft_model", "drafter", "q_model"),
-           "requests": ("reqs", "batch", "prompts"), "k": ("gamma", "num_draft_tokens"),
-           "rng": ("generator", "random_state", "gen")}
+ALIASES = {
+    "target": ("target_model", "model", "p_model"),
+    "draft": ("draft_model", "drafter", "q_model"),
+    "requests": ("reqs", "batch", "prompts"),
+    "k": ("gamma", "num_draft_tokens"),
+    "rng": ("generator", "random_state", "gen"),
+}
 
 
 CASES_ATTRIBUTE = "specverify_cases"
@@ -114,11 +118,16 @@ def declared_coverage(budget, cases, from_subject: bool = True) -> str:
     """The coverage words of a run on declared cases: the subject's own (its ``CASES_ATTRIBUTE``)
     or the caller's (``cases=``), not the standard ones."""
     b = get_budget(budget)
-    whose = (f"the {len(cases)} case(s) the subject declares ({CASES_ATTRIBUTE}" if from_subject
-             else f"{len(cases)} case(s) given for the subject (cases=")
+    whose = (
+        f"the {len(cases)} case(s) the subject declares ({CASES_ATTRIBUTE}"
+        if from_subject
+        else f"{len(cases)} case(s) given for the subject (cases="
+    )
     runs = f"{b.samples} runs" if b.samples else "runs sized per request to see it"
-    return (f"loop battery on {whose}; named in coverage.cases), NOT the standard loop cases; a request "
-            f"the enumerator cannot follow must see TV {b.detect_tv:g} ({runs})")
+    return (
+        f"loop battery on {whose}; named in coverage.cases), NOT the standard loop cases; a request "
+        f"the enumerator cannot follow must see TV {b.detect_tv:g} ({runs})"
+    )
 
 
 def get_budget(budget):
@@ -132,27 +141,59 @@ def get_budget(budget):
 def coverage(budget) -> str:
     """What the loop section of ``budget`` runs, in one line (the report's ``coverage``)."""
     b = get_budget(budget)
-    return (f"loop battery: {len(loop_cases())} fixed request batches + {b.generated} drawn from the seed "
-            f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
-            f"{b.generated_paths} reference paths each); seeds replayed ({b.seeds}) and judged "
-            f"by their law ({b.seed_law_runs} seeds); "
-            + (f"one engine-scale batch (V {b.scale_vocab}, k {b.scale_k}, max_tokens "
-               f"{b.scale_tokens}, binned chi-square per position over {b.scale_runs} runs); "
-               if b.scale_vocab else "")
-            + f"a request the enumerator cannot follow must see TV {b.detect_tv:g}")
+    return (
+        f"loop battery: {len(loop_cases())} fixed request batches + {b.generated} drawn from the seed "
+        f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
+        f"{b.generated_paths} reference paths each); seeds replayed ({b.seeds}) and judged "
+        f"by their law ({b.seed_law_runs} seeds); "
+        + (
+            f"one engine-scale batch (V {b.scale_vocab}, k {b.scale_k}, max_tokens "
+            f"{b.scale_tokens}, binned chi-square per position over {b.scale_runs} runs); "
+            if b.scale_vocab
+            else ""
+        )
+        + f"a request the enumerator cannot follow must see TV {b.detect_tv:g}"
+    )
 
 
-def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, aim=None, cases=None, **overrides) -> BatteryResult:
+def run(
+    subject,
+    budget,
+    seed: int,
+    *,
+    deadline=None,
+    stop_on_first: bool = False,
+    prefetched: dict | None = None,
+    aim=None,
+    cases=None,
+    **overrides,
+) -> BatteryResult:
     """``cases``: declared cases (``declared_cases``) run instead of the standard ones."""
     if cases is not None:
         cases = declared_cases(cases)
-    return run_loop_battery(subject, get_budget(budget), seed, deadline=deadline,
-                            stop_on_first=stop_on_first, aim=aim, cases=cases, **overrides)
+    return run_loop_battery(
+        subject,
+        get_budget(budget),
+        seed,
+        deadline=deadline,
+        stop_on_first=stop_on_first,
+        aim=aim,
+        cases=cases,
+        **overrides,
+    )
 
 
-def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first: bool = False,
-                     deadline: float | None = None, cases=None, aim=None, **overrides) -> BatteryResult:
+def run_loop_battery(
+    subject,
+    budget="standard",
+    seed: int = 0,
+    *,
+    stop_on_first: bool = False,
+    deadline: float | None = None,
+    cases=None,
+    aim=None,
+    **overrides,
+) -> BatteryResult:
     """Every loop check on every loop case; never raises for a broken subject.
 
     ``subject``: ``generate(target, draft, requests, k, rng)`` (a callable, handed to its process by
@@ -167,10 +208,15 @@ def run_loop_battery(subject, budget="standard", seed: int = 0, *, stop_on_first
     b = with_overrides("loop", b, overrides)
     if cases is None:
         fixed = list(loop_cases())  # drawn cases before the seeded case, engine scale last
-        cases = ([c for c in fixed if not c.seeded] + generated_loop_cases(b, seed) + [c for c in fixed if c.seeded]
-                 + scale_loop_cases(b, seed, aim))  # the costly engine-scale batches last
-    return run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, deadline),
-                          lambda run: run.run(list(cases), stop_on_first))
+        cases = (
+            [c for c in fixed if not c.seeded]
+            + generated_loop_cases(b, seed)
+            + [c for c in fixed if c.seeded]
+            + scale_loop_cases(b, seed, aim)
+        )  # the costly engine-scale batches last
+    return run_in_subject(
+        subject, lambda handle: LoopBattery(handle, b, seed, deadline), lambda run: run.run(list(cases), stop_on_first)
+    )
 
 
 def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, cases=None) -> dict | None:
@@ -186,9 +232,19 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, 
         case = next((c for c in pool if c.name == finding.case), None)
         return shrink_binned_loop(subject, budget, seed, case, finding) if case is not None else None
     exact_ok = not any(f.check == "rng" for f in result.findings)
-    small = None if declared is None else sorted(
-        (c for c in declared if c.kind not in SCALE_KINDS),
-        key=lambda c: (len(c.requests), c.vocab_size, max((q.params.max_tokens for q in c.requests), default=0), c.k))
+    small = (
+        None
+        if declared is None
+        else sorted(
+            (c for c in declared if c.kind not in SCALE_KINDS),
+            key=lambda c: (
+                len(c.requests),
+                c.vocab_size,
+                max((q.params.max_tokens for q in c.requests), default=0),
+                c.k,
+            ),
+        )
+    )
     return find_loop_counterexample(subject, get_budget(budget), seed, checks, exact_ok, cases=small)
 
 
@@ -197,5 +253,18 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return []
 
 
-__all__ = ["ALIASES", "CASES_ATTRIBUTE", "NAME", "PARAMETERS", "counterexample", "coverage", "declared_cases",
-           "declared_coverage", "get_budget", "run", "run_loop_battery", "subject_cases", "units"]
+__all__ = [
+    "ALIASES",
+    "CASES_ATTRIBUTE",
+    "NAME",
+    "PARAMETERS",
+    "counterexample",
+    "coverage",
+    "declared_cases",
+    "declared_coverage",
+    "get_budget",
+    "run",
+    "run_loop_battery",
+    "subject_cases",
+    "units",
+]

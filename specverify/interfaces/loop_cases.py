@@ -24,6 +24,10 @@ per purpose). ``reference_rates`` (and ``tokens_per_pass_rates``) is the referen
 (``samplers.loop.generate``) enumerated in the parent, its outputs read as a subject's are
 (``loop_tasks.read_outcome``). The counterexample search's smaller candidates are
 ``loop_counterexample.small_loop_cases``.
+
+It is over 550 lines because every case family (fixed, edge, generated, engine-scale) is drawn from
+the one seed tree and judged by the one reference law here, and the budgets' case lists index into
+them in order.
 """
 
 from __future__ import annotations
@@ -35,12 +39,11 @@ from functools import lru_cache
 import numpy as np
 
 from ..battery import budgets
-from ..laws import exact
-from ..battery.core import stream
 from ..battery.budgets import LoopBudget
+from ..battery.core import stream
+from ..laws import exact
 from ..laws.requests import ContextFreeLogits, LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law
 from .loop_tasks import read_outcome
-
 
 LOOP_BUDGETS = budgets.view("loop")
 """The loop sections of the named budgets (``budgets.TABLE``), by name."""
@@ -96,28 +99,72 @@ def loop_cases() -> tuple[LoopCase, ...]:
     tiny_d = seeded_logits(16, 1, 3, 3)
     tiny_d[..., 2] = np.log(1e-8) + tiny_d[..., :2].max(axis=-1)  # ... the draft rarely drafts it
     grammar = LastTokenGrammar((0, 1), ((1, 2), (0, 2), (0, 1)), ((0, 1), (1, 2), (0, 1, 2)))
-    penalties = SamplingParams(temperature=1.0, repetition_penalty=1.4, frequency_penalty=0.5,
-                               presence_penalty=0.3, min_p=0.15, logit_bias={0: 0.5},
-                               stop_token_ids=(2,), max_tokens=3)
+    penalties = SamplingParams(
+        temperature=1.0,
+        repetition_penalty=1.4,
+        frequency_penalty=0.5,
+        presence_penalty=0.3,
+        min_p=0.15,
+        logit_bias={0: 0.5},
+        stop_token_ids=(2,),
+        max_tokens=3,
+    )
     greedy = SamplingParams(temperature=0, repetition_penalty=2.5, logit_bias={1: 0.3}, max_tokens=2)
     short = SamplingParams(temperature=0.8, top_k=1, max_tokens=1)  # one token, no branching
     return (
-        LoopCase("penalties, min-p, logit bias, stop; k=2", target, same,
-                 (Request((0,), penalties),), 2),
-        LoopCase("grammar, top-k, top-p; narrower draft; k=2", target, narrower,
-                 (Request((1,), SamplingParams(temperature=0.9, top_k=2, top_p=0.95, max_tokens=3,
-                                               allowed_tokens=grammar)),), 2),
-        LoopCase("logit bias, stop; draft with a padding row; k=1", target, wider,
-                 (Request((2,), SamplingParams(temperature=1.3, logit_bias={2: -0.7, 1: 0.4},
-                                               stop_token_ids=(1,), max_tokens=3)),), 1),
-        LoopCase("draft q(2) = 1e-8 where the target has p(2) = 0; k=2", LogitTable(tiny_t, "target p(2) = 0"),
-                 LogitTable(tiny_d, "draft q(2) = 1e-8"), (Request((0,), SamplingParams(max_tokens=2)),), 2),
-        LoopCase("ragged batch: penalties + stop, greedy, one token; k=2", target, same,
-                 (Request((0,), replace(penalties, min_p=0.0, logit_bias={}, stop_token_ids=())), Request((1, 2), greedy),
-                  Request((2,), short)), 2),
-        LoopCase("seeded request beside an unseeded one; k=1", target, same,
-                 (Request((0,), SamplingParams(max_tokens=3, repetition_penalty=1.3)),
-                  Request((1,), SamplingParams(max_tokens=3))), 1, seeded=True),
+        LoopCase("penalties, min-p, logit bias, stop; k=2", target, same, (Request((0,), penalties),), 2),
+        LoopCase(
+            "grammar, top-k, top-p; narrower draft; k=2",
+            target,
+            narrower,
+            (
+                Request(
+                    (1,), SamplingParams(temperature=0.9, top_k=2, top_p=0.95, max_tokens=3, allowed_tokens=grammar)
+                ),
+            ),
+            2,
+        ),
+        LoopCase(
+            "logit bias, stop; draft with a padding row; k=1",
+            target,
+            wider,
+            (
+                Request(
+                    (2,),
+                    SamplingParams(temperature=1.3, logit_bias={2: -0.7, 1: 0.4}, stop_token_ids=(1,), max_tokens=3),
+                ),
+            ),
+            1,
+        ),
+        LoopCase(
+            "draft q(2) = 1e-8 where the target has p(2) = 0; k=2",
+            LogitTable(tiny_t, "target p(2) = 0"),
+            LogitTable(tiny_d, "draft q(2) = 1e-8"),
+            (Request((0,), SamplingParams(max_tokens=2)),),
+            2,
+        ),
+        LoopCase(
+            "ragged batch: penalties + stop, greedy, one token; k=2",
+            target,
+            same,
+            (
+                Request((0,), replace(penalties, min_p=0.0, logit_bias={}, stop_token_ids=())),
+                Request((1, 2), greedy),
+                Request((2,), short),
+            ),
+            2,
+        ),
+        LoopCase(
+            "seeded request beside an unseeded one; k=1",
+            target,
+            same,
+            (
+                Request((0,), SamplingParams(max_tokens=3, repetition_penalty=1.3)),
+                Request((1,), SamplingParams(max_tokens=3)),
+            ),
+            1,
+            seeded=True,
+        ),
     ) + edge_cases()
 
 
@@ -153,36 +200,91 @@ def edge_cases() -> tuple[LoopCase, ...]:
         Request((3,), SamplingParams(top_p=0.4, max_tokens=2)),
     )
     return (
-        LoopCase("edge: max_tokens 0 beside max_tokens 1; k=1", t3, d3,
-                 (Request((1,), SamplingParams(max_tokens=0)),
-                  Request((0,), SamplingParams(temperature=0.7, max_tokens=1))), 1, kind="edge"),
-        LoopCase("edge: a prompt ending with its stop id, the stop id a likely first token; k=2", t3, d3,
-                 (Request((0, 2), SamplingParams(stop_token_ids=(2,), logit_bias={2: 1.0}, max_tokens=2)),), 2,
-                 kind="edge"),
-        LoopCase("edge: a grammar allowing one token, top-k 1, top-p 0.05, min-p 0.95; k=2", t4, hot4,
-                 (Request((0,), SamplingParams(allowed_tokens=one, max_tokens=3)),
-                  Request((1,), SamplingParams(temperature=1.3, top_k=1, max_tokens=3)),
-                  Request((2,), SamplingParams(top_p=0.05, max_tokens=3)),
-                  Request((3,), SamplingParams(min_p=0.95, max_tokens=3))), 2, kind="edge"),
-        LoopCase("edge: temperature, logit bias, min-p, top-k and top-p together; k=2", t4, d4,
-                 (Request((1,), SamplingParams(temperature=0.7, logit_bias={0: 0.8, 3: -0.5}, min_p=0.1,
-                                               top_k=3, top_p=0.9, max_tokens=3)),), 2, kind="edge"),
-        LoopCase("edge: penalties over a prompt with repeated tokens; k=2", t3, d3,
-                 (Request((1, 1, 2, 1), SamplingParams(repetition_penalty=1.6, frequency_penalty=0.4,
-                                                       presence_penalty=0.3, max_tokens=2)),), 2, kind="edge"),
+        LoopCase(
+            "edge: max_tokens 0 beside max_tokens 1; k=1",
+            t3,
+            d3,
+            (Request((1,), SamplingParams(max_tokens=0)), Request((0,), SamplingParams(temperature=0.7, max_tokens=1))),
+            1,
+            kind="edge",
+        ),
+        LoopCase(
+            "edge: a prompt ending with its stop id, the stop id a likely first token; k=2",
+            t3,
+            d3,
+            (Request((0, 2), SamplingParams(stop_token_ids=(2,), logit_bias={2: 1.0}, max_tokens=2)),),
+            2,
+            kind="edge",
+        ),
+        LoopCase(
+            "edge: a grammar allowing one token, top-k 1, top-p 0.05, min-p 0.95; k=2",
+            t4,
+            hot4,
+            (
+                Request((0,), SamplingParams(allowed_tokens=one, max_tokens=3)),
+                Request((1,), SamplingParams(temperature=1.3, top_k=1, max_tokens=3)),
+                Request((2,), SamplingParams(top_p=0.05, max_tokens=3)),
+                Request((3,), SamplingParams(min_p=0.95, max_tokens=3)),
+            ),
+            2,
+            kind="edge",
+        ),
+        LoopCase(
+            "edge: temperature, logit bias, min-p, top-k and top-p together; k=2",
+            t4,
+            d4,
+            (
+                Request(
+                    (1,),
+                    SamplingParams(
+                        temperature=0.7, logit_bias={0: 0.8, 3: -0.5}, min_p=0.1, top_k=3, top_p=0.9, max_tokens=3
+                    ),
+                ),
+            ),
+            2,
+            kind="edge",
+        ),
+        LoopCase(
+            "edge: penalties over a prompt with repeated tokens; k=2",
+            t3,
+            d3,
+            (
+                Request(
+                    (1, 1, 2, 1),
+                    SamplingParams(repetition_penalty=1.6, frequency_penalty=0.4, presence_penalty=0.3, max_tokens=2),
+                ),
+            ),
+            2,
+            kind="edge",
+        ),
         LoopCase("edge: an empty batch; k=2", t3, d3, (), 2, kind="edge"),
-        LoopCase("edge: a ragged batch of 8 (prompts 1-4 tokens, max_tokens 0-5); k=2", t4, hot4, ragged, 2,
-                 kind="edge"),
-        LoopCase("edge: k=3 on a vocabulary of 4, a 3-token prompt, max_tokens 4; k=3", t4, hot4,
-                 (Request((2, 0, 3), SamplingParams(temperature=0.8, top_k=2, logit_bias={1: 0.7},
-                                                    max_tokens=4)),), 3, kind="edge"),
+        LoopCase(
+            "edge: a ragged batch of 8 (prompts 1-4 tokens, max_tokens 0-5); k=2", t4, hot4, ragged, 2, kind="edge"
+        ),
+        LoopCase(
+            "edge: k=3 on a vocabulary of 4, a 3-token prompt, max_tokens 4; k=3",
+            t4,
+            hot4,
+            (Request((2, 0, 3), SamplingParams(temperature=0.8, top_k=2, logit_bias={1: 0.7}, max_tokens=4)),),
+            3,
+            kind="edge",
+        ),
     )
 
 
 # --------------------------------------------------------------------------- drawn from the seed
 
-SEED_STREAMS = ("generated cases", "seed-law and same-seed runs", "engine-scale cases", "engine-scale runs",
-                "shrink cases", "shrink runs", "loop chi-square", "seed replay runs", "counterexample runs")
+SEED_STREAMS = (
+    "generated cases",
+    "seed-law and same-seed runs",
+    "engine-scale cases",
+    "engine-scale runs",
+    "shrink cases",
+    "shrink runs",
+    "loop chi-square",
+    "seed replay runs",
+    "counterexample runs",
+)
 """What each child of ``numpy.random.SeedSequence(seed)`` draws (``battery.stream``), by index:
 child 0 the generated cases (one grandchild per case, so that case i is the same whatever the
 budget's count), child 1 the ``rng`` handed to the loop in the seed-law and same-seed runs (what
@@ -239,12 +341,16 @@ def drawn_params(rng, vocab: int, max_tokens: int) -> SamplingParams:
     return SamplingParams(
         temperature=_pick(rng, _TEMPERATURES),
         top_k=None if rng.random() < 0.5 else int(rng.integers(1, vocab + 1)),
-        top_p=_pick(rng, _TOP_PS), min_p=_pick(rng, _MIN_PS),
-        repetition_penalty=_pick(rng, _REPETITION), frequency_penalty=_pick(rng, _FREQUENCY),
+        top_p=_pick(rng, _TOP_PS),
+        min_p=_pick(rng, _MIN_PS),
+        repetition_penalty=_pick(rng, _REPETITION),
+        frequency_penalty=_pick(rng, _FREQUENCY),
         presence_penalty=_pick(rng, _PRESENCE),
         logit_bias={token(): _pick(rng, _BIASES) for _ in range(int(rng.integers(0, 3)))},
         allowed_tokens=drawn_grammar(rng, vocab) if rng.random() < 1 / 3 else None,
-        stop_token_ids=(token(),) if rng.random() < 0.5 else (), max_tokens=max_tokens)
+        stop_token_ids=(token(),) if rng.random() < 0.5 else (),
+        max_tokens=max_tokens,
+    )
 
 
 def _drawn_case(rng, name: str, m_max: int) -> LoopCase:
@@ -266,19 +372,33 @@ def _drawn_case(rng, name: str, m_max: int) -> LoopCase:
             dt[..., V:] = 0.5
         draft = LogitTable(dt, f"draft V{V} width {width}")
     n = _pick(rng, (1, 1, 2, 3))
-    reqs = tuple(Request(tuple(int(x) for x in rng.integers(0, V, int(rng.integers(1, 5)))),
-                         drawn_params(rng, V, int(rng.integers(0, m_max + 1)))) for _ in range(n))
+    reqs = tuple(
+        Request(
+            tuple(int(x) for x in rng.integers(0, V, int(rng.integers(1, 5)))),
+            drawn_params(rng, V, int(rng.integers(0, m_max + 1))),
+        )
+        for _ in range(n)
+    )
     shape = ", ".join(f"prompt {len(r.prompt)} m={r.params.max_tokens}" for r in reqs)
-    return LoopCase(f"{name}: V{V} period {period}, draft width {width}, k={k}, {n} request"
-                    f"{'s' if n > 1 else ''} ({shape})", target, draft, reqs, k, kind="generated")
+    return LoopCase(
+        f"{name}: V{V} period {period}, draft width {width}, k={k}, {n} request{'s' if n > 1 else ''} ({shape})",
+        target,
+        draft,
+        reqs,
+        k,
+        kind="generated",
+    )
 
 
 def _reference_law(case: LoopCase, max_paths: int) -> dict:
     from ..samplers.reference_loop import generate
 
     return exact.enumerate_distribution(
-        lambda rng: read_outcome(generate(case.target, case.draft, list(case.requests), case.k, rng),
-                             len(case.requests), case.vocab_size), max_paths=max_paths)
+        lambda rng: read_outcome(
+            generate(case.target, case.draft, list(case.requests), case.k, rng), len(case.requests), case.vocab_size
+        ),
+        max_paths=max_paths,
+    )
 
 
 def tokens_per_pass_rates(law: dict, n: int) -> list[float]:
@@ -301,8 +421,11 @@ def reference_rates(case: LoopCase) -> list[float]:
     key = id(case)
     if key not in _REFERENCE_RATES:
         law = exact.enumerate_distribution(
-            lambda rng: read_outcome(generate(case.target, case.draft, list(case.requests), case.k, rng),
-                                 len(case.requests), case.vocab_size), max_paths=1_000_000)
+            lambda rng: read_outcome(
+                generate(case.target, case.draft, list(case.requests), case.k, rng), len(case.requests), case.vocab_size
+            ),
+            max_paths=1_000_000,
+        )
         _REFERENCE_RATES[key] = (case, tokens_per_pass_rates(law, len(case.requests)))
     return _REFERENCE_RATES[key][1]
 
@@ -347,8 +470,7 @@ SCALE_KINDS = ("scale", "aimed")
 """LoopCase kinds judged by ``LoopBattery.scale_case`` (a binned chi-square per position)."""
 
 
-def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: str,
-                    side: str = "residual") -> LoopCase:
+def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: str, side: str = "residual") -> LoopCase:
     """A batch at engine scale: a context-free target and draft (``loop.ContextFreeLogits``, the
     logs of a ``scale.scale_pair`` of that ``side``: mass on the ids where tiles and id types
     end, drawn from ``rng``) and two requests of ``max_tokens`` each: a 1-token
@@ -362,12 +484,30 @@ def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: s
     target = ContextFreeLogits(np.log(p), f"context-free target V{vocab}")
     draft = ContextFreeLogits(np.log(q), f"context-free draft V{vocab}")
     long_prompt = tuple(int(x) % vocab for x in (0, vocab - 1, 1, vocab - 2, 127, 128, 1023))
-    reqs = (Request((int(rng.integers(vocab)),), SamplingParams(max_tokens=max_tokens)),
-            Request(long_prompt, SamplingParams(temperature=0.8, top_k=max(1, vocab // 2), top_p=0.95, min_p=1e-4,
-                                                logit_bias={vocab - 1: 1.5}, stop_token_ids=(max(vocab - 2, 0),),
-                                                max_tokens=max_tokens)))
-    return LoopCase(f"{name}: V{vocab}, k={k}, max_tokens {max_tokens}, prompts 1 and 7 tokens, binned",
-                    target, draft, reqs, k, kind=kind, side=side)
+    reqs = (
+        Request((int(rng.integers(vocab)),), SamplingParams(max_tokens=max_tokens)),
+        Request(
+            long_prompt,
+            SamplingParams(
+                temperature=0.8,
+                top_k=max(1, vocab // 2),
+                top_p=0.95,
+                min_p=1e-4,
+                logit_bias={vocab - 1: 1.5},
+                stop_token_ids=(max(vocab - 2, 0),),
+                max_tokens=max_tokens,
+            ),
+        ),
+    )
+    return LoopCase(
+        f"{name}: V{vocab}, k={k}, max_tokens {max_tokens}, prompts 1 and 7 tokens, binned",
+        target,
+        draft,
+        reqs,
+        k,
+        kind=kind,
+        side=side,
+    )
 
 
 def scale_loop_cases(budget="standard", seed: int = 0, aim=None) -> list[LoopCase]:
@@ -381,14 +521,43 @@ def scale_loop_cases(budget="standard", seed: int = 0, aim=None) -> list[LoopCas
     shapes = [(b.scale_vocab, b.scale_k, b.scale_tokens, "engine scale", "scale", "residual")] if b.scale_vocab else []
     if aim:
         m = aim.max_tokens if aim.max_tokens is not None else 8
-        shapes += [(aim.vocab or 4096, k, m, "aimed", "aimed", ("residual", "draft")[i % 2])
-                   for i, k in enumerate(aim.ks or (4,))]
-    return [scale_loop_case(v, k, m, np.random.default_rng(seed_stream(seed, "engine-scale cases", i)),
-                            f"{name} (seed {seed})", kind, side)
-            for i, (v, k, m, name, kind, side) in enumerate(shapes)]
+        shapes += [
+            (aim.vocab or 4096, k, m, "aimed", "aimed", ("residual", "draft")[i % 2])
+            for i, k in enumerate(aim.ks or (4,))
+        ]
+    return [
+        scale_loop_case(
+            v,
+            k,
+            m,
+            np.random.default_rng(seed_stream(seed, "engine-scale cases", i)),
+            f"{name} (seed {seed})",
+            kind,
+            side,
+        )
+        for i, (v, k, m, name, kind, side) in enumerate(shapes)
+    ]
 
 
-__all__ = ["CORE_KINDS", "GENERATED_ATTEMPTS", "LOOP_BUDGETS", "LoopBudget", "LoopCase", "SCALE_KINDS", "SEED_STREAMS",
-           "campaign_loop_budget", "drawn_grammar", "drawn_params", "edge_cases", "generated_loop_cases",
-           "get_loop_budget", "loop_cases", "reference_rates", "scale_loop_case", "scale_loop_cases", "seed_stream",
-           "seeded_logits", "tokens_per_pass_rates"]
+__all__ = [
+    "CORE_KINDS",
+    "GENERATED_ATTEMPTS",
+    "LOOP_BUDGETS",
+    "LoopBudget",
+    "LoopCase",
+    "SCALE_KINDS",
+    "SEED_STREAMS",
+    "campaign_loop_budget",
+    "drawn_grammar",
+    "drawn_params",
+    "edge_cases",
+    "generated_loop_cases",
+    "get_loop_budget",
+    "loop_cases",
+    "reference_rates",
+    "scale_loop_case",
+    "scale_loop_cases",
+    "seed_stream",
+    "seeded_logits",
+    "tokens_per_pass_rates",
+]

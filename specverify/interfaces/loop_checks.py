@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..laws import exact, stats
 from ..battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
+from ..laws import exact, stats
 from ..laws.requests import sequence_law, step_distribution
-from .loop_cases import CORE_KINDS, SCALE_KINDS, LoopBudget, LoopCase, reference_rates, seed_stream, tokens_per_pass_rates
+from .loop_cases import (
+    CORE_KINDS,
+    SCALE_KINDS,
+    LoopBudget,
+    LoopCase,
+    reference_rates,
+    seed_stream,
+    tokens_per_pass_rates,
+)
 from .loop_tasks import contract_problem, loop_enumerate_task, loop_sample_task, loop_seed_law_task, loop_seed_task
 
 
@@ -54,8 +62,14 @@ class LoopBattery(Battery):
         ``budget.extra_max_paths`` for an edge or generated case (past it: statistics)."""
         b = self.budget
         paths = b.max_paths if case.kind in CORE_KINDS else min(b.max_paths, b.extra_max_paths)
-        return self.call(loop_enumerate_task, case, tuple(ids), paths, b.case_enumeration_s,
-                         seconds=b.case_enumeration_s + b.call_limit_s)
+        return self.call(
+            loop_enumerate_task,
+            case,
+            tuple(ids),
+            paths,
+            b.case_enumeration_s,
+            seconds=b.case_enumeration_s + b.call_limit_s,
+        )
 
     def law_case(self, case: LoopCase, per_check: float, exact_ok: bool, runs, efficiency: bool = True) -> None:
         """Judge every request of the case: exact law by enumeration (``exact_ok``), else the
@@ -97,20 +111,34 @@ class LoopBattery(Battery):
                             g2[outcome[0][0]] = g2.get(outcome[0][0], 0.0) + w
                         if exact.total_variation(g2, want) <= EXACT_TV_TOL:
                             check = "batch-isolation"
-                self.find(check, "distribution",
-                          f"request {i}: exact law of the output differs from target-only sampling's: TV {tv:.4g}"
-                          + (" (exact alone, biased in its batch)" if check == "batch-isolation" else ""),
-                          case, {"request": i, "exact_tv": tv, "got": _top(got), "expected": _top(want)})
+                self.find(
+                    check,
+                    "distribution",
+                    f"request {i}: exact law of the output differs from target-only sampling's: TV {tv:.4g}"
+                    + (" (exact alone, biased in its batch)" if check == "batch-isolation" else ""),
+                    case,
+                    {"request": i, "exact_tv": tv, "got": _top(got), "expected": _top(want)},
+                )
             return
         r.ran.append(f"sequence-law: {case.name}: not enumerable ({value}); statistics instead")
         rng = np.random.default_rng(runs)
         core = case.kind in CORE_KINDS
         n = b.samples if core else b.extra_samples
         if not n:  # a campaign (tv=X): enough runs for every request's chi-square to see it
-            n = max(stats.min_num_samples_chi_square(b.detect_tv, _law(case, i), per_check, POWER_FALSE_PASS_RATE)
-                    for i in ids)
-        got, breach, _, _ = self.call(loop_sample_task, case, ids, n, rng,
-                                      b.statistics_s, b.call_limit_s, seconds=b.statistics_s + 2 * b.call_limit_s)
+            n = max(
+                stats.min_num_samples_chi_square(b.detect_tv, _law(case, i), per_check, POWER_FALSE_PASS_RATE)
+                for i in ids
+            )
+        got, breach, _, _ = self.call(
+            loop_sample_task,
+            case,
+            ids,
+            n,
+            rng,
+            b.statistics_s,
+            b.call_limit_s,
+            seconds=b.statistics_s + 2 * b.call_limit_s,
+        )
         if breach:
             self.find("contract", "contract", breach, case)
         self.contracts(case, got)
@@ -124,19 +152,34 @@ class LoopBattery(Battery):
             p = test.p_value if test.p_value is not None else 0.0
             r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
             tv = min(stats.min_discrepancy_chi_square(len(samples), want, per_check, POWER_FALSE_PASS_RATE), 1.0)
-            r.power.append({"case": case.name, "request": i, "runs": len(samples), "min_detectable_tv": tv,
-                            "false_fail_rate": per_check, "detection_probability": 1 - POWER_FALSE_PASS_RATE,
-                            **({} if core else {"kind": case.kind})})
-            line = (f"loop-chi-square: {case.name}: request {i}: p-value {p:.3g} after {len(samples)} runs; "
-                    f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+            r.power.append(
+                {
+                    "case": case.name,
+                    "request": i,
+                    "runs": len(samples),
+                    "min_detectable_tv": tv,
+                    "false_fail_rate": per_check,
+                    "detection_probability": 1 - POWER_FALSE_PASS_RATE,
+                    **({} if core else {"kind": case.kind}),
+                }
+            )
+            line = (
+                f"loop-chi-square: {case.name}: request {i}: p-value {p:.3g} after {len(samples)} runs; "
+                f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}"
+            )
             r.ran.append(line)
             if test.passed and tv > b.detect_tv and core:  # an edge or generated case: power stated
                 r.shortfalls.append(f"{line}, not the budget's {b.detect_tv:g}")
             if not test.passed:
                 r.samples_to_detect = len(samples)
-                self.find("loop-chi-square", "distribution",
-                          f"request {i}: sampled outputs differ from target-only sampling's: p-value {p:.3g} "
-                          f"< {per_check:.3g} after {len(samples)} runs", case, {"request": i, "p_value": p})
+                self.find(
+                    "loop-chi-square",
+                    "distribution",
+                    f"request {i}: sampled outputs differ from target-only sampling's: p-value {p:.3g} "
+                    f"< {per_check:.3g} after {len(samples)} runs",
+                    case,
+                    {"request": i, "p_value": p},
+                )
         seen = [row["min_detectable_tv"] for row in r.power if row["case"] == case.name]
         self.cover(case, "chi-square", len(got), max(seen) if seen else None)
 
@@ -152,9 +195,13 @@ class LoopBattery(Battery):
             self.result.ran.append(f"tokens-per-pass: {case.name}: request {i}: {got:.4f} vs {ref:.4f}")
             self.result.mean_tokens_per_round[f"{case.name}: request {i}"] = (got, ref)  # so efficient is decided
             if got < ref - 1e-9:
-                self.find("tokens-per-pass", "efficiency",
-                          f"request {i}: {got:.4f} tokens per target pass, the reference loop gives {ref:.4f}",
-                          case, {"request": i, "measured": got, "expected": ref})
+                self.find(
+                    "tokens-per-pass",
+                    "efficiency",
+                    f"request {i}: {got:.4f} tokens per target pass, the reference loop gives {ref:.4f}",
+                    case,
+                    {"request": i, "measured": got, "expected": ref},
+                )
 
     def seeded_case(self, case: LoopCase, per_check: float | None = None) -> None:
         """Seeds, by replay and by law. ``seeded-reproducibility`` (contract): request 0 seeded with
@@ -170,30 +217,52 @@ class LoopBattery(Battery):
         b, r = self.budget, self.result
         self.laws = {}
         seeds = list(range(b.seeds))
-        mismatches, breach = self.call(loop_seed_task, case, seeds, seed_stream(self.seed, "seed replay runs"),
-                                       b.call_limit_s, True,
-                                       seconds=4 * len(seeds) * b.call_limit_s + b.call_limit_s)
+        mismatches, breach = self.call(
+            loop_seed_task,
+            case,
+            seeds,
+            seed_stream(self.seed, "seed replay runs"),
+            b.call_limit_s,
+            True,
+            seconds=4 * len(seeds) * b.call_limit_s + b.call_limit_s,
+        )
         if breach:
             self.find("contract", "contract", breach, case)
-        r.ran.append(f"seeded-reproducibility: {case.name}: {len(mismatches)} mismatches over {len(seeds)} seeds "
-                     f"(alone vs batched, same-seed pairs)")
+        r.ran.append(
+            f"seeded-reproducibility: {case.name}: {len(mismatches)} mismatches over {len(seeds)} seeds "
+            f"(alone vs batched, same-seed pairs)"
+        )
         for kind in ("batched", "same seed"):
             first = next((m for m in mismatches if m["kind"] == kind), None)
             if first is None:
                 continue
-            what = ("a seeded request's tokens differ alone and in a batch" if kind == "batched" else
-                    "two requests with the same seed in one batch do not each give what they give alone")
-            self.find("seeded-reproducibility", "contract",
-                      f"{what} (seed {first['seed']}, request {first['request']}: {first['alone']} alone, "
-                      f"{first['batched']} batched)", case,
-                      {"request": first["request"], "mismatches": [m for m in mismatches if m["kind"] == kind][:5]})
+            what = (
+                "a seeded request's tokens differ alone and in a batch"
+                if kind == "batched"
+                else "two requests with the same seed in one batch do not each give what they give alone"
+            )
+            self.find(
+                "seeded-reproducibility",
+                "contract",
+                f"{what} (seed {first['seed']}, request {first['request']}: {first['alone']} alone, "
+                f"{first['batched']} batched)",
+                case,
+                {"request": first["request"], "mismatches": [m for m in mismatches if m["kind"] == kind][:5]},
+            )
         if breach or b.seed_law_runs <= 0:
             return
         rate = b.false_fail_rate if per_check is None else per_check
         rng = np.random.default_rng(seed_stream(self.seed, "seed-law and same-seed runs"))
         seconds = b.statistics_s
-        samples, breach = self.call(loop_seed_law_task, case, b.seed_law_runs, rng, b.call_limit_s, seconds,
-                                    seconds=seconds + 2 * b.call_limit_s)
+        samples, breach = self.call(
+            loop_seed_law_task,
+            case,
+            b.seed_law_runs,
+            rng,
+            b.call_limit_s,
+            seconds,
+            seconds=seconds + 2 * b.call_limit_s,
+        )
         if breach:
             self.find("contract", "contract", breach, case)
         if not samples:
@@ -204,18 +273,37 @@ class LoopBattery(Battery):
         p = test.p_value if test.p_value is not None else 0.0
         r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
         tv = min(stats.min_discrepancy_chi_square(len(samples), want, rate, POWER_FALSE_PASS_RATE), 1.0)
-        r.power.append({"case": case.name, "request": 0, "check": "seed-law", "runs": len(samples),
-                        "seeds": f"0..{len(samples) - 1}", "min_detectable_tv": tv, "false_fail_rate": rate,
-                        "detection_probability": 1 - POWER_FALSE_PASS_RATE})
+        r.power.append(
+            {
+                "case": case.name,
+                "request": 0,
+                "check": "seed-law",
+                "runs": len(samples),
+                "seeds": f"0..{len(samples) - 1}",
+                "min_detectable_tv": tv,
+                "false_fail_rate": rate,
+                "detection_probability": 1 - POWER_FALSE_PASS_RATE,
+            }
+        )
         self.cover(case, "chi-square", len(samples), tv)
-        r.ran.append(f"seed-law: {case.name}: request 0 over seeds 0..{len(samples) - 1}: p-value {p:.3g}; "
-                     f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+        r.ran.append(
+            f"seed-law: {case.name}: request 0 over seeds 0..{len(samples) - 1}: p-value {p:.3g}; "
+            f"detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}"
+        )
         if not test.passed:
-            self.find("seed-law", "distribution",
-                      f"request 0: its outputs over seeds 0..{len(samples) - 1} do not follow target-only "
-                      f"sampling's law: p-value {p:.3g} < {rate:.3g}", case,
-                      {"request": 0, "p_value": p, "seeds": len(samples),
-                       "empirical_tv": stats.tv_distance(self.laws[0][1], want)})
+            self.find(
+                "seed-law",
+                "distribution",
+                f"request 0: its outputs over seeds 0..{len(samples) - 1} do not follow target-only "
+                f"sampling's law: p-value {p:.3g} < {rate:.3g}",
+                case,
+                {
+                    "request": 0,
+                    "p_value": p,
+                    "seeds": len(samples),
+                    "empirical_tv": stats.tv_distance(self.laws[0][1], want),
+                },
+            )
 
     def scale_case(self, case: LoopCase, per_check: float, seconds: float, rng):
         """An engine-scale or aimed batch (``scale_loop_cases``): ``scale_runs`` runs (within
@@ -228,8 +316,16 @@ class LoopBattery(Battery):
 
         b, r = self.budget, self.result
         ids = tuple(range(len(case.requests)))
-        got, breach, _, rng = self.call(loop_sample_task, case, ids, b.scale_runs, rng, seconds,
-                                        b.call_limit_s, seconds=seconds + 4 * b.call_limit_s)
+        got, breach, _, rng = self.call(
+            loop_sample_task,
+            case,
+            ids,
+            b.scale_runs,
+            rng,
+            seconds,
+            b.call_limit_s,
+            seconds=seconds + 4 * b.call_limit_s,
+        )
         if breach:
             self.find("contract", "contract", breach, case)
         before = len(r.findings)
@@ -246,19 +342,39 @@ class LoopBattery(Battery):
             words = binning_words(len(verdict.want), case.vocab_size, verdict.n)
             tv = min_detectable_tv(row, len(columns[0]) if columns else 0, per_check, POWER_FALSE_PASS_RATE)
             detect.append(tv)
-            r.power.append({"case": case.name, "request": i, "runs": runs, "min_detectable_tv": tv,
-                            "false_fail_rate": per_check, "detection_probability": 1 - POWER_FALSE_PASS_RATE,
-                            "kind": case.kind, "binned": len(verdict.want)})
-            r.ran.append(f"loop binned chi-square: {case.name}: request {i}: {runs} runs, "
-                         f"{req.params.max_tokens} position(s); detects a binned TV >= {tv:.3g} at the first "
-                         f"position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})")
+            r.power.append(
+                {
+                    "case": case.name,
+                    "request": i,
+                    "runs": runs,
+                    "min_detectable_tv": tv,
+                    "false_fail_rate": per_check,
+                    "detection_probability": 1 - POWER_FALSE_PASS_RATE,
+                    "kind": case.kind,
+                    "binned": len(verdict.want),
+                }
+            )
+            r.ran.append(
+                f"loop binned chi-square: {case.name}: request {i}: {runs} runs, "
+                f"{req.params.max_tokens} position(s); detects a binned TV >= {tv:.3g} at the first "
+                f"position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})"
+            )
             if not verdict.passed:
-                self.find("loop-binned-chi-square", "distribution",
-                          f"request {i}: token {verdict.position + 1} differs from target-only sampling's law: "
-                          f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} "
-                          f"({words})", case,
-                          {"request": i, "position": verdict.position, "p_value": verdict.p_value,
-                           "binned_tv": verdict.binned_tv, "samples": verdict.n})
+                self.find(
+                    "loop-binned-chi-square",
+                    "distribution",
+                    f"request {i}: token {verdict.position + 1} differs from target-only sampling's law: "
+                    f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} "
+                    f"({words})",
+                    case,
+                    {
+                        "request": i,
+                        "position": verdict.position,
+                        "p_value": verdict.p_value,
+                        "binned_tv": verdict.binned_tv,
+                        "samples": verdict.n,
+                    },
+                )
                 break
         self.cover(case, "binned chi-square", runs, max(detect) if detect else None)
         return rng
@@ -266,10 +382,19 @@ class LoopBattery(Battery):
     def cover(self, case: LoopCase, judged: str, runs: int | None, detect_tv: float | None) -> None:
         """The case's ``coverage_entry`` (origin: its kind; an engine-scale batch is generated)."""
         origin = {"scale": "generated"}.get(case.kind, case.kind)
-        self.result.cover(name=case.name, origin=origin, vocab=case.vocab_size, k=case.k,
-                          tokens=max((q.params.max_tokens for q in case.requests), default=0), judged=judged,
-                          runs=runs, detect_tv=detect_tv, requests=len(case.requests),
-                          prompts=[len(q.prompt) for q in case.requests], seeded=case.seeded)
+        self.result.cover(
+            name=case.name,
+            origin=origin,
+            vocab=case.vocab_size,
+            k=case.k,
+            tokens=max((q.params.max_tokens for q in case.requests), default=0),
+            judged=judged,
+            runs=runs,
+            detect_tv=detect_tv,
+            requests=len(case.requests),
+            prompts=[len(q.prompt) for q in case.requests],
+            seeded=case.seeded,
+        )
 
     def run(self, cases, stop_on_first: bool) -> BatteryResult:
         r = self.result
@@ -279,21 +404,34 @@ class LoopBattery(Battery):
         scale_rng = np.random.default_rng(seed_stream(self.seed, "engine-scale runs"))
         seed_laws = sum(1 for c in cases if c.seeded) if self.budget.seed_law_runs > 0 else 0
         positions = sum(q.params.max_tokens for c in big for q in c.requests)
-        per_check = stats.split_budget(self.budget.false_fail_rate,
-                                       max(1, sum(len(c.requests) for c in law) + seed_laws + positions))
+        per_check = stats.split_budget(
+            self.budget.false_fail_rate, max(1, sum(len(c.requests) for c in law) + seed_laws + positions)
+        )
         # replay: the same rng state must give the same outputs, else enumeration would mislead
         exact_ok = True
         first = (law or big)[0]
-        got, breach, replayed, _ = self.call(loop_sample_task, first, tuple(range(len(first.requests))), 3,
-                                             np.random.default_rng(self.seed), 5.0, self.budget.call_limit_s,
-                                             seconds=5.0 + 4 * self.budget.call_limit_s)
+        got, breach, replayed, _ = self.call(
+            loop_sample_task,
+            first,
+            tuple(range(len(first.requests))),
+            3,
+            np.random.default_rng(self.seed),
+            5.0,
+            self.budget.call_limit_s,
+            seconds=5.0 + 4 * self.budget.call_limit_s,
+        )
         if breach:
             self.find("contract", "contract", breach, first)
             return r
         if not replayed:
             exact_ok = False
-            self.find("rng", "contract", "does not draw from rng: the same rng state replayed different "
-                      "outputs; enumeration skipped, laws judged by statistics", first)
+            self.find(
+                "rng",
+                "contract",
+                "does not draw from rng: the same rng state replayed different "
+                "outputs; enumeration skipped, laws judged by statistics",
+                first,
+            )
         for i, case in enumerate(cases):
             if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
                 r.ran.append("stopped after the first finding")

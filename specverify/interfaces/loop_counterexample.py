@@ -17,8 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..laws import exact, stats
 from ..battery.core import BatteryResult, Finding, run_in_subject
+from ..laws import exact, stats
 from ..laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law, step_distribution
 from .loop_cases import LoopCase, get_loop_budget, scale_loop_case, seed_stream, seeded_logits
 from .loop_checks import LoopBattery
@@ -55,13 +55,18 @@ def _small_models(vocab: int) -> list[tuple[LogitTable, LogitTable]]:
     padded[..., vocab] = 0.5
     zero_t, tiny_d = seeded_logits(330 + vocab, 1, vocab, vocab, 1.0), seeded_logits(340 + vocab, 1, vocab, vocab, 1.0)
     zero_t[..., vocab - 1] = -1e4
-    tiny_d[..., vocab - 1] = np.log(1e-8) + tiny_d[..., :vocab - 1].max(axis=-1)
+    tiny_d[..., vocab - 1] = np.log(1e-8) + tiny_d[..., : vocab - 1].max(axis=-1)
     return [
         (target, draft),
         (target, LogitTable(padded, f"draft V{vocab} + 1 padding row")),
-        (target, LogitTable(seeded_logits(350 + vocab, 1, vocab, vocab - 1, 1.0), f"draft with {vocab - 1} of {vocab} ids")),
-        (LogitTable(zero_t, f"target V{vocab}, p({vocab - 1}) = 0"),
-         LogitTable(tiny_d, f"draft V{vocab}, q({vocab - 1}) = 1e-8")),
+        (
+            target,
+            LogitTable(seeded_logits(350 + vocab, 1, vocab, vocab - 1, 1.0), f"draft with {vocab - 1} of {vocab} ids"),
+        ),
+        (
+            LogitTable(zero_t, f"target V{vocab}, p({vocab - 1}) = 0"),
+            LogitTable(tiny_d, f"draft V{vocab}, q({vocab - 1}) = 1e-8"),
+        ),
         (LogitTable(seeded_logits(360 + vocab, 2, vocab, vocab, 1.0), f"target V{vocab} period 2"), draft),
     ]
 
@@ -70,16 +75,23 @@ def _small_params(vocab: int, m: int) -> list[SamplingParams]:
     """One parameter at a time, simplest first, each with max_tokens m."""
     last = vocab - 1
     # even lengths: never the last token again; odd lengths: anything (a state beyond the last token)
-    grammar = LastTokenGrammar(tuple(range(vocab)), tuple(tuple(u for u in range(vocab) if u != t)
-                                                          for t in range(vocab)),
-                               tuple(tuple(range(vocab)) for _ in range(vocab)))
-    return [SamplingParams(max_tokens=m), SamplingParams(repetition_penalty=1.5, max_tokens=m),
-            SamplingParams(frequency_penalty=0.5, presence_penalty=0.3, max_tokens=m),
-            SamplingParams(min_p=0.3, max_tokens=m), SamplingParams(logit_bias={0: 1.0}, max_tokens=m),
-            SamplingParams(stop_token_ids=(last,), max_tokens=m), SamplingParams(top_p=0.7, max_tokens=m),
-            SamplingParams(temperature=0.7, top_k=vocab - 1, max_tokens=m),
-            SamplingParams(allowed_tokens=grammar, max_tokens=m),
-            SamplingParams(temperature=0, repetition_penalty=2.0, max_tokens=m)]
+    grammar = LastTokenGrammar(
+        tuple(range(vocab)),
+        tuple(tuple(u for u in range(vocab) if u != t) for t in range(vocab)),
+        tuple(tuple(range(vocab)) for _ in range(vocab)),
+    )
+    return [
+        SamplingParams(max_tokens=m),
+        SamplingParams(repetition_penalty=1.5, max_tokens=m),
+        SamplingParams(frequency_penalty=0.5, presence_penalty=0.3, max_tokens=m),
+        SamplingParams(min_p=0.3, max_tokens=m),
+        SamplingParams(logit_bias={0: 1.0}, max_tokens=m),
+        SamplingParams(stop_token_ids=(last,), max_tokens=m),
+        SamplingParams(top_p=0.7, max_tokens=m),
+        SamplingParams(temperature=0.7, top_k=vocab - 1, max_tokens=m),
+        SamplingParams(allowed_tokens=grammar, max_tokens=m),
+        SamplingParams(temperature=0, repetition_penalty=2.0, max_tokens=m),
+    ]
 
 
 @lru_cache(maxsize=1)
@@ -95,19 +107,37 @@ def small_loop_cases() -> tuple[LoopCase, ...]:
         for m in (1, 2, 3):
             for k in (1, 2):
                 for j, params in enumerate(_small_params(vocab, m)):
-                    single.append(LoopCase(f"counterexample V{vocab} m={m} k={k} params {j}", *models[0],
-                                           (Request((0,), params),), k))
+                    single.append(
+                        LoopCase(
+                            f"counterexample V{vocab} m={m} k={k} params {j}", *models[0], (Request((0,), params),), k
+                        )
+                    )
                 for j, (target, draft) in enumerate(models[1:], 1):
-                    single.append(LoopCase(f"counterexample V{vocab} m={m} k={k} model {j}", target, draft,
-                                           (Request((0,), SamplingParams(max_tokens=m)),), k))
+                    single.append(
+                        LoopCase(
+                            f"counterexample V{vocab} m={m} k={k} model {j}",
+                            target,
+                            draft,
+                            (Request((0,), SamplingParams(max_tokens=m)),),
+                            k,
+                        )
+                    )
             if m >= 2:
                 for k in (1, 2):
-                    reqs = (Request((0,), SamplingParams(repetition_penalty=1.5, max_tokens=m)),
-                            Request((1, 0), SamplingParams(temperature=0.7, max_tokens=m - 1)))
+                    reqs = (
+                        Request((0,), SamplingParams(repetition_penalty=1.5, max_tokens=m)),
+                        Request((1, 0), SamplingParams(temperature=0.7, max_tokens=m - 1)),
+                    )
                     batch.append(LoopCase(f"counterexample V{vocab} m={m} k={k} batch of 2", *models[0], reqs, k))
-                seeded.append(LoopCase(f"counterexample V{vocab} m={m} k=1 seeded beside unseeded", *models[0],
-                                       (Request((0,), SamplingParams(max_tokens=m)),
-                                        Request((1,), SamplingParams(max_tokens=m))), 1, seeded=True))
+                seeded.append(
+                    LoopCase(
+                        f"counterexample V{vocab} m={m} k=1 seeded beside unseeded",
+                        *models[0],
+                        (Request((0,), SamplingParams(max_tokens=m)), Request((1,), SamplingParams(max_tokens=m))),
+                        1,
+                        seeded=True,
+                    )
+                )
     return tuple(single + batch + seeded)
 
 
@@ -118,8 +148,11 @@ def params_text(params: SamplingParams) -> dict:
     for name in params.__dataclass_fields__:
         value = getattr(params, name)
         if value != getattr(default, name):
-            out[name] = repr(value) if name == "allowed_tokens" else (
-                {str(t): b for t, b in value.items()} if isinstance(value, dict) else value)
+            out[name] = (
+                repr(value)
+                if name == "allowed_tokens"
+                else ({str(t): b for t, b in value.items()} if isinstance(value, dict) else value)
+            )
     return out
 
 
@@ -132,17 +165,34 @@ def describe_loop(case: LoopCase, finding: Finding, laws: dict) -> dict:
     method, got, want, runs = laws.get(i, ("exact", {}, sequence_law(case.target, req), None))
     tv = (exact.total_variation(got, want) if method == "exact" else stats.tv_distance(got, want)) if got else 0.0
     return {
-        "method": method, "case": case.name, "check": finding.check, "kind": finding.kind,
+        "method": method,
+        "case": case.name,
+        "check": finding.check,
+        "kind": finding.kind,
         "message": finding.message,
         "evidence": {key: v for key, v in finding.evidence.items() if key not in ("got", "expected")},
-        "vocab_size": case.vocab_size, "k": case.k, "window": req.params.max_tokens, "prefix": list(req.prompt),
-        "request": i, "requests": [{"prompt": list(r.prompt), "params": params_text(r.params)} for r in case.requests],
-        "model": f"{case.target.name} / {case.draft.name}", "order": 1, "period": case.target.table.shape[0],
-        "p": case.target.table.round(6).tolist(), "q": case.draft.table.round(6).tolist(),
+        "vocab_size": case.vocab_size,
+        "k": case.k,
+        "window": req.params.max_tokens,
+        "prefix": list(req.prompt),
+        "request": i,
+        "requests": [{"prompt": list(r.prompt), "params": params_text(r.params)} for r in case.requests],
+        "model": f"{case.target.name} / {case.draft.name}",
+        "order": 1,
+        "period": case.target.table.shape[0],
+        "p": case.target.table.round(6).tolist(),
+        "q": case.draft.table.round(6).tolist(),
         "processed_p": step_distribution(case.target(req.prompt), req.params, req.prompt, ()).round(6).tolist(),
-        ("exact_tv" if method == "exact" else "empirical_tv"): float(tv), "samples": runs,
-        "distributions": [{"tokens": list(key), "sampler": round(float(got.get(key, 0.0)), 9),
-                           "target": round(float(want.get(key, 0.0)), 9)} for key in sorted(set(got) | set(want))],
+        ("exact_tv" if method == "exact" else "empirical_tv"): float(tv),
+        "samples": runs,
+        "distributions": [
+            {
+                "tokens": list(key),
+                "sampler": round(float(got.get(key, 0.0)), 9),
+                "target": round(float(want.get(key, 0.0)), 9),
+            }
+            for key in sorted(set(got) | set(want))
+        ],
     }
 
 
@@ -159,13 +209,26 @@ def describe_binned_loop(case: LoopCase, finding: Finding) -> dict:
     z = case.draft(req.prompt)
     q = np.exp(z - z.max())
     return {
-        "method": "binned", "case": case.name, "check": finding.check, "kind": finding.kind,
-        "message": finding.message, "evidence": dict(finding.evidence),
-        "vocab_size": case.vocab_size, "k": case.k, "window": req.params.max_tokens, "prefix": list(req.prompt),
-        "request": i, "requests": [{"prompt": list(r.prompt), "params": params_text(r.params)} for r in case.requests],
-        "model": f"{case.target.name} / {case.draft.name}", "order": 0, "period": 1,
-        "p": heaviest(p), "q": heaviest(q / q.sum()), "position": finding.evidence.get("position"),
-        "empirical_tv": float(finding.evidence.get("binned_tv", 0.0)), "samples": finding.evidence.get("samples"),
+        "method": "binned",
+        "case": case.name,
+        "check": finding.check,
+        "kind": finding.kind,
+        "message": finding.message,
+        "evidence": dict(finding.evidence),
+        "vocab_size": case.vocab_size,
+        "k": case.k,
+        "window": req.params.max_tokens,
+        "prefix": list(req.prompt),
+        "request": i,
+        "requests": [{"prompt": list(r.prompt), "params": params_text(r.params)} for r in case.requests],
+        "model": f"{case.target.name} / {case.draft.name}",
+        "order": 0,
+        "period": 1,
+        "p": heaviest(p),
+        "q": heaviest(q / q.sum()),
+        "position": finding.evidence.get("position"),
+        "empirical_tv": float(finding.evidence.get("binned_tv", 0.0)),
+        "samples": finding.evidence.get("samples"),
         "distributions": [],
     }
 
@@ -184,10 +247,21 @@ def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Find
     side = case.side or "residual"
     shapes = [s for s in shrink_shapes(case.vocab_size, case.k, side) if s != (case.vocab_size, case.k)]
     m = max(q.params.max_tokens for q in case.requests)
-    candidates = [scale_loop_case(v, k, min(m, k + 1), np.random.default_rng(seed_stream(seed, "shrink cases", i)),
-                                  f"shrunk (seed {seed})", "scale", side) for i, (v, k) in enumerate(shapes)]
-    per_check = stats.split_budget(b.false_fail_rate, max(1, sum(min(m, c.k + 1) * len(c.requests)
-                                                                   for c in candidates)))
+    candidates = [
+        scale_loop_case(
+            v,
+            k,
+            min(m, k + 1),
+            np.random.default_rng(seed_stream(seed, "shrink cases", i)),
+            f"shrunk (seed {seed})",
+            "scale",
+            side,
+        )
+        for i, (v, k) in enumerate(shapes)
+    ]
+    per_check = stats.split_budget(
+        b.false_fail_rate, max(1, sum(min(m, c.k + 1) * len(c.requests) for c in candidates))
+    )
     deadline = time.monotonic() + b.counterexample_s
     found: list = []
 
@@ -209,9 +283,16 @@ def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Find
     return found[0] if found else describe_binned_loop(case, finding)
 
 
-def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=None,
-                             exact_ok: bool = True, cases=None, judged: list | None = None,
-                             **overrides) -> dict | None:
+def find_loop_counterexample(
+    subject,
+    budget="standard",
+    seed: int = 0,
+    checks=None,
+    exact_ok: bool = True,
+    cases=None,
+    judged: list | None = None,
+    **overrides,
+) -> dict | None:
     """The smallest request and model (``small_loop_cases`` order) on which the loop subject shows
     a finding of one of ``checks`` (default: any law or contract check; the law checks count as one;
     seeded candidates only when ``checks`` holds one of ``SEED_CHECKS``), a law finding preferred.
@@ -242,21 +323,37 @@ def find_loop_counterexample(subject, budget="standard", seed: int = 0, checks=N
             elif wanted is not None and wanted <= set(SEED_CHECKS):
                 continue  # only a seeded case can show it
             else:
-                battery.law_case(case, per_check, exact_ok, seed_stream(seed, "counterexample runs", i),
-                                 efficiency=False)
-            hits = sorted((f for f in battery.result.findings if f.kind in ("distribution", "contract")
-                           and f.check != "rng" and (wanted is None or _family(f.check) in wanted)),
-                          key=lambda f: f.kind != "distribution")  # a law finding first
+                battery.law_case(
+                    case, per_check, exact_ok, seed_stream(seed, "counterexample runs", i), efficiency=False
+                )
+            hits = sorted(
+                (
+                    f
+                    for f in battery.result.findings
+                    if f.kind in ("distribution", "contract")
+                    and f.check != "rng"
+                    and (wanted is None or _family(f.check) in wanted)
+                ),
+                key=lambda f: f.kind != "distribution",
+            )  # a law finding first
             if judged is not None:
                 judged.append(case.name)
             if hits:
                 found.append(describe_loop(case, hits[0], battery.laws))
                 return
 
-    run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, time.monotonic() + b.counterexample_s),
-                   search)
+    run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, time.monotonic() + b.counterexample_s), search)
     return found[0] if found else None
 
 
-__all__ = ["LAW_CHECKS", "SEED_CHECKS", "counterexample_checks", "describe_binned_loop", "describe_loop",
-           "find_loop_counterexample", "params_text", "shrink_binned_loop", "small_loop_cases"]
+__all__ = [
+    "LAW_CHECKS",
+    "SEED_CHECKS",
+    "counterexample_checks",
+    "describe_binned_loop",
+    "describe_loop",
+    "find_loop_counterexample",
+    "params_text",
+    "shrink_binned_loop",
+    "small_loop_cases",
+]

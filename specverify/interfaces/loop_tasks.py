@@ -23,8 +23,22 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..battery.core import (
+    PASSED_THROUGH,
+    ContractBreach,
+    as_sequence,
+    call_subject,
+    items_of,
+    message_of,
+    plain_tokens,
+    reading,
+    show,
+    stream,
+    time_limit,
+    token_id,
+    type_name,
+)
 from ..laws import exact
-from ..battery.core import PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of, plain_tokens, reading, show, stream, time_limit, token_id, type_name
 from ..laws.requests import Output, Request, as_output, step_distribution
 
 READ_LIMIT = 10_000
@@ -85,7 +99,6 @@ def _plain_row(o, vocab: int) -> tuple | None:
     return tuple(toks), lps, drafted, accepted
 
 
-
 def _sequence(seq, what: str, noun: str) -> list:
     """The items of a list, tuple or array (``tolist``) the subject returned, at most READ_LIMIT."""
     seq, is_list = as_sequence(seq, what)
@@ -142,13 +155,11 @@ def _row(o, i: int, vocab: int) -> tuple:
     with reading(f"{what} returned a {type_name(o)}; reading it"):
         readable = isinstance(o, (Output, list, tuple)) or hasattr(o, "tolist")
     if not readable:
-        raise ContractBreach(f"{what} returned a {type_name(o)} ({show(o)}), not an Output or a "
-                             f"list of token ids")
+        raise ContractBreach(f"{what} returned a {type_name(o)} ({show(o)}), not an Output or a list of token ids")
     with reading(f"{what} returned a {type_name(o)}; reading it"):
         o = as_output(o)
         tokens, logprobs, drafted, accepted = o.tokens, o.logprobs, o.drafted, o.accepted
-    toks = tuple(token_id(t, vocab, f"{what} returned")
-                 for t in _sequence(tokens, f"{what} tokens is", "token ids"))
+    toks = tuple(token_id(t, vocab, f"{what} returned") for t in _sequence(tokens, f"{what} tokens is", "token ids"))
     lps = None
     if logprobs is not None:
         values = _sequence(logprobs, f"{what} logprobs is", "numbers")
@@ -168,8 +179,7 @@ def same_outcomes(a, b) -> bool:
     """``a == b`` for outcomes (nested tuples and lists of ints, floats and None), NaN equal to
     NaN: a loop that returns NaN logprobs replays them as NaN, and that is the same outcome."""
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return (type(a) is type(b) and len(a) == len(b)
-                and all(same_outcomes(x, y) for x, y in zip(a, b)))
+        return type(a) is type(b) and len(a) == len(b) and all(same_outcomes(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return a == b
@@ -184,8 +194,7 @@ def loop_enumerate_task(subject, case, ids, max_paths: int, seconds: float):
     reqs = _requests(case, ids)
     try:
         with time_limit(seconds, "exact enumeration", exact.NotEnumerable):
-            return "ok", exact.enumerate_distribution(lambda rng: _run(subject, case, reqs, rng),
-                                                      max_paths=max_paths)
+            return "ok", exact.enumerate_distribution(lambda rng: _run(subject, case, reqs, rng), max_paths=max_paths)
     except exact.NotEnumerable as exc:
         return "not-enumerable", message_of(exc)
     except ContractBreach as exc:
@@ -223,19 +232,34 @@ def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: boo
         for s in seeds:
             seeded = _seeded(case.requests[0], s)
             alone = _run(subject, case, [seeded], np.random.default_rng(stream(runs, s, 0)), call_limit)
-            batch = _run(subject, case, [seeded, *case.requests[1:]], np.random.default_rng(stream(runs, s, 1)),
-                         call_limit)
+            batch = _run(
+                subject, case, [seeded, *case.requests[1:]], np.random.default_rng(stream(runs, s, 1)), call_limit
+            )
             if alone[0][0] != batch[0][0]:
-                mismatches.append({"kind": "batched", "seed": int(s), "request": 0,
-                                   "alone": list(alone[0][0]), "batched": list(batch[0][0])})
+                mismatches.append(
+                    {
+                        "kind": "batched",
+                        "seed": int(s),
+                        "request": 0,
+                        "alone": list(alone[0][0]),
+                        "batched": list(batch[0][0]),
+                    }
+                )
             if same_seed and len(case.requests) > 1:
                 other = _seeded(case.requests[1], s)
                 alone1 = _run(subject, case, [other], np.random.default_rng(stream(runs, s, 2)), call_limit)
                 pair = _run(subject, case, [seeded, other], np.random.default_rng(stream(runs, s, 3)), call_limit)
                 for i, solo in ((0, alone), (1, alone1)):
                     if pair[i][0] != solo[0][0]:
-                        mismatches.append({"kind": "same seed", "seed": int(s), "request": i,
-                                           "alone": list(solo[0][0]), "batched": list(pair[i][0])})
+                        mismatches.append(
+                            {
+                                "kind": "same seed",
+                                "seed": int(s),
+                                "request": i,
+                                "alone": list(solo[0][0]),
+                                "batched": list(pair[i][0]),
+                            }
+                        )
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
         return mismatches, message_of(exc)
     return mismatches, None
@@ -271,25 +295,39 @@ def contract_problem(case, i: int, row: tuple) -> tuple[str, str] | None:
     if len(tokens) > params.max_tokens:
         return "stop-max-tokens", f"request {i}: {len(tokens)} tokens with max_tokens={params.max_tokens}"
     if len(tokens) < params.max_tokens and cut is None:
-        return "stop-max-tokens", (f"request {i}: ended after {len(tokens)} < max_tokens={params.max_tokens} "
-                                   f"tokens without a stop token")
+        return "stop-max-tokens", (
+            f"request {i}: ended after {len(tokens)} < max_tokens={params.max_tokens} tokens without a stop token"
+        )
     for name, count in (("drafted", drafted), ("accepted", accepted)):
         if count is not None and count < 0:
             return "counts", f"request {i}: {name} {count} (a count cannot be negative)"
     if drafted is not None and accepted is not None and accepted > drafted:
         return "counts", f"request {i}: accepted {accepted} of {drafted} drafted (acceptance above 1)"
     if accepted is not None and accepted > len(tokens):  # checked with or without drafted
-        return "counts", (f"request {i}: accepted {accepted} drafts but emitted only {len(tokens)} tokens "
-                          f"{list(tokens)}")
+        return "counts", (
+            f"request {i}: accepted {accepted} drafts but emitted only {len(tokens)} tokens {list(tokens)}"
+        )
     if lps is not None:
         for j, (t, lp) in enumerate(zip(tokens, lps)):
             p = step_distribution(case.target(prompt + tokens[:j]), params, prompt, tokens[:j])[t]
             want = math.log(p) if p > 0 else -math.inf
             if not (lp == want or abs(lp - want) <= LOGPROB_TOL):
-                return "logprobs", (f"request {i}: logprob of token {t} at position {j} of {list(tokens)} is "
-                                    f"{lp:.6g}, the processed target gives {want:.6g}")
+                return "logprobs", (
+                    f"request {i}: logprob of token {t} at position {j} of {list(tokens)} is "
+                    f"{lp:.6g}, the processed target gives {want:.6g}"
+                )
     return None
 
 
-__all__ = ["COUNT_LIMIT", "LOGPROB_TOL", "READ_LIMIT", "contract_problem", "loop_enumerate_task", "loop_sample_task",
-           "loop_seed_law_task", "loop_seed_task", "read_outcome", "same_outcomes"]
+__all__ = [
+    "COUNT_LIMIT",
+    "LOGPROB_TOL",
+    "READ_LIMIT",
+    "contract_problem",
+    "loop_enumerate_task",
+    "loop_sample_task",
+    "loop_seed_law_task",
+    "loop_seed_task",
+    "read_outcome",
+    "same_outcomes",
+]

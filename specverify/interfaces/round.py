@@ -46,19 +46,50 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..laws import exact, scale, stats
 from ..battery import runner
-from ..battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, ContractBreach, Finding, OutOfTime, run_in_subject, stopping_kinds
+from ..battery.core import (
+    EXACT_TV_TOL,
+    POWER_FALSE_PASS_RATE,
+    Battery,
+    BatteryResult,
+    ContractBreach,
+    Finding,
+    OutOfTime,
+    run_in_subject,
+    stopping_kinds,
+)
+from ..laws import exact, scale, stats
 from . import round_cases
-from .round_cases import WIDE_VOCAB, Budget, Case, battery, coverage, engine_scale_cases, expected_round_length, generated_cases, looks, optimum_tokens_per_round, round_length_cases, round_stream, scale_stream, target_distribution, too_slow, tree_optimum_tokens_per_round
+from .round_cases import (
+    WIDE_VOCAB,
+    Budget,
+    Case,
+    battery,
+    coverage,
+    engine_scale_cases,
+    expected_round_length,
+    generated_cases,
+    looks,
+    optimum_tokens_per_round,
+    round_length_cases,
+    round_stream,
+    scale_stream,
+    target_distribution,
+    too_slow,
+    tree_optimum_tokens_per_round,
+)
 from .round_counterexample import describe_case, find_counterexample, shrink_engine_scale
 from .round_tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_task
 
 NAME = "round"
 PARAMETERS = ("p_fn", "q_fn", "prefix", "k", "rng")
-ALIASES = {"p_fn": ("p", "target_fn", "p_model"), "q_fn": ("q", "draft_fn", "q_model"),
-           "prefix": ("context", "ctx", "tokens", "prompt"), "k": ("gamma", "num_draft_tokens"),
-           "rng": ("generator", "random_state", "gen")}
+ALIASES = {
+    "p_fn": ("p", "target_fn", "p_model"),
+    "q_fn": ("q", "draft_fn", "q_model"),
+    "prefix": ("context", "ctx", "tokens", "prompt"),
+    "k": ("gamma", "num_draft_tokens"),
+    "rng": ("generator", "random_state", "gen"),
+}
 REPLAYED_CALLS = 10
 
 
@@ -68,10 +99,27 @@ def get_budget(budget):
     return round_cases.get_budget(budget)
 
 
-def run(subject, budget, seed: int, *, deadline=None, stop_on_first: bool = False,
-        prefetched: dict | None = None, aim=None, **overrides) -> BatteryResult:
-    return run_battery(subject, budget, seed, deadline=deadline, stop_on_first=stop_on_first,
-                       prefetched=prefetched, aim=aim, **overrides)
+def run(
+    subject,
+    budget,
+    seed: int,
+    *,
+    deadline=None,
+    stop_on_first: bool = False,
+    prefetched: dict | None = None,
+    aim=None,
+    **overrides,
+) -> BatteryResult:
+    return run_battery(
+        subject,
+        budget,
+        seed,
+        deadline=deadline,
+        stop_on_first=stop_on_first,
+        prefetched=prefetched,
+        aim=aim,
+        **overrides,
+    )
 
 
 def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) -> dict | None:
@@ -137,12 +185,14 @@ class RoundBattery(Battery):
         for case in cases:
             start = copy.deepcopy(rng)
             try:
-                out, rng = self.call(contract_task, case, b, rng, b.contract_calls,
-                                     seconds=b.contract_s + b.call_limit_s)
+                out, rng = self.call(
+                    contract_task, case, b, rng, b.contract_calls, seconds=b.contract_s + b.call_limit_s
+                )
                 if not out["breach"]:
                     n = min(len(out["rounds"]), REPLAYED_CALLS)
-                    replay, _ = self.call(contract_task, case, replace(b, contract_s=math.inf), start, n,
-                                          seconds=n * b.call_limit_s)
+                    replay, _ = self.call(
+                        contract_task, case, replace(b, contract_s=math.inf), start, n, seconds=n * b.call_limit_s
+                    )
                     out["breach"] = replay["breach"]
                     if replay["rounds"] != out["rounds"][:n]:
                         unreproducible.append(case.name)
@@ -150,21 +200,27 @@ class RoundBattery(Battery):
                 out = {"breach": str(exc)}
             if out["breach"] and too_slow(out["breach"]) and case.model.vocab_size >= WIDE_VOCAB:
                 self.too_slow.append(case.name)  # a sampler slow at a wide vocabulary: not judged there
-                self.result.shortfalls.append(f"contract: {case.name}: {out['breach']}; not judged at "
-                                              f"this vocabulary")
+                self.result.shortfalls.append(f"contract: {case.name}: {out['breach']}; not judged at this vocabulary")
                 continue
             if out["breach"]:
                 self.breach(out["breach"], case)
                 return False
         if unreproducible:
-            self.result.findings.append(Finding(
-                "rng", "contract",
-                "does not draw from rng: not reproducible (the same seed replayed different rounds); "
-                "enumeration skipped, distribution judged by statistics",
-                unreproducible[0], {"cases": unreproducible}))
-        self.result.ran.append(f"contract: up to {b.contract_calls} rounds on each of {len(cases)} "
-                               f"cases, {REPLAYED_CALLS} replayed, fresh copies of the tables, "
-                               f"{b.call_limit_s:g} s per call")
+            self.result.findings.append(
+                Finding(
+                    "rng",
+                    "contract",
+                    "does not draw from rng: not reproducible (the same seed replayed different rounds); "
+                    "enumeration skipped, distribution judged by statistics",
+                    unreproducible[0],
+                    {"cases": unreproducible},
+                )
+            )
+        self.result.ran.append(
+            f"contract: up to {b.contract_calls} rounds on each of {len(cases)} "
+            f"cases, {REPLAYED_CALLS} replayed, fresh copies of the tables, "
+            f"{b.call_limit_s:g} s per call"
+        )
         return True
 
     # -- exact ---------------------------------------------------------------------------------
@@ -181,12 +237,15 @@ class RoundBattery(Battery):
                 r.ran.append("exact: stopped after the first finding")
                 break
             if self.now() > stop:
-                r.ran.append(f"exact: {case.name}: not enumerated (enumeration time "
-                             f"{b.enumeration_s:g} s spent); statistics instead")
+                r.ran.append(
+                    f"exact: {case.name}: not enumerated (enumeration time "
+                    f"{b.enumeration_s:g} s spent); statistics instead"
+                )
                 fallback.append(case)
                 continue
-            status, value = self.call(enumerate_task, case, b, b.case_enumeration_s,
-                                      seconds=b.case_enumeration_s + b.call_limit_s)
+            status, value = self.call(
+                enumerate_task, case, b, b.case_enumeration_s, seconds=b.case_enumeration_s + b.call_limit_s
+            )
             if status == "breach":
                 self.breach(value, case)
                 continue
@@ -199,10 +258,15 @@ class RoundBattery(Battery):
             r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
             r.ran.append(f"exact: {case.name}: TV {tv:.3g}")
             if tv > EXACT_TV_TOL:
-                r.findings.append(Finding(
-                    "exact-tv", "distribution",
-                    f"exact output distribution differs from the target's: TV {tv:.4g}",
-                    case.name, {"exact_tv": tv, "got": _table(value), "expected": _table(want)}))
+                r.findings.append(
+                    Finding(
+                        "exact-tv",
+                        "distribution",
+                        f"exact output distribution differs from the target's: TV {tv:.4g}",
+                        case.name,
+                        {"exact_tv": tv, "got": _table(value), "expected": _table(want)},
+                    )
+                )
         return fallback
 
     # -- statistics ----------------------------------------------------------------------------
@@ -226,14 +290,21 @@ class RoundBattery(Battery):
                 case, samples = cases[i], live[i]
                 left = stop - time.monotonic()
                 if left <= 0 and samples:
-                    self._judged(case, samples, last_p[i], per_check, _among(case, fallback),
-                                 f"stopped by the time limit ({seconds:g} s)")
+                    self._judged(
+                        case,
+                        samples,
+                        last_p[i],
+                        per_check,
+                        _among(case, fallback),
+                        f"stopped by the time limit ({seconds:g} s)",
+                    )
                     del live[i]
                     continue
                 share = max(left, 0.0) / (len(order) - turn)  # the cases left in this look share it
                 rng = np.random.default_rng(round_stream(self.seed, "chi-square looks", i, look))
-                got, breach, _ = self.call(sample_task, case, n - len(samples), rng, b, share,
-                                           seconds=share + 2 * case.m * b.call_limit_s)
+                got, breach, _ = self.call(
+                    sample_task, case, n - len(samples), rng, b, share, seconds=share + 2 * case.m * b.call_limit_s
+                )
                 samples += got
                 if breach:
                     self.breach(breach, case)
@@ -245,18 +316,30 @@ class RoundBattery(Battery):
                 r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
                 if not test.passed:
                     tv = stats.tv_distance(stats.empirical_distribution(samples), want)
-                    r.samples_to_detect = len(samples) if r.samples_to_detect is None else min(
-                        r.samples_to_detect, len(samples))
-                    r.findings.append(Finding(
-                        "chi-square", "distribution",
-                        f"sampled distribution differs from the target's: chi-square p-value "
-                        f"{p:.3g} < {per_check:.3g} after {len(samples)} runs, empirical TV {tv:.3g} "
-                        f"({test.detail})",
-                        case.name, {"p_value": p, "samples": len(samples), "empirical_tv": tv}))
+                    r.samples_to_detect = (
+                        len(samples) if r.samples_to_detect is None else min(r.samples_to_detect, len(samples))
+                    )
+                    r.findings.append(
+                        Finding(
+                            "chi-square",
+                            "distribution",
+                            f"sampled distribution differs from the target's: chi-square p-value "
+                            f"{p:.3g} < {per_check:.3g} after {len(samples)} runs, empirical TV {tv:.3g} "
+                            f"({test.detail})",
+                            case.name,
+                            {"p_value": p, "samples": len(samples), "empirical_tv": tv},
+                        )
+                    )
                     del live[i]
                 elif len(samples) < n:
-                    self._judged(case, samples, p, per_check, _among(case, fallback),
-                                 f"stopped by the time limit ({seconds:g} s)")
+                    self._judged(
+                        case,
+                        samples,
+                        p,
+                        per_check,
+                        _among(case, fallback),
+                        f"stopped by the time limit ({seconds:g} s)",
+                    )
                     del live[i]
         for i in live:
             self._judged(cases[i], live[i], last_p[i], per_check, _among(cases[i], fallback), "passed")
@@ -264,13 +347,23 @@ class RoundBattery(Battery):
     def _judged(self, case, samples, p, per_check, judged_only_here: bool, how: str) -> None:
         """Record a case the chi-square passed: its power, and a shortfall when statistics alone
         judges it and cannot see the budget's ``detect_tv``."""
-        tv = min(stats.min_discrepancy_chi_square(len(samples), target_distribution(case),
-                                                  per_check, POWER_FALSE_PASS_RATE), 1.0)
-        self.result.power.append({"case": case.name, "runs": len(samples), "min_detectable_tv": tv,
-                                  "false_fail_rate": per_check,
-                                  "detection_probability": 1 - POWER_FALSE_PASS_RATE})
-        line = (f"chi-square: {case.name}: {how} at n={len(samples)} (p-value {p:.3g}); detects TV "
-                f">= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}")
+        tv = min(
+            stats.min_discrepancy_chi_square(len(samples), target_distribution(case), per_check, POWER_FALSE_PASS_RATE),
+            1.0,
+        )
+        self.result.power.append(
+            {
+                "case": case.name,
+                "runs": len(samples),
+                "min_detectable_tv": tv,
+                "false_fail_rate": per_check,
+                "detection_probability": 1 - POWER_FALSE_PASS_RATE,
+            }
+        )
+        line = (
+            f"chi-square: {case.name}: {how} at n={len(samples)} (p-value {p:.3g}); detects TV "
+            f">= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}"
+        )
         self.result.ran.append(line)
         if judged_only_here and tv > self.budget.detect_tv:
             self.result.shortfalls.append(f"{line}, not the budget's {self.budget.detect_tv:g}")
@@ -292,8 +385,15 @@ class RoundBattery(Battery):
         for case in cases:
             seconds = b.aim_s / aimed if case.name.startswith("aimed") else b.scale_s
             try:
-                runs, breach, rng = self.call(sample_task, case, b.scale_runs, rng, wide, seconds,
-                                              seconds=seconds + 2 * case.m * wide.call_limit_s)
+                runs, breach, rng = self.call(
+                    sample_task,
+                    case,
+                    b.scale_runs,
+                    rng,
+                    wide,
+                    seconds,
+                    seconds=seconds + 2 * case.m * wide.call_limit_s,
+                )
             except ContractBreach as exc:  # its process died (killed past the limit, or exited)
                 runs, breach = [], str(exc)
             if breach and too_slow(breach):
@@ -305,25 +405,48 @@ class RoundBattery(Battery):
                 continue
             p, n = case.model.p_table[0], len(runs)
             if n < b.scale_runs:
-                r.ran.append(f"binned chi-square: {case.name}: {n} of {b.scale_runs} runs, stopped by the "
-                             f"time limit ({seconds:g} s)")
+                r.ran.append(
+                    f"binned chi-square: {case.name}: {n} of {b.scale_runs} runs, stopped by the "
+                    f"time limit ({seconds:g} s)"
+                )
             verdict = scale.judge_positions(runs, p, case.m, per_check)
             words = scale.binning_words(len(verdict.want), case.model.vocab_size, n)
             if not verdict.passed:
-                r.findings.append(Finding(
-                    "binned-chi-square", "distribution",
-                    f"token {verdict.position + 1} of the window differs from the target's law: chi-square "
-                    f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} ({words})",
-                    case.name, {"position": verdict.position, "p_value": verdict.p_value, "samples": n,
-                                "binned_tv": verdict.binned_tv, "bins": len(verdict.want)}))
+                r.findings.append(
+                    Finding(
+                        "binned-chi-square",
+                        "distribution",
+                        f"token {verdict.position + 1} of the window differs from the target's law: chi-square "
+                        f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} ({words})",
+                        case.name,
+                        {
+                            "position": verdict.position,
+                            "p_value": verdict.p_value,
+                            "samples": n,
+                            "binned_tv": verdict.binned_tv,
+                            "bins": len(verdict.want),
+                        },
+                    )
+                )
             tv = scale.min_detectable_tv(p, n, per_check, POWER_FALSE_PASS_RATE)
-            r.power.append({"case": case.name, "runs": n, "min_detectable_tv": tv, "false_fail_rate": per_check,
-                            "detection_probability": 1 - POWER_FALSE_PASS_RATE, "binned": len(verdict.want)})
-            r.ran.append(f"binned chi-square: {case.name}: {n} runs, {case.m} position(s); detects a binned "
-                         f"TV >= {tv:.3g} per position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})")
+            r.power.append(
+                {
+                    "case": case.name,
+                    "runs": n,
+                    "min_detectable_tv": tv,
+                    "false_fail_rate": per_check,
+                    "detection_probability": 1 - POWER_FALSE_PASS_RATE,
+                    "binned": len(verdict.want),
+                }
+            )
+            r.ran.append(
+                f"binned chi-square: {case.name}: {n} runs, {case.m} position(s); detects a binned "
+                f"TV >= {tv:.3g} per position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})"
+            )
             if tv > 0.5:
-                r.shortfalls.append(f"engine scale: {case.name}: {n} runs in {seconds:g} s see only a "
-                                    f"binned TV of {tv:.3g}")
+                r.shortfalls.append(
+                    f"engine scale: {case.name}: {n} runs in {seconds:g} s see only a binned TV of {tv:.3g}"
+                )
 
     # -- tokens per round ----------------------------------------------------------------------
     def tokens_per_round(self, cases, false_fail_rate: float) -> None:
@@ -341,8 +464,9 @@ class RoundBattery(Battery):
             want = expected_round_length(case)
             status, value = "not-enumerable", None
             if not skip_exact:
-                status, value = self.call(enumerate_task, case, b, b.case_enumeration_s, True,
-                                          seconds=b.case_enumeration_s + b.call_limit_s)
+                status, value = self.call(
+                    enumerate_task, case, b, b.case_enumeration_s, True, seconds=b.case_enumeration_s + b.call_limit_s
+                )
             if status == "ok":
                 got = sum(length * w for length, w in value.items())
                 differs, how = abs(got - want) > 1e-9, "exact"
@@ -352,29 +476,44 @@ class RoundBattery(Battery):
             else:
                 rng = np.random.default_rng(round_stream(self.seed, "tokens per round", i))
                 lengths, breach, _ = self.call(
-                    sample_task, case, b.round_length_runs, rng, b, b.round_length_s, round_length_run,
-                    seconds=b.round_length_s + b.call_limit_s)
+                    sample_task,
+                    case,
+                    b.round_length_runs,
+                    rng,
+                    b,
+                    b.round_length_s,
+                    round_length_run,
+                    seconds=b.round_length_s + b.call_limit_s,
+                )
                 if breach:
                     self.breach(breach, case)
                     continue
                 test = stats.mean_bound_test(lengths, want, 1, case.k + 1, false_fail_rate=per_check)
                 got, differs, how = float(np.mean(lengths)), not test.passed, f"sampled n={len(lengths)}"
-                power = stats.min_discrepancy_mean(len(lengths), 1, case.k + 1, per_check,
-                                                   POWER_FALSE_PASS_RATE)
+                power = stats.min_discrepancy_mean(len(lengths), 1, case.k + 1, per_check, POWER_FALSE_PASS_RATE)
                 if not differs and power > b.detect_tokens:
-                    r.shortfalls.append(f"tokens per round: {case.name}: {len(lengths)} rounds in "
-                                        f"{b.round_length_s:g} s see a shortfall of {power:.3g} "
-                                        f"tokens, not the budget's {b.detect_tokens:g}")
+                    r.shortfalls.append(
+                        f"tokens per round: {case.name}: {len(lengths)} rounds in "
+                        f"{b.round_length_s:g} s see a shortfall of {power:.3g} "
+                        f"tokens, not the budget's {b.detect_tokens:g}"
+                    )
             r.mean_tokens_per_round[case.name] = (got, want)
             r.optimum_tokens_per_round[case.name] = optimum_tokens_per_round(case)
             r.tree_optimum_tokens_per_round[case.name] = tree_optimum_tokens_per_round(case)
-            r.ran.append(f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
-                         + (" (more than one chain of k drafts gives)" if differs and got > want else ""))
+            r.ran.append(
+                f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
+                + (" (more than one chain of k drafts gives)" if differs and got > want else "")
+            )
             if differs and got < want:
-                r.findings.append(Finding(
-                    "tokens-per-round", "efficiency",
-                    f"mean tokens per round {got:.4f}, the exact rule gives {want:.4f} ({how})",
-                    case.name, {"measured": got, "expected": want}))
+                r.findings.append(
+                    Finding(
+                        "tokens-per-round",
+                        "efficiency",
+                        f"mean tokens per round {got:.4f}, the exact rule gives {want:.4f} ({how})",
+                        case.name,
+                        {"measured": got, "expected": want},
+                    )
+                )
 
     # -- all -----------------------------------------------------------------------------------
     def run(self, stop_on_first: bool) -> BatteryResult:
@@ -394,7 +533,11 @@ class RoundBattery(Battery):
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
         stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
         self.statistics(stat, fallback, half)
-        if big and not r.flagged(("distribution",)) and not (stop_on_first and r.flagged(stopping_kinds(stop_on_first))):
+        if (
+            big
+            and not r.flagged(("distribution",))
+            and not (stop_on_first and r.flagged(stopping_kinds(stop_on_first)))
+        ):
             # with a distribution finding already the verdict stands without them
             self.engine_scale(big, half / 2)
         elif big:
@@ -411,18 +554,35 @@ class RoundBattery(Battery):
             for case in cases:
                 sampled = runs.get(case.name)
                 judged = "chi-square" if _among(case, fallback) else "enumeration"
-                self.result.cover(name=case.name, origin=origin, vocab=case.model.vocab_size, k=case.k,
-                                  tokens=case.m, judged=judged, runs=sampled and sampled["runs"],
-                                  detect_tv=sampled and sampled["min_detectable_tv"],
-                                  prefix=len(case.prefix), order=case.model.order)
+                self.result.cover(
+                    name=case.name,
+                    origin=origin,
+                    vocab=case.model.vocab_size,
+                    k=case.k,
+                    tokens=case.m,
+                    judged=judged,
+                    runs=sampled and sampled["runs"],
+                    detect_tv=sampled and sampled["min_detectable_tv"],
+                    prefix=len(case.prefix),
+                    order=case.model.order,
+                )
         for case in big:
             sampled = runs.get(case.name)
             if sampled is None:  # stopped before it (a finding, the deadline)
                 continue
-            self.result.cover(name=case.name, origin="aimed" if case.name.startswith("aimed") else "generated",
-                              vocab=case.model.vocab_size, k=case.k, tokens=case.m, judged="binned chi-square",
-                              runs=sampled["runs"], detect_tv=sampled["min_detectable_tv"],
-                              bins=sampled["binned"], prefix=0, order=0)
+            self.result.cover(
+                name=case.name,
+                origin="aimed" if case.name.startswith("aimed") else "generated",
+                vocab=case.model.vocab_size,
+                k=case.k,
+                tokens=case.m,
+                judged="binned chi-square",
+                runs=sampled["runs"],
+                detect_tv=sampled["min_detectable_tv"],
+                bins=sampled["binned"],
+                prefix=0,
+                order=0,
+            )
 
 
 class _PrefetchedBattery(RoundBattery):
@@ -468,7 +628,10 @@ class _PrefetchedBattery(RoundBattery):
                 raise OutOfTime()
         status, value = unit["outcome"]
         if unit["seconds"] > limit + runner.KILL_MARGIN_S:  # killed here at the limit
-            status, value = "failed", f"a call did not return within {limit + runner.KILL_MARGIN_S:g} s; its process was killed"
+            status, value = (
+                "failed",
+                f"a call did not return within {limit + runner.KILL_MARGIN_S:g} s; its process was killed",
+            )
             self.charged += limit + runner.KILL_MARGIN_S
         else:
             self.charged += unit["seconds"]
@@ -481,9 +644,17 @@ class _PrefetchedBattery(RoundBattery):
         raise ContractBreach(value)
 
 
-def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
-                stop_on_first: bool = False, deadline: float | None = None,
-                prefetched: dict | None = None, aim=None, **overrides) -> BatteryResult:
+def run_battery(
+    subject,
+    budget: str | Budget = "standard",
+    seed: int = 0,
+    *,
+    stop_on_first: bool = False,
+    deadline: float | None = None,
+    prefetched: dict | None = None,
+    aim=None,
+    **overrides,
+) -> BatteryResult:
     """Every detector on every case of the budget. Never raises for a broken subject.
 
     ``subject``: a callable (handed to its process by fork) or a started ``runner.Runner``.
@@ -506,16 +677,32 @@ def run_battery(subject, budget: str | Budget = "standard", seed: int = 0, *,
     return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
 
 
-def run_statistics(subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard",
-                   **overrides) -> BatteryResult:
+def run_statistics(
+    subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard", **overrides
+) -> BatteryResult:
     """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
     from ..common.validation import with_overrides
 
     b = get_budget(budget)
     b = with_overrides("round", b, overrides)
-    return run_in_subject(subject, lambda handle: RoundBattery(handle, b, seed, None),
-                          lambda run: run.statistics(cases, cases, b.false_fail_rate))
+    return run_in_subject(
+        subject,
+        lambda handle: RoundBattery(handle, b, seed, None),
+        lambda run: run.statistics(cases, cases, b.false_fail_rate),
+    )
 
 
-__all__ = ["ALIASES", "NAME", "PARAMETERS", "REPLAYED_CALLS", "RoundBattery", "counterexample", "coverage",
-           "get_budget", "run", "run_battery", "run_statistics", "units"]
+__all__ = [
+    "ALIASES",
+    "NAME",
+    "PARAMETERS",
+    "REPLAYED_CALLS",
+    "RoundBattery",
+    "counterexample",
+    "coverage",
+    "get_budget",
+    "run",
+    "run_battery",
+    "run_statistics",
+    "units",
+]

@@ -24,12 +24,12 @@ from functools import lru_cache
 import numpy as np
 
 from ..battery import budgets
-from ..laws import exact, scale, stats
-from . import round_optimum
-from ..battery.core import POWER_FALSE_PASS_RATE, stream
 from ..battery.budgets import CAMPAIGN_SECONDS, Budget
+from ..battery.core import POWER_FALSE_PASS_RATE, stream
+from ..laws import exact, scale, stats
 from ..laws.chains import TableModel, handout_iid, iid_model, random_model, toy_chain
 from ..samplers.chain import speculative_step
+from . import round_optimum
 
 # --------------------------------------------------------------------------- budgets and cases
 
@@ -51,9 +51,11 @@ def coverage(budget) -> str:
     extra = f" + {b.generated} drawn from the seed" if b.generated else ""
     extra += f" + one over {b.engine_vocab} ids" if b.engine_vocab else ""
     extra += "".join(f" + V{v} k={k} binned" for v, k, _ in b.scale_cases)
-    return (f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
-            f"{max(c.m for c in chosen)} tokens, chi-square up to {b.n_max} runs; a case "
-            f"the enumerator cannot follow must see TV {b.detect_tv:g}")
+    return (
+        f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
+        f"{max(c.m for c in chosen)} tokens, chi-square up to {b.n_max} runs; a case "
+        f"the enumerator cannot follow must see TV {b.detect_tv:g}"
+    )
 
 
 @dataclass(frozen=True)
@@ -140,8 +142,13 @@ def engine_scale_case(vocab: int, k: int, m: int, side: str, origin: str, rng, s
     """One engine-scale case: an i.i.d. ``scale.scale_pair`` over ``vocab`` ids drawn from
     ``rng``, k drafts, a window of m tokens, judged by the binned chi-square
     (``RoundBattery.engine_scale``)."""
-    return Case(f"{origin} V{vocab} {side} (seed {seed}), k={k}, {m} tokens, binned",
-                scale.scale_pair(vocab, side, rng), (), k, m)
+    return Case(
+        f"{origin} V{vocab} {side} (seed {seed}), k={k}, {m} tokens, binned",
+        scale.scale_pair(vocab, side, rng),
+        (),
+        k,
+        m,
+    )
 
 
 ROUND_STREAMS = ("chi-square looks", "generated cases", "engine scale", "tokens per round")
@@ -184,8 +191,10 @@ def engine_scale_cases(budget: str | Budget, seed: int, aim=None) -> list[Case]:
             m = max(1, aim.max_tokens) if aim.max_tokens is not None else k + 1
             shapes.append((aim.vocab or 4096, k, m, scale.SIDES[i % 2], "aimed"))
     cases = scale_stream(seed, "budget and aimed cases")
-    return [engine_scale_case(v, k, m, side, origin, np.random.default_rng(stream(cases, i)), seed)
-            for i, (v, k, m, side, origin) in enumerate(shapes)]
+    return [
+        engine_scale_case(v, k, m, side, origin, np.random.default_rng(stream(cases, i)), seed)
+        for i, (v, k, m, side, origin) in enumerate(shapes)
+    ]
 
 
 def round_length_cases() -> list[Case]:
@@ -212,8 +221,16 @@ def _cached(fn):
 
     def cached(case: Case):
         m = case.model
-        key = (m.p_table.tobytes(), m.q_table.tobytes(), m.p_table.shape, m.order, m.period,
-               case.prefix, case.k, case.m)
+        key = (
+            m.p_table.tobytes(),
+            m.q_table.tobytes(),
+            m.p_table.shape,
+            m.order,
+            m.period,
+            case.prefix,
+            case.k,
+            case.m,
+        )
         if key not in memo:
             memo[key] = fn(case)
         return memo[key]
@@ -239,8 +256,7 @@ transport LP's optimal acceptance (round_optimum.nodewise_optimum_tokens_per_rou
 @_cached
 def expected_round_length(case: Case) -> float:
     """The exact rule's mean round length on the case (= expected_tokens(alpha, k) if i.i.d.)."""
-    dist = exact.round_length_distribution(
-        speculative_step, case.model.p_fn, case.model.q_fn, case.prefix, case.k)
+    dist = exact.round_length_distribution(speculative_step, case.model.p_fn, case.model.q_fn, case.prefix, case.k)
     return sum(n * w for n, w in dist.items())
 
 
@@ -284,15 +300,18 @@ def small_models():
 
 def small_cases() -> list[Case]:
     """Candidate cases, smallest first: k, then the window m, then the model."""
-    return [Case("counterexample", model, tuple([1 % model.vocab_size] * max(model.order, 1)), k, m)
-            for k in (1, 2, 3) for m in range(1, k + 2) for model in small_models()]
+    return [
+        Case("counterexample", model, tuple([1 % model.vocab_size] * max(model.order, 1)), k, m)
+        for k in (1, 2, 3)
+        for m in range(1, k + 2)
+        for model in small_models()
+    ]
 
 
 # --------------------------------------------------------------------------- the campaign tv=X
 
 
-def campaign_runs(tv: float, budget: str | Budget = "thorough",
-                  false_fail_rate: float | None = None) -> dict:
+def campaign_runs(tv: float, budget: str | Budget = "thorough", false_fail_rate: float | None = None) -> dict:
     """Sampler runs one subject needs so that the chi-square detector sees a TV of ``tv`` (with
     probability 1 - POWER_FALSE_PASS_RATE) on every case of ``budget``.
 
@@ -309,17 +328,26 @@ def campaign_runs(tv: float, budget: str | Budget = "thorough",
     n_looks = 1
     while True:
         per_check = stats.split_budget(rate / 2, len(cases) * n_looks)
-        per_case = {c.name: stats.min_num_samples_chi_square(
-            tv, target_distribution(c), per_check, POWER_FALSE_PASS_RATE)
-            for c in cases}
+        per_case = {
+            c.name: stats.min_num_samples_chi_square(tv, target_distribution(c), per_check, POWER_FALSE_PASS_RATE)
+            for c in cases
+        }
         need = max(max(per_case.values()), b.n_min)
         sizes = looks(b.n_min, 2 * need - 1)  # up to the first look >= need
         if len(sizes) <= n_looks:
             break
         n_looks = len(sizes)
     n_max = sizes[-1]
-    return {"tv": tv, "budget": b.name, "cases": len(cases), "looks": len(sizes), "n_max": n_max,
-            "runs": len(cases) * n_max, "per_case": per_case, "per_check_false_fail_rate": per_check}
+    return {
+        "tv": tv,
+        "budget": b.name,
+        "cases": len(cases),
+        "looks": len(sizes),
+        "n_max": n_max,
+        "runs": len(cases) * n_max,
+        "per_case": per_case,
+        "per_check_false_fail_rate": per_check,
+    }
 
 
 def campaign_budget(tv: float, base: str | Budget = "thorough") -> Budget:
@@ -328,17 +356,46 @@ def campaign_budget(tv: float, base: str | Budget = "thorough") -> Budget:
     section of ``tv=X`` (``budgets.campaign``)."""
     b = get_budget(base)
     c = campaign_runs(tv, b)
-    return replace(b, name=f"tv={tv:g}", stat_cases=len(b.cases), n_max=c["n_max"],
-                   detect_tv=min(b.detect_tv, tv), statistics_s=CAMPAIGN_SECONDS,
-                   fallback_statistics_s=CAMPAIGN_SECONDS)
+    return replace(
+        b,
+        name=f"tv={tv:g}",
+        stat_cases=len(b.cases),
+        n_max=c["n_max"],
+        detect_tv=min(b.detect_tv, tv),
+        statistics_s=CAMPAIGN_SECONDS,
+        fallback_statistics_s=CAMPAIGN_SECONDS,
+    )
 
 
 __all__ = [
-    "BUDGETS", "Budget", "Case", "GENERATED_SHAPES", "ROUND_STREAMS", "SCALE_STREAMS", "SMALL_MODELS_SEED",
-    "SMALL_PAIRS", "WIDE_VOCAB",
-    "all_cases", "battery", "campaign_budget", "campaign_runs", "coverage", "engine_scale_case",
-    "engine_scale_cases", "expected_round_length", "generated_cases", "get_budget", "looks",
-    "optimum_tokens_per_round", "reference_case", "round_length_cases", "round_stream", "scale_stream",
-    "small_cases", "small_models", "target_distribution",
-    "too_slow", "tree_optimum_tokens_per_round",
+    "BUDGETS",
+    "Budget",
+    "Case",
+    "GENERATED_SHAPES",
+    "ROUND_STREAMS",
+    "SCALE_STREAMS",
+    "SMALL_MODELS_SEED",
+    "SMALL_PAIRS",
+    "WIDE_VOCAB",
+    "all_cases",
+    "battery",
+    "campaign_budget",
+    "campaign_runs",
+    "coverage",
+    "engine_scale_case",
+    "engine_scale_cases",
+    "expected_round_length",
+    "generated_cases",
+    "get_budget",
+    "looks",
+    "optimum_tokens_per_round",
+    "reference_case",
+    "round_length_cases",
+    "round_stream",
+    "scale_stream",
+    "small_cases",
+    "small_models",
+    "target_distribution",
+    "too_slow",
+    "tree_optimum_tokens_per_round",
 ]

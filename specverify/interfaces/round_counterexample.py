@@ -16,17 +16,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..laws import exact, scale, stats
 from ..battery import runner
 from ..battery.core import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, stream, subject_process
+from ..laws import exact, scale, stats
 from .round_cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
 from .round_tasks import enumerate_task, sample_task
 
 COUNTEREXAMPLE_MAX_PATHS = 20_000
 
 
-def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 0,
-                        **overrides) -> dict | None:
+def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 0, **overrides) -> dict | None:
     """The smallest (k, window, vocabulary, model) on which the subject shows its bias.
 
     Exact enumeration first (a TV above ``EXACT_TV_TOL``); the candidates the enumerator cannot
@@ -49,8 +48,9 @@ def _search(search: Battery, cases: list[Case]) -> dict | None:
     b = search.budget
     unenumerable = []
     for case in cases:
-        status, got = search.call(enumerate_task, case, replace(b, max_paths=COUNTEREXAMPLE_MAX_PATHS),
-                                  2.0, seconds=2.0 + b.call_limit_s)
+        status, got = search.call(
+            enumerate_task, case, replace(b, max_paths=COUNTEREXAMPLE_MAX_PATHS), 2.0, seconds=2.0 + b.call_limit_s
+        )
         if status == "not-enumerable":
             unenumerable.append(case)
         elif status == "ok":
@@ -62,8 +62,7 @@ def _search(search: Battery, cases: list[Case]) -> dict | None:
     per_case = stats.split_budget(b.false_fail_rate, len(cases))
     for case in unenumerable:
         left = search.deadline - time.monotonic()
-        samples, breach, rng = search.call(sample_task, case, b.counterexample_samples, rng, b,
-                                           left, seconds=left)
+        samples, breach, rng = search.call(sample_task, case, b.counterexample_samples, rng, b, left, seconds=left)
         if breach or len(samples) < b.counterexample_samples:
             continue
         want = target_distribution(case)
@@ -78,8 +77,9 @@ def describe_case(subject, case: Case, budget: str | Budget = "standard") -> dic
     b = get_budget(budget)
     try:
         with subject_process(subject) as handle:
-            status, got = handle.call(enumerate_task, case, b, b.case_enumeration_s,
-                                      limit=b.case_enumeration_s + b.call_limit_s)
+            status, got = handle.call(
+                enumerate_task, case, b, b.case_enumeration_s, limit=b.case_enumeration_s + b.call_limit_s
+            )
     except (runner.SubjectFailed, runner.RunnerError):
         return None
     if status != "ok":
@@ -91,13 +91,24 @@ def describe_case(subject, case: Case, budget: str | Budget = "standard") -> dic
 def describe(case: Case, got: dict, want: dict, tv: float, method: str, samples: int | None) -> dict:
     m = case.model
     return {
-        "method": method, "vocab_size": m.vocab_size, "k": case.k, "window": case.m,
-        "prefix": list(case.prefix), "model": m.name, "order": m.order, "period": m.period,
-        "p": m.p_table.round(6).tolist(), "q": m.q_table.round(6).tolist(),
-        ("exact_tv" if method == "exact" else "empirical_tv"): tv, "samples": samples,
+        "method": method,
+        "vocab_size": m.vocab_size,
+        "k": case.k,
+        "window": case.m,
+        "prefix": list(case.prefix),
+        "model": m.name,
+        "order": m.order,
+        "period": m.period,
+        "p": m.p_table.round(6).tolist(),
+        "q": m.q_table.round(6).tolist(),
+        ("exact_tv" if method == "exact" else "empirical_tv"): tv,
+        "samples": samples,
         "distributions": [
-            {"tokens": list(key), "sampler": round(float(got.get(key, 0.0)), 9),
-             "target": round(float(want.get(key, 0.0)), 9)}
+            {
+                "tokens": list(key),
+                "sampler": round(float(got.get(key, 0.0)), 9),
+                "target": round(float(want.get(key, 0.0)), 9),
+            }
             for key in sorted(set(got) | set(want))
         ],
     }
@@ -114,8 +125,10 @@ def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) ->
     side = scale.side_of(case.model) or "residual"
     shapes = scale.shrink_shapes(case.model.vocab_size, case.k, scale.side_of(case.model))
     shrink = scale_stream(seed, "shrink cases")
-    candidates = [engine_scale_case(v, k, min(k + 1, case.m), side, "shrunk", np.random.default_rng(stream(shrink, i)),
-                                    seed) for i, (v, k) in enumerate(shapes)]
+    candidates = [
+        engine_scale_case(v, k, min(k + 1, case.m), side, "shrunk", np.random.default_rng(stream(shrink, i)), seed)
+        for i, (v, k) in enumerate(shapes)
+    ]
     candidates[-1] = case
     per_check = stats.split_budget(b.false_fail_rate, sum(c.m for c in candidates))
     deadline = time.monotonic() + b.counterexample_s
@@ -125,8 +138,7 @@ def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) ->
             search = Battery(handle, b, seed, deadline)
             for cand in candidates:
                 left = deadline - time.monotonic()
-                runs, breach, rng = search.call(sample_task, cand, b.counterexample_samples, rng, b, left,
-                                                seconds=left)
+                runs, breach, rng = search.call(sample_task, cand, b.counterexample_samples, rng, b, left, seconds=left)
                 if breach or len(runs) < b.counterexample_samples:
                     continue
                 verdict = scale.judge_positions(runs, cand.model.p_table[0], cand.m, per_check)
@@ -142,12 +154,31 @@ def describe_binned(case: Case, verdict) -> dict:
     heaviest ids of p and q (rows too wide to print whole), the position and the bins that differ
     most."""
     m = case.model
-    return {"method": "binned", "vocab_size": m.vocab_size, "k": case.k, "window": case.m, "prefix": [],
-            "model": m.name, "order": 0, "period": 1, "position": verdict.position,
-            "p": scale.heaviest(m.p_table[0]), "q": scale.heaviest(m.q_table[0]),
-            "empirical_tv": verdict.binned_tv, "p_value": verdict.p_value, "samples": verdict.n,
-            "bins": len(verdict.want), "distributions": scale.binned_rows(verdict)}
+    return {
+        "method": "binned",
+        "vocab_size": m.vocab_size,
+        "k": case.k,
+        "window": case.m,
+        "prefix": [],
+        "model": m.name,
+        "order": 0,
+        "period": 1,
+        "position": verdict.position,
+        "p": scale.heaviest(m.p_table[0]),
+        "q": scale.heaviest(m.q_table[0]),
+        "empirical_tv": verdict.binned_tv,
+        "p_value": verdict.p_value,
+        "samples": verdict.n,
+        "bins": len(verdict.want),
+        "distributions": scale.binned_rows(verdict),
+    }
 
 
-__all__ = ["COUNTEREXAMPLE_MAX_PATHS", "describe", "describe_binned", "describe_case", "find_counterexample",
-           "shrink_engine_scale"]
+__all__ = [
+    "COUNTEREXAMPLE_MAX_PATHS",
+    "describe",
+    "describe_binned",
+    "describe_case",
+    "find_counterexample",
+    "shrink_engine_scale",
+]

@@ -16,18 +16,17 @@ which ``laws`` (imported by ``samplers``) must not.
 
 from __future__ import annotations
 
+from ..common.validation import check_k
 from ..laws.exact import round_length_distribution
 from ..laws.optimal_acceptance import optimal_acceptance
 from ..samplers.block import block_step
 from ..samplers.transport import canonical_step
-from ..common.validation import check_k
 
 
 def block_expected_tokens(p_fn, q_fn, prefix, k: int, max_paths: int = 200_000) -> float:
     """Block verification's exact expected tokens per round from ``prefix``: the optimum over
     exact verifiers of one chain of k drafts (arXiv 2403.10444, Theorem 2)."""
-    dist = round_length_distribution(block_step, p_fn, q_fn, tuple(prefix), check_k(k),
-                                     max_paths=max_paths)
+    dist = round_length_distribution(block_step, p_fn, q_fn, tuple(prefix), check_k(k), max_paths=max_paths)
     return float(sum(n * w for n, w in dist.items()))
 
 
@@ -54,8 +53,9 @@ def nodewise_optimum_tokens_per_round(case, width: int = 2, max_paths: int = 200
     def sampler(p_fn, q_fn, prefix, k, rng):
         return canonical_step(p_fn, q_fn, prefix, k, rng, width=width)
 
-    dist = round_length_distribution(sampler, case.model.p_fn, case.model.q_fn,
-                                     tuple(case.prefix), check_k(case.k), max_paths=max_paths)
+    dist = round_length_distribution(
+        sampler, case.model.p_fn, case.model.q_fn, tuple(case.prefix), check_k(case.k), max_paths=max_paths
+    )
     return float(sum(n * w for n, w in dist.items()))
 
 

@@ -15,12 +15,23 @@ tokens per round); ``enumeration_key`` says when two enumerations are the same c
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
+from ..battery.core import (
+    PASSED_THROUGH,
+    ContractBreach,
+    as_sequence,
+    call_subject,
+    items_of,
+    message_of,
+    plain_tokens,
+    time_limit,
+    token_id,
+    type_name,
+)
 from ..laws import exact
-from ..battery.core import PASSED_THROUGH, ContractBreach, as_sequence, call_subject, items_of, message_of, plain_tokens, time_limit, token_id, type_name
 from ..laws.chains import TableModel
 from .round_cases import Budget, Case
 
@@ -75,8 +86,7 @@ def _check_untouched(handed: list) -> None:
             raise ContractBreach(f"wrote into an array {name} returned for prefix {tuple(prefix)}: {how}")
 
 
-def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
-            interrupt: bool = False) -> Callable:
+def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None, interrupt: bool = False) -> Callable:
     """``sampler`` with every call checked: whatever it raises (SystemExit and, in the subject's
     process, KeyboardInterrupt included), junk it returns, a write into what it was handed, and a
     call that took longer than ``call_limit`` seconds become ContractBreach. ``interrupt`` also
@@ -88,8 +98,9 @@ def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
         t0 = time.monotonic()
         out = call_subject(sampler, (p, q, prefix, k, rng), call_limit if interrupt else None)
         if call_limit is not None and time.monotonic() - t0 > call_limit:
-            raise ContractBreach(f"one call did not return within {call_limit:g} s "
-                                 f"(took {time.monotonic() - t0:.2f} s)")
+            raise ContractBreach(
+                f"one call did not return within {call_limit:g} s (took {time.monotonic() - t0:.2f} s)"
+            )
         _check_untouched(handed)
         return validate_round(out, k, vocab_size)
 
@@ -110,8 +121,9 @@ def first_tokens(sampler, model: TableModel, prefix: tuple, k: int, m: int, rng)
 def exact_case(sampler, case: Case, max_paths: int, call_limit: float | None = None) -> tuple[dict, dict]:
     """(sampler's exact distribution, target's) for the case, or NotEnumerable / ContractBreach."""
     g = guarded(sampler, case.model.vocab_size, call_limit)
-    got = exact.sampler_distribution(g, case.model.p_fn, case.model.q_fn, case.prefix, case.k,
-                                     case.m, max_paths=max_paths)
+    got = exact.sampler_distribution(
+        g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m, max_paths=max_paths
+    )
     return got, exact.sequence_distribution(case.model.p_fn, case.prefix, case.m)
 
 
@@ -149,17 +161,20 @@ def enumerate_task(sampler, case: Case, budget: Budget, seconds: float, lengths:
         with time_limit(seconds, "exact enumeration", exact.NotEnumerable):
             if lengths:
                 return "ok", exact.round_length_distribution(
-                    g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths)
-            return "ok", exact.sampler_distribution(g, case.model.p_fn, case.model.q_fn, case.prefix,
-                                                    case.k, case.m, max_paths=budget.max_paths)
+                    g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths
+                )
+            return "ok", exact.sampler_distribution(
+                g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m, max_paths=budget.max_paths
+            )
     except exact.NotEnumerable as exc:
         return "not-enumerable", message_of(exc)
     except ContractBreach as exc:
         return "breach", message_of(exc)
 
 
-def sample_task(sampler, case: Case, n: int, rng, budget: Budget, seconds: float,
-                run: Callable = _first_tokens_run) -> tuple[list, str | None, object]:
+def sample_task(
+    sampler, case: Case, n: int, rng, budget: Budget, seconds: float, run: Callable = _first_tokens_run
+) -> tuple[list, str | None, object]:
     """Up to n runs (fewer when ``seconds`` ran out); (runs, breach or None, the rng after)."""
     g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
     out: list = []
@@ -181,6 +196,15 @@ def enumeration_key(case: Case, budget: Budget, seconds: float, lengths: bool) -
 
 
 __all__ = [
-    "MIN_CONTRACT_CALLS", "contract_task", "enumerate_task", "enumeration_key", "exact_case", "first_tokens",
-    "guarded", "round_length_run", "sample_first_tokens", "sample_task", "validate_round",
+    "MIN_CONTRACT_CALLS",
+    "contract_task",
+    "enumerate_task",
+    "enumeration_key",
+    "exact_case",
+    "first_tokens",
+    "guarded",
+    "round_length_run",
+    "sample_first_tokens",
+    "sample_task",
+    "validate_round",
 ]

@@ -29,7 +29,7 @@ seconds each unit took), so verdicts and findings are those of the local run for
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..battery import runner
 from ..battery.core import BatteryResult
@@ -44,16 +44,14 @@ def enumeration_calls(budget: round_cases.Budget, stop_on_first: bool = False) -
     them itself, in order, when it gets there), and the tokens-per-round cases
     (``round_length_cases()``)."""
     cases = budget.cases[:1] if stop_on_first else budget.cases
-    return ([(False, i) for i in cases]
-            + [(True, i) for i in range(len(round_cases.round_length_cases()))])
+    return [(False, i) for i in cases] + [(True, i) for i in range(len(round_cases.round_length_cases()))]
 
 
 def _case(lengths: bool, index: int) -> round_cases.Case:
     return (round_cases.round_length_cases() if lengths else round_cases.all_cases())[index]
 
 
-def enumeration_unit(load: Callable[[], Callable], budget: round_cases.Budget, lengths: bool,
-                     index: int) -> dict:
+def enumeration_unit(load: Callable[[], Callable], budget: round_cases.Budget, lengths: bool, index: int) -> dict:
     """One enumeration in a fresh subject process (``load`` runs there and returns the subject):
     ``{"key", "outcome", "seconds", "output"}``, ``outcome`` ("ok", the battery task's own
     result: ok / not-enumerable / breach), ("failed", how the process ended: killed at the
@@ -71,8 +69,12 @@ def enumeration_unit(load: Callable[[], Callable], budget: round_cases.Budget, l
             return unit
         t0 = time.monotonic()
         try:
-            unit["outcome"] = ("ok", handle.call(round_tasks.enumerate_task, case, budget, seconds,
-                                                 lengths, limit=seconds + budget.call_limit_s))
+            unit["outcome"] = (
+                "ok",
+                handle.call(
+                    round_tasks.enumerate_task, case, budget, seconds, lengths, limit=seconds + budget.call_limit_s
+                ),
+            )
         except runner.SubjectFailed as exc:
             unit["outcome"] = ("failed", str(exc))
         except runner.RunnerError as exc:
@@ -96,7 +98,7 @@ def merge_output(result: BatteryResult, units) -> None:
     text = "".join(p for p in parts if p)
     n = runner.OUTPUT_EXCERPT_CHARS
     if len(text) > n:
-        text = f"{text[:n // 2]}\n[... {len(text) - n} characters ...]\n{text[-(n // 2):]}"
+        text = f"{text[: n // 2]}\n[... {len(text) - n} characters ...]\n{text[-(n // 2) :]}"
     result.output = text
     result.seconds += sum(u["seconds"] for u in units)
 

@@ -85,8 +85,9 @@ def handout_iid() -> TableModel:
     return iid_model([0.5, 0.3, 0.2], [0.3, 0.3, 0.4], name="handout-iid")
 
 
-def random_model(vocab_size: int, order: int = 1, period: int = 1, seed: int | np.random.SeedSequence = 0,
-                 zeros: bool = False) -> TableModel:
+def random_model(
+    vocab_size: int, order: int = 1, period: int = 1, seed: int | np.random.SeedSequence = 0, zeros: bool = False
+) -> TableModel:
     """A random table model (Dirichlet rows) whose every context has its own p and q; with
     ``zeros`` each row of p and of q gets one zero entry (tokens one model never emits).
     ``seed``: ``numpy.random.default_rng``'s (an int or a ``SeedSequence``)."""
@@ -101,6 +102,5 @@ def random_model(vocab_size: int, order: int = 1, period: int = 1, seed: int | n
         q[q.sum(1) == 0, 0] = 1.0
         p /= p.sum(1, keepdims=True)
         q /= q.sum(1, keepdims=True)
-    name = (f"V{vocab_size}-order{order}" + (f"-period{period}" if period > 1 else "")
-            + ("-zeros" if zeros else ""))
+    name = f"V{vocab_size}-order{order}" + (f"-period{period}" if period > 1 else "") + ("-zeros" if zeros else "")
     return TableModel(p, q, order=order, period=period, name=name)

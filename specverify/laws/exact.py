@@ -44,8 +44,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from .stats import total_variation  # noqa: F401  (re-exported: exact.total_variation)
 from ..common.validation import check_int, check_k, check_prob_vector
+from .stats import total_variation  # noqa: F401  (re-exported: exact.total_variation)
 
 MAX_BRANCHING = 4096
 """Most outcomes one ``choice`` / ``integers`` call may branch over."""
@@ -238,9 +238,7 @@ class SymbolicUniform:
             self._iv.rng._refuse(f"numpy.{ufunc.__name__} of a symbolic uniform is not modelled")
         for x in inputs:
             if isinstance(x, np.ndarray) and x.ndim > 0:
-                self._iv.rng._refuse(
-                    f"numpy.{ufunc.__name__} of a symbolic uniform and an array is not modelled"
-                )
+                self._iv.rng._refuse(f"numpy.{ufunc.__name__} of a symbolic uniform and an array is not modelled")
         return op(*(x.item() if isinstance(x, (np.ndarray, np.generic)) else x for x in inputs))
 
 
@@ -456,15 +454,11 @@ def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
         if rng._refusal is not None:
             raise NotEnumerable(rng._refusal)
         if rng._pos != len(chosen):
-            raise NotEnumerable(
-                "fn made fewer random calls on replay; it must depend only on its rng"
-            )
+            raise NotEnumerable("fn made fewer random calls on replay; it must depend only on its rng")
         try:
             dist[outcome] += probs[-1] if probs else 1.0
         except TypeError:
-            raise TypeError(
-                f"fn must return a hashable outcome, got {type(outcome).__name__}"
-            ) from None
+            raise TypeError(f"fn must return a hashable outcome, got {type(outcome).__name__}") from None
         while chosen and chosen[-1] == len(weights[-1]) - 1:  # backtrack
             chosen.pop(), weights.pop(), probs.pop()
         if not chosen:
@@ -514,9 +508,7 @@ def _round_distribution(sampler, p_fn, q_fn, prefix: tuple, k: int, budget: _Bud
     return _enumerate(lambda rng: _round_tokens(sampler, p_fn, q_fn, prefix, k, rng), budget)
 
 
-def sampler_distribution(
-    sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000
-) -> dict[tuple[int, ...], float]:
+def sampler_distribution(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000) -> dict[tuple[int, ...], float]:
     """Exact distribution of the first m tokens emitted by running ``sampler`` rounds from prefix
     (each round's output appended to the prefix) until at least m tokens are out.
 
@@ -544,9 +536,7 @@ def sampler_distribution(
     return dict(result)
 
 
-def round_length_distribution(
-    sampler, p_fn, q_fn, prefix, k, *, max_paths=200_000
-) -> dict[int, float]:
+def round_length_distribution(sampler, p_fn, q_fn, prefix, k, *, max_paths=200_000) -> dict[int, float]:
     """Exact distribution of the number of tokens one round emits."""
     dist = _round_distribution(sampler, p_fn, q_fn, tuple(prefix), k, _Budget(max_paths))
     lengths: dict[int, float] = defaultdict(float)
@@ -595,12 +585,10 @@ def round_transition(sampler, model, k, *, max_paths=200_000):
     for s in states:
         if paths[0] >= max_paths:
             raise NotEnumerable(f"more than max_paths={max_paths} paths over all states")
-        dist = enumerate_distribution(lambda rng, s=s: one_round(rng, s),
-                                      max_paths=max_paths - paths[0])
+        dist = enumerate_distribution(lambda rng, s=s: one_round(rng, s), max_paths=max_paths - paths[0])
         for (out, n_calls), w in dist.items():
-            nxt = (s + out)[len(s + out) - model.order:] if model.order else ()
+            nxt = (s + out)[len(s + out) - model.order :] if model.order else ()
             kernel[index[s], index[nxt]] += w
             tokens[index[s]] += w * len(out)
             calls[index[s]] += w * n_calls
     return states, kernel, tokens, calls
-

@@ -56,8 +56,7 @@ def check_sampling(temperature, top_k=None, top_p=None) -> tuple[float, int | No
         raise ValueError(f"top_k: must be None or an integer >= 1, got {top_k!r}")
     if top_p is not None and not (_is(top_p, numbers.Real) and 0.0 < top_p <= 1.0):
         raise ValueError(f"top_p: must be None or lie in (0, 1], got {top_p!r}")
-    return (float(temperature), None if top_k is None else int(top_k),
-            None if top_p is None else float(top_p))
+    return (float(temperature), None if top_k is None else int(top_k), None if top_p is None else float(top_p))
 
 
 def mask_top_k(logits: np.ndarray, top_k: int) -> np.ndarray:
@@ -188,9 +187,21 @@ def greedy_row(logits: np.ndarray) -> np.ndarray:
     return out
 
 
-def process_step(logits, *, temperature=1.0, top_k=None, top_p=None, min_p=0.0,
-                 repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
-                 logit_bias=None, allowed=None, prompt=(), output=()) -> np.ndarray:
+def process_step(
+    logits,
+    *,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    min_p=0.0,
+    repetition_penalty=1.0,
+    frequency_penalty=0.0,
+    presence_penalty=0.0,
+    logit_bias=None,
+    allowed=None,
+    prompt=(),
+    output=(),
+) -> np.ndarray:
     """The next-token distribution (float64) of one request's step: the raw ``logits`` with the
     grammar mask (``allowed``: ids or None), logit bias, repetition penalty over prompt + output,
     frequency / presence penalties over the output, then temperature (0: one-hot argmax), top-k,
@@ -204,8 +215,12 @@ def process_step(logits, *, temperature=1.0, top_k=None, top_p=None, min_p=0.0,
     if logit_bias:
         z = add_logit_bias(z, logit_bias)
     z = penalize_repetition(z, tuple(prompt) + tuple(output), check_repetition_penalty(repetition_penalty))
-    z = penalize_frequency_presence(z, output, check_additive_penalty("frequency_penalty", frequency_penalty),
-                                    check_additive_penalty("presence_penalty", presence_penalty))
+    z = penalize_frequency_presence(
+        z,
+        output,
+        check_additive_penalty("frequency_penalty", frequency_penalty),
+        check_additive_penalty("presence_penalty", presence_penalty),
+    )
     if not np.isfinite(z.max()):
         raise ValueError("logits: no token has a finite logit after the mask and penalties")
     if t == 0:

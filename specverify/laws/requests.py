@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -137,8 +137,9 @@ def check_requests(requests, vocab_size: int) -> list[Request]:
     return list(requests)
 
 
-def step_distribution(logits, params: SamplingParams, prompt: tuple, output: tuple,
-                      grammar_output: tuple | None = None) -> np.ndarray:
+def step_distribution(
+    logits, params: SamplingParams, prompt: tuple, output: tuple, grammar_output: tuple | None = None
+) -> np.ndarray:
     """The processed next-token distribution of a request after ``output`` (``processing``).
 
     ``grammar_output`` (default: ``output``) is what the grammar has consumed."""
@@ -146,10 +147,19 @@ def step_distribution(logits, params: SamplingParams, prompt: tuple, output: tup
     if params.allowed_tokens is not None:
         allowed = params.allowed_tokens(tuple(output if grammar_output is None else grammar_output))
     return processing.process_step(
-        logits, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
-        min_p=params.min_p, repetition_penalty=params.repetition_penalty,
-        frequency_penalty=params.frequency_penalty, presence_penalty=params.presence_penalty,
-        logit_bias=params.logit_bias, allowed=allowed, prompt=prompt, output=output)
+        logits,
+        temperature=params.temperature,
+        top_k=params.top_k,
+        top_p=params.top_p,
+        min_p=params.min_p,
+        repetition_penalty=params.repetition_penalty,
+        frequency_penalty=params.frequency_penalty,
+        presence_penalty=params.presence_penalty,
+        logit_bias=params.logit_bias,
+        allowed=allowed,
+        prompt=prompt,
+        output=output,
+    )
 
 
 def finished(output: tuple, params: SamplingParams) -> bool:
@@ -252,5 +262,15 @@ class LastTokenGrammar:
 
 
 __all__ = [
-    "ContextFreeLogits", "LastTokenGrammar", "LogitTable", "Output", "Request", "SamplingParams", "as_output",
-           "check_requests", "finished", "sequence_law", "step_distribution"]
+    "ContextFreeLogits",
+    "LastTokenGrammar",
+    "LogitTable",
+    "Output",
+    "Request",
+    "SamplingParams",
+    "as_output",
+    "check_requests",
+    "finished",
+    "sequence_law",
+    "step_distribution",
+]

@@ -168,8 +168,10 @@ def binned(tokens, bin_of: np.ndarray) -> list[tuple]:
 
 
 def binning_words(n_bins: int, vocab_size: int, n: int) -> str:
-    return (f"binned: {n_bins} bins over {vocab_size} ids at n={n} (ids expected >= "
-            f"{MIN_BIN_EXPECTED:g} times alone, the rest pooled in id order)")
+    return (
+        f"binned: {n_bins} bins over {vocab_size} ids at n={n} (ids expected >= "
+        f"{MIN_BIN_EXPECTED:g} times alone, the rest pooled in id order)"
+    )
 
 
 def side_of(model: TableModel) -> str | None:
@@ -229,9 +231,15 @@ def judge_columns(columns: list, p: np.ndarray, per_check: float, min_samples: i
         bin_of, n_bins = bins(p, n)
         mass = binned_law(p, bin_of, n_bins)
         test = stats.chi_square_test(binned(column, bin_of), as_outcomes(mass), false_fail_rate=per_check)
-        verdict = PositionVerdict(j, test.passed, test.p_value if test.p_value is not None else 0.0,
-                                  np.bincount(bin_of[np.asarray(column, dtype=np.int64)], minlength=n_bins),
-                                  mass, bin_of, n)
+        verdict = PositionVerdict(
+            j,
+            test.passed,
+            test.p_value if test.p_value is not None else 0.0,
+            np.bincount(bin_of[np.asarray(column, dtype=np.int64)], minlength=n_bins),
+            mass,
+            bin_of,
+            n,
+        )
         if not test.passed:
             break
     return verdict
@@ -250,8 +258,14 @@ def binned_rows(verdict: PositionVerdict, limit: int = 16) -> list[dict]:
     ``distributions`` rows (``tokens``: the bin's label)."""
     freq = verdict.counts / max(verdict.n, 1)
     order = np.argsort(-np.abs(freq - verdict.want))[:limit]
-    return [{"tokens": [bin_label(verdict.bin_of, int(b))], "sampler": round(float(freq[b]), 9),
-             "target": round(float(verdict.want[b]), 9)} for b in order]
+    return [
+        {
+            "tokens": [bin_label(verdict.bin_of, int(b))],
+            "sampler": round(float(freq[b]), 9),
+            "target": round(float(verdict.want[b]), 9),
+        }
+        for b in order
+    ]
 
 
 def heaviest(x: np.ndarray, limit: int = 12) -> dict:
@@ -260,7 +274,26 @@ def heaviest(x: np.ndarray, limit: int = 12) -> dict:
     return {int(i): round(float(x[i]), 6) for i in sorted(top)}
 
 
-__all__ = ["BOUNDARIES", "MIN_BIN_EXPECTED", "PositionVerdict", "SHRINK_VOCABS", "SIDES", "as_outcomes",
-           "bin_label", "binned", "binned_law", "binned_rows", "binning_words", "bins", "edge_ids", "engine_pair",
-           "heaviest", "judge_columns", "judge_positions", "min_detectable_tv", "scale_pair", "shrink_shapes",
-           "side_of"]
+__all__ = [
+    "BOUNDARIES",
+    "MIN_BIN_EXPECTED",
+    "PositionVerdict",
+    "SHRINK_VOCABS",
+    "SIDES",
+    "as_outcomes",
+    "bin_label",
+    "binned",
+    "binned_law",
+    "binned_rows",
+    "binning_words",
+    "bins",
+    "edge_ids",
+    "engine_pair",
+    "heaviest",
+    "judge_columns",
+    "judge_positions",
+    "min_detectable_tv",
+    "scale_pair",
+    "shrink_shapes",
+    "side_of",
+]

@@ -93,9 +93,7 @@ def check_probability_dict(name: str, probs) -> dict:
         out[key] = v
     total = math.fsum(out.values())
     if abs(total - 1.0) > PROB_SUM_TOL:
-        raise ValueError(
-            f"{name}: probabilities sum to {total!r}, not 1 (tolerance {PROB_SUM_TOL:g})"
-        )
+        raise ValueError(f"{name}: probabilities sum to {total!r}, not 1 (tolerance {PROB_SUM_TOL:g})")
     return out
 
 
@@ -104,9 +102,7 @@ def _counts(name: str, samples_or_counts) -> dict:
     if isinstance(samples_or_counts, Mapping):
         counts = {}
         for key, c in samples_or_counts.items():
-            ok = isinstance(c, numbers.Integral) or (
-                isinstance(c, numbers.Real) and float(c).is_integer()
-            )
+            ok = isinstance(c, numbers.Integral) or (isinstance(c, numbers.Real) and float(c).is_integer())
             if isinstance(c, bool) or not ok:
                 raise ValueError(f"{name}: count of {key!r} is not an integer ({c!r})")
             if c < 0:
@@ -116,9 +112,7 @@ def _counts(name: str, samples_or_counts) -> dict:
         if isinstance(samples_or_counts, (str, bytes)):
             raise ValueError(f"{name}: expected outcomes or a dict of counts, got a string")
         if isinstance(samples_or_counts, np.ndarray):  # rows of a 2-D array become tuples
-            samples_or_counts = [
-                tuple(row) if isinstance(row, list) else row for row in samples_or_counts.tolist()
-            ]
+            samples_or_counts = [tuple(row) if isinstance(row, list) else row for row in samples_or_counts.tolist()]
         try:
             counts = dict(Counter(samples_or_counts))
         except TypeError as exc:
@@ -172,7 +166,13 @@ def _impossible_result(name, counts, impossible, threshold, rate, statistic=math
     shown = ", ".join(f"{k!r} x{counts[k]}" for k in impossible[:5])
     more = f" and {len(impossible) - 5} more" if len(impossible) > 5 else ""
     return TestResult(
-        name, False, statistic, threshold, 0.0, n, rate,
+        name,
+        False,
+        statistic,
+        threshold,
+        0.0,
+        n,
+        rate,
         f"observed outcome(s) with expected probability 0: {shown}{more}",
     )
 
@@ -244,13 +244,16 @@ def chi_square_test(
     if impossible:
         return _impossible_result(name, counts, impossible, threshold, rate)
     if df == 0:
-        return TestResult(name, True, 0.0, threshold, 1.0, n, rate,
-                          f"no test possible: all {len(probs)} cells pooled at n = {n}")
+        return TestResult(
+            name, True, 0.0, threshold, 1.0, n, rate, f"no test possible: all {len(probs)} cells pooled at n = {n}"
+        )
     stat, p_value = stats.power_divergence(f_obs, f_exp, lambda_=_LAMBDA[method])
     stat, p_value = float(stat), float(p_value)
     passed = p_value >= rate
-    detail = (f"{name} {stat:.4g} on {df} df ({len(probs)} cells, {len(pooled)} pooled), "
-              f"p = {p_value:.3g} {'>=' if passed else '<'} {rate:.3g}, n = {n}")
+    detail = (
+        f"{name} {stat:.4g} on {df} df ({len(probs)} cells, {len(pooled)} pooled), "
+        f"p = {p_value:.3g} {'>=' if passed else '<'} {rate:.3g}, n = {n}"
+    )
     return TestResult(name, passed, stat, threshold, p_value, n, rate, detail)
 
 
@@ -306,17 +309,13 @@ def min_discrepancy_chi_square(n, expected: dict, false_fail_rate, false_pass_ra
     return outside + pooled_mass + math.sqrt(lam / (4.0 * n))
 
 
-def min_num_samples_chi_square(
-    discrepancy, expected: dict, false_fail_rate, false_pass_rate
-) -> int:
+def min_num_samples_chi_square(discrepancy, expected: dict, false_fail_rate, false_pass_rate) -> int:
     """Smallest n at which ``min_discrepancy_chi_square(n, ...) <= discrepancy`` (TV)."""
     d = check_discrepancy("discrepancy", discrepancy)
     expected = check_probability_dict("expected", expected)
     check_rate("false_fail_rate", false_fail_rate)
     check_rate("false_pass_rate", false_pass_rate)
-    return _smallest_n(
-        lambda n: min_discrepancy_chi_square(n, expected, false_fail_rate, false_pass_rate), d
-    )
+    return _smallest_n(lambda n: min_discrepancy_chi_square(n, expected, false_fail_rate, false_pass_rate), d)
 
 
 def _smallest_n(min_discrepancy_at, discrepancy: float) -> int:
@@ -387,9 +386,7 @@ def _tv_p_value(tv: float, n: int, n_cells: int, rate: float) -> float:
     return math.exp(min(log_p, 0.0))
 
 
-def tv_bound_test(
-    samples_or_counts, expected: dict, false_fail_rate=DEFAULT_FALSE_FAIL_RATE
-) -> TestResult:
+def tv_bound_test(samples_or_counts, expected: dict, false_fail_rate=DEFAULT_FALSE_FAIL_RATE) -> TestResult:
     """Distribution-free: fails when TV(empirical, expected) > ``tv_threshold(n, K, rate)``.
 
     K = number of outcomes with positive expected probability. No "anything else" cell is
@@ -413,8 +410,10 @@ def tv_bound_test(
         return _impossible_result("tv-bound", counts, impossible, threshold, rate, tv)
     p_value = _tv_p_value(tv, n, n_cells, rate) if n_cells > 1 else 1.0
     passed = tv <= threshold
-    detail = (f"TV {tv:.4g} {'<=' if passed else '>'} {threshold:.4g} "
-              f"(distribution-free, {n_cells} cells, n = {n}, false-fail rate {rate:.3g})")
+    detail = (
+        f"TV {tv:.4g} {'<=' if passed else '>'} {threshold:.4g} "
+        f"(distribution-free, {n_cells} cells, n = {n}, false-fail rate {rate:.3g})"
+    )
     return TestResult("tv-bound", passed, tv, threshold, p_value, n, rate, detail)
 
 
@@ -440,9 +439,7 @@ def min_num_samples_tv(discrepancy, n_cells, false_fail_rate, false_pass_rate) -
     check_int("n_cells", n_cells, 1)
     check_rate("false_fail_rate", false_fail_rate)
     check_rate("false_pass_rate", false_pass_rate)
-    return _smallest_n(
-        lambda n: min_discrepancy_tv(n, n_cells, false_fail_rate, false_pass_rate), d
-    )
+    return _smallest_n(lambda n: min_discrepancy_tv(n, n_cells, false_fail_rate, false_pass_rate), d)
 
 
 # ------------------------------------------------------------------------------ mean bound
@@ -459,9 +456,7 @@ def _hoeffding_radius(n: int, width: float, log_inverse_rate: float) -> float:
     return width * math.sqrt(log_inverse_rate / (2.0 * n))
 
 
-def mean_bound_test(
-    values, expected_mean, lower, upper, false_fail_rate=DEFAULT_FALSE_FAIL_RATE
-) -> TestResult:
+def mean_bound_test(values, expected_mean, lower, upper, false_fail_rate=DEFAULT_FALSE_FAIL_RATE) -> TestResult:
     """Two-sided Hoeffding test of the mean of a variable bounded in [lower, upper].
 
     Fails when |mean - expected_mean| > threshold = (upper - lower) sqrt(ln(2/rate) / (2 n)),
@@ -490,13 +485,23 @@ def mean_bound_test(
     mean = float(arr.mean())
     outside = arr[(arr < lo) | (arr > hi)]
     if outside.size:
-        return TestResult("mean-bound", False, mean, threshold, 0.0, n, rate,
-                          f"{outside.size} value(s) outside [{lo:g}, {hi:g}], e.g. {outside[0]:g}")
+        return TestResult(
+            "mean-bound",
+            False,
+            mean,
+            threshold,
+            0.0,
+            n,
+            rate,
+            f"{outside.size} value(s) outside [{lo:g}, {hi:g}], e.g. {outside[0]:g}",
+        )
     deviation = abs(mean - mu)
     p_value = min(1.0, 2.0 * math.exp(-2.0 * n * deviation**2 / (hi - lo) ** 2))
     passed = deviation <= threshold
-    detail = (f"mean {mean:.5g} vs {mu:.5g}: |diff| {deviation:.3g} {'<=' if passed else '>'} "
-              f"{threshold:.3g} (Hoeffding on [{lo:g}, {hi:g}], n = {n})")
+    detail = (
+        f"mean {mean:.5g} vs {mu:.5g}: |diff| {deviation:.3g} {'<=' if passed else '>'} "
+        f"{threshold:.3g} (Hoeffding on [{lo:g}, {hi:g}], n = {n})"
+    )
     return TestResult("mean-bound", passed, mean, threshold, p_value, n, rate, detail)
 
 
@@ -511,9 +516,7 @@ def min_discrepancy_mean(n, lower, upper, false_fail_rate, false_pass_rate) -> f
     lo, hi = _check_bounds(lower, upper)
     ffr = check_rate("false_fail_rate", false_fail_rate)
     fpr = check_rate("false_pass_rate", false_pass_rate)
-    return _hoeffding_radius(n, hi - lo, math.log(2.0 / ffr)) + _hoeffding_radius(
-        n, hi - lo, math.log(1.0 / fpr)
-    )
+    return _hoeffding_radius(n, hi - lo, math.log(2.0 / ffr)) + _hoeffding_radius(n, hi - lo, math.log(1.0 / fpr))
 
 
 def min_num_samples_mean(discrepancy, lower, upper, false_fail_rate, false_pass_rate) -> int:
@@ -524,17 +527,13 @@ def min_num_samples_mean(discrepancy, lower, upper, false_fail_rate, false_pass_
     _check_bounds(lower, upper)
     check_rate("false_fail_rate", false_fail_rate)
     check_rate("false_pass_rate", false_pass_rate)
-    return _smallest_n(
-        lambda n: min_discrepancy_mean(n, lower, upper, false_fail_rate, false_pass_rate), d
-    )
+    return _smallest_n(lambda n: min_discrepancy_mean(n, lower, upper, false_fail_rate, false_pass_rate), d)
 
 
 # -------------------------------------------------------------------------------- binomial
 
 
-def binomial_test(
-    successes, trials, expected_p, false_fail_rate=DEFAULT_FALSE_FAIL_RATE
-) -> TestResult:
+def binomial_test(successes, trials, expected_p, false_fail_rate=DEFAULT_FALSE_FAIL_RATE) -> TestResult:
     """Exact two-sided binomial test (scipy.stats.binomtest); fails when p_value < rate.
 
     For acceptance counts such as P(at least i drafts accepted) = alpha**i. ``statistic`` is
@@ -553,6 +552,8 @@ def binomial_test(
         raise ValueError(f"expected_p: must lie in [0, 1], got {p!r}")
     p_value = float(stats.binomtest(successes, trials, p, alternative="two-sided").pvalue)
     passed = p_value >= rate
-    detail = (f"{successes}/{trials} = {successes / trials:.4g} vs {p:.4g}: "
-              f"p = {p_value:.3g} {'>=' if passed else '<'} {rate:.3g} (exact binomial)")
+    detail = (
+        f"{successes}/{trials} = {successes / trials:.4g} vs {p:.4g}: "
+        f"p = {p_value:.3g} {'>=' if passed else '<'} {rate:.3g} (exact binomial)"
+    )
     return TestResult("binomial", passed, successes / trials, rate, p_value, trials, rate, detail)

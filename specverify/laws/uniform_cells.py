@@ -23,12 +23,12 @@ nothing of kernels: ``evaluate(problem_ids, values) -> int labels``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-FLOAT32_ONE_MINUS = np.float32(1.0 - 2.0 ** -24)
+FLOAT32_ONE_MINUS = np.float32(1.0 - 2.0**-24)
 """The largest float32 below 1: ``torch.rand``'s largest value."""
 GRID_POINTS = 64
 """Regular probes per problem besides the rule's breakpoints."""
@@ -53,9 +53,15 @@ def probe_points(breakpoints, grid: int = GRID_POINTS) -> np.ndarray:
     mids = (edges[:-1] + edges[1:]) / 2
     at = b.astype(np.float32)
     below = np.nextafter(at, np.float32(0))
-    pts = np.concatenate([at, below, mids.astype(np.float32),
-                          np.linspace(0, 1, grid, endpoint=False, dtype=np.float32),
-                          [np.float32(0), FLOAT32_ONE_MINUS]]).astype(np.float32)
+    pts = np.concatenate(
+        [
+            at,
+            below,
+            mids.astype(np.float32),
+            np.linspace(0, 1, grid, endpoint=False, dtype=np.float32),
+            [np.float32(0), FLOAT32_ONE_MINUS],
+        ]
+    ).astype(np.float32)
     pts = pts[(pts >= 0) & (pts < 1)]
     return np.unique(pts)
 
@@ -85,8 +91,7 @@ class Pieces:
         return out
 
 
-def segments(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray],
-             probes: list[np.ndarray]) -> list[Pieces]:
+def segments(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray], probes: list[np.ndarray]) -> list[Pieces]:
     """The pieces of every problem (``probes[i]``: problem i's sorted float32 probes; the first
     must be 0). ``evaluate(problem_ids, values)`` returns one int label per (problem, value);
     it is called once for all probes, then once per bisection round for every open interval."""
@@ -104,8 +109,7 @@ def segments(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray],
         if not narrow:
             break
         mids = np.array([(a + b) // 2 for _, a, b in narrow], dtype=np.int64)
-        got = np.asarray(evaluate(np.array([i for i, _, _ in narrow], dtype=np.int64), from_bits(mids)),
-                         dtype=np.int64)
+        got = np.asarray(evaluate(np.array([i for i, _, _ in narrow], dtype=np.int64), from_bits(mids)), dtype=np.int64)
         nxt = []
         for (i, a, b), m, lab in zip(narrow, mids.tolist(), got.tolist()):
             known[i][m] = lab
@@ -119,8 +123,12 @@ def segments(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray],
         bits = sorted(known[i])
         labs = [known[i][b] for b in bits]
         keep = [0] + [j for j in range(1, len(bits)) if labs[j] != labs[j - 1]]
-        out.append(Pieces(from_bits(np.array([bits[j] for j in keep], dtype=np.int64)),
-                          np.array([labs[j] for j in keep], dtype=np.int64)))
+        out.append(
+            Pieces(
+                from_bits(np.array([bits[j] for j in keep], dtype=np.int64)),
+                np.array([labs[j] for j in keep], dtype=np.int64),
+            )
+        )
     return out
 
 

@@ -21,8 +21,7 @@ import sys
 from ..common.command_line import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, emit
 from ..common.files import json_default
 from ..common.validation import check_distinct_files, positive_int_argument, seed_argument, writable_file_argument
-from . import loading, measure
-from . import medusa
+from . import loading, measure, medusa
 from .command_helpers import error, save_or_fall_back
 from .head_command import add_train_head_parser, run_train_head
 
@@ -40,27 +39,46 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--draft-gguf", help="GGUF file of the draft (a path, or a name inside --draft)")
     m.add_argument("--tiny", action="store_true", help="a tiny random Qwen2 pair (CPU, offline)")
     m.add_argument("--workload", choices=[*measure.WORKLOADS, "all"], default="all")
-    m.add_argument("--drafter", action="append", choices=[*measure.DRAFTERS, "all"],
-                   help="drafters to run besides the draft model at fixed k (repeatable; default: model)")
-    m.add_argument("--mode", choices=["greedy", "sampled", "all"], default="all",
-                   help=f"greedy, sampled (T = {measure.SAMPLED_T}) or both")
+    m.add_argument(
+        "--drafter",
+        action="append",
+        choices=[*measure.DRAFTERS, "all"],
+        help="drafters to run besides the draft model at fixed k (repeatable; default: model)",
+    )
+    m.add_argument(
+        "--mode",
+        choices=["greedy", "sampled", "all"],
+        default="all",
+        help=f"greedy, sampled (T = {measure.SAMPLED_T}) or both",
+    )
     m.add_argument("--sweep", action="store_true", help="the draft model at every fixed k in 1..K")
-    m.add_argument("--head", help="a Medusa head for --drafter medusa (from train-head; --tiny trains one "
-                                  "in seconds when none is given)")
+    m.add_argument(
+        "--head",
+        help="a Medusa head for --drafter medusa (from train-head; --tiny trains one in seconds when none is given)",
+    )
     m.add_argument("--max-new-tokens", type=positive_int_argument, default=64)
-    m.add_argument("--k", type=positive_int_argument, default=4,
-                   help="drafted tokens per round (the handout's gamma); the most a policy may choose")
+    m.add_argument(
+        "--k",
+        type=positive_int_argument,
+        default=4,
+        help="drafted tokens per round (the handout's gamma); the most a policy may choose",
+    )
     m.add_argument("--n-prompts", type=positive_int_argument, default=5, help="prompts per workload (built-in list)")
     m.add_argument("--seed", type=seed_argument, default=0)
-    m.add_argument("--repeats", type=positive_int_argument, default=20,
-                   help="timed forwards per cost (medians): c and v(0..K)")
+    m.add_argument(
+        "--repeats", type=positive_int_argument, default=20, help="timed forwards per cost (medians): c and v(0..K)"
+    )
     m.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available)")
     m.add_argument("--static-cache", action="store_true", help="decode on StaticCache objects")
-    m.add_argument("--compile", action="store_true",
-                   help="torch.compile both forwards (CUDA only; pair it with --static-cache)")
+    m.add_argument(
+        "--compile", action="store_true", help="torch.compile both forwards (CUDA only; pair it with --static-cache)"
+    )
     m.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    m.add_argument("--out", type=writable_file_argument,
-                   help="also write the JSON object to this file (atomically, after printing the result)")
+    m.add_argument(
+        "--out",
+        type=writable_file_argument,
+        help="also write the JSON object to this file (atomically, after printing the result)",
+    )
     add_train_head_parser(sub)
     return parser
 
@@ -72,8 +90,12 @@ def load_from_args(args) -> loading.ModelPair:
         torch, _ = loading.torch_modules()
         torch.set_num_threads(1)  # a tiny model is launch-bound; more threads only contend
         return loading.tiny_pair(seed=args.seed)
-    chosen = {"target": args.target, "draft": args.draft, "target_gguf": args.target_gguf,
-              "draft_gguf": args.draft_gguf}
+    chosen = {
+        "target": args.target,
+        "draft": args.draft,
+        "target_gguf": args.target_gguf,
+        "draft_gguf": args.draft_gguf,
+    }
     if not any(chosen.values()):
         chosen = loading.env_pair() or chosen
     return loading.load_pair(device=args.device, **chosen)
@@ -93,8 +115,9 @@ def maybe_compile(pair, args) -> None:
 
 def tiny_head(pair, seed: int):
     """A Medusa head for the tiny pair, trained in seconds on 256 positions of its own text."""
-    data = medusa.collect_training_data(pair.target, pair.tokenizer, medusa.TRAIN_PROMPTS, 256,
-                                        max_new_tokens=32, seed=seed, vocab_size=pair.vocab_size)
+    data = medusa.collect_training_data(
+        pair.target, pair.tokenizer, medusa.TRAIN_PROMPTS, 256, max_new_tokens=32, seed=seed, vocab_size=pair.vocab_size
+    )
     head = medusa.head_for(pair.target, seed=seed, target_name=pair.name)
     medusa.train_head(head, pair.target, data, epochs=2, seed=seed)
     return head
@@ -112,8 +135,11 @@ def choose_drafters(args, pair) -> tuple[list[str], object]:
     if args.tiny:
         return drafters, tiny_head(pair, args.seed)
     if "all" in asked:
-        print("note: --drafter all without --head: medusa left out (train a head with "
-              "python -m specverify.models train-head)", file=sys.stderr)
+        print(
+            "note: --drafter all without --head: medusa left out (train a head with "
+            "python -m specverify.models train-head)",
+            file=sys.stderr,
+        )
         return [d for d in drafters if d != "medusa"], None
     raise ValueError("--drafter medusa: needs --head HEAD.pt (python -m specverify.models train-head)")
 
@@ -126,8 +152,11 @@ def check_inputs(args) -> None:
     for workload in measure.WORKLOADS if args.workload == "all" else (args.workload,):
         measure.select_prompts(workload, args.n_prompts)  # "n_prompts: at most N built-in ..."
     device = args.device
-    if device is not None and device not in ("cpu", "cuda") and not (
-            device.startswith("cuda:") and device[5:].isdigit()):
+    if (
+        device is not None
+        and device not in ("cpu", "cuda")
+        and not (device.startswith("cuda:") and device[5:].isdigit())
+    ):
         raise ValueError(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
     if args.head is not None:
         if not os.path.isfile(args.head):
@@ -146,12 +175,28 @@ def run_measure(args) -> dict:
     workloads = measure.WORKLOADS if args.workload == "all" else (args.workload,)
     drafters, head = choose_drafters(args, pair)
     modes = {"greedy": (0.0,), "sampled": (measure.SAMPLED_T,), "all": (0.0, measure.SAMPLED_T)}
-    rows = measure.measure(pair, workloads, k=args.k, max_new_tokens=args.max_new_tokens,
-                           n_prompts=args.n_prompts, seed=args.seed, repeats=args.repeats,
-                           static_cache=args.static_cache, drafters=drafters,
-                           modes=modes[args.mode], sweep=args.sweep, head=head)
-    return {"pair": pair.name, "device": pair.device, "dtype": str(pair.dtype),
-            "vocab_size": pair.vocab_size, "max_new_tokens": args.max_new_tokens, "rows": rows}
+    rows = measure.measure(
+        pair,
+        workloads,
+        k=args.k,
+        max_new_tokens=args.max_new_tokens,
+        n_prompts=args.n_prompts,
+        seed=args.seed,
+        repeats=args.repeats,
+        static_cache=args.static_cache,
+        drafters=drafters,
+        modes=modes[args.mode],
+        sweep=args.sweep,
+        head=head,
+    )
+    return {
+        "pair": pair.name,
+        "device": pair.device,
+        "dtype": str(pair.dtype),
+        "vocab_size": pair.vocab_size,
+        "max_new_tokens": args.max_new_tokens,
+        "rows": rows,
+    }
 
 
 def main(argv=None) -> int:
@@ -167,13 +212,16 @@ def main(argv=None) -> int:
         error(PROG, "interrupted")
         return EXIT_INTERRUPTED
     # print first: a failing --out (a full disk) must not lose the measurement
-    emit((json.dumps(measure.json_safe(result), default=json_default) if args.json else
-          measure.human_report(result)) + "\n")  # emit: a path that LC_ALL=C cannot encode is escaped
+    emit(
+        (json.dumps(measure.json_safe(result), default=json_default) if args.json else measure.human_report(result))
+        + "\n"
+    )  # emit: a path that LC_ALL=C cannot encode is escaped
     sys.stdout.flush()
     if not args.out:
         return 0
-    saved, problem = save_or_fall_back("--out", args.out, lambda path: measure.write_json_atomic(path, result),
-                                       "specverify-measure", ".json")
+    saved, problem = save_or_fall_back(
+        "--out", args.out, lambda path: measure.write_json_atomic(path, result), "specverify-measure", ".json"
+    )
     if problem:
         error(PROG, problem if args.json or saved else f"{problem}; the JSON object follows on stdout")
         if not (args.json or saved):  # the table alone leaves fields out: print them all

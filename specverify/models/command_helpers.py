@@ -21,9 +21,18 @@ from pathlib import Path
 
 from ..common.validation import check_writable_file
 
-FLAGS = {"target": "--target", "draft": "--draft", "target_gguf": "--target-gguf",
-         "draft_gguf": "--draft-gguf", "device": "--device", "head": "--head", "n_prompts": "--n-prompts",
-         "max_new_tokens": "--max-new-tokens", "k": "--k", "workload": "--workload"}
+FLAGS = {
+    "target": "--target",
+    "draft": "--draft",
+    "target_gguf": "--target-gguf",
+    "draft_gguf": "--draft-gguf",
+    "device": "--device",
+    "head": "--head",
+    "n_prompts": "--n-prompts",
+    "max_new_tokens": "--max-new-tokens",
+    "k": "--k",
+    "workload": "--workload",
+}
 """Library argument names, as the command line spells them (a message "target: ..." from
 ``loading`` becomes "--target: ...")."""
 
@@ -64,7 +73,8 @@ def suffixed_file_argument(suffixes: tuple[str, ...] | None = None):
             wanted = " or ".join(suffixes) if suffixes else "a suffix such as .pt"
             raise argparse.ArgumentTypeError(
                 f"{text!r} has {'no suffix' if not suffix else f'the suffix {suffix!r}'}; name the file "
-                f"with {wanted} (e.g. {Path(text).stem or 'head'}{(suffixes or ('.pt',))[0]})")
+                f"with {wanted} (e.g. {Path(text).stem or 'head'}{(suffixes or ('.pt',))[0]})"
+            )
         return text
 
     return parse
@@ -97,5 +107,4 @@ def save_or_fall_back(flag: str, path, write, stem: str, suffix: str) -> tuple[s
                 os.unlink(fallback)
             except OSError:
                 pass
-        return None, (f"{first}, nor a fallback in {tempfile.gettempdir()!r} ({exc.strerror or exc}); "
-                      f"nothing saved")
+        return None, (f"{first}, nor a fallback in {tempfile.gettempdir()!r} ({exc.strerror or exc}); nothing saved")

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..laws import theory
 from ..common.validation import check_alpha, check_k
+from ..laws import theory
 from . import decoding
 from .loading import torch_modules
 
@@ -70,10 +70,14 @@ class StepCosts:
         return n_tokens * per_token / self.target_step_s
 
     def as_dict(self) -> dict:
-        return {"target_step_s": self.target_step_s, "draft_step_s": self.draft_step_s,
-                "c": self.c, "v": list(self.v),
-                "prefill_target_s_per_token": self.prefill_target_s_per_token,
-                "prefill_draft_s_per_token": self.prefill_draft_s_per_token}
+        return {
+            "target_step_s": self.target_step_s,
+            "draft_step_s": self.draft_step_s,
+            "c": self.c,
+            "v": list(self.v),
+            "prefill_target_s_per_token": self.prefill_target_s_per_token,
+            "prefill_draft_s_per_token": self.prefill_draft_s_per_token,
+        }
 
 
 def _timed_forward_s(model, cache, base: int, feed: list[int]) -> float:
@@ -87,8 +91,7 @@ def _timed_forward_s(model, cache, base: int, feed: list[int]) -> float:
     return elapsed
 
 
-def measure_step_costs(target, draft, ids: list[int], max_k: int, repeats: int = 20,
-                       warmup: int = 2) -> StepCosts:
+def measure_step_costs(target, draft, ids: list[int], max_k: int, repeats: int = 20, warmup: int = 2) -> StepCosts:
     """Time single steps of both models and target forwards over 2..max_k + 1 positions after ``ids``.
 
     The forwards are interleaved (each repeat times every size once, so load on a shared machine
@@ -115,8 +118,9 @@ def measure_step_costs(target, draft, ids: list[int], max_k: int, repeats: int =
     verify = np.maximum.accumulate([statistics.median(times[(0, n)]) for n in range(1, max_k + 2)])
     draft_s = 0.0 if draft is None else statistics.median(times[(1, 1)])
     prefill = [_prefill_s(m, ids) / len(ids) for m in models]
-    return StepCosts(float(verify[0]), draft_s, tuple(float(v) for v in verify), prefill[0],
-                     prefill[1] if draft is not None else 0.0)
+    return StepCosts(
+        float(verify[0]), draft_s, tuple(float(v) for v in verify), prefill[0], prefill[1] if draft is not None else 0.0
+    )
 
 
 def _prefill_s(model, ids: list[int], repeats: int = 3) -> float:

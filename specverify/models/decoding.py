@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..common.validation import check_k
 from ..laws.processing import check_sampling, process_logits
 from ..samplers.chain import LazyRows, verify
 from ..samplers.greedy import argmax_token, greedy_verify
 from ..samplers.prompt_lookup import check_ngram, lookup_drafts, one_hot
-from ..common.validation import check_k
 from .loading import torch_modules
 
 DEFECT_ID = "model/kv-cache-not-cropped"
@@ -69,8 +69,9 @@ class DecodeStats:
 
     def as_dict(self) -> dict:
         out = dict(self.__dict__)
-        out.update(tokens_per_pass=self.tokens_per_pass, acceptance_rate=self.acceptance_rate,
-                   tokens_per_s=self.tokens_per_s)
+        out.update(
+            tokens_per_pass=self.tokens_per_pass, acceptance_rate=self.acceptance_rate, tokens_per_s=self.tokens_per_s
+        )
         return out
 
 
@@ -82,7 +83,7 @@ class Generation:
 
     @property
     def new_ids(self) -> list[int]:
-        return self.ids[self.n_prompt:]
+        return self.ids[self.n_prompt :]
 
 
 # ---------------------------------------------------------------------------- greedy
@@ -165,7 +166,7 @@ def forward(model, token_ids: list[int], cache, keep: int | None = None):
     if keep is not None and accepts_logits_to_keep(model):
         kwargs["logits_to_keep"] = int(keep)
     out = model(input_ids=ids, use_cache=True, **kwargs)
-    logits = out.logits[0] if keep is None else out.logits[0, -int(keep):]
+    logits = out.logits[0] if keep is None else out.logits[0, -int(keep) :]
     return logits.float()
 
 
@@ -212,9 +213,18 @@ def _check_new_tokens(max_new_tokens) -> int:
 # ---------------------------------------------------------------------------- generation
 
 
-def target_only_generate(target, input_ids, max_new_tokens, temperature=0.0, top_k=None,
-                         top_p=None, rng=None, vocab_size=None, eos_token_id=None,
-                         static_len=None) -> Generation:
+def target_only_generate(
+    target,
+    input_ids,
+    max_new_tokens,
+    temperature=0.0,
+    top_k=None,
+    top_p=None,
+    rng=None,
+    vocab_size=None,
+    eos_token_id=None,
+    static_len=None,
+) -> Generation:
     """Plain cached decoding with the target: one forward per token, the baseline to beat."""
     torch, _ = torch_modules()
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
@@ -252,8 +262,14 @@ class ModelDrafter:
     drafts so far and the draft's own q, never on the target (samplers/adaptive.py's argument).
     """
 
-    def __init__(self, model, width: int, static_len: int | None = None, crop_cache: bool = True,
-                 min_confidence: float | None = None):
+    def __init__(
+        self,
+        model,
+        width: int,
+        static_len: int | None = None,
+        crop_cache: bool = True,
+        min_confidence: float | None = None,
+    ):
         self.model, self.width, self.crop_cache = model, width, crop_cache
         if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
             raise ValueError(f"min_confidence: must lie in [0, 1], got {min_confidence!r}")
@@ -270,9 +286,9 @@ class ModelDrafter:
     def propose(self, ids, k, t, top_k, top_p, rng):
         """k drafts and their q vectors (None at greedy: the rule then needs only argmaxes)."""
         drafts, qs = [], []
-        feed = ids[self.length:]
+        feed = ids[self.length :]
         for _ in range(k):
-            row = forward(self.model, feed, self.cache, keep=1)[-1, :self.width]
+            row = forward(self.model, feed, self.cache, keep=1)[-1, : self.width]
             self.length += len(feed)
             self.steps += 1
             if t == 0:
@@ -341,9 +357,22 @@ def _drafter(draft, width, static_len, crop_caches):
     return ModelDrafter(draft, width, static_len, crop_caches)
 
 
-def speculative_generate(target, draft, input_ids, k, max_new_tokens, temperature=0.0,
-                         top_k=None, top_p=None, rng=None, crop_caches=True, vocab_size=None,
-                         eos_token_id=None, static_len=None, policy=None) -> Generation:
+def speculative_generate(
+    target,
+    draft,
+    input_ids,
+    k,
+    max_new_tokens,
+    temperature=0.0,
+    top_k=None,
+    top_p=None,
+    rng=None,
+    crop_caches=True,
+    vocab_size=None,
+    eos_token_id=None,
+    static_len=None,
+    policy=None,
+) -> Generation:
     """Draft-target decoding with both KV caches; the output is distributed as the target's.
 
     ``draft`` is a draft model or a drafter (``ModelDrafter``, ``LookupDrafter``: anything with
@@ -415,8 +444,7 @@ def teacher_forced_logits(model, ids, vocab_size=None) -> np.ndarray:
         return model(input_ids=x).logits[0, :, :width].float().cpu().numpy()
 
 
-def compare_greedy(spec_ids, ref_ids, target_logits, n_prompt=0, rel_margin=1e-3,
-                   abs_margin=1e-3) -> dict:
+def compare_greedy(spec_ids, ref_ids, target_logits, n_prompt=0, rel_margin=1e-3, abs_margin=1e-3) -> dict:
     """Classify the first difference between speculative and target-only greedy output.
 
     ``target_logits[i]`` are the target's logits after ``ref_ids[: i + 1]`` (``teacher_forced_
@@ -431,34 +459,48 @@ def compare_greedy(spec_ids, ref_ids, target_logits, n_prompt=0, rel_margin=1e-3
     first = next((i for i in range(n_prompt, min(len(spec), len(ref))) if spec[i] != ref[i]), None)
     if first is None:
         kind = "identical" if len(spec) == len(ref) else "mismatch"
-        return {"kind": kind, "position": None if kind == "identical" else min(len(spec), len(ref)),
-                "gap": None, "margin": None}
+        return {
+            "kind": kind,
+            "position": None if kind == "identical" else min(len(spec), len(ref)),
+            "gap": None,
+            "margin": None,
+        }
     row = logits[first - 1]
     top = float(row.max())
     gap = top - float(row[spec[first]])
     margin = max(abs_margin, rel_margin * abs(top))
     kind = "near-tie" if gap <= margin else "mismatch"
-    return {"kind": kind, "position": first, "gap": gap, "margin": margin,
-            "spec_token": spec[first], "ref_token": ref[first]}
+    return {
+        "kind": kind,
+        "position": first,
+        "gap": gap,
+        "margin": margin,
+        "spec_token": spec[first],
+        "ref_token": ref[first],
+    }
 
 
 # ---------------------------------------------------------------------------- teacher forcing
 
 
-def teacher_forced_pairs(target, draft, ids, n_prompt, temperature=1.0, top_k=None, top_p=None,
-                         vocab_size=None) -> list[tuple[np.ndarray, np.ndarray]]:
+def teacher_forced_pairs(
+    target, draft, ids, n_prompt, temperature=1.0, top_k=None, top_p=None, vocab_size=None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """(p, q) float64 vectors, identically processed, at each generated position of ``ids``."""
     if not 1 <= n_prompt < len(prompt_list(ids)):
         raise ValueError(f"n_prompt: must lie in 1..len(ids) - 1, got {n_prompt}")
     width = min(logit_width(target, vocab_size), logit_width(draft, vocab_size))
-    p_rows = teacher_forced_logits(target, ids, width)[n_prompt - 1:-1]
-    q_rows = teacher_forced_logits(draft, ids, width)[n_prompt - 1:-1]
-    return [(process_logits(p, temperature, top_k, top_p), process_logits(q, temperature, top_k, top_p))
-            for p, q in zip(p_rows, q_rows)]
+    p_rows = teacher_forced_logits(target, ids, width)[n_prompt - 1 : -1]
+    q_rows = teacher_forced_logits(draft, ids, width)[n_prompt - 1 : -1]
+    return [
+        (process_logits(p, temperature, top_k, top_p), process_logits(q, temperature, top_k, top_p))
+        for p, q in zip(p_rows, q_rows)
+    ]
 
 
-def alpha_per_position(target, draft, ids, n_prompt, temperature=1.0, top_k=None, top_p=None,
-                       vocab_size=None) -> np.ndarray:
+def alpha_per_position(
+    target, draft, ids, n_prompt, temperature=1.0, top_k=None, top_p=None, vocab_size=None
+) -> np.ndarray:
     """sum_x min(p_t(x), q_t(x)) at each generated position of ``ids`` (the handout's function).
 
     At temperature 0 the acceptance is an indicator: 1.0 where the draft's argmax equals the
@@ -467,10 +509,8 @@ def alpha_per_position(target, draft, ids, n_prompt, temperature=1.0, top_k=None
     t, _, _ = check_sampling(temperature, top_k, top_p)
     if t == 0:
         width = min(logit_width(target, vocab_size), logit_width(draft, vocab_size))
-        p_rows = teacher_forced_logits(target, ids, width)[n_prompt - 1:-1]
-        q_rows = teacher_forced_logits(draft, ids, width)[n_prompt - 1:-1]
+        p_rows = teacher_forced_logits(target, ids, width)[n_prompt - 1 : -1]
+        q_rows = teacher_forced_logits(draft, ids, width)[n_prompt - 1 : -1]
         return (p_rows.argmax(-1) == q_rows.argmax(-1)).astype(np.float64)
     pairs = teacher_forced_pairs(target, draft, ids, n_prompt, t, top_k, top_p, vocab_size)
     return np.array([np.minimum(p, q).sum() for p, q in pairs])
-
-

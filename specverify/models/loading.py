@@ -84,8 +84,9 @@ class ByteTokenizer:
 def prompt_ids(tokenizer, text: str) -> list[int]:
     """Token ids of a user turn, through the chat template when the tokenizer has one."""
     if getattr(tokenizer, "chat_template", None):
-        out = tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                            add_generation_prompt=True, tokenize=True)
+        out = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+        )
         out = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
         return [int(i) for i in out]
     return [int(i) for i in tokenizer.encode(text)]
@@ -98,8 +99,7 @@ def torch_modules():
         import transformers
     except ImportError as exc:
         raise ImportError(
-            f"the real-model stage needs torch and transformers ({exc}); "
-            "install them with: pip install -e '.[models]'"
+            f"the real-model stage needs torch and transformers ({exc}); install them with: pip install -e '.[models]'"
         ) from None
     return torch, transformers
 
@@ -160,8 +160,10 @@ def _argument_of(role: str) -> str:
 
 def offline() -> bool:
     """Whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) asks that the hub not be contacted."""
-    return any(os.environ.get(name, "").strip().lower() not in ("", "0", "false", "off", "no")
-               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(name, "").strip().lower() not in ("", "0", "false", "off", "no")
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def hub_endpoint() -> tuple[str, str, int]:
@@ -200,8 +202,7 @@ def check_source(argument: str, source) -> None:
         return
     text = str(source)
     if text.startswith(("/", ".", "~")) or text.count("/") > 1 or "\\" in text or not text.strip():
-        raise ValueError(f"{argument}: {text!r} is not a local folder (no such path) and not a hub id "
-                         f"(org/name)")
+        raise ValueError(f"{argument}: {text!r} is not a local folder (no such path) and not a hub id (org/name)")
     try:
         from huggingface_hub.utils import validate_repo_id
     except ImportError:
@@ -209,8 +210,9 @@ def check_source(argument: str, source) -> None:
     try:
         validate_repo_id(text)
     except ValueError as exc:
-        raise ValueError(f"{argument}: {text!r} is not a local folder (no such path) and not a hub id "
-                         f"({str(exc).splitlines()[0]})") from None
+        raise ValueError(
+            f"{argument}: {text!r} is not a local folder (no such path) and not a hub id ({str(exc).splitlines()[0]})"
+        ) from None
 
 
 def _cause(exc: Exception, limit: int = 300) -> str:
@@ -229,7 +231,7 @@ def _explain_load_failure(role: str, source: str, gguf_file: str | None, exc: Ex
         f"could not load the {role} {where}: it is not a local folder with model files and it is "
         f"not in the local Hugging Face cache, and {hint} (offline) or the id was not found. "
         f"Pass a local folder or GGUF file, or set {ENV_DIR} with {ENV_TARGET_GGUF} and "
-        f"{ENV_DRAFT_GGUF}. Cause: {_cause(exc)}"
+        f"{ENV_DRAFT_GGUF}. Cause: {_cause(exc)}",
     )
 
 
@@ -273,10 +275,12 @@ def _from_pretrained(auto, folder: str, role: str, gguf_name, **kwargs):
     if why is not None:
         url, host, _ = hub_endpoint()
         source = "HF_ENDPOINT" if os.environ.get("HF_ENDPOINT", "").strip() else "the default; HF_ENDPOINT sets it"
-        raise LoadError(_argument_of(role),
-                        f"{folder} is not a local folder or a cached model, and {host} cannot be reached "
-                        f"({why}; hub {url}, {source}): pass a local folder or a GGUF file, or run "
-                        f"where the hub can be reached") from local
+        raise LoadError(
+            _argument_of(role),
+            f"{folder} is not a local folder or a cached model, and {host} cannot be reached "
+            f"({why}; hub {url}, {source}): pass a local folder or a GGUF file, or run "
+            f"where the hub can be reached",
+        ) from local
     try:
         return auto.from_pretrained(folder, **kwargs)
     except _load_failures() as exc:
@@ -334,8 +338,7 @@ def env_pair() -> dict | None:
     return {"target": folder, "draft": folder, "target_gguf": target_file, "draft_gguf": draft_file}
 
 
-def load_pair(target=None, draft=None, *, target_gguf=None, draft_gguf=None, device=None,
-              dtype=None) -> ModelPair:
+def load_pair(target=None, draft=None, *, target_gguf=None, draft_gguf=None, device=None, dtype=None) -> ModelPair:
     """Load target and draft (hub ids, folders or GGUF files) and check they share a tokenizer.
 
     A GGUF file is a whole path, or a file name inside the folder given as ``target``/``draft``.
@@ -373,8 +376,15 @@ def tiny_config(vocab_size: int, n_layers: int, hidden: int = 64):
     )
 
 
-def tiny_pair(seed: int = 0, vocab_size: int = 320, n_layers: int = 4, draft_layers: int = 2,
-              noise: float = 0.02, late_scale: float = 0.3, hidden: int = 64) -> ModelPair:
+def tiny_pair(
+    seed: int = 0,
+    vocab_size: int = 320,
+    n_layers: int = 4,
+    draft_layers: int = 2,
+    noise: float = 0.02,
+    late_scale: float = 0.3,
+    hidden: int = 64,
+) -> ModelPair:
     """A random Qwen2 target and a cheaper correlated draft, fp32 on CPU.
 
     The draft keeps the target's embedding, its first ``draft_layers`` blocks, final norm and
@@ -403,7 +413,7 @@ def tiny_pair(seed: int = 0, vocab_size: int = 320, n_layers: int = 4, draft_lay
     state = copy.deepcopy(target.state_dict())
     draft_state = {name: state[name] for name in draft.state_dict()}
     gen = torch.Generator().manual_seed(seed + 1)
-    for name, tensor in draft_state.items():
+    for tensor in draft_state.values():
         if tensor.is_floating_point() and tensor.numel() > 1 and tensor.std() > 0:
             tensor += noise * tensor.std() * torch.randn(tensor.shape, generator=gen)
     draft.load_state_dict(draft_state)

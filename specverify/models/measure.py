@@ -15,6 +15,10 @@
 
 At batch 1 in eager PyTorch small models are launch-bound, so c can sit far above the parameter
 ratio; ``static_cache`` + ``compile`` (GPU only) cut that overhead.
+
+It is over 500 lines because every drafter's row (a draft model, adaptive k, prompt lookup, a tree,
+a Medusa head, transformers' own assisted generation) is measured under one ``Setting`` and printed
+by one table, side by side from one run.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..laws import theory
 from ..common.files import json_default, write_atomically
 from ..common.validation import check_k
+from ..laws import theory
 from . import decoding, medusa, tree_decoding
 from .costs import KPolicy, StepCosts, measure_step_costs
 from .loading import prompt_ids, torch_modules
@@ -65,9 +69,24 @@ EDIT_PROMPTS = [  # the answer repeats most of the prompt: where prompt lookup s
 ]
 PROMPTS = {"code": CODE_PROMPTS, "chat": CHAT_PROMPTS, "edit": EDIT_PROMPTS}
 REQUIRED_FIELDS = (
-    "workload", "mode", "drafter", "k", "v_k", "target_only_tokens_per_s", "vs_hf_assisted", "alpha_predicted", "alpha_measured", "c", "tokens_per_pass_predicted",
-    "tokens_per_pass_measured", "speedup_predicted", "speedup_measured", "tokens_per_s",
-    "hf_assisted_tokens_per_s", "greedy_identical", "near_ties",
+    "workload",
+    "mode",
+    "drafter",
+    "k",
+    "v_k",
+    "target_only_tokens_per_s",
+    "vs_hf_assisted",
+    "alpha_predicted",
+    "alpha_measured",
+    "c",
+    "tokens_per_pass_predicted",
+    "tokens_per_pass_measured",
+    "speedup_predicted",
+    "speedup_measured",
+    "tokens_per_s",
+    "hf_assisted_tokens_per_s",
+    "greedy_identical",
+    "near_ties",
 )
 
 
@@ -80,15 +99,19 @@ def select_prompts(workload: str, n_prompts: int) -> list[str]:
     return PROMPTS[workload][:n]
 
 
-def hf_assisted_tokens_per_s(pair, prompts: list[list[int]], k: int, max_new_tokens: int,
-                             temperature: float) -> float | None:
+def hf_assisted_tokens_per_s(
+    pair, prompts: list[list[int]], k: int, max_new_tokens: int, temperature: float
+) -> float | None:
     """Tokens/s of ``target.generate(assistant_model=draft)`` with k drafts per round, or None."""
     torch, _ = torch_modules()
     cfg = pair.draft.generation_config
     saved = (getattr(cfg, "num_assistant_tokens", None), getattr(cfg, "num_assistant_tokens_schedule", None))
     cfg.num_assistant_tokens, cfg.num_assistant_tokens_schedule = k, "constant"
-    sampling = ({"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
-                if temperature > 0 else {"do_sample": False})
+    sampling = (
+        {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        if temperature > 0
+        else {"do_sample": False}
+    )
     pad = pair.eos_token_id if pair.eos_token_id is not None else 0
     emitted, wall = 0, 0.0
     try:
@@ -97,9 +120,15 @@ def hf_assisted_tokens_per_s(pair, prompts: list[list[int]], k: int, max_new_tok
             decoding.synchronize(pair.target)
             start = time.perf_counter()
             with torch.no_grad():
-                out = pair.target.generate(input_ids=x, attention_mask=torch.ones_like(x),
-                                           assistant_model=pair.draft, max_new_tokens=max_new_tokens,
-                                           pad_token_id=pad, eos_token_id=pair.eos_token_id, **sampling)
+                out = pair.target.generate(
+                    input_ids=x,
+                    attention_mask=torch.ones_like(x),
+                    assistant_model=pair.draft,
+                    max_new_tokens=max_new_tokens,
+                    pad_token_id=pad,
+                    eos_token_id=pair.eos_token_id,
+                    **sampling,
+                )
             decoding.synchronize(pair.target)
             wall += time.perf_counter() - start
             emitted += out.shape[1] - len(ids)
@@ -151,8 +180,12 @@ class Setting:
 
     @property
     def common(self) -> dict:
-        return {"vocab_size": self.pair.vocab_size, "eos_token_id": self.pair.eos_token_id,
-                "max_new_tokens": self.max_new_tokens, "temperature": self.temperature}
+        return {
+            "vocab_size": self.pair.vocab_size,
+            "eos_token_id": self.pair.eos_token_id,
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+        }
 
 
 @dataclass
@@ -168,17 +201,26 @@ class Run:
 
 
 def _spec(setting: Setting, draft, k: int, policy=None, rng_offset: int = 1) -> list:
-    return _run_all(decoding.speculative_generate, setting.prompts, target=setting.pair.target,
-                    draft=draft, k=k, policy=policy, static_len=setting.static_len,
-                    rng=np.random.default_rng(setting.seed + rng_offset), **setting.common)
+    return _run_all(
+        decoding.speculative_generate,
+        setting.prompts,
+        target=setting.pair.target,
+        draft=draft,
+        k=k,
+        policy=policy,
+        static_len=setting.static_len,
+        rng=np.random.default_rng(setting.seed + rng_offset),
+        **setting.common,
+    )
 
 
 def run_model(setting: Setting) -> Run:
     """The draft model, k in 0..K chosen by the cost model from the predicted alpha, re-chosen
     every round as the running alpha estimate moves (costs as measured before generation)."""
     policy = KPolicy(setting.costs, alpha0=setting.alpha_predicted)
-    return Run(_spec(setting, setting.pair.draft, setting.k, policy), policy.chosen,
-               alpha_predicted=setting.alpha_predicted)
+    return Run(
+        _spec(setting, setting.pair.draft, setting.k, policy), policy.chosen, alpha_predicted=setting.alpha_predicted
+    )
 
 
 def run_fixed(setting: Setting, k: int) -> Run:
@@ -207,9 +249,17 @@ def run_tree(setting: Setting) -> Run:
     depth is the cost model's k at the predicted alpha, at least 1 (each node adds a row to the
     target's forward, which is not free on a CPU)."""
     depth = max(1, setting.costs.best_k(setting.alpha_predicted, setting.k))
-    gens = _run_all(tree_decoding.tree_generate, setting.prompts, target=setting.pair.target,
-                    draft=setting.pair.draft, k=depth, width=2, shape="spine",
-                    rng=np.random.default_rng(setting.seed + 1), **setting.common)
+    gens = _run_all(
+        tree_decoding.tree_generate,
+        setting.prompts,
+        target=setting.pair.target,
+        draft=setting.pair.draft,
+        k=depth,
+        width=2,
+        shape="spine",
+        rng=np.random.default_rng(setting.seed + 1),
+        **setting.common,
+    )
     return Run(gens, [depth] * sum(g.stats.rounds for g in gens), tree_nodes=2 * depth)
 
 
@@ -217,10 +267,15 @@ def run_medusa(setting: Setting) -> Run:
     """The target's own Medusa-style t + 2 head (``models.medusa``) as a one-token drafter: k = 1,
     no draft model. Needs ``setting.head`` (``measure --head``, trained by ``train-head``)."""
     if setting.head is None:
-        raise ValueError("--drafter medusa: needs a head (--head HEAD.pt, from "
-                         "python -m specverify.models train-head)")
-    gens = _run_all(medusa.medusa_generate, setting.prompts, target=setting.pair.target,
-                    head=setting.head, rng=np.random.default_rng(setting.seed + 1), **setting.common)
+        raise ValueError("--drafter medusa: needs a head (--head HEAD.pt, from python -m specverify.models train-head)")
+    gens = _run_all(
+        medusa.medusa_generate,
+        setting.prompts,
+        target=setting.pair.target,
+        head=setting.head,
+        rng=np.random.default_rng(setting.seed + 1),
+        **setting.common,
+    )
     return Run(gens, [1] * sum(g.stats.rounds for g in gens), head=True)
 
 
@@ -240,8 +295,7 @@ def _prediction(setting: Setting, run: Run) -> dict:
     n_i the prompt length, N_i the tokens target-only emitted, E and C the mean tokens and cost
     (k c + v(k)) of a round over the ks run."""
     if run.alpha_predicted is None or not run.ks:
-        return {"tokens_per_pass_predicted": None, "speedup_predicted": None,
-                "speedup_predicted_decode_only": None}
+        return {"tokens_per_pass_predicted": None, "speedup_predicted": None, "speedup_predicted_decode_only": None}
     costs = setting.costs
     c = 0.0 if run.draft_free else costs.c
     tokens = float(np.mean([1.0 if k == 0 else theory.expected_tokens(run.alpha_predicted, k) for k in run.ks]))
@@ -249,10 +303,12 @@ def _prediction(setting: Setting, run: Run) -> dict:
     lengths = [len(p) for p in setting.prompts]
     emitted = [max(1, len(g.new_ids)) for g in setting.ref]
     target_only = sum(costs.prefill_steps(n, draft=False) + m for n, m in zip(lengths, emitted))
-    spec = sum(costs.prefill_steps(n, draft=not run.draft_free) + m / tokens * cost
-               for n, m in zip(lengths, emitted))
-    return {"tokens_per_pass_predicted": tokens, "speedup_predicted": target_only / spec,
-            "speedup_predicted_decode_only": tokens / cost}
+    spec = sum(costs.prefill_steps(n, draft=not run.draft_free) + m / tokens * cost for n, m in zip(lengths, emitted))
+    return {
+        "tokens_per_pass_predicted": tokens,
+        "speedup_predicted": target_only / spec,
+        "speedup_predicted_decode_only": tokens / cost,
+    }
 
 
 def drafter_row(setting: Setting, name: str, run: Run, hf_tps, ref_tps) -> dict:
@@ -298,32 +354,52 @@ def drafter_row(setting: Setting, name: str, run: Run, hf_tps, ref_tps) -> dict:
 
 def predicted_alpha(pair, ref, temperature) -> float:
     """Mean teacher-forced alpha over the target-only outputs (the i.i.d. model's alpha)."""
-    alphas = np.concatenate([
-        decoding.alpha_per_position(pair.target, pair.draft, g.ids, g.n_prompt, temperature,
-                                    vocab_size=pair.vocab_size)
-        for g in ref if len(g.new_ids) > 0])
+    alphas = np.concatenate(
+        [
+            decoding.alpha_per_position(
+                pair.target, pair.draft, g.ids, g.n_prompt, temperature, vocab_size=pair.vocab_size
+            )
+            for g in ref
+            if len(g.new_ids) > 0
+        ]
+    )
     return float(alphas.mean())
 
 
 def measure_setting(setting: Setting, drafters, sweep: bool = False) -> list[dict]:
     """Rows for one (workload, mode): every drafter, side by side with target-only and HF assisted."""
     pair = setting.pair
-    setting.ref = _run_all(decoding.target_only_generate, setting.prompts, target=pair.target,
-                           rng=np.random.default_rng(setting.seed), static_len=setting.static_len,
-                           **setting.common)
+    setting.ref = _run_all(
+        decoding.target_only_generate,
+        setting.prompts,
+        target=pair.target,
+        rng=np.random.default_rng(setting.seed),
+        static_len=setting.static_len,
+        **setting.common,
+    )
     setting.alpha_predicted = predicted_alpha(pair, setting.ref, setting.temperature)
     ref_tps = _tokens_per_s(setting.ref)
-    hf_tps = hf_assisted_tokens_per_s(pair, setting.prompts, setting.k, setting.max_new_tokens,
-                                      setting.temperature)
+    hf_tps = hf_assisted_tokens_per_s(pair, setting.prompts, setting.k, setting.max_new_tokens, setting.temperature)
     rows = [drafter_row(setting, name, DRAFTERS[name](setting), hf_tps, ref_tps) for name in drafters]
     for k in range(1, setting.k + 1) if sweep else [setting.k]:
         rows.append(drafter_row(setting, f"model k={k}", run_fixed(setting, k), hf_tps, ref_tps))
     return rows
 
 
-def measure(pair, workloads=WORKLOADS, k: int = 4, max_new_tokens: int = 64, n_prompts: int = 5,
-            seed: int = 0, repeats: int = 20, static_cache: bool = False, drafters=("model",),
-            modes=(0.0, SAMPLED_T), sweep: bool = False, head=None) -> list[dict]:
+def measure(
+    pair,
+    workloads=WORKLOADS,
+    k: int = 4,
+    max_new_tokens: int = 64,
+    n_prompts: int = 5,
+    seed: int = 0,
+    repeats: int = 20,
+    static_cache: bool = False,
+    drafters=("model",),
+    modes=(0.0, SAMPLED_T),
+    sweep: bool = False,
+    head=None,
+) -> list[dict]:
     """Rows for each workload x mode x drafter, plus the draft model at fixed k = ``k`` (or at
     every k in 1..``k`` with ``sweep``); the step costs are timed once per pair on the first prompt.
 
@@ -340,8 +416,9 @@ def measure(pair, workloads=WORKLOADS, k: int = 4, max_new_tokens: int = 64, n_p
     longest = max(len(x) for w in workloads for x in ids[w])
     static_len = longest + max_new_tokens + k + 1 if static_cache else None
     for _ in range(2):  # warm-up (and, with torch.compile, compilation) outside every timing
-        decoding.speculative_generate(pair.target, pair.draft, first, k, 2 * k + 2,
-                                      vocab_size=pair.vocab_size, static_len=static_len)
+        decoding.speculative_generate(
+            pair.target, pair.draft, first, k, 2 * k + 2, vocab_size=pair.vocab_size, static_len=static_len
+        )
     costs = measure_step_costs(pair.target, pair.draft, first, k, repeats)
     rows = []
     for w in workloads:
@@ -355,12 +432,26 @@ def table(rows: list[dict]):
     """The rows as a polars DataFrame of 17 columns (floats to 3 decimals)."""
     import polars as pl
 
-    cols = ["workload", "mode", "drafter", "k", "alpha_predicted", "alpha_measured", "c", "v_k",
-            "tokens_per_pass_predicted", "tokens_per_pass_measured", "speedup_predicted",
-            "speedup_measured", "tokens_per_s", "target_only_tokens_per_s",
-            "hf_assisted_tokens_per_s", "vs_hf_assisted", "greedy_identical"]
-    return pl.DataFrame([{c: r.get(c) for c in cols} for r in rows]).with_columns(
-        pl.col(pl.Float64).round(3))
+    cols = [
+        "workload",
+        "mode",
+        "drafter",
+        "k",
+        "alpha_predicted",
+        "alpha_measured",
+        "c",
+        "v_k",
+        "tokens_per_pass_predicted",
+        "tokens_per_pass_measured",
+        "speedup_predicted",
+        "speedup_measured",
+        "tokens_per_s",
+        "target_only_tokens_per_s",
+        "hf_assisted_tokens_per_s",
+        "vs_hf_assisted",
+        "greedy_identical",
+    ]
+    return pl.DataFrame([{c: r.get(c) for c in cols} for r in rows]).with_columns(pl.col(pl.Float64).round(3))
 
 
 HUMAN_COLUMNS = (  # (head, field, format): what the human table shows; --json has every field
@@ -417,8 +508,11 @@ def human_report(result: dict, width: int = 100) -> str:
     if cs:
         lines.append(f"c (draft step / target step): {', '.join(f'{c:.3f}' for c in cs)}")
     lines += [human_table(rows, width), HUMAN_LEGEND]
-    return "\n".join(part for text in lines for part in (
-        [text] if "\n" in text else textwrap.wrap(text, width, break_on_hyphens=False) or [""]))
+    return "\n".join(
+        part
+        for text in lines
+        for part in ([text] if "\n" in text else textwrap.wrap(text, width, break_on_hyphens=False) or [""])
+    )
 
 
 def json_safe(obj):

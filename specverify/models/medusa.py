@@ -95,9 +95,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..common.files import atomic_path
+from ..common.validation import check_int, check_k
 from ..laws.processing import check_sampling, process_logits
 from ..samplers.greedy import argmax_token
-from ..common.validation import check_int, check_k
 from . import decoding, loading
 from .loading import torch_modules
 
@@ -138,17 +138,25 @@ def _head_class():
         predicts token t + 2 from the hidden state at t. ``meta`` is saved with the weights.
         """
 
-        def __init__(self, hidden_size: int, vocab_size: int, n_blocks: int = 1,
-                     intermediate_size: int | None = None, meta: dict | None = None):
+        def __init__(
+            self,
+            hidden_size: int,
+            vocab_size: int,
+            n_blocks: int = 1,
+            intermediate_size: int | None = None,
+            meta: dict | None = None,
+        ):
             super().__init__()
             self.hidden_size = check_int("hidden_size", hidden_size, 1)
             self.vocab_size = check_int("vocab_size", vocab_size, 1)
             self.n_blocks = check_int("n_blocks", n_blocks, 1)
             self.intermediate_size = check_int("intermediate_size", intermediate_size or hidden_size, 1)
             self.up = torch.nn.ModuleList(
-                torch.nn.Linear(self.hidden_size, self.intermediate_size) for _ in range(self.n_blocks))
+                torch.nn.Linear(self.hidden_size, self.intermediate_size) for _ in range(self.n_blocks)
+            )
             self.down = torch.nn.ModuleList(
-                torch.nn.Linear(self.intermediate_size, self.hidden_size) for _ in range(self.n_blocks))
+                torch.nn.Linear(self.intermediate_size, self.hidden_size) for _ in range(self.n_blocks)
+            )
             for block in self.down:
                 torch.nn.init.zeros_(block.weight)
                 torch.nn.init.zeros_(block.bias)
@@ -206,11 +214,15 @@ def check_head_matches(head, target) -> None:
     """ValueError naming ``head`` when its shapes do not fit ``target``."""
     hidden, width = int(target.config.hidden_size), _lm_width(target)
     if head.hidden_size != hidden:
-        raise ValueError(f"head: hidden size {head.hidden_size} does not match the target's {hidden} "
-                         f"(trained for {head.meta.get('target_name', 'another model')!r}?)")
+        raise ValueError(
+            f"head: hidden size {head.hidden_size} does not match the target's {hidden} "
+            f"(trained for {head.meta.get('target_name', 'another model')!r}?)"
+        )
     if head.vocab_size != width:
-        raise ValueError(f"head: vocabulary (LM-head width) {head.vocab_size} does not match the "
-                         f"target's {width} (trained for {head.meta.get('target_name', 'another model')!r}?)")
+        raise ValueError(
+            f"head: vocabulary (LM-head width) {head.vocab_size} does not match the "
+            f"target's {width} (trained for {head.meta.get('target_name', 'another model')!r}?)"
+        )
 
 
 # ---------------------------------------------------------------------------- save / load
@@ -224,10 +236,18 @@ def save_head(head, path) -> None:
     import io
 
     torch, _ = torch_modules()
-    meta = dict(head.meta, hidden_size=head.hidden_size, vocab_size=head.vocab_size, n_blocks=head.n_blocks,
-                intermediate_size=head.intermediate_size)
-    payload = {"format": FORMAT, "meta": json.loads(json.dumps(meta, default=json_default)),
-               "state_dict": {k: v.detach().cpu().clone() for k, v in head.state_dict().items()}}
+    meta = dict(
+        head.meta,
+        hidden_size=head.hidden_size,
+        vocab_size=head.vocab_size,
+        n_blocks=head.n_blocks,
+        intermediate_size=head.intermediate_size,
+    )
+    payload = {
+        "format": FORMAT,
+        "meta": json.loads(json.dumps(meta, default=json_default)),
+        "state_dict": {k: v.detach().cpu().clone() for k, v in head.state_dict().items()},
+    }
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     with atomic_path(path) as tmp:
@@ -256,16 +276,26 @@ def load_head(path, target=None, name: str = "path"):
         raise ValueError(f"{name}: {where} is a folder, not a saved head file")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, KeyError, TypeError, AttributeError,
-            pickle.UnpicklingError) as exc:
+    except (
+        OSError,
+        RuntimeError,
+        EOFError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        pickle.UnpicklingError,
+    ) as exc:
         cause = " ".join(str(exc).split())[:200]
         raise ValueError(f"{name}: cannot read a head from {where} ({type(exc).__name__}: {cause})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{name}: {where} is not a saved Medusa head (format {FORMAT!r})")
     missing = [key for key in HEAD_KEYS if key not in payload]
     if missing:
-        raise ValueError(f"{name}: {where} has no {' and no '.join(map(repr, missing))} entry "
-                         f"(a saved head holds {', '.join(HEAD_KEYS)}; save it with train-head)")
+        raise ValueError(
+            f"{name}: {where} has no {' and no '.join(map(repr, missing))} entry "
+            f"(a saved head holds {', '.join(HEAD_KEYS)}; save it with train-head)"
+        )
     meta, state = payload["meta"], payload["state_dict"]
     if not isinstance(meta, dict):
         raise ValueError(f"{name}: {where} has a 'meta' entry of type {type(meta).__name__}, not a dict")
@@ -275,8 +305,9 @@ def load_head(path, target=None, name: str = "path"):
     if missing:
         raise ValueError(f"{name}: {where} has no {' and no '.join(map(repr, missing))} in its 'meta' entry")
     try:
-        head = _head_cls()(meta["hidden_size"], meta["vocab_size"], meta.get("n_blocks", 1),
-                           meta.get("intermediate_size"), dict(meta))
+        head = _head_cls()(
+            meta["hidden_size"], meta["vocab_size"], meta.get("n_blocks", 1), meta.get("intermediate_size"), dict(meta)
+        )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name}: {where} has bad head metadata ({exc})") from None
     try:
@@ -367,9 +398,19 @@ class HeadData:
         return float(self.logp.double().exp().sum(-1).mean())
 
 
-def collect_training_data(target, tokenizer, prompts, n_positions: int, max_new_tokens: int = 64,
-                          temperature: float = 0.7, top_k_targets: int | None = 64, seed: int = 0,
-                          vocab_size: int | None = None, eos_token_id=None, progress=None) -> HeadData:
+def collect_training_data(
+    target,
+    tokenizer,
+    prompts,
+    n_positions: int,
+    max_new_tokens: int = 64,
+    temperature: float = 0.7,
+    top_k_targets: int | None = 64,
+    seed: int = 0,
+    vocab_size: int | None = None,
+    eos_token_id=None,
+    progress=None,
+) -> HeadData:
     """Text generated by the target itself from ``prompts`` and, at each generated position t,
     (h_t, p_{t+2}): up to ``n_positions`` positions.
 
@@ -418,9 +459,17 @@ def collect_training_data(target, tokenizer, prompts, n_positions: int, max_new_
     if n == 0:
         raise ValueError("prompts: the target stopped at once on every prompt; no position to learn from")
     cat = lambda xs: torch.cat(xs)[:n_positions]  # noqa: E731
-    return HeadData(cat(hs), cat(idx) if idx else None, cat(logp), cat(greedy), width, k == width, n_seq,
-                    time.perf_counter() - start,
-                    {"temperature": t, "max_new_tokens": n_new, "top_k_targets": k, "seed": seed})
+    return HeadData(
+        cat(hs),
+        cat(idx) if idx else None,
+        cat(logp),
+        cat(greedy),
+        width,
+        k == width,
+        n_seq,
+        time.perf_counter() - start,
+        {"temperature": t, "max_new_tokens": n_new, "top_k_targets": k, "seed": seed},
+    )
 
 
 # ---------------------------------------------------------------------------- training
@@ -448,8 +497,9 @@ def head_loss(head, target, data: HeadData, batch_size: int = 256) -> float:
     return total / len(data)
 
 
-def train_head(head, target, data: HeadData, epochs: int = 3, lr: float = 1e-3, batch_size: int = 64,
-               seed: int = 0) -> dict:
+def train_head(
+    head, target, data: HeadData, epochs: int = 3, lr: float = 1e-3, batch_size: int = 64, seed: int = 0
+) -> dict:
     """Adam on the mean KL(p~_{t+2} || q_head) (see the module docstring), the target frozen.
 
     Returns {"loss_before", "loss_per_epoch" (mean training loss after each epoch, over all
@@ -471,23 +521,37 @@ def train_head(head, target, data: HeadData, epochs: int = 3, lr: float = 1e-3, 
         head.train()
         order = torch.randperm(len(data), generator=gen)
         for lo in range(0, len(data), batch_size):
-            loss = _kl(head, target, data, order[lo:lo + batch_size], data.width)
+            loss = _kl(head, target, data, order[lo : lo + batch_size], data.width)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
         head.eval()
         history["loss_per_epoch"].append(head_loss(head, target, data))
     history["wall_s"] = time.perf_counter() - start
-    head.meta.update(positions=len(data), epochs=epochs, lr=lr, seed=seed,
-                     loss_before=history["loss_before"], loss_after=history["loss_per_epoch"][-1])
+    head.meta.update(
+        positions=len(data),
+        epochs=epochs,
+        lr=lr,
+        seed=seed,
+        loss_before=history["loss_before"],
+        loss_after=history["loss_per_epoch"][-1],
+    )
     return history
 
 
 # ---------------------------------------------------------------------------- evaluation
 
 
-def evaluate_head(head, target, data: HeadData, temperatures=(1.0, 0.7), top_k=None, top_p=None,
-                  batch_size: int = 64, per_position: bool = False) -> dict:
+def evaluate_head(
+    head,
+    target,
+    data: HeadData,
+    temperatures=(1.0, 0.7),
+    top_k=None,
+    top_p=None,
+    batch_size: int = 64,
+    per_position: bool = False,
+) -> dict:
     """On held-out positions (``data`` collected with ``top_k_targets=None``, teacher-forced on
     target-generated text): top-1 agreement of the head with the target's greedy token t + 2,
     and alpha = mean over positions of sum_x min(p_{t+2}(x), q_head(x)), p and q processed alike
@@ -501,26 +565,33 @@ def evaluate_head(head, target, data: HeadData, temperatures=(1.0, 0.7), top_k=N
     check_head_matches(head, target)
     temps = [check_sampling(t, top_k, top_p)[0] for t in temperatures]
     if temps and not data.full:
-        raise ValueError("data: alpha needs full target rows; collect it with top_k_targets=None "
-                         "(or pass temperatures=() for top-1 and loss only)")
+        raise ValueError(
+            "data: alpha needs full target rows; collect it with top_k_targets=None "
+            "(or pass temperatures=() for top-1 and loss only)"
+        )
     if any(t == 0 for t in temps):
         raise ValueError("temperatures: alpha at temperature 0 is the top-1 agreement; pass T > 0")
     hits, alphas = [], {t: [] for t in temps}
     with torch.no_grad():
         for lo in range(0, len(data), batch_size):
             rows = torch.arange(lo, min(lo + batch_size, len(data)))
-            q_logits = head.logits(target, data.hidden[rows].to(target.device))[:, :data.width].float().cpu()
+            q_logits = head.logits(target, data.hidden[rows].to(target.device))[:, : data.width].float().cpu()
             hits.append((q_logits.argmax(-1) == data.greedy[rows]).numpy())
             p_logp = data.logp[rows].numpy()  # full rows, ids in order
             q_np = q_logits.numpy()
             for t in temps:
-                alphas[t] += [float(np.minimum(process_logits(p, t, top_k, top_p),
-                                               process_logits(q, t, top_k, top_p)).sum())
-                              for p, q in zip(p_logp, q_np)]
+                alphas[t] += [
+                    float(np.minimum(process_logits(p, t, top_k, top_p), process_logits(q, t, top_k, top_p)).sum())
+                    for p, q in zip(p_logp, q_np)
+                ]
     hits = np.concatenate(hits)
     alphas = {t: np.array(a) for t, a in alphas.items()}
-    out = {"positions": len(data), "top1": float(hits.mean()),
-           "alpha": {t: float(a.mean()) for t, a in alphas.items()}, "loss": head_loss(head, target, data)}
+    out = {
+        "positions": len(data),
+        "top1": float(hits.mean()),
+        "alpha": {t: float(a.mean()) for t, a in alphas.items()},
+        "loss": head_loss(head, target, data),
+    }
     if per_position:
         out.update(hits=hits, alphas=alphas)
     return out
@@ -538,8 +609,18 @@ def _propose(head, target, hidden, width, t, top_k, top_p, rng):
     return int(rng.choice(width, p=q)), q
 
 
-def medusa_generate(target, head, input_ids, max_new_tokens, temperature=0.0, top_k=None, top_p=None,
-                    rng=None, vocab_size=None, eos_token_id=None) -> decoding.Generation:
+def medusa_generate(
+    target,
+    head,
+    input_ids,
+    max_new_tokens,
+    temperature=0.0,
+    top_k=None,
+    top_p=None,
+    rng=None,
+    vocab_size=None,
+    eos_token_id=None,
+) -> decoding.Generation:
     """Speculative decoding with the target's own Medusa head as a one-token drafter (k = 1).
 
     The output is distributed exactly as the target's (temperature, top-k, top-p applied alike to

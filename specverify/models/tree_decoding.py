@@ -55,10 +55,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..common.validation import check_k
 from ..laws.processing import check_sampling, process_logits
 from ..samplers.greedy import greedy_node
 from ..samplers.tree import check_width, verify_siblings, without_token
-from ..common.validation import check_k
 from . import decoding
 from .loading import torch_modules
 
@@ -153,8 +153,9 @@ def tree_forward(model, tokens: list[int], parents: list[int], start: int, cache
     ids = torch.tensor([tokens], dtype=torch.long, device=device)
     pos = torch.tensor([tree_positions(n_past, parents, start)], dtype=torch.long, device=device)
     mask = tree_mask(n_past, parents, start, dtype, device)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                **{decoding.cache_kwarg(model): cache})
+    out = model(
+        input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{decoding.cache_kwarg(model): cache}
+    )
     return out.logits[0].float()
 
 
@@ -387,10 +388,9 @@ def prefill(target, draft, ids: list[int]) -> TreeState:
 
 def _target_rows(target, ids, state: TreeState, tree: Tree, vocab: int):
     """One target forward over the pending tokens and every node: rows at the root, then nodes."""
-    pending = ids[state.t_len:]
+    pending = ids[state.t_len :]
     root = len(pending) - 1
-    parents = chain_parents(len(pending)) + [
-        root if n.parent < 0 else len(pending) + n.parent for n in tree.nodes]
+    parents = chain_parents(len(pending)) + [root if n.parent < 0 else len(pending) + n.parent for n in tree.nodes]
     tokens = pending + [n.token for n in tree.nodes]
     return tree_forward(target, tokens, parents, 0, state.t_cache)[root:, :vocab]
 
@@ -405,13 +405,14 @@ def _crop_to_path(state: TreeState, n_target_pending: int, n_draft_pending: int,
     state.d_len = len(keep_d)
 
 
-def tree_round(target, draft, ids: list[int], state: TreeState, k: int, sampling: Sampling, shape: str,
-               stats: decoding.DecodeStats) -> list[int]:
+def tree_round(
+    target, draft, ids: list[int], state: TreeState, k: int, sampling: Sampling, shape: str, stats: decoding.DecodeStats
+) -> list[int]:
     """One round after ``ids`` (whose caches ``state`` holds): draft a tree, verify it in one
     target pass, walk it, crop both caches to the path. Returns the emitted tokens (accepted
     path then one more) and updates ``stats``; call it under ``torch.no_grad()``."""
     n_t, n_d = len(ids) - state.t_len, len(ids) - state.d_len
-    tree, d_slot = draft_tree(draft, ids[state.d_len:], state.d_cache, k, sampling, shape)
+    tree, d_slot = draft_tree(draft, ids[state.d_len :], state.d_cache, k, sampling, shape)
     rows = _target_rows(target, ids, state, tree, sampling.vocab)
     path, token, rejected = walk_tree(tree, rows, sampling)
     _crop_to_path(state, n_t, n_d, path, d_slot)
@@ -423,9 +424,23 @@ def tree_round(target, draft, ids: list[int], state: TreeState, k: int, sampling
     return [tree.nodes[n].token for n in path] + [int(token)]
 
 
-def tree_generate(target, draft, input_ids, k, max_new_tokens, width=2, temperature=0.0, top_k=None,
-                  top_p=None, rng=None, vocab_size=None, eos_token_id=None, *, shape="full",
-                  without_replacement=True) -> decoding.Generation:
+def tree_generate(
+    target,
+    draft,
+    input_ids,
+    k,
+    max_new_tokens,
+    width=2,
+    temperature=0.0,
+    top_k=None,
+    top_p=None,
+    rng=None,
+    vocab_size=None,
+    eos_token_id=None,
+    *,
+    shape="full",
+    without_replacement=True,
+) -> decoding.Generation:
     """Tree speculative decoding of depth k with ``width`` candidates per node (module docstring).
 
     ``shape``: "full" (every node above depth k has ``width`` children) or "spine" (only each
@@ -464,21 +479,27 @@ def _sum_stats(parts) -> decoding.DecodeStats:
     return total
 
 
-def measure_tree(pair, prompts, k, width, max_new_tokens, temperature=0.0, *, shape="full",
-                 rng=0, chain=True) -> dict:
+def measure_tree(pair, prompts, k, width, max_new_tokens, temperature=0.0, *, shape="full", rng=0, chain=True) -> dict:
     """Tree decoding (and, with ``chain``, the chain ``decoding.speculative_generate`` at the same
     depth k) over ``prompts`` (texts or token lists) on a ``loading.ModelPair``: summed stats of
     each as ``DecodeStats.as_dict()`` rows, for ``measure.py``'s table."""
     rng = decoding.as_rng(rng)
     encoded = [pair.tokenizer.encode(p) if isinstance(p, str) else list(p) for p in prompts]
     common = dict(temperature=temperature, vocab_size=pair.vocab_size, eos_token_id=pair.eos_token_id)
-    trees = [tree_generate(pair.target, pair.draft, ids, k, max_new_tokens, width, rng=rng,
-                           shape=shape, **common).stats for ids in encoded]
+    trees = [
+        tree_generate(pair.target, pair.draft, ids, k, max_new_tokens, width, rng=rng, shape=shape, **common).stats
+        for ids in encoded
+    ]
     total = _sum_stats(trees)
-    out = {"tree": dict(total.as_dict(), k=k, width=width, shape=shape,
-                        nodes_per_round=total.drafted / max(1, total.rounds))}
+    out = {
+        "tree": dict(
+            total.as_dict(), k=k, width=width, shape=shape, nodes_per_round=total.drafted / max(1, total.rounds)
+        )
+    }
     if chain:
-        chains = [decoding.speculative_generate(pair.target, pair.draft, ids, k, max_new_tokens,
-                                                rng=rng, **common).stats for ids in encoded]
+        chains = [
+            decoding.speculative_generate(pair.target, pair.draft, ids, k, max_new_tokens, rng=rng, **common).stats
+            for ids in encoded
+        ]
         out["chain"] = dict(_sum_stats(chains).as_dict(), k=k)
     return out

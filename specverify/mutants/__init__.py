@@ -17,10 +17,20 @@ get``): ``python -m specverify.mutants`` parses its command line (``command.py``
 usage error before the catalogue, NumPy or SciPy load.
 """
 
-_LAZY = {"ALL": "index", "get": "index", "Mutant": "catalogue", "MUTANTS": "catalogue",
-         "CONTROLS": "catalogue", "KERNEL_CONTROLS": "kernel_mutants", "KERNEL_MUTANTS": "kernel_mutants",
-         "LOOP_CONTROLS": "loop_mutants", "LOOP_MUTANTS": "loop_mutants", "MULTI_DRAFT_MUTANTS": "multi_draft",
-         "RULE_CONTROLS": "rules", "RULE_MUTANTS": "rules"}
+_LAZY = {
+    "ALL": "index",
+    "get": "index",
+    "Mutant": "catalogue",
+    "MUTANTS": "catalogue",
+    "CONTROLS": "catalogue",
+    "KERNEL_CONTROLS": "kernel_mutants",
+    "KERNEL_MUTANTS": "kernel_mutants",
+    "LOOP_CONTROLS": "loop_mutants",
+    "LOOP_MUTANTS": "loop_mutants",
+    "MULTI_DRAFT_MUTANTS": "multi_draft",
+    "RULE_CONTROLS": "rules",
+    "RULE_MUTANTS": "rules",
+}
 
 
 def __getattr__(name):

@@ -40,22 +40,37 @@ from their code.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import numpy as np
 from scipy.stats import entropy
 
+from ..common.validation import check_k, check_same_length
 from ..laws.processing import keep_top_k, keep_top_p, temper
 from ..samplers import get_sampler
-from ..samplers.chain import LazyRows, accepts, draft, model_output, recover, residual, sample, speculative_step, verify_drafts, verify_with
+from ..samplers.chain import (
+    LazyRows,
+    accepts,
+    draft,
+    model_output,
+    recover,
+    residual,
+    sample,
+    speculative_step,
+    verify_drafts,
+    verify_with,
+)
 from ..samplers.prompt_lookup import one_hot
-from ..common.validation import check_k, check_same_length
 
 EFFECTS = ("biased", "contract", "fewer-tokens", "edge", "exact")
 SOURCES = ("handout", "real-world", "specverify")
-INTERFACES = ("round", "loop", "kernel")  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.laws.requests's generate; kernel: specverify.interfaces.kernel
+INTERFACES = (
+    "round",
+    "loop",
+    "kernel",
+)  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.laws.requests's generate; kernel: specverify.interfaces.kernel
 _ID_PATTERN = re.compile(r"^[a-z0-9-]+/[a-z0-9-]+$")
 
 DRAFT_TEMPERATURE = 0.7  # draft/temperature-draft-only
@@ -122,8 +137,15 @@ def round_with(p_fn, q_fn, prefix, k, rng, *, drafter=draft, target_prefix=_targ
         check_same_length("p_fn output", p, "q_fn output", qs[i])
         return p
 
-    j, tail = verify_with(LazyRows(row), qs, drafts, rng, accept=accept, reject=recover,
-                          bonus=lambda rng: bonus(p_fn, prefix, drafts, rng))
+    j, tail = verify_with(
+        LazyRows(row),
+        qs,
+        drafts,
+        rng,
+        accept=accept,
+        reject=recover,
+        bonus=lambda rng: bonus(p_fn, prefix, drafts, rng),
+    )
     return drafts[:j] + tail
 
 
@@ -293,18 +315,19 @@ def accept_with_p(p_fn, q_fn, prefix, k, rng):
 
 
 def temperature_draft_only(p_fn, q_fn, prefix, k, rng):
-    return round_with(p_fn, q_fn, prefix, k, rng,
-                  drafter=_draft_processed(partial(temper, temperature=DRAFT_TEMPERATURE)))
+    return round_with(
+        p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(partial(temper, temperature=DRAFT_TEMPERATURE))
+    )
 
 
 def top_k_draft_only(p_fn, q_fn, prefix, k, rng):
-    return round_with(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(
-        partial(keep_top_k, top_k=DRAFT_TOP_K, keep_ties=False)))
+    return round_with(
+        p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(partial(keep_top_k, top_k=DRAFT_TOP_K, keep_ties=False))
+    )
 
 
 def top_p_draft_only(p_fn, q_fn, prefix, k, rng):
-    return round_with(p_fn, q_fn, prefix, k, rng,
-                  drafter=_draft_processed(partial(keep_top_p, top_p=DRAFT_TOP_P)))
+    return round_with(p_fn, q_fn, prefix, k, rng, drafter=_draft_processed(partial(keep_top_p, top_p=DRAFT_TOP_P)))
 
 
 def greedy_draft_softmax_q(p_fn, q_fn, prefix, k, rng):
@@ -357,6 +380,7 @@ def residual_swapped(p_fn, q_fn, prefix, k, rng):
 
 def residual_drafted_token_only(p_fn, q_fn, prefix, k, rng):
     """Subtracts q only at the drafted token: norm(max(0, p - q(x) e_x))."""
+
     def recover(p, q, x, rng):
         return [sample(residual(p, q[x] * one_hot(x, len(p))), rng)]
 
@@ -432,6 +456,7 @@ def typical_acceptance(p_fn, q_fn, prefix, k, rng):
 
 def extra_bonus_token(p_fn, q_fn, prefix, k, rng):
     """Samples the bonus row twice when all k drafts are accepted: k + 2 tokens."""
+
     def bonus(p_fn, prefix, drafts, rng):
         return 2 * _bonus(p_fn, prefix, drafts, rng)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import sys
 
-from ..surface.check_command import add_junit_and_executor, budget_argument
-from ..common.command_line import EXIT_USAGE, OneLineParser, parsed
 from ..battery.executors import ExecutorUnavailable, preflight
+from ..common.command_line import EXIT_USAGE, OneLineParser, parsed
 from ..common.validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
+from ..surface.check_command import add_junit_and_executor, budget_argument
 
 FORMATS = ("table", "markdown", "json", "csv")
 """What ``--format`` offers (``report.render`` writes each)."""
@@ -19,24 +19,30 @@ FORMATS = ("table", "markdown", "json", "csv")
 
 def parse_args(argv):
     """The parsed arguments, or SystemExit after OneLineParser's one-line usage error."""
-    ap = OneLineParser(prog="specverify mutants",
-                       description="Run the mutant catalogue against the detectors.")
+    ap = OneLineParser(prog="specverify mutants", description="Run the mutant catalogue against the detectors.")
     sub = ap.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="baseline, forced fail, then every mutant and control")
     rep.add_argument("--format", choices=FORMATS, default="table")
-    rep.add_argument("--out", type=writable_file_argument,
-                     help="write the report to this file (atomically) as well")
+    rep.add_argument("--out", type=writable_file_argument, help="write the report to this file (atomically) as well")
     rep.add_argument("--mutant", metavar="ID", help="run one mutant (besides baseline and sanity)")
     rep.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
-    rep.add_argument("--budget", type=budget_argument, default="standard", metavar="BUDGET",
-                     help="quick, standard (default), thorough, or tv=X: a campaign that tests every "
-                          "case of the thorough budget until a TV of X is seen (with --timeout to match)")
+    rep.add_argument(
+        "--budget",
+        type=budget_argument,
+        default="standard",
+        metavar="BUDGET",
+        help="quick, standard (default), thorough, or tv=X: a campaign that tests every "
+        "case of the thorough budget until a TV of X is seen (with --timeout to match)",
+    )
     rep.add_argument("--workers", type=positive_int_argument, default=min(2, os.cpu_count() or 1))
-    rep.add_argument("--timeout", type=positive_seconds_argument, default=120.0,
-                     help="seconds per subject (> 0)")
-    add_junit_and_executor(rep, "subject", "local (default: --workers processes here), ray (RAY_ADDRESS, or a "
-                                           "local Ray instance of --workers CPUs) or ray://ADDRESS: Ray tasks per "
-                                           "case enumeration and per subject")
+    rep.add_argument("--timeout", type=positive_seconds_argument, default=120.0, help="seconds per subject (> 0)")
+    add_junit_and_executor(
+        rep,
+        "subject",
+        "local (default: --workers processes here), ray (RAY_ADDRESS, or a "
+        "local Ray instance of --workers CPUs) or ray://ADDRESS: Ray tasks per "
+        "case enumeration and per subject",
+    )
     sub.add_parser("list", help="list the catalogue's ids")
     return ap.parse_args(argv)
 

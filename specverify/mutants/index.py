@@ -30,8 +30,17 @@ def get(mutant_id: str) -> Mutant:
     raise ValueError(f"no mutant with id {mutant_id!r}; known ids: {known}")
 
 
-__all__ = ["ALL", "CONTROLS", "KERNEL_CONTROLS", "KERNEL_MUTANTS", "LOOP_CONTROLS", "LOOP_MUTANTS", "MUTANTS",
-           "Mutant", "get"]
+__all__ = [
+    "ALL",
+    "CONTROLS",
+    "KERNEL_CONTROLS",
+    "KERNEL_MUTANTS",
+    "LOOP_CONTROLS",
+    "LOOP_MUTANTS",
+    "MUTANTS",
+    "Mutant",
+    "get",
+]
 
 
 __all__ = ["ALL", "get"]

@@ -22,11 +22,20 @@ the residual's categorical draw). ``None`` where no public report was verified.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from ..samplers.reference_kernel import PAD, accept_mask, draw_uniforms, inverse_cdf, prepare, reference_kernel, rows_at, verify_batch
+from ..samplers.reference_kernel import (
+    PAD,
+    accept_mask,
+    draw_uniforms,
+    inverse_cdf,
+    prepare,
+    reference_kernel,
+    rows_at,
+    verify_batch,
+)
 from .catalogue import Mutant
 
 TILE_WIDTHS = (1024, 4096)  # kernel/residual-tile-off-by-one-*: the vocabulary tile of the scan
@@ -95,8 +104,7 @@ def _previous_row_q(b):
 
 def _padding_as_token(b):
     V, k = b.q.shape[-1], b.k
-    return b.replace(ids=b.ops.where(b.valid, b.ids, 0 * b.ids + V - 1),
-                     lengths=0 * b.lengths + k)
+    return b.replace(ids=b.ops.where(b.valid, b.ids, 0 * b.ids + V - 1), lengths=0 * b.lengths + k)
 
 
 def _bonus_from_last_row(b):
@@ -147,7 +155,8 @@ def _next_position_rows(b, j):
 residual_unnormalized = _kernel(recover=_unnormalized_recover)
 residual_next_position = _kernel(rows=_next_position_rows)
 uniform_reused_for_residual = _kernel(
-    recover_uniform=lambda b, j: b.ops.take(b.coins, b.ops.where(j < b.k, j, j * 0 + b.k - 1)))
+    recover_uniform=lambda b, j: b.ops.take(b.coins, b.ops.where(j < b.k, j, j * 0 + b.k - 1))
+)
 recover_argmax = _kernel(recover=lambda w, u: w.argmax(-1))
 
 
@@ -184,11 +193,16 @@ def chunked(draft_ids, draft_probs, target_probs, uniforms):
     """The reference run on chunks of CHUNK_ROWS rows (uniforms drawn first for the batch)."""
     is_array = hasattr(uniforms, "shape")
     if not is_array:
-        uniforms = draw_uniforms(uniforms, int(draft_ids.shape[0]), int(draft_ids.shape[1]),
-                                 like=draft_ids)
-    parts = [reference_kernel(draft_ids[s : s + CHUNK_ROWS], draft_probs[s : s + CHUNK_ROWS],
-                              target_probs[s : s + CHUNK_ROWS], uniforms[s : s + CHUNK_ROWS])
-             for s in range(0, int(draft_ids.shape[0]), CHUNK_ROWS)]
+        uniforms = draw_uniforms(uniforms, int(draft_ids.shape[0]), int(draft_ids.shape[1]), like=draft_ids)
+    parts = [
+        reference_kernel(
+            draft_ids[s : s + CHUNK_ROWS],
+            draft_probs[s : s + CHUNK_ROWS],
+            target_probs[s : s + CHUNK_ROWS],
+            uniforms[s : s + CHUNK_ROWS],
+        )
+        for s in range(0, int(draft_ids.shape[0]), CHUNK_ROWS)
+    ]
     if hasattr(draft_ids, "clone"):
         import torch
 
@@ -198,6 +212,7 @@ def chunked(draft_ids, draft_probs, target_probs, uniforms):
 
 # ----------------------------------------------------------------------------------------------
 # The catalogue
+
 
 def _degenerate_residual(fallback: str) -> Callable:
     """max(p - q, 0), with an all-zero row replaced by a point mass on token 0 or V - 1, or by

@@ -22,14 +22,14 @@ import polars as pl
 
 from .. import interfaces
 from ..battery import runner
-from ..common import tables
 from ..battery.core import BREAKING_KINDS, BatteryResult
-from ..common.files import write_atomically
-from ..interfaces import round_cases
-from ..samplers.chain import draft, speculative_step
-from ..interfaces.round_units import merge_output, prefetched
 from ..battery.executors import ExecutorUnavailable
+from ..common import tables
+from ..common.files import write_atomically
 from ..common.validation import with_overrides
+from ..interfaces import round_cases
+from ..interfaces.round_units import merge_output, prefetched
+from ..samplers.chain import draft, speculative_step
 from ..surface.campaign_cost import campaign_table
 from . import ALL, Mutant, get
 
@@ -41,10 +41,14 @@ SANITY_ID = "sanity/emit-drafts"
 # probability 0.95: the binned path runs on every subject; no catalogued round mutant needs it,
 # and at k = 8 it cost 7 s more per control, a quarter of the report); the loop and kernel
 # batteries run their own standard budgets
-REPORT_OVERRIDES = {"stat_cases": 1, "n_max": 8000, "max_paths": 40_000, "scale_runs": 1000,
-                    "scale_cases": ((4096, 2, "residual"),)}
-SHORT_CHECK_NAMES = {"exact-tv": "exact", "chi-square": "chi2", "tokens-per-round": "tokens",
-                     "contract": "contract"}
+REPORT_OVERRIDES = {
+    "stat_cases": 1,
+    "n_max": 8000,
+    "max_paths": 40_000,
+    "scale_runs": 1000,
+    "scale_cases": ((4096, 2, "residual"),),
+}
+SHORT_CHECK_NAMES = {"exact-tv": "exact", "chi-square": "chi2", "tokens-per-round": "tokens", "contract": "contract"}
 
 
 def emit_drafts(p_fn, q_fn, prefix, k, rng):
@@ -129,8 +133,8 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
         if units:
             overrides = {**overrides, "prefetched": prefetched(units)}
         result = kind.run(
-            fn, b, seed, deadline=time.monotonic() + timeout,
-            stop_on_first=stops_on_first(effect), **overrides)
+            fn, b, seed, deadline=time.monotonic() + timeout, stop_on_first=stops_on_first(effect), **overrides
+        )
         if units:
             merge_output(result, units)
     except Exception as exc:  # a bug of ours, never the mutant's (the battery catches those)
@@ -167,25 +171,30 @@ def make_row(subject: Mutant, outcome: tuple) -> Row:
     result = result or {}
     checks = sorted({f["check"] for f in result.get("findings", [])})
     return Row(
-        id=subject.id, effect=subject.effect, status=status,
+        id=subject.id,
+        effect=subject.effect,
+        status=status,
         killed_by=",".join(SHORT_CHECK_NAMES.get(c, c) for c in checks) if status == Status.KILLED else "",
-        exact_tv=result.get("exact_tv_max"), chi2_p_value=result.get("chi2_p_value_min"),
-        samples_to_detect=result.get("samples_to_detect"), seconds=round(seconds, 2),
-        description=subject.description, reference=subject.reference or "", detail=detail,
+        exact_tv=result.get("exact_tv_max"),
+        chi2_p_value=result.get("chi2_p_value_min"),
+        samples_to_detect=result.get("samples_to_detect"),
+        seconds=round(seconds, 2),
+        description=subject.description,
+        reference=subject.reference or "",
+        detail=detail,
     )
 
 
 def subjects(only: str | None) -> list[Mutant]:
-    baseline = Mutant(BASELINE_ID, "the reference speculative_step", "exact",
-                      speculative_step, "arXiv 2211.17192")
-    sanity = Mutant(SANITY_ID, "forced fail: emit the drafts unverified", "biased", emit_drafts,
-                    "handout §5")
+    baseline = Mutant(BASELINE_ID, "the reference speculative_step", "exact", speculative_step, "arXiv 2211.17192")
+    sanity = Mutant(SANITY_ID, "forced fail: emit the drafts unverified", "biased", emit_drafts, "handout §5")
     rest = [get(only)] if only else list(ALL)
     return [baseline, sanity, *rest]
 
 
-def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers: int,
-            progress: bool, executor: str = "local") -> list[Row]:
+def run_all(
+    items: list[Mutant], budget: str, seed: int, timeout: float, workers: int, progress: bool, executor: str = "local"
+) -> list[Row]:
     """Every subject's battery: here (``workers`` 1), on local worker processes, or on Ray
     (``executor`` ray or ray://ADDRESS; specverify.battery.executors): one task per case enumeration
     (``subject_units``), then one per subject that runs ``run_subject`` as a local worker does,
@@ -196,9 +205,14 @@ def run_all(items: list[Mutant], budget: str, seed: int, timeout: float, workers
 
         bar = _ray_progress(len(args)) if progress else None
         try:
-            outcomes = ray_map(run_subject, args, executor, num_cpus=workers,
-                               on_done=bar.advance if bar else None,
-                               units=[subject_units(m.id, m.effect, budget) for m in items])
+            outcomes = ray_map(
+                run_subject,
+                args,
+                executor,
+                num_cpus=workers,
+                on_done=bar.advance if bar else None,
+                units=[subject_units(m.id, m.effect, budget) for m in items],
+            )
         finally:
             if bar:
                 bar.stop()
@@ -239,8 +253,7 @@ def _progress(items, enabled: bool, total: int | None = None):
         return
     from rich.progress import track
 
-    yield from track(items, description="mutants", total=total, transient=True,
-                     console=_stderr_console())
+    yield from track(items, description="mutants", total=total, transient=True, console=_stderr_console())
 
 
 class _ray_progress:
@@ -266,11 +279,23 @@ def _stderr_console():
 
 def to_frame(rows: list[Row]) -> pl.DataFrame:
     return pl.DataFrame(
-        [{k: getattr(r, k) for k in ("id", "effect", "status", "killed_by", "exact_tv",
-                                      "chi2_p_value", "samples_to_detect", "seconds")}
-         for r in rows],
-        schema_overrides={"exact_tv": pl.Float64, "chi2_p_value": pl.Float64,
-                          "samples_to_detect": pl.Int64},
+        [
+            {
+                k: getattr(r, k)
+                for k in (
+                    "id",
+                    "effect",
+                    "status",
+                    "killed_by",
+                    "exact_tv",
+                    "chi2_p_value",
+                    "samples_to_detect",
+                    "seconds",
+                )
+            }
+            for r in rows
+        ],
+        schema_overrides={"exact_tv": pl.Float64, "chi2_p_value": pl.Float64, "samples_to_detect": pl.Int64},
     )
 
 
@@ -282,10 +307,12 @@ def summary(rows: list[Row]) -> str:
     killed = sum(r.status == Status.KILLED for r in mutants)
     passed = sum(r.status == Status.PASSED for r in controls)
     base, sanity = by_id[BASELINE_ID], by_id[SANITY_ID]
-    return (f"baseline {'passed' if base.status == Status.PASSED else 'FAILED'}, forced-fail "
-            f"{'detected' if sanity.status == Status.KILLED else 'NOT DETECTED'}; "
-            f"{killed}/{len(mutants)} mutants killed, {passed}/{len(controls)} controls passed; "
-            f"{sum(r.seconds for r in rows):.0f} s of detector time")
+    return (
+        f"baseline {'passed' if base.status == Status.PASSED else 'FAILED'}, forced-fail "
+        f"{'detected' if sanity.status == Status.KILLED else 'NOT DETECTED'}; "
+        f"{killed}/{len(mutants)} mutants killed, {passed}/{len(controls)} controls passed; "
+        f"{sum(r.seconds for r in rows):.0f} s of detector time"
+    )
 
 
 def culprits(rows: list[Row]) -> list[Row]:
@@ -295,11 +322,19 @@ def culprits(rows: list[Row]) -> list[Row]:
 def render(rows: list[Row], fmt: str, seed: int, budget: str) -> str:
     frame = to_frame(rows)
     if fmt == "json":
-        return json.dumps({
-            "seed": seed, "budget": budget, "summary": summary(rows),
-            "ok": not culprits(rows),
-            "rows": [r.__dict__ for r in rows],
-        }, indent=2) + "\n"
+        return (
+            json.dumps(
+                {
+                    "seed": seed,
+                    "budget": budget,
+                    "summary": summary(rows),
+                    "ok": not culprits(rows),
+                    "rows": [r.__dict__ for r in rows],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     if fmt == "csv":
         return frame.write_csv()
     if fmt == "markdown":
@@ -316,8 +351,17 @@ def table(rows: list[Row], width: int = TABLE_WIDTH) -> str:
     of plain ASCII; a cell too long for its column wraps onto the next line(s) (ids at "/" and
     "-", killed_by at ","). The id and killed_by columns share what the others leave of ``width``."""
     heads = ("id", "effect", "status", "killed_by", "exact_tv", "seconds")
-    cells = [(r.id, r.effect, str(r.status), r.killed_by.replace(",", ", "),
-              "" if r.exact_tv is None else f"{r.exact_tv:.3g}", f"{r.seconds:.1f}") for r in rows]
+    cells = [
+        (
+            r.id,
+            r.effect,
+            str(r.status),
+            r.killed_by.replace(",", ", "),
+            "" if r.exact_tv is None else f"{r.exact_tv:.3g}",
+            f"{r.seconds:.1f}",
+        )
+        for r in rows
+    ]
     return tables.render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: 9, 0: 9})
 
 
@@ -354,8 +398,9 @@ def run(args) -> int:
     progress = sys.stderr.isatty()
     try:
         with runner.sigterm_as_interrupt():
-            rows = run_all(subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers,
-                           progress, args.executor)
+            rows = run_all(
+                subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers, progress, args.executor
+            )
     except ExecutorUnavailable as exc:
         print(f"specverify.mutants: {exc}", file=sys.stderr)
         return 2
@@ -373,14 +418,18 @@ def run(args) -> int:
         try:
             write_atomically(args.out, text)
         except OSError as exc:
-            print(f"specverify.mutants: --out: could not write {args.out!r} ({exc.strerror}); "
-                  f"the report is printed above", file=sys.stderr)
+            print(
+                f"specverify.mutants: --out: could not write {args.out!r} ({exc.strerror}); "
+                f"the report is printed above",
+                file=sys.stderr,
+            )
             return 2
     if args.junit_xml:
         from ..surface import junit
 
-        written = junit.write(args.junit_xml, "specverify.mutants", [junit_case(r) for r in rows],
-                              "specverify.mutants: --junit-xml")
+        written = junit.write(
+            args.junit_xml, "specverify.mutants", [junit_case(r) for r in rows], "specverify.mutants: --junit-xml"
+        )
         if written:
             return written
     return 1 if bad else 0
@@ -398,8 +447,11 @@ def junit_case(row: Row):
     from ..surface import junit
 
     line = f"{row.status}: {row.detail}" if row.detail else str(row.status)
-    text = (f"{row.id} ({row.effect}): {row.status}; {row.description}"
-            + (f" [{row.reference}]" if row.reference else "") + (f"\n{row.detail}" if row.detail else ""))
+    text = (
+        f"{row.id} ({row.effect}): {row.status}; {row.description}"
+        + (f" [{row.reference}]" if row.reference else "")
+        + (f"\n{row.detail}" if row.detail else "")
+    )
     outcome = "passed" if row.ok else ("error" if row.status in (Status.ERROR, Status.TIMEOUT) else "failure")
     if row.status == Status.SURVIVED:
         line = f"survived: no detector flagged this {row.effect} mutant" + (f" ({row.detail})" if row.detail else "")

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..samplers.block import accepted_length, acceptance_thresholds, block_weights, target_rows, weighted_residual
-from ..samplers import get_sampler
+from ..common.validation import check_k
+from ..samplers import get_sampler, traversal
+from ..samplers.block import acceptance_thresholds, accepted_length, block_weights, target_rows, weighted_residual
 from ..samplers.chain import accepts, draft, residual, sample
 from ..samplers.transport import canonical_selection, spectr_parameters
-from ..samplers import traversal
 from ..samplers.tree import full_shape, tree_walk
-from ..common.validation import check_k
 from .catalogue import Mutant, round_with
 
 _BLOCK = "arXiv 2403.10444"
@@ -63,8 +62,9 @@ def block_tokenwise_acceptance(p_fn, q_fn, prefix, k, rng):
     def thresholds(ps, qs, w, drafts):
         return [min(1.0, ps[i][x] / qs[i][x]) for i, x in enumerate(drafts)]
 
-    return _block_round(p_fn, q_fn, prefix, k, rng, thresholds=thresholds,
-                        recover=lambda p, q, w, rng: sample(residual(p, q), rng))
+    return _block_round(
+        p_fn, q_fn, prefix, k, rng, thresholds=thresholds, recover=lambda p, q, w, rng: sample(residual(p, q), rng)
+    )
 
 
 def block_weight_on_draft(p_fn, q_fn, prefix, k, rng):
@@ -81,16 +81,24 @@ def block_weight_on_draft(p_fn, q_fn, prefix, k, rng):
 def block_ordinary_residual(p_fn, q_fn, prefix, k, rng):
     """Block verification's acceptance with the token-wise residual norm(max(0, p - q)): the
     prefix weight w_tau is left out of the residual."""
-    return _block_round(p_fn, q_fn, prefix, k, rng, thresholds=_block_thresholds,
-                        recover=lambda p, q, w, rng: sample(residual(p, q), rng))
+    return _block_round(
+        p_fn,
+        q_fn,
+        prefix,
+        k,
+        rng,
+        thresholds=_block_thresholds,
+        recover=lambda p, q, w, rng: sample(residual(p, q), rng),
+    )
 
 
 def traversal_node_before_siblings(p_fn, q_fn, prefix, k, rng):
     """Traversal verification that, after a child is rejected, tests the parent as a leaf before
     visiting the child's remaining siblings (the node ahead of its unvisited subtrees)."""
     try:
-        return traversal.traverse(p_fn, q_fn, tuple(prefix), 1.0, full_shape((2,) * check_k(k)),
-                                  rng, False, order="node-first")
+        return traversal.traverse(
+            p_fn, q_fn, tuple(prefix), 1.0, full_shape((2,) * check_k(k)), rng, False, order="node-first"
+        )
     except traversal.Rejected:
         raise RuntimeError("traversal verification rejected the root") from None
 

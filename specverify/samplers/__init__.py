@@ -11,14 +11,16 @@ sampler module registers itself there, and this package imports them all).
 
 from __future__ import annotations
 
-from .registry import SAMPLERS, Sampler, get_sampler, register
+from . import (
+    adaptive,  # noqa: F401  (registers "adaptive-confidence", "adaptive-k")
+    block,  # noqa: F401  (registers "block")
+    greedy,  # noqa: F401  (registers "greedy")
+    prompt_lookup,  # noqa: F401  (registers "prompt-lookup")
+    transport,  # noqa: F401  (registers "spectr", "canonical-ot")
+    traversal,  # noqa: F401  (registers "traversal-iid", "traversal-without-replacement")
+    tree,  # noqa: F401  (registers "tree-iid", "tree-without-replacement")
+)
 from .chain import speculative_step  # (registers "chain")
-from . import greedy  # noqa: F401  (registers "greedy")
-from . import tree  # noqa: F401  (registers "tree-iid", "tree-without-replacement")
-from . import adaptive  # noqa: F401  (registers "adaptive-confidence", "adaptive-k")
-from . import prompt_lookup  # noqa: F401  (registers "prompt-lookup")
-from . import block  # noqa: F401  (registers "block")
-from . import transport  # noqa: F401  (registers "spectr", "canonical-ot")
-from . import traversal  # noqa: F401  (registers "traversal-iid", "traversal-without-replacement")
+from .registry import SAMPLERS, Sampler, get_sampler, register
 
 __all__ = ["SAMPLERS", "Sampler", "get_sampler", "register", "speculative_step"]

@@ -32,10 +32,10 @@ import functools
 import numbers
 from collections import OrderedDict
 
-from ..laws.theory import best_k
 from ..common.validation import check_alpha, check_cost_ratio, check_k
-from .registry import register
+from ..laws.theory import best_k
 from .chain import model_output, sample, speculative_step, verify_drafts
+from .registry import register
 
 
 def check_threshold(threshold) -> float:

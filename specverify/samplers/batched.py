@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..laws.chains import TableModel, toy_chain
 from ..common.validation import check_k
+from ..laws.chains import TableModel, toy_chain
 from .chain import acceptance, residual, speculative_step
 
 PAD = -1  # marks the slots of a round's (k + 1)-wide row after the round ended
@@ -50,9 +50,7 @@ _COLUMNWISE_MAX_VOCAB = 32  # above this, _sample_rows binary-searches instead
 
 def _check_model(model) -> TableModel:
     if not isinstance(model, TableModel):
-        raise ValueError(
-            f"model: expected a specverify.laws.chains.TableModel, got {type(model).__name__}"
-        )
+        raise ValueError(f"model: expected a specverify.laws.chains.TableModel, got {type(model).__name__}")
     return model
 
 
@@ -65,8 +63,7 @@ def _check_prefix(prefix, vocab_size: int) -> tuple[int, ...]:
         if isinstance(tok, bool) or not isinstance(tok, numbers.Integral):
             raise ValueError(f"prefix: token {i} is {tok!r}, not an integer token id")
         if not 0 <= tok < vocab_size:
-            raise ValueError(
-                f"prefix: token {i} is {tok}, outside the vocabulary [0, {vocab_size})")
+            raise ValueError(f"prefix: token {i} is {tok}, outside the vocabulary [0, {vocab_size})")
     return tuple(int(t) for t in tokens)
 
 
@@ -105,7 +102,7 @@ class _Tables:
     final_last: np.ndarray
 
     @classmethod
-    def of(cls, model: TableModel) -> "_Tables":
+    def of(cls, model: TableModel) -> _Tables:
         p, q = model.p_table, model.q_table
         res = np.array([residual(p_row, q_row) for p_row, q_row in zip(p, q)])
         accept = np.zeros(q.shape)
@@ -113,9 +110,17 @@ class _Tables:
             accept[c, x] = acceptance(p[c], q[c], x)
         q_cdf = np.cumsum(q, axis=1)
         final_cdf = np.cumsum(np.concatenate([res, p]), axis=1)
-        return cls(model.vocab_size, model.order, model.period, p.shape[0], q_cdf,
-                   _last_positive(q), accept.ravel(), final_cdf,
-                   _last_positive(np.concatenate([res, p])))
+        return cls(
+            model.vocab_size,
+            model.order,
+            model.period,
+            p.shape[0],
+            q_cdf,
+            _last_positive(q),
+            accept.ravel(),
+            final_cdf,
+            _last_positive(np.concatenate([res, p])),
+        )
 
 
 def _last_positive(table: np.ndarray) -> np.ndarray:

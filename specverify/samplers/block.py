@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..common.validation import check_k, check_same_length
-from .registry import register
 from .chain import draft, model_output, sample
+from .registry import register
 
 
 def block_weights(ps, qs, drafts) -> list[float]:

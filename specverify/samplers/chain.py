@@ -27,7 +27,7 @@ def model_output(name: str, fn, prefix: tuple) -> np.ndarray:
     try:
         return check_prob_vector(name, out)
     except ValueError as exc:
-        raise ValueError(f"{name}({prefix}){str(exc)[len(name):]}") from None
+        raise ValueError(f"{name}({prefix}){str(exc)[len(name) :]}") from None
 
 
 def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -82,8 +82,7 @@ def sample(p: np.ndarray, rng) -> int:
     A p whose sum is not well within choice's tolerance, a negative entry, and any other rng (the
     exact enumerator's ``EnumeratingRng``) go through ``rng.choice``, so what it refuses or
     models stays as it was."""
-    if type(rng) is np.random.Generator and type(p) is np.ndarray and p.dtype == np.float64 \
-            and p.ndim == 1 and p.size:
+    if type(rng) is np.random.Generator and type(p) is np.ndarray and p.dtype == np.float64 and p.ndim == 1 and p.size:
         cdf = np.add.accumulate(p)  # np.cumsum(p) and p.min() without their wrappers (4x the work at V = 4)
         total = cdf[-1]
         if abs(total - 1.0) <= CHOICE_ATOL / 2 and np.minimum.reduce(p) >= 0:
@@ -117,9 +116,15 @@ def verify(ps, qs, drafts: list[int], rng) -> tuple[int, int]:
     """(accepted drafts j, the token after them) from the k + 1 target rows ``ps`` (row i
     conditioned on drafts[:i]) and the k draft rows ``qs`` the drafts were sampled from, the rows
     of gpt-fast's generate.py and vLLM's rejection sampler. Reads each row of ``ps`` once."""
-    return verify_with(ps, qs, drafts, rng, accept=accepts,
-                       reject=lambda p, q, x, rng: recover(p, q, rng),
-                       bonus=lambda rng: sample(ps[len(drafts)], rng))
+    return verify_with(
+        ps,
+        qs,
+        drafts,
+        rng,
+        accept=accepts,
+        reject=lambda p, q, x, rng: recover(p, q, rng),
+        bonus=lambda rng: sample(ps[len(drafts)], rng),
+    )
 
 
 class LazyRows:

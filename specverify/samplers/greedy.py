@@ -15,8 +15,8 @@ The drafter is greedy as well (drafts are argmax q, no randomness), so the sampl
 from __future__ import annotations
 
 from ..common.validation import check_k
-from .registry import register
 from .chain import LazyRows, model_output
+from .registry import register
 
 
 def argmax_token(row) -> int:
@@ -74,9 +74,7 @@ def greedy_step(p_fn, q_fn, prefix, k, rng=None) -> list[int]:
     def row(i):
         p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
         if i < k and len(p) != vocab:
-            raise ValueError(
-                f"p_fn output and q_fn output have different lengths ({len(p)} and {vocab})"
-            )
+            raise ValueError(f"p_fn output and q_fn output have different lengths ({len(p)} and {vocab})")
         return p
 
     j, token = greedy_verify(LazyRows(row), drafts)

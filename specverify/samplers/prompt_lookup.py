@@ -23,8 +23,8 @@ import numbers
 import numpy as np
 
 from ..common.validation import check_k
-from .registry import register
 from .chain import model_output, sample, verify_drafts
+from .registry import register
 
 
 def check_ngram(ngram) -> int:

@@ -54,17 +54,18 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-
 
 
 def _torch():
     """The torch module if it is imported, else None. Tensors and torch generators imply that it
     is, so this module never imports torch itself (the NumPy path does not pay for it)."""
     return sys.modules.get("torch")
+
 
 PAD = -1  # padding id in draft_ids and output_ids
 
@@ -219,7 +220,7 @@ class Batch:
         """[B] the uniform of the emitted token: always the last column."""
         return self.u[:, self.k]
 
-    def replace(self, **changes) -> "Batch":
+    def replace(self, **changes) -> Batch:
         return dataclasses.replace(self, **changes)
 
 
@@ -229,15 +230,11 @@ _FLOAT_NP = (np.float16, np.float32, np.float64)
 def _check_kind(name: str, x, want_torch: bool, device=None):
     if want_torch:
         if not _is_torch(x):
-            raise TypeError(
-                f"{name}: expected a torch tensor like draft_ids, got {type(x).__name__}"
-            )
+            raise TypeError(f"{name}: expected a torch tensor like draft_ids, got {type(x).__name__}")
         if x.device != device:
             raise ValueError(f"{name}: on device {x.device}, draft_ids is on {device}")
     elif not isinstance(x, np.ndarray):
-        raise TypeError(
-            f"{name}: expected a NumPy array like draft_ids, got {type(x).__name__}"
-        )
+        raise TypeError(f"{name}: expected a NumPy array like draft_ids, got {type(x).__name__}")
 
 
 def _check_float(name: str, x):
@@ -262,8 +259,7 @@ def _check_probs(name: str, x, used, tol: float):
     bad = (abs(x.sum(-1) - 1.0) > tol) & used
     if bool(bad.any()):
         b, i = (int(v) for v in (bad.nonzero() if _is_torch(bad) else np.argwhere(bad))[0])
-        raise ValueError(f"{name}: row [{b}, {i}] sums to {float(x[b, i].sum()):.9g}, not 1 "
-                         f"(tolerance {tol:g})")
+        raise ValueError(f"{name}: row [{b}, {i}] sums to {float(x[b, i].sum()):.9g}, not 1 (tolerance {tol:g})")
 
 
 def draw_uniforms(generator, batch: int, k: int, like=None):
@@ -279,8 +275,7 @@ def draw_uniforms(generator, batch: int, k: int, like=None):
     if _torch() is not None and isinstance(generator, _torch().Generator):
         u = _torch().rand(batch, k + 1, generator=generator, device=generator.device)
         return u.to(like.device) if _is_torch(like) else u.numpy()
-    raise TypeError(f"uniforms: expected an array or a numpy/torch Generator, "
-                    f"got {type(generator).__name__}")
+    raise TypeError(f"uniforms: expected an array or a numpy/torch Generator, got {type(generator).__name__}")
 
 
 def prepare(draft_ids, draft_probs, target_probs, uniforms, *, tol: float = 1e-4) -> Batch:
@@ -293,8 +288,7 @@ def prepare(draft_ids, draft_probs, target_probs, uniforms, *, tol: float = 1e-4
     """
     want_torch = _is_torch(draft_ids)
     if not want_torch and not isinstance(draft_ids, np.ndarray):
-        raise TypeError(f"draft_ids: expected a NumPy array or torch tensor, "
-                        f"got {type(draft_ids).__name__}")
+        raise TypeError(f"draft_ids: expected a NumPy array or torch tensor, got {type(draft_ids).__name__}")
     device = draft_ids.device if want_torch else None
     for name, x in (("draft_probs", draft_probs), ("target_probs", target_probs)):
         _check_kind(name, x, want_torch, device)
@@ -306,14 +300,14 @@ def prepare(draft_ids, draft_probs, target_probs, uniforms, *, tol: float = 1e-4
     if not is_int:
         raise TypeError(f"draft_ids: expected an integer dtype (int64), got {draft_ids.dtype}")
     if draft_ids.ndim != 2 or draft_ids.shape[0] < 1:
-        raise ValueError(f"draft_ids: expected shape [B, k] with B >= 1 (k = 0: bonus tokens only), "
-                         f"got {list(draft_ids.shape)}")
+        raise ValueError(
+            f"draft_ids: expected shape [B, k] with B >= 1 (k = 0: bonus tokens only), got {list(draft_ids.shape)}"
+        )
     B, k = (int(s) for s in draft_ids.shape)
     _check_float("draft_probs", draft_probs)
     _check_float("target_probs", target_probs)
     if draft_probs.ndim != 3 or draft_probs.shape[-1] < 1:
-        raise ValueError(f"draft_probs: expected shape [B, k, V] = [{B}, {k}, V], "
-                         f"got {list(draft_probs.shape)}")
+        raise ValueError(f"draft_probs: expected shape [B, k, V] = [{B}, {k}, V], got {list(draft_probs.shape)}")
     V = int(draft_probs.shape[-1])
     _check_shape("draft_probs", draft_probs, (B, k, V))
     _check_shape("target_probs", target_probs, (B, k + 1, V))
@@ -335,8 +329,7 @@ def prepare(draft_ids, draft_probs, target_probs, uniforms, *, tol: float = 1e-4
     lengths = valid.sum(-1)
     positions = ops.arange(k, ids)
     if bool(((positions[None, :] < lengths[:, None]) != valid).any()):
-        raise ValueError("draft_ids: -1 padding must be a suffix of each row "
-                         "(a draft after a -1)")
+        raise ValueError("draft_ids: -1 padding must be a suffix of each row (a draft after a -1)")
     if want_torch:
         q, p, u = (x.to(_torch().float64) for x in (draft_probs, target_probs, uniforms))
     else:
@@ -398,8 +391,7 @@ def assemble(batch: Batch, accepted, token):
     drafts = ops.concat([batch.ids, ops.full((batch.ids.shape[0], 1), PAD, batch.ids)], 1)
     j = ops.to_int64(accepted)[:, None]
     pad = ops.full(tuple(drafts.shape), PAD, drafts)
-    out = ops.where(positions < j, drafts, ops.where(positions == j, ops.to_int64(token)[:, None],
-                                                     pad))
+    out = ops.where(positions < j, drafts, ops.where(positions == j, ops.to_int64(token)[:, None], pad))
     return out, ops.to_int64(accepted)
 
 
@@ -410,10 +402,17 @@ def rows_at(batch: Batch, j):
     return ops.take_row(batch.p, j), ops.take_row(batch.q, ops.where(j < k, j, j * 0 + k - 1))
 
 
-def verify_batch(batch: Batch, *, accept: Callable = None, first: Callable = first_rejection,
-                 rows: Callable = rows_at, residual: Callable = residual_weights,
-                 recover: Callable = inverse_cdf, bonus: Callable = inverse_cdf,
-                 recover_uniform: Callable = None):
+def verify_batch(
+    batch: Batch,
+    *,
+    accept: Callable = None,
+    first: Callable = first_rejection,
+    rows: Callable = rows_at,
+    residual: Callable = residual_weights,
+    recover: Callable = inverse_cdf,
+    bonus: Callable = inverse_cdf,
+    recover_uniform: Callable = None,
+):
     """The rule on a validated ``Batch``: (output_ids [B, k + 1], num_accepted [B]).
 
     Each keyword is one piece, defaulting to the reference's:
@@ -431,8 +430,7 @@ def verify_batch(batch: Batch, *, accept: Callable = None, first: Callable = fir
     if batch.k == 0:  # nothing drafted: every row emits its bonus from p at row 0
         j = ops.to_int64(batch.lengths)
         return assemble(batch, j, ops.to_int64(bonus(ops.take_row(batch.p, j), batch.final)))
-    ok = (accept(batch) if accept is not None
-          else accept_mask(batch.coins, batch.px, batch.qx)) & batch.valid
+    ok = (accept(batch) if accept is not None else accept_mask(batch.coins, batch.px, batch.qx)) & batch.valid
     j = ops.to_int64(first(ok))
     j = ops.where(j < batch.lengths, j, batch.lengths)
     rejected = j < batch.lengths
@@ -460,6 +458,18 @@ def reference_generator_kernel(draft_ids, draft_probs, target_probs, generator):
     return reference_kernel(draft_ids, draft_probs, target_probs, generator)
 
 
-__all__ = ["Batch", "PAD", "accept_mask", "assemble", "draw_uniforms", "first_rejection",
-           "inverse_cdf", "prepare", "reference_generator_kernel", "reference_kernel",
-           "residual_weights", "rows_at", "verify_batch"]
+__all__ = [
+    "Batch",
+    "PAD",
+    "accept_mask",
+    "assemble",
+    "draw_uniforms",
+    "first_rejection",
+    "inverse_cdf",
+    "prepare",
+    "reference_generator_kernel",
+    "reference_kernel",
+    "residual_weights",
+    "rows_at",
+    "verify_batch",
+]

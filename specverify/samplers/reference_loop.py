@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..laws.requests import Output, Request, check_requests, finished, step_distribution
 from ..common.validation import check_int
+from ..laws.requests import Output, Request, check_requests, finished, step_distribution
 from .chain import LazyRows, sample, verify
 
 
@@ -70,16 +70,16 @@ def processed_row(state: State, logits, drafts, i: int, *, penalties=True, gramm
     if change or not penalties:
         from dataclasses import replace
 
-        off = {} if penalties else {"repetition_penalty": 1.0, "frequency_penalty": 0.0,
-                                    "presence_penalty": 0.0}
+        off = {} if penalties else {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
         params = replace(params, **off, **change)
     if not grammar:
         from dataclasses import replace
 
         params = replace(params, allowed_tokens=None)
     hist = tuple(state.penalty_tokens) + tuple(drafts[:i])
-    return step_distribution(logits, params, state.request.prompt, hist,
-                             tuple(state.grammar_tokens) + tuple(drafts[:i]))
+    return step_distribution(
+        logits, params, state.request.prompt, hist, tuple(state.grammar_tokens) + tuple(drafts[:i])
+    )
 
 
 # ---------------------------------------------------------------------------- the steps (hooks)
@@ -144,9 +144,23 @@ def set_offsets(states, emitted_counts) -> None:
         s.seen = len(s.output)
 
 
-def loop_with(target, draft, requests, k, rng, *, rngs=make_rngs, drafts_for=n_drafts,
-              trow=target_row, drafter=draft_tokens, verifier=run_verify, cut=emit,
-              lp_row=logprob_row, update=advance, offsets=set_offsets) -> list[Output]:
+def loop_with(
+    target,
+    draft,
+    requests,
+    k,
+    rng,
+    *,
+    rngs=make_rngs,
+    drafts_for=n_drafts,
+    trow=target_row,
+    drafter=draft_tokens,
+    verifier=run_verify,
+    cut=emit,
+    lp_row=logprob_row,
+    update=advance,
+    offsets=set_offsets,
+) -> list[Output]:
     """The reference loop with its steps as parameters (defaults: exactly the reference)."""
     k = check_int("k", k, 1)
     requests = list(requests)
@@ -175,8 +189,9 @@ def loop_with(target, draft, requests, k, rng, *, rngs=make_rngs, drafts_for=n_d
             ps = LazyRows(row)
             j, token = verifier(s, ps, qs, drafts, draft)
             emitted, accepted = cut(s, drafts, j, token)
-            s.logprobs += [math.log(ps[lp_row(i, j)][t]) if ps[lp_row(i, j)][t] > 0 else -math.inf
-                           for i, t in enumerate(emitted)]
+            s.logprobs += [
+                math.log(ps[lp_row(i, j)][t]) if ps[lp_row(i, j)][t] > 0 else -math.inf for i, t in enumerate(emitted)
+            ]
             s.output += emitted
             s.drafted += n
             s.accepted += accepted
@@ -202,8 +217,7 @@ def target_only(target, requests, rng) -> list[Output]:
     for r, g in zip(requests, make_rngs(requests, rng)):
         out, lps = [], []
         while not finished(tuple(out), r.params):
-            p = step_distribution(np.asarray(target(r.prompt + tuple(out)))[:vocab], r.params,
-                                  r.prompt, tuple(out))
+            p = step_distribution(np.asarray(target(r.prompt + tuple(out)))[:vocab], r.params, r.prompt, tuple(out))
             t = int(g.choice(vocab, p=p))
             out.append(t)
             lps.append(math.log(p[t]))

@@ -4,7 +4,8 @@ the package that imports it (``specverify.samplers`` re-exports all four names).
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 
 class Sampler(Protocol):

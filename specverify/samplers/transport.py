@@ -30,8 +30,8 @@ import functools
 import numpy as np
 
 from ..laws.optimal_acceptance import draft_sets, optimal_selection, selection_law
-from .registry import register
 from .chain import residual, sample
+from .registry import register
 from .tree import check_width, tree_walk
 
 
@@ -127,8 +127,7 @@ def spectr_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2) -> list[int]:
 
 def canonical_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2) -> list[int]:
     width = check_width(width)
-    return tree_walk(p_fn, q_fn, prefix, k, rng,
-                     lambda p, q, rng: canonical_verify(p, q, width, rng))
+    return tree_walk(p_fn, q_fn, prefix, k, rng, lambda p, q, rng: canonical_verify(p, q, width, rng))
 
 
 register("spectr", functools.partial(spectr_step, width=2))

@@ -49,8 +49,8 @@ import functools
 import numpy as np
 
 from ..common.validation import check_same_length
-from .registry import register
 from .chain import model_output, sample
+from .registry import register
 from .tree import round_shape, without_token
 
 
@@ -73,8 +73,9 @@ def parent_update(a: float, P: np.ndarray, Q: np.ndarray) -> tuple[float, np.nda
     return a_new, (r / z if z > 0 else P)
 
 
-def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_replacement: bool,
-             order: str = "siblings-first") -> list[int]:
+def traverse(
+    p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_replacement: bool, order: str = "siblings-first"
+) -> list[int]:
     """Tokens after ``path`` if this node's subtree (or the node) is accepted; Rejected if not.
 
     ``shape`` is this node's children's shapes. ``order="node-first"`` is for the mutants only:
@@ -90,8 +91,9 @@ def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_repla
     for child in shape:  # post-order: the children, in drafting order, before the node
         x = sample(Q, rng)
         try:
-            return [x] + traverse(p_fn, q_fn, path + (x,), child_weight(a, P, Q, x), child, rng,
-                                  without_replacement, order)
+            return [x] + traverse(
+                p_fn, q_fn, path + (x,), child_weight(a, P, Q, x), child, rng, without_replacement, order
+            )
         except Rejected:
             a, P = parent_update(a, P, Q)
         if order == "node-first" and rng.random() < a:
@@ -105,8 +107,9 @@ def traverse(p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_repla
     raise Rejected
 
 
-def traversal_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2,
-                   without_replacement: bool = False, shape=None) -> list[int]:
+def traversal_step(
+    p_fn, q_fn, prefix, k, rng, *, width: int = 2, without_replacement: bool = False, shape=None
+) -> list[int]:
     """One traversal-verification round: 1 to k + 1 tokens. The draft tree is ``shape`` (depth
     <= k; see samplers.tree.full_shape) or, by default, the full width-``width`` tree of depth k."""
     shape = round_shape(k, width, shape)
@@ -117,5 +120,4 @@ def traversal_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2,
 
 
 register("traversal-iid", functools.partial(traversal_step, width=2, without_replacement=False))
-register("traversal-without-replacement",
-         functools.partial(traversal_step, width=2, without_replacement=True))
+register("traversal-without-replacement", functools.partial(traversal_step, width=2, without_replacement=True))

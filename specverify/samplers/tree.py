@@ -44,8 +44,8 @@ import numbers
 import numpy as np
 
 from ..common.validation import check_k, check_same_length
-from .registry import register
 from .chain import accepts, model_output, residual, sample
+from .registry import register
 
 
 def check_width(width) -> int:
@@ -113,9 +113,7 @@ def tree_walk(p_fn, q_fn, prefix, k, rng, verify) -> list[int]:
     return path[start:] + [sample(p, rng)]
 
 
-def tree_step(
-    p_fn, q_fn, prefix, k, rng, *, width: int = 2, without_replacement: bool = False
-) -> list[int]:
+def tree_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2, without_replacement: bool = False) -> list[int]:
     """One tree round of depth k with ``width`` candidates per node: 1 to k + 1 tokens."""
     width = check_width(width)
 
@@ -207,6 +205,4 @@ def tree_shape_step(p_fn, q_fn, prefix, k, rng, *, shape, without_replacement: b
 
 
 register("tree-iid", functools.partial(tree_step, width=2, without_replacement=False))
-register(
-    "tree-without-replacement", functools.partial(tree_step, width=2, without_replacement=True)
-)
+register("tree-without-replacement", functools.partial(tree_step, width=2, without_replacement=True))

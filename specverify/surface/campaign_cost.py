@@ -22,8 +22,9 @@ def resolve_budget(budget: str | round_cases.Budget) -> round_cases.Budget:
     return round_cases.get_budget(budget)
 
 
-def campaign_table(subjects: int, tv: float = 1e-3, budget: str = "thorough",
-                   runs_per_second: float | None = None, cores: int = 2) -> str:
+def campaign_table(
+    subjects: int, tv: float = 1e-3, budget: str = "thorough", runs_per_second: float | None = None, cores: int = 2
+) -> str:
     """The README's campaign line: N subjects x M cases at TV ``tv`` = R runs, and the hours they
     take on one ``cores``-core machine and on W one-core workers, at ``runs_per_second`` per core
     (measured on the reference sampler when None). The mutant report's line, with its own
@@ -32,12 +33,14 @@ def campaign_table(subjects: int, tv: float = 1e-3, budget: str = "thorough",
     rate = runs_per_second or measure_runs_per_second()
     total = subjects * c["runs"]
     core_hours = total / rate / 3600
-    return (f"{subjects} subjects x {c['cases']} cases at TV {tv:g} = {total:.3g} runs "
-            f"({c['runs']:.3g} per subject: {c['looks']} looks, the last at {c['n_max']:,} runs per "
-            f"case; per-check false-fail rate {c['per_check_false_fail_rate']:.2g}). At {rate:,.0f} "
-            f"runs per core-second: {duration(core_hours / cores)} on one {cores}-core machine, "
-            f"about {duration(core_hours)} / W on W one-core workers (W up to {subjects}: one task "
-            f"per subject; {duration(core_hours / subjects)} per subject)")
+    return (
+        f"{subjects} subjects x {c['cases']} cases at TV {tv:g} = {total:.3g} runs "
+        f"({c['runs']:.3g} per subject: {c['looks']} looks, the last at {c['n_max']:,} runs per "
+        f"case; per-check false-fail rate {c['per_check_false_fail_rate']:.2g}). At {rate:,.0f} "
+        f"runs per core-second: {duration(core_hours / cores)} on one {cores}-core machine, "
+        f"about {duration(core_hours)} / W on W one-core workers (W up to {subjects}: one task "
+        f"per subject; {duration(core_hours / subjects)} per subject)"
+    )
 
 
 def duration(hours: float) -> str:
@@ -67,4 +70,3 @@ def measure_runs_per_second(seconds: float = 2.0) -> float:
             round_tasks.sample_first_tokens(speculative_step, case, 20, rng)
             n += 20
     return n / (time.process_time() - t0)
-

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..battery import budgets
 from .. import interfaces
-from ..common.command_line import EXIT_USAGE, OneLineParser, emit, parsed
+from ..battery import budgets
 from ..battery.executors import ExecutorUnavailable, executor_argument, preflight
+from ..common.command_line import EXIT_USAGE, OneLineParser, emit, parsed
 from ..common.validation import seed_argument, writable_file_argument
 
 BUDGET_WORDS = ", ".join([*budgets.NAMES, "tv=X"])
@@ -48,8 +48,10 @@ def budget_help() -> str:
     """--budget's help: what each named budget covers (the round cases: loaded here)."""
     rounds = interfaces.get("round")
     coverage = "; ".join(f"{name}: {rounds.coverage(name)}" for name in budgets.NAMES)
-    return (f"how much to run ({coverage}; tv=X: every case by statistics until a TV "
-            f"of X is seen, see specverify.api.campaign_runs)")
+    return (
+        f"how much to run ({coverage}; tv=X: every case by statistics until a TV "
+        f"of X is seen, see specverify.api.campaign_runs)"
+    )
 
 
 class HelpAfter(argparse.Action):
@@ -69,40 +71,78 @@ class HelpAfter(argparse.Action):
 def parse_args(argv):
     """The parsed command line; SystemExit (after one line on stderr) for a usage error."""
     ap = OneLineParser(
-        prog="specverify check", add_help=False,
+        prog="specverify check",
+        add_help=False,
         description="Check that speculative samplers are exact. Exit 0 exact, 1 not exact, "
-                    "2 usage error, 3 inconclusive (several targets: the worst of them).")
+        "2 usage error, 3 inconclusive (several targets: the worst of them).",
+    )
     show_help = ap.add_argument("-h", "--help", action=HelpAfter, help="show this help message and exit")
-    ap.add_argument("targets", metavar="TARGET", nargs="+",
-                    help="package.module:function or path/file.py:function (one or more)")
-    ap.add_argument("--json", action="store_true",
-                    help="print one JSON object (one line per target when there are several)")
+    ap.add_argument(
+        "targets", metavar="TARGET", nargs="+", help="package.module:function or path/file.py:function (one or more)"
+    )
+    ap.add_argument(
+        "--json", action="store_true", help="print one JSON object (one line per target when there are several)"
+    )
     ap.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
-    budget = ap.add_argument("--budget", type=budget_argument, default="standard", metavar="BUDGET",
-                             help=f"how much to run ({BUDGET_WORDS}; --help says what each covers)")
+    budget = ap.add_argument(
+        "--budget",
+        type=budget_argument,
+        default="standard",
+        metavar="BUDGET",
+        help=f"how much to run ({BUDGET_WORDS}; --help says what each covers)",
+    )
     show_help.fill = lambda: setattr(budget, "help", budget_help())
-    ap.add_argument("--interface", choices=("auto", *interfaces.NAMES), default="auto",
-                    help="round: the handout's speculative_step(p_fn, q_fn, prefix, k, rng); loop: "
-                         "generate(target, draft, requests, k, rng); kernel: kernel(draft_ids, "
-                         "draft_probs, target_probs, uniforms); auto (default): by the function's "
-                         "parameter names")
-    ap.add_argument("--device", default=None, metavar="DEVICE",
-                    help="cpu (default) or cuda / cuda:N: a kernel's tensors on that device (torch; "
-                         "the subject's process is spawned, not forked)")
-    ap.add_argument("--vocab", type=aim_argument("vocab"), default=None, metavar="V",
-                    help="aim the check at an engine's vocabulary size (2 to 2^20): generated cases at "
-                         "V besides the budget's (binned chi-square per position)")
-    ap.add_argument("--k", type=aim_argument("k"), default=None, metavar="K",
-                    help="the draft lengths to reach: K, A..B or A,B,C (each 1 to 16): one aimed case per k")
-    ap.add_argument("--max-tokens", type=aim_argument("max_tokens"), default=None, metavar="N",
-                    help="the longest output an aimed loop request asks for, and the window an aimed "
-                         "round case judges (0 to 64)")
-    ap.add_argument("--fail-fast", action="store_true",
-                    help="stop each TARGET's battery at its first finding that makes it NOT EXACT (as pytest -x): "
-                         "the same verdict sooner, the cases after that finding not run")
-    add_junit_and_executor(ap, "target", "local (default: one target after another here), ray (RAY_ADDRESS or a "
-                                         "local Ray instance) or ray://ADDRESS: Ray tasks per target and per case "
-                                         "enumeration")
+    ap.add_argument(
+        "--interface",
+        choices=("auto", *interfaces.NAMES),
+        default="auto",
+        help="round: the handout's speculative_step(p_fn, q_fn, prefix, k, rng); loop: "
+        "generate(target, draft, requests, k, rng); kernel: kernel(draft_ids, "
+        "draft_probs, target_probs, uniforms); auto (default): by the function's "
+        "parameter names",
+    )
+    ap.add_argument(
+        "--device",
+        default=None,
+        metavar="DEVICE",
+        help="cpu (default) or cuda / cuda:N: a kernel's tensors on that device (torch; "
+        "the subject's process is spawned, not forked)",
+    )
+    ap.add_argument(
+        "--vocab",
+        type=aim_argument("vocab"),
+        default=None,
+        metavar="V",
+        help="aim the check at an engine's vocabulary size (2 to 2^20): generated cases at "
+        "V besides the budget's (binned chi-square per position)",
+    )
+    ap.add_argument(
+        "--k",
+        type=aim_argument("k"),
+        default=None,
+        metavar="K",
+        help="the draft lengths to reach: K, A..B or A,B,C (each 1 to 16): one aimed case per k",
+    )
+    ap.add_argument(
+        "--max-tokens",
+        type=aim_argument("max_tokens"),
+        default=None,
+        metavar="N",
+        help="the longest output an aimed loop request asks for, and the window an aimed round case judges (0 to 64)",
+    )
+    ap.add_argument(
+        "--fail-fast",
+        action="store_true",
+        help="stop each TARGET's battery at its first finding that makes it NOT EXACT (as pytest -x): "
+        "the same verdict sooner, the cases after that finding not run",
+    )
+    add_junit_and_executor(
+        ap,
+        "target",
+        "local (default: one target after another here), ray (RAY_ADDRESS or a "
+        "local Ray instance) or ray://ADDRESS: Ray tasks per target and per case "
+        "enumeration",
+    )
     return ap.parse_args(argv)
 
 
@@ -110,8 +150,12 @@ def add_junit_and_executor(ap, each: str, executor_help: str) -> None:
     """``--junit-xml FILE`` (one test case per ``each``, written atomically; the folder checked
     now) and ``--executor`` (local, ray or ray://ADDRESS, checked by
     ``executors.executor_argument``), as ``check`` and ``mutants report`` take them."""
-    ap.add_argument("--junit-xml", metavar="FILE", type=writable_file_argument,
-                    help=f"also write JUnit XML: one test case per {each} (atomically)")
+    ap.add_argument(
+        "--junit-xml",
+        metavar="FILE",
+        type=writable_file_argument,
+        help=f"also write JUnit XML: one test case per {each} (atomically)",
+    )
     ap.add_argument("--executor", type=executor_argument, default="local", help=executor_help)
 
 
@@ -130,5 +174,13 @@ def main(argv=None) -> int:
     return run(args)
 
 
-__all__ = ["BUDGET_WORDS", "HelpAfter", "add_junit_and_executor", "aim_argument", "budget_argument", "budget_help", "main",
-           "parse_args"]
+__all__ = [
+    "BUDGET_WORDS",
+    "HelpAfter",
+    "add_junit_and_executor",
+    "aim_argument",
+    "budget_argument",
+    "budget_help",
+    "main",
+    "parse_args",
+]

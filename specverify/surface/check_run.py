@@ -24,33 +24,60 @@ import sys
 
 from .. import api, interfaces
 from ..battery import runner
-from ..common.command_line import EXIT_USAGE, OneLineParser, emit  # noqa: F401 - re-exported for older callers
 from ..battery.core import BatteryResult
-from .campaign_cost import resolve_budget
-from ..common.files import json_default
-from .report_text import VERDICT_WORDS, failure_message, human, run_lines  # noqa: F401 - re-exported
 from ..battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
+from ..common.command_line import EXIT_USAGE, OneLineParser, emit  # noqa: F401 - re-exported for older callers
+from ..common.files import json_default
+from .campaign_cost import resolve_budget
+from .report_text import VERDICT_WORDS, failure_message, human, run_lines  # noqa: F401 - re-exported
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
 
 
-def check(subject, target: str = "<sampler>", budget: str = "standard", seed: int = 0,
-          counterexample: bool = True, interface: str = "auto", prefetched: dict | None = None,
-          device: str | None = None, aim: interfaces.Aim | None = None, fail_fast: bool = False) -> dict:
+def check(
+    subject,
+    target: str = "<sampler>",
+    budget: str = "standard",
+    seed: int = 0,
+    counterexample: bool = True,
+    interface: str = "auto",
+    prefetched: dict | None = None,
+    device: str | None = None,
+    aim: interfaces.Aim | None = None,
+    fail_fast: bool = False,
+) -> dict:
     """The verdict as the JSON object the CLI prints (subject: a callable or a started Runner;
     ``fail_fast``: ``api.check``'s)."""
     aim = aim or interfaces.Aim()
-    return api.check(subject, budget=budget, seed=seed, counterexample=counterexample,
-                     target=target, interface=interface, prefetched=prefetched, device=device,
-                     vocab=aim.vocab, k=aim.ks or None, max_tokens=aim.max_tokens,
-                     fail_fast=fail_fast).to_dict()
+    return api.check(
+        subject,
+        budget=budget,
+        seed=seed,
+        counterexample=counterexample,
+        target=target,
+        interface=interface,
+        prefetched=prefetched,
+        device=device,
+        vocab=aim.vocab,
+        k=aim.ks or None,
+        max_tokens=aim.max_tokens,
+        fail_fast=fail_fast,
+    ).to_dict()
 
 
 SEVERITY = {0: 0, 3: 1, 1: 2, 2: 3}  # exact < inconclusive < not exact < usage error
 
 
-def check_target(target: str, budget: str, seed: int, interface: str = "auto", device: str | None = None,
-                 aim: interfaces.Aim | None = None, fail_fast: bool = False, *units) -> tuple[str, object]:
+def check_target(
+    target: str,
+    budget: str,
+    seed: int,
+    interface: str = "auto",
+    device: str | None = None,
+    aim: interfaces.Aim | None = None,
+    fail_fast: bool = False,
+    *units,
+) -> tuple[str, object]:
     """("ok", the report's dict) or ("usage", the one-line error): one target, start to end
     (a Ray task; ``aim``: the user's --vocab / --k / --max-tokens; ``fail_fast``: --fail-fast;
     ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
@@ -59,9 +86,17 @@ def check_target(target: str, budget: str, seed: int, interface: str = "auto", d
     subject = None
     try:
         subject = start_target(target, "spawn" if device not in (None, "cpu") else None)
-        report = check(subject, target, budget, seed, interface=interface,
-                       prefetched=prefetched(units) if units else None, device=device, aim=aim,
-                       fail_fast=fail_fast)
+        report = check(
+            subject,
+            target,
+            budget,
+            seed,
+            interface=interface,
+            prefetched=prefetched(units) if units else None,
+            device=device,
+            aim=aim,
+            fail_fast=fail_fast,
+        )
         if units:
             extra = BatteryResult(output=report["output"], seconds=report["seconds"])
             merge_output(extra, units)
@@ -98,12 +133,17 @@ def junit_case(target: str, outcome: tuple[str, object]):
     line = f"[{first['kind']}] {first['check']} on {first['case']}: {first['message']}" if first else ""
     if report["exact"] is False:  # each finding once: the verdict, findings and counterexample
         # side by side (failure_message), then what the human report adds: output and checks run
-        return junit.Case(target, "specverify.check", report["seconds"], "failure", line,
-                          failure_message(report) + "\n" + "\n".join(run_lines(report)) + "\n")
+        return junit.Case(
+            target,
+            "specverify.check",
+            report["seconds"],
+            "failure",
+            line,
+            failure_message(report) + "\n" + "\n".join(run_lines(report)) + "\n",
+        )
     if report["exact"] is None:
         why = report["shortfalls"][0] if report["shortfalls"] else line or "inconclusive"
-        return junit.Case(target, "specverify.check", report["seconds"], "error",
-                          f"inconclusive: {why}", text)
+        return junit.Case(target, "specverify.check", report["seconds"], "error", f"inconclusive: {why}", text)
     return junit.Case(target, "specverify.check", report["seconds"], "passed", "", text)
 
 
@@ -132,15 +172,16 @@ def check_output_files(args) -> None:
         return
     for target in args.targets:
         if any(same_file(args.junit_xml, source) for source in target_sources(target)):
-            raise UsageError(f"--junit-xml: {args.junit_xml!r} is the source of TARGET {target!r}; "
-                             f"give the report its own file")
+            raise UsageError(
+                f"--junit-xml: {args.junit_xml!r} is the source of TARGET {target!r}; give the report its own file"
+            )
 
 
 def report_outcomes(args, targets, outcomes) -> int:
     """Print each finished target's report (stdout) or usage error (stderr) and write the JUnit
     XML for them; the worst exit code."""
     code = 0
-    for target, (status, value) in zip(targets, outcomes):
+    for status, value in outcomes:
         if status == "usage":
             emit(f"specverify check: {value}\n", sys.stderr)
             this = EXIT_USAGE
@@ -173,16 +214,19 @@ def _check_all(args, outcomes: list) -> int:
             split_target(target)
         check_output_files(args)
         aim = interfaces.Aim(args.vocab, args.k or (), args.max_tokens)
-        calls = [(t, args.budget, args.seed, args.interface, args.device, aim, args.fail_fast)
-                 for t in args.targets]
+        calls = [(t, args.budget, args.seed, args.interface, args.device, aim, args.fail_fast) for t in args.targets]
         if args.executor == "local":
             for c in calls:
                 outcomes.append(check_target(*c))
         else:
             from ..battery.executors import ray_map
 
-            outcomes = ray_map(check_target, calls, args.executor,
-                               units=[target_units(t, args.budget, args.interface) for t in args.targets])
+            outcomes = ray_map(
+                check_target,
+                calls,
+                args.executor,
+                units=[target_units(t, args.budget, args.interface) for t in args.targets],
+            )
     except UsageError as exc:
         emit(f"specverify check: {exc}\n", sys.stderr)
         return EXIT_USAGE

@@ -21,16 +21,22 @@ class Case:
 
 def to_xml(suite: str, cases: list[Case]) -> str:
     suites = ET.Element("testsuites")
-    root = ET.SubElement(suites, "testsuite", {
-        "name": _clean(suite), "tests": str(len(cases)),
-        "failures": str(sum(c.outcome == "failure" for c in cases)),
-        "errors": str(sum(c.outcome == "error" for c in cases)),
-        "skipped": str(sum(c.outcome == "skipped" for c in cases)),
-        "time": f"{sum(c.seconds for c in cases):.3f}"})
+    root = ET.SubElement(
+        suites,
+        "testsuite",
+        {
+            "name": _clean(suite),
+            "tests": str(len(cases)),
+            "failures": str(sum(c.outcome == "failure" for c in cases)),
+            "errors": str(sum(c.outcome == "error" for c in cases)),
+            "skipped": str(sum(c.outcome == "skipped" for c in cases)),
+            "time": f"{sum(c.seconds for c in cases):.3f}",
+        },
+    )
     for c in cases:
-        el = ET.SubElement(root, "testcase", {"classname": _clean(c.classname),
-                                              "name": _clean(c.name),
-                                              "time": f"{c.seconds:.3f}"})
+        el = ET.SubElement(
+            root, "testcase", {"classname": _clean(c.classname), "name": _clean(c.name), "time": f"{c.seconds:.3f}"}
+        )
         if c.outcome != "passed":
             kind = {"failure": "failure", "error": "error", "skipped": "skipped"}[c.outcome]
             child = ET.SubElement(el, kind, {"message": _clean(c.message.splitlines()[0] if c.message else "")})
