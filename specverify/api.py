@@ -24,10 +24,7 @@ one of those names is re-exported here (``api.human``, ``api.UsageError``, ...).
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -36,7 +33,9 @@ from typing import TYPE_CHECKING, Any, cast
 from . import interfaces
 from .battery import runner
 from .battery.core import BatteryResult, Finding
+from .battery.environment import EnvironmentProblem
 from .battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
+from .common.command_line import EXIT_ENVIRONMENT
 from .common.files import json_default
 from .interfaces import round_cases
 from .interfaces.round_cases import campaign_budget, campaign_runs  # noqa: F401 - re-exported
@@ -46,6 +45,7 @@ from .surface.campaign_cost import (
     measure_runs_per_second,
     resolve_budget,
 )
+from .surface.progress import StatusLine
 from .surface.report_text import (
     VERDICT_WORDS,
     counterexample_lines,
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from .interfaces.loop_cases import LoopCase
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
+"""The exit code of each verdict (``exact``); an environment error is ``EXIT_ENVIRONMENT``."""
 
 
 @dataclass
@@ -93,9 +94,16 @@ class Report:
         return self.result.counterexample
 
     @property
+    def environment(self) -> str | None:
+        """What this environment lacks to run the subject (no CUDA, a missing package), with
+        what to do; None when the subject ran. Not a verdict: ``exact`` is then None."""
+        return self.result.environment
+
+    @property
     def exit_code(self) -> int:
-        """The ``check`` command's exit code: 0 exact, 1 not exact, 3 inconclusive."""
-        return EXIT_CODES[self.exact]
+        """The ``check`` command's exit code: 0 exact, 1 not exact, 3 inconclusive, 4 an
+        environment error (``environment``)."""
+        return EXIT_ENVIRONMENT if self.environment else EXIT_CODES[self.exact]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object ``check --json`` prints. ``coverage``: ``summary`` (the budget's plan in
@@ -181,6 +189,11 @@ def _interface_task(subject: Callable[..., Any]) -> tuple[str, str]:
         return "usage", str(exc)
 
 
+def _signature_task(subject: Callable[..., Any], name: str) -> str | None:
+    """In the subject's process: why it cannot be called as interface ``name`` calls it, or None."""
+    return interfaces.signature_problem(subject, name)
+
+
 def _declared_task(subject: Callable[..., Any], name: str) -> tuple[str, object]:
     """In the subject's process: ("ok", the cases it declares or None) or ("usage", why they are
     not cases), by interface ``name``'s ``subject_cases``."""
@@ -223,7 +236,7 @@ def check(
     target: str | None = None,
     prefetched: dict[tuple[Any, ...], dict[str, Any]] | None = None,
     device: str | None = None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
     vocab: int | None = None,
     k: int | str | list[int] | tuple[int, ...] | None = None,
     max_tokens: int | None = None,
@@ -242,13 +255,18 @@ def check(
     model that shows a distribution finding (a loop subject: the smallest request and model that
     show its law or contract finding, ``interfaces.loop_counterexample.find_loop_counterexample``).
     Never raises for a broken sampler (its breaches are findings); a TARGET that cannot be loaded
-    raises ``UsageError``.
+    raises ``UsageError``, one whose import needs a package this environment lacks
+    ``EnvironmentProblem``, and a sampler whose signature does not fit its interface
+    ``UsageError`` (with the signature expected). A subject that fails for want of something
+    this machine lacks (CUDA) is a report whose ``environment`` says so, ``exact`` None.
     ``prefetched``: the round battery's enumerations computed elsewhere (specverify.interfaces.round_units; the Ray
     executor), replayed. ``device``: "cuda" / "cuda:N" runs a kernel (``interface="kernel"``,
     ``kernel(draft_ids, draft_probs, target_probs, uniforms)``) on torch tensors on that device,
     in a spawned subject process (CUDA cannot start in a forked one). ``progress``: a status line
     on stderr (the target, what runs, the time elapsed) while it runs; None (default): only when
-    stderr is a terminal, so nothing is added to piped or captured output.
+    stderr is a terminal, so nothing is added to piped or captured output; "lines": a plain line
+    on stderr every 10 s, the stage and the time elapsed (what ``specverify check`` prints when
+    stderr is not a terminal).
 
     ``vocab``, ``k`` and ``max_tokens`` aim the check at an engine's configuration
     (``interfaces.aim``: ``vocab`` 2 to 2^20, ``k`` an int, "A..B", "A,B,C" or a list of ints
@@ -292,21 +310,22 @@ def check(
         if named is None and interface is not None:
             raise TypeError("interface: give a callable sampler, not a TARGET string, to adapt it")
         target = target or sampler
-        subject = own = start_target(sampler, "spawn" if device not in (None, "cpu") else None)
-    elif isinstance(sampler, runner.Runner):
-        subject = sampler
-    else:
+    elif not isinstance(sampler, runner.Runner):
         if interface is not None and not isinstance(interface, str):  # an adapter (named is None)
             sampler, named = interface(sampler), "round"  # an adapter returns a round sampler
         if not callable(sampler):
             raise TypeError(f"sampler: expected a callable, a TARGET string or a Runner, got {type(sampler).__name__}")
-        subject = sampler
     if target is None:
         target = "<sampler>"
     status_line = None
     try:
-        status_line = _Progress(target, progress)
+        status_line = StatusLine(target, progress)
         status_line.start()
+        if isinstance(sampler, str):
+            status_line.say(f"loading {target}")
+            subject = own = start_target(sampler, "spawn" if device not in (None, "cpu") else None)
+        else:
+            subject = sampler
         if named in (None, "auto"):
             if isinstance(subject, runner.Runner):
                 status, named = subject.call(_interface_task, limit=10.0)
@@ -315,6 +334,13 @@ def check(
             else:
                 named = interface_of(subject)
         kind = interfaces.get(named)
+        mismatch = (
+            subject.call(_signature_task, kind.NAME, limit=10.0)
+            if isinstance(subject, runner.Runner)
+            else interfaces.signature_problem(subject, kind.NAME)
+        )
+        if mismatch:
+            raise UsageError(f"TARGET {target!r}: {mismatch}")
         declared = declared_cases(kind, subject, cases)
         coverage = kind.coverage(b) if declared is None else kind.declared_coverage(b, declared, cases is None)
         extra: dict[str, Any] = {} if declared is None else {"cases": declared}
@@ -336,7 +362,7 @@ def check(
         if fail_fast:
             coverage += "; fail-fast: stops at its first finding that breaks exactness"
         result = kind.run(subject, b, seed, prefetched=prefetched, stop_on_first=fail_fast, **extra)
-        if counterexample:
+        if counterexample and not result.environment:
             status_line.say(f"checking {target}: looking for the smallest counterexample")
             more = {} if declared is None else {"cases": declared}
             result.counterexample = kind.counterexample(subject, b, seed, result, aim=aim, **more)
@@ -350,65 +376,6 @@ def check(
     )
 
 
-class _Progress:
-    """``check``'s status line on stderr: a spinner, the target and what runs, the time elapsed
-    (rich, erased when done). Enabled None: only when stderr is a terminal. It writes through its
-    own duplicate of stderr's descriptor, so a subject forked meanwhile never meets a lock it holds."""
-
-    def __init__(self, target: str, enabled: bool | None):
-        self.bar = self.stream = None
-        if enabled is None:
-            try:
-                enabled = sys.stderr is not None and sys.stderr.isatty()
-            except (AttributeError, ValueError, OSError):  # replaced, closed
-                enabled = False
-        if not enabled:
-            return
-        from rich.console import Console
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-        from rich.table import Column
-
-        try:
-            self.stream = os.fdopen(
-                os.dup(sys.stderr.fileno()), "w", encoding=sys.stderr.encoding or "utf-8", errors="backslashreplace"
-            )
-        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no descriptor: stderr itself
-            self.stream = None
-        text = TextColumn(
-            "specverify: {task.description}",
-            markup=False,
-            table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
-        )
-        self.bar = Progress(
-            SpinnerColumn(),
-            TimeElapsedColumn(),
-            text,
-            expand=True,
-            transient=True,
-            console=Console(file=self.stream or sys.stderr),
-            redirect_stdout=False,
-            redirect_stderr=False,
-        )
-        self.task = self.bar.add_task(f"checking {target}", total=None)
-
-    def start(self) -> None:
-        if self.bar is not None:
-            self.bar.start()
-
-    def say(self, words: str) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, description=words)
-
-    def stop(self) -> None:
-        if self.bar is not None:
-            try:
-                self.bar.stop()
-            finally:
-                self.bar = None
-                if self.stream is not None:
-                    self.stream.close()
-
-
 def assert_exact(
     sampler: str | runner.Runner | Callable[..., Any],
     *,
@@ -420,10 +387,12 @@ def assert_exact(
     vocab: int | None = None,
     k: int | str | list[int] | tuple[int, ...] | None = None,
     max_tokens: int | None = None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
 ) -> Report:
     """``check`` the sampler; AssertionError unless it is exact (and, unless
-    ``allow_inconclusive``, conclusively so). The message puts the verdict first, then each
+    ``allow_inconclusive``, conclusively so). A subject that cannot run here raises
+    ``EnvironmentProblem`` instead (no CUDA, a missing package: not evidence about exactness),
+    and a usage mistake ``UsageError``. The message puts the verdict first, then each
     finding, then the smallest counterexample side by side (tokens: sampler vs target). Returns
     the report when the assertion holds. ``vocab``, ``k``, ``max_tokens``, ``progress``: as
     ``check``'s."""
@@ -439,12 +408,16 @@ def assert_exact(
         max_tokens=max_tokens,
         progress=progress,
     )
+    if report.environment:
+        raise EnvironmentProblem(f"{report.target}: cannot run here: {report.environment}")
     if report.exact is False or (report.exact is None and not allow_inconclusive):
         raise AssertionError(failure_message(report))
     return report
 
 
 __all__ = [
+    "EXIT_ENVIRONMENT",
+    "EnvironmentProblem",
     "VERDICT_WORDS",
     "Report",
     "UsageError",

@@ -113,7 +113,7 @@ def test_an_unknown_budget_is_one_error_naming_budget(interface, given):
     with pytest.raises(
         interfaces.InterfaceError,
         match=rf"^budget: the {interface} interface has the budgets quick, standard, "
-        rf"thorough or tv=X, got {re.escape(repr(name))}$",
+        rf"thorough or tv=X \(0 < X < 1\), got {re.escape(repr(name))}$",
     ):
         budgets.section(interface, given)
 

@@ -275,6 +275,7 @@ LONG_MODULES = {
     "specverify.engines",
     "specverify.interfaces.loop_cases",
     "specverify.models.measure",
+    "specverify.mutants.report",
 }
 """The modules of MAX_LINES lines or more, each saying why in its docstring (``REASON``). A module
 that grows past MAX_LINES fails until it is split or listed here with its reason; one that

@@ -43,7 +43,7 @@ def parse_args(argv):
         help="runs per case and for the control (default 2000); with --tiny-qwen also the "
         "generations per tiny-Qwen setting",
     )
-    ap.add_argument("--seed", type=seed_argument, default=0)
+    ap.add_argument("--seed", type=seed_argument, default=0, help="the check's seed (an integer >= 0)")
     ap.add_argument(
         "--detect-tv",
         type=tv_argument,

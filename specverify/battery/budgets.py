@@ -33,6 +33,10 @@ i.e. no limit a campaign should reach (the run count, not the clock, ends it).""
 
 CAMPAIGN_PREFIX = "tv="
 
+TV_RANGE = "0 < X < 1"
+"""The range of X in a campaign budget ``tv=X`` (``check_tv_budget``): a TV strictly between 0
+(no run count sees it) and 1 (the largest TV; nothing to see)."""
+
 
 # --------------------------------------------------------------------------- the sections
 
@@ -246,8 +250,8 @@ def view(interface: str) -> dict:
 
 
 def words() -> str:
-    """The budgets a user may name, for messages: ``quick, standard, thorough or tv=X``."""
-    return f"{', '.join(NAMES)} or {CAMPAIGN_PREFIX}X"
+    """The budgets a user may name, for messages: ``quick, standard, thorough or tv=X (0 < X < 1)``."""
+    return f"{', '.join(NAMES)} or {CAMPAIGN_PREFIX}X ({TV_RANGE})"
 
 
 def unknown(interface: str | None, name):
@@ -264,14 +268,18 @@ def is_campaign(name) -> bool:
 
 
 def check_tv_budget(name: str) -> float:
-    """X of a campaign budget named ``tv=X`` (every interface's): 0 < X < 1, else a ValueError
-    naming the budget."""
+    """X of a campaign budget named ``tv=X`` (every interface's): a number with 0 < X < 1
+    (``TV_RANGE``), else a ValueError naming the budget, the range X may take, what X means and
+    an example."""
     try:
         tv = float(name[len(CAMPAIGN_PREFIX) :])
     except ValueError:
         tv = float("nan")
     if not 0 < tv < 1:
-        raise ValueError(f"budget: tv=X needs 0 < X < 1, got {name!r}")
+        raise ValueError(
+            f"budget: tv=X needs {TV_RANGE} (X: the total variation every statistical test must "
+            f"see, e.g. tv=0.01), got {name!r}"
+        )
     return tv
 
 
@@ -357,6 +365,7 @@ __all__ = [
     "LoopBudget",
     "NAMES",
     "TABLE",
+    "TV_RANGE",
     "campaign",
     "check_name",
     "check_tv_budget",

@@ -53,6 +53,7 @@ import numpy as np
 from ..laws import exact, stats
 from . import runner
 from .budgets import CAMPAIGN_SECONDS  # noqa: F401 - a campaign's time limits, re-exported
+from .environment import environment_problem
 
 # --------------------------------------------------------------------------- random streams
 
@@ -96,6 +97,13 @@ class Finding:
     message: str
     case: str | None = None
     evidence: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """A contract finding whose message shows that this machine, not the subject, is at
+        fault (no CUDA, a package missing: ``environment.environment_problem``) is an
+        environment finding: it makes the verdict neither EXACT nor NOT EXACT."""
+        if self.kind == "contract" and environment_problem(self.message):
+            self.kind = "environment"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -185,9 +193,18 @@ class BatteryResult:
         return [f for f in self.findings if f.kind in kinds and f.check != "rng"]
 
     @property
+    def environment(self) -> str | None:
+        """What this environment lacks to run the subject (the first environment finding,
+        with what to do), or None."""
+        found = self.flagged(("environment",))
+        return f"{found[0].message}: {environment_problem(found[0].message)}" if found else None
+
+    @property
     def exact(self) -> bool | None:
         if self.flagged():
             return False
+        if self.environment:
+            return None
         if self.shortfalls or self.timed_out or any(f.check == "rng" for f in self.findings):
             return None
         return True
@@ -205,7 +222,7 @@ class BatteryResult:
         out["mean_tokens_per_round"] = {
             k: {"measured": a, "expected": b} for k, (a, b) in self.mean_tokens_per_round.items()
         }
-        out["exact"], out["efficient"] = self.exact, self.efficient
+        out["exact"], out["efficient"], out["environment"] = self.exact, self.efficient, self.environment
         return out
 
 
@@ -296,20 +313,61 @@ def show(obj, limit: int = SHOW_CHARS) -> str:
 
 def describe_exception(exc: BaseException) -> str:
     """``"TYPE: message"`` for an exception a subject raised; when its ``str()`` raises, its repr,
-    and when that raises too, the type alone (both failures said)."""
-    name = type_name(exc)
-    try:
-        text = _plain(str(exc), MESSAGE_CHARS)
-        return f"{name}: {text}" if text else name
-    except BaseException as err:  # noqa: BLE001 - a hostile __str__
-        if type(err) in PASSED_THROUGH:
-            raise
-    try:
-        return f"{name} (its str() raised; repr: {_plain(repr(exc), MESSAGE_CHARS)})"
-    except BaseException as err:  # noqa: BLE001 - a hostile __repr__
-        if type(err) in PASSED_THROUGH:
-            raise
-    return f"{name} (its str() and repr() raised)"
+    and when that raises too, the type alone (both failures said). When the exception carries a
+    traceback (it was raised), `` (at FILE:LINE in FUNCTION)`` follows: the innermost frame of the
+    subject's own code, i.e. neither specverify's harness (battery, interfaces, laws, common) nor
+    the standard library or an installed package (NumPy raising inside a kernel is placed at the
+    kernel's line that called it; specverify's own samplers and mutants are subjects' code); the
+    innermost frame outside the harness where every one is a library's. FILE is a base name."""
+    import os
+    import sysconfig
+    import traceback
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    harness = tuple(os.path.join(package, part) + os.sep for part in ("battery", "interfaces", "laws", "common"))
+    paths = sysconfig.get_paths()
+    libraries = tuple(
+        {os.path.abspath(paths[key]) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    )
+
+    def words() -> str:
+        name = type_name(exc)
+        try:
+            text = _plain(str(exc), MESSAGE_CHARS)
+            return f"{name}: {text}" if text else name
+        except BaseException as err:  # noqa: BLE001 - a hostile __str__
+            if type(err) in PASSED_THROUGH:
+                raise
+        try:
+            return f"{name} (its str() raised; repr: {_plain(repr(exc), MESSAGE_CHARS)})"
+        except BaseException as err:  # noqa: BLE001 - a hostile __repr__
+            if type(err) in PASSED_THROUGH:
+                raise
+        return f"{name} (its str() and repr() raised)"
+
+    def frames_raised_through() -> list:
+        try:
+            return [
+                (os.path.abspath(frame.f_code.co_filename), line, frame.f_code.co_name)
+                for frame, line in traceback.walk_tb(exc.__traceback__)
+            ]
+        except BaseException as err:  # noqa: BLE001 - a hostile __traceback__
+            if type(err) in PASSED_THROUGH:
+                raise
+            return []
+
+    def is_subjects_code(path: str) -> bool:
+        return path.startswith(package) or not path.startswith(libraries)
+
+    def raise_site() -> str:
+        outside = [f for f in frames_raised_through() if not f[0].startswith(harness)]
+        own = [f for f in outside if is_subjects_code(f[0])]
+        if not outside:
+            return ""
+        path, line, function = (own or outside)[-1]
+        return f" (at {_plain(os.path.basename(path), SHOW_CHARS)}:{line} in {_plain(function, SHOW_CHARS)})"
+
+    return words() + raise_site()
 
 
 def message_of(exc: BaseException) -> str:

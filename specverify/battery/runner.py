@@ -7,10 +7,10 @@ runs ``task(subject, *args)`` and sends the result back. Tasks batch many sample
 message (a whole enumeration, a look of the sequential test), so the overhead is a few
 milliseconds per message, not per call.
 
-It is over 500 lines because the child's side (its session, streams, signals and reply pipe) and
-the parent's side (the limit, the kill of the process group, the capture file and its cleanup)
-are one protocol over the same pipe, file and process group: split in two, each half would read
-the other's private framing and leftovers.
+It is over 700 lines because the child's side (its session, cgroup, streams, signals and reply
+pipe) and the parent's side (the limit, the end of the subject's process tree, the capture file and
+their cleanup) are one protocol over the same pipe, file and processes: split in two, each half
+would read the other's private framing and leftovers.
 
 What the child does never reaches the parent's process: its stdout and stderr (file descriptors 1
 and 2, so C-level output too; Python's streams as UTF-8 whatever the locale) go to a capture file
@@ -20,11 +20,40 @@ SIGKILL, whatever it is doing (a Python loop that swallows exceptions, an endles
 call). An exit (``os._exit``), a signal (a segfault) or an out-of-memory kill of the child becomes
 ``SubjectFailed`` with a sentence that names it.
 
-Nothing is left behind: the child starts its own session (``os.setsid``, before the subject
-loads), so the processes the subject starts (``subprocess.Popen``, ``os.fork``) share its process
-group, and killing or closing the runner SIGKILLs the whole group (``os.killpg``). Only a process
-that leaves the group itself (``start_new_session=True``, its own ``setsid``) escapes. The capture
-file is deleted by ``close``, when the runner is collected, and at interpreter exit (a
+Nothing the subject starts outlives the check, whatever sessions or groups it made. The child
+starts its own session (``os.setsid``, before the subject loads), so what the subject starts
+shares its process group, which is SIGKILLed (``os.killpg``) when the runner ends the subject
+(``close``, a limit, a crash, Ctrl-C, the finalizer). A process that leaves the group
+(``start_new_session=True``, its own ``setsid``) is found by one of two mechanisms:
+
+* a cgroup v2 leaf, where the machine lets this process make one below its own cgroup (root, or
+  a delegated subtree such as a systemd user session): the child moves itself into it before the
+  subject loads, so every process the subject starts is born inside, and ending the subject kills
+  every member (``cgroup.kill``, Linux 5.14; before it, each member until none is left). This
+  covers every case, the subject's own exit (``os._exit``, a crash) with a new-session child alive
+  included. ``close`` removes the leaf; the leaves of a host killed outright (which runs no
+  finalizer) are emptied and removed by the next runner made below the same cgroup
+  (``remove_orphan_cgroups``).
+* otherwise, the runner's own records on /proc: the child makes itself a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``), so a process orphaned below it (a ``setsid`` grandchild whose
+  parent returned, a double fork) is reparented to the subject's process, not to init. Ending the
+  subject stops (SIGSTOP) it and every descendant found through /proc's parent links, walking
+  again until no new one appears (a stopped process cannot fork), then SIGKILLs them all. After
+  every reply the runner records the subject's descendants (pid and start time, so that a reused
+  pid is never killed; a /proc walk, a few milliseconds): they are what the subject's own exit
+  hands over to init, and they are ended with it. Its limit: a process started and orphaned
+  within one call by the subject's own exit (``os._exit`` or a crash before the reply) is not
+  recorded and escapes, as does everything a host killed outright leaves (the subject dies with
+  it, ``PR_SET_PDEATHSIG``, its new-session children do not).
+
+Both are set before any subject code runs in the child, so no process escapes before them. This
+is no sandbox: a subject with the rights to do so can move its processes to another cgroup, or
+have a process outside its tree start one. Where there is no /proc, no ``prctl`` and no cgroup v2
+(macOS), only the process group is killed. Under the subreaper, a process orphaned below the
+subject stays a zombie of the subject's process until the subject ends (``os.wait`` in the
+subject may reap one of them).
+
+The capture file is deleted by ``close``, when the runner is collected, and at interpreter exit (a
 ``weakref.finalize``), so a crash or Ctrl-C leaves no ``specverify-subject-*.log`` either; a
 host killed outright (SIGKILL, or SIGTERM where no handler is installed: a pytest run stopped by
 ``timeout``) runs no finalizer, so the next process to make a capture file deletes those whose
@@ -50,13 +79,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import itertools
 import multiprocessing
 import operator
 import os
+import re
 import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import weakref
 from collections.abc import Callable
@@ -73,7 +105,14 @@ MAX_MESSAGE_BYTES = 1 << 31
 KILL_MARGIN_S = 1.0
 """Added to every call's limit before the child is killed (fork, pickling, a loaded machine)."""
 
+CGROUP_DRAIN_S = 2.0
+"""How long ending a subject waits for its killed cgroup members to exit before removing the leaf."""
+
+STOP_ROUNDS = 100
+"""The most /proc walks that stopping a subject's tree makes (each stops what the last one found)."""
+
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 IN_SUBJECT_PROCESS = False
 """True in a subject's process: a KeyboardInterrupt there is the subject's (SIGINT is ignored)."""
 _LIVE: weakref.WeakSet[Runner] = weakref.WeakSet()
@@ -105,13 +144,38 @@ def describe_exit(exitcode: int | None) -> str:
     return f"its process was killed by {name}"
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def _prctl(option: int, value: int) -> bool:
+    """Linux's prctl(2) through libc; False where it failed or there is none (not Linux)."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    except (OSError, AttributeError):  # not Linux: the child still exits on EOF from the parent
-        pass
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))  # not Linux: the child still exits on EOF from the parent
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(0)
+
+
+def _join_cgroup(leaf: str | None) -> bool:
+    """In the subject's process: move into the cgroup ``leaf`` (so is everything it starts after);
+    False when there is none or the machine refuses."""
+    if leaf is None:
+        return False
+    try:
+        with open(os.path.join(leaf, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    except OSError:
+        return False
+
+
+def _keep_orphans() -> None:
+    """In the subject's process: become a child subreaper (Linux), so that a process orphaned
+    below it (a ``setsid`` grandchild whose parent returned) is reparented to it, not to init,
+    and stays in the tree the runner walks on /proc."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def _refuse_to_signal_the_checker() -> None:
@@ -188,11 +252,15 @@ def _flush_streams() -> None:
             pass
 
 
-def _child_main(conn, parents_end, parent_pid: int, load: Callable[[], Callable], capture_path: str) -> None:
+def _child_main(
+    conn, parents_end, parent_pid: int, load: Callable[[], Callable], capture_path: str, leaf: str | None
+) -> None:
     global IN_SUBJECT_PROCESS
     IN_SUBJECT_PROCESS = True
     parent_pgid = os.getpgrp()  # inherited from the parent, read before leaving it
     _own_session()
+    if not _join_cgroup(leaf):
+        _keep_orphans()
     parents_end.close()  # so that the parent's death is an EOF here
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -254,8 +322,294 @@ def _picklable(exc: BaseException) -> bool:
         return False
 
 
+# -- the subject's process tree ------------------------------------------------------------------
+
+
+def _read_stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (the last ')': a name may hold spaces
+    and parentheses), the state first; None when the process is gone or there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields if len(fields) > 19 else None
+
+
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), a zombie's too: with the pid, an
+    identity no later process has. None when it is gone."""
+    fields = _read_stat(pid)
+    return int(fields[19]) if fields is not None else None
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """Every live process on /proc, zombies left out: pid -> (parent's pid, start time). Empty
+    where there is no /proc."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    table = {}
+    for name in names:
+        fields = _read_stat(int(name)) if name.isdigit() else None
+        if fields is not None and fields[0] not in (b"Z", b"X", b"x"):
+            table[int(name)] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def _descendants(table: dict[int, tuple[int, int]], roots: set[int]) -> set[int]:
+    """The pids in ``table`` below any of ``roots`` (children, their children, ...), roots left out."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    frontier = list(roots)
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in found and child not in roots:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _unescape_mount_path(text: str) -> str:
+    """A path of /proc/self/mountinfo, whose spaces and the like are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
+
+
+def _cgroup2_mount() -> tuple[str, str] | None:
+    """(the root it shows, where it is mounted) of the cgroup v2 hierarchy; None without one."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                mount, _, kind = line.partition(" - ")
+                fields = mount.split()
+                if kind.split()[:1] == ["cgroup2"] and len(fields) >= 5:
+                    return _unescape_mount_path(fields[3]), _unescape_mount_path(fields[4])
+    except OSError:
+        pass
+    return None
+
+
+def own_cgroup() -> str | None:
+    """The folder of this process's cgroup v2 (where the runner makes its leaves); None where
+    there is none this process can see."""
+    mount = _cgroup2_mount()
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next((line[3:].rstrip("\n") for line in f if line.startswith("0::")), None)
+    except OSError:
+        return None
+    if mount is None or path is None:
+        return None
+    root, point = mount
+    if not path.startswith(root):
+        return None
+    folder = os.path.join(point, path[len(root) :].lstrip("/"))
+    return folder if os.path.isdir(folder) else None
+
+
+def cgroup_prefix(pid: int) -> str:
+    """The name every cgroup leaf made by process ``pid`` starts with (below its own cgroup)."""
+    return f"specverify-subject-{pid}-"
+
+
+_LEAF_NUMBERS = itertools.count()
+
+
+def _new_cgroup_leaf() -> str | None:
+    """A new, empty cgroup below this process's own, for one subject; None where the machine does
+    not allow one (no cgroup v2, no right to write there). Sweeps the orphans first."""
+    home = own_cgroup()
+    if home is None:
+        return None
+    remove_orphan_cgroups(home)
+    leaf = os.path.join(home, f"{cgroup_prefix(os.getpid())}{next(_LEAF_NUMBERS)}")
+    try:
+        os.mkdir(leaf)
+    except OSError:
+        return None
+    return leaf
+
+
+def _cgroup_members(leaf: str) -> set[int]:
+    try:
+        with open(os.path.join(leaf, "cgroup.procs")) as f:
+            return {int(line) for line in f if line.strip()}
+    except (OSError, ValueError):
+        return set()
+
+
+def _kill_cgroup(leaf: str) -> None:
+    """SIGKILL every process in the cgroup ``leaf`` and below it: ``cgroup.kill`` (Linux 5.14),
+    or before it each member in turn until none is left or ``CGROUP_DRAIN_S`` passed."""
+    try:
+        with open(os.path.join(leaf, "cgroup.kill"), "w") as f:
+            f.write("1")
+        return
+    except OSError:
+        pass
+    deadline = time.monotonic() + CGROUP_DRAIN_S
+    while time.monotonic() < deadline:
+        members = set().union(*(_cgroup_members(folder) for folder, _, _ in os.walk(leaf)))
+        if not members:
+            return
+        for pid in members:
+            _signal(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+def _remove_cgroup(leaf: str) -> None:
+    """Kill what is in the cgroup ``leaf``, wait up to ``CGROUP_DRAIN_S`` for it to exit (a zombie
+    does not count), then remove the leaf and any cgroup the subject made below it."""
+    _kill_cgroup(leaf)
+    deadline = time.monotonic() + CGROUP_DRAIN_S
+    while any(_cgroup_members(folder) for folder, _, _ in os.walk(leaf)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for folder, _, _ in os.walk(leaf, topdown=False):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
+_CGROUPS_SWEPT: set[int] = set()
+"""The processes that have swept their cgroup for orphan leaves (``remove_orphan_cgroups``)."""
+
+
+def remove_orphan_cgroups(home: str) -> list[str]:
+    """Kill the processes in, and remove, the leaves below the cgroup ``home`` whose maker is no
+    longer running (a host killed outright runs no finalizer, and a subject's new-session children
+    outlive it there); returns their paths. Done once per process, when it makes its first leaf."""
+    if os.getpid() in _CGROUPS_SWEPT:
+        return []
+    _CGROUPS_SWEPT.add(os.getpid())
+    head = cgroup_prefix(0)[:-2]  # "specverify-subject-"
+    try:
+        names = [n for n in os.listdir(home) if n.startswith(head)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        maker = name[len(head) :].split("-", 1)[0]
+        if maker.isdigit() and _maker_gone(int(maker)):
+            _remove_cgroup(os.path.join(home, name))
+            if not os.path.exists(os.path.join(home, name)):
+                removed.append(os.path.join(home, name))
+    return removed
+
+
+class _SubjectTree:
+    """Every process a subject started, whatever sessions or groups they made, so that all of
+    them end with it: its cgroup leaf where the machine allows one, its process group, and
+    otherwise its descendants on /proc and the runner's records of them (see the module's
+    docstring). Only the process that made it ends it."""
+
+    def __init__(self):
+        self.owner = os.getpid()
+        self.leaf: str | None = None
+        self.root: int | None = None  # the subject's process, which leads its process group
+        self.root_start: int | None = None
+        self.contained: bool | None = None  # the subject's process is in the leaf (None: not asked)
+        self.records: dict[int, int] = {}  # pid -> start time of the descendants seen
+
+    def leaf_for_child(self) -> str | None:
+        """The cgroup leaf the next child joins (made when there is none); None without cgroups."""
+        if self.leaf is None or not os.path.isdir(self.leaf):
+            self.leaf = _new_cgroup_leaf()
+        return self.leaf
+
+    def adopt(self, pid: int) -> None:
+        """The subject's process is ``pid`` (just started, so not reaped yet)."""
+        self.root, self.root_start = pid, _start_time(pid)
+        self.contained, self.records = None, {}
+
+    @property
+    def mechanism(self) -> str | None:
+        """ "cgroup" or "/proc" (records and walks): how the subject's tree is found; None before
+        the subject started."""
+        if self.root is None:
+            return None
+        if self.contained is None:
+            self.contained = self.leaf is not None and self.root in _cgroup_members(self.leaf)
+        return "cgroup" if self.contained else "/proc"
+
+    def record(self) -> None:
+        """Without a cgroup: note the subject's descendants now, forget the recorded ones gone,
+        so that those the subject's own exit hands over to init are still ended with it."""
+        if self.mechanism != "/proc":
+            return
+        table = _process_table()
+        self.records = {pid: start for pid, start in self.records.items() if table.get(pid, (0, None))[1] == start}
+        for pid in _descendants(table, self._live_roots(table)):
+            self.records[pid] = table[pid][1]
+
+    def _live_roots(self, table: dict[int, tuple[int, int]]) -> set[int]:
+        """The subject's process and the recorded ones, those still running as the same process."""
+        owned = dict(self.records)
+        if self.root is not None:
+            owned[self.root] = self.root_start
+        return {pid for pid, start in owned.items() if table.get(pid, (0, None))[1] == start}
+
+    def _stop_all(self) -> set[int]:
+        """SIGSTOP the subject's process, the recorded ones and all their descendants, walking /proc
+        again until no new one appears (a stopped process cannot fork); returns their pids."""
+        stopped: set[int] = set()
+        for _ in range(STOP_ROUNDS):
+            table = _process_table()
+            roots = self._live_roots(table)
+            new = (roots | _descendants(table, roots | stopped)) - stopped
+            if not new:
+                break
+            for pid in new:
+                _signal(pid, signal.SIGSTOP)
+            stopped |= new
+        return stopped
+
+    def _kill_group(self) -> None:
+        """SIGKILL the subject's process group, unless its pid (the group's id) now names another
+        process: while the subject is not reaped, or a member is left, the id is still ours."""
+        start = _start_time(self.root)
+        if start is not None and start != self.root_start:
+            return
+        try:
+            os.killpg(self.root, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):  # gone, or the child never led it
+            pass
+
+    def end(self) -> None:
+        """SIGKILL every process the subject started, and its own: the cgroup's members, the
+        stopped tree on /proc, the process group. Best called before the subject's process is
+        reaped. The leaf stays, for the next child."""
+        if os.getpid() != self.owner:
+            return
+        if self.leaf is not None:
+            _kill_cgroup(self.leaf)
+        if self.root is not None:
+            for pid in self._stop_all():
+                _signal(pid, signal.SIGKILL)
+            self._kill_group()
+        self.root = self.root_start = self.contained = None
+        self.records = {}
+
+    def remove(self) -> None:
+        """End the tree and remove the cgroup leaf."""
+        self.end()
+        if self.leaf is not None and os.getpid() == self.owner:
+            _remove_cgroup(self.leaf)
+            self.leaf = None
+
+
 class _Leftovers:
-    """What a Runner may leave on the machine: its capture file and its subject's process group.
+    """What a Runner may leave on the machine: its capture file and its subject's process tree.
     Held apart from the Runner so that a ``weakref.finalize`` can release them when the Runner is
     collected or the interpreter exits; only the process that made them releases them (a subject
     that forks and exits normally runs the inherited exit handlers)."""
@@ -263,7 +617,7 @@ class _Leftovers:
     def __init__(self):
         self.owner = os.getpid()
         self.capture_path: str | None = None
-        self.pgid: int | None = None
+        self.tree = _SubjectTree()
 
     def capture(self) -> str:
         if self.capture_path is None or not os.path.exists(self.capture_path):
@@ -271,15 +625,6 @@ class _Leftovers:
             fd, self.capture_path = tempfile.mkstemp(prefix=capture_prefix(os.getpid()), suffix=".log")
             os.close(fd)
         return self.capture_path
-
-    def kill_group(self) -> None:
-        """SIGKILL the subject's process group: its process and whatever it started. Called while
-        the child is not yet reaped, so the group's id cannot belong to anyone else."""
-        if self.pgid is not None and os.getpid() == self.owner:
-            try:
-                os.killpg(self.pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):  # gone, or the child never led it
-                pass
 
     def remove_capture(self) -> None:
         if self.capture_path is not None and os.getpid() == self.owner:
@@ -290,8 +635,7 @@ class _Leftovers:
             self.capture_path = None
 
     def release(self) -> None:
-        self.kill_group()
-        self.pgid = None
+        self.tree.remove()
         self.remove_capture()
 
 
@@ -344,13 +688,20 @@ def remove_orphan_captures() -> list[str]:
     }
     removed = []
     for pid in sorted(makers):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if _maker_gone(pid):
             removed += remove_captures_of(pid)
-        except OSError:  # PermissionError: alive, another user's
-            pass
     return removed
+
+
+def _maker_gone(pid: int) -> bool:
+    """Process ``pid`` is no longer running (one that cannot be asked, another user's, runs)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: alive, another user's
+        pass
+    return False
 
 
 class Runner:
@@ -360,8 +711,9 @@ class Runner:
     hands a function over by fork. ``start()`` returns after the subject loaded, or raises the
     exception ``load`` raised (an import error, a usage error) or ``SubjectFailed`` when the child
     died loading it. After ``SubjectFailed`` the next ``call`` starts a fresh child (the capture
-    file is kept: the output excerpt covers every child). ``close()`` kills the subject's process
-    group and deletes the capture file; read ``output_excerpt()`` before it.
+    file is kept: the output excerpt covers every child). ``close()`` ends the subject's process
+    tree (whatever sessions or groups its processes made) and deletes the capture file and the
+    cgroup leaf; read ``output_excerpt()`` before it.
     """
 
     def __init__(self, load: Callable[[], Callable], load_limit: float = 120.0, start_method: str | None = None):
@@ -381,6 +733,12 @@ class Runner:
         """The file the subject's stdout and stderr go to (None before ``start`` and after ``close``)."""
         return self._leftovers.capture_path
 
+    @property
+    def containment(self) -> str | None:
+        """How the subject's processes are found when it ends: "cgroup" (its cgroup v2 leaf) or
+        "/proc" (its descendants and the runner's records of them); None when no subject runs."""
+        return self._leftovers.tree.mechanism
+
     @classmethod
     def for_callable(cls, fn: Callable) -> Runner:
         return cls(_Constant(fn))
@@ -392,9 +750,10 @@ class Runner:
         ctx = multiprocessing.get_context(self.start_method)
         parent, child = ctx.Pipe()
         capture = self._leftovers.capture()
+        leaf = self._leftovers.tree.leaf_for_child()
         self._process = ctx.Process(
             target=_child_main,
-            args=(child, parent, os.getpid(), self._load, capture),
+            args=(child, parent, os.getpid(), self._load, capture, leaf),
             daemon=True,
             name="specverify-subject",
         )
@@ -402,7 +761,7 @@ class Runner:
             self._process.start()
         finally:
             child.close()
-        self._leftovers.pgid = self._process.pid  # the child leads its own group (os.setsid)
+        self._leftovers.tree.adopt(self._process.pid)  # it leads its own group (os.setsid)
         self._conn = parent
         _LIVE.add(self)
         status, value = self._receive(self._load_limit, "loading the subject")
@@ -412,24 +771,25 @@ class Runner:
         return self
 
     def kill(self) -> None:
-        """SIGKILL the child's process group (the child and what it started) and reap the child;
-        the capture file stays (a later ``call`` starts a fresh child)."""
+        """SIGKILL the child and every process it started (its process tree, see the module's
+        docstring) and reap the child; the capture file and the cgroup leaf stay (a later
+        ``call`` starts a fresh child)."""
         process = self._process
         if process is not None:
-            self._leftovers.kill_group()  # before reaping: the group's id is still ours
+            self._leftovers.tree.end()  # before reaping: the child's pid and group id are still ours
             if process.is_alive():  # it had not led its group yet
                 process.kill()
             process.join(5)
-            self._leftovers.pgid = None
         if self._conn is not None:
             self._conn.close()
         self._process = self._conn = None
 
     def close(self) -> None:
-        """Kill the subject's process group and delete the capture file. (The child has nothing
-        to save on an orderly exit, it would ``os._exit``; what it started must go in any case.)"""
+        """Kill the subject's process tree, delete the capture file and remove the cgroup leaf.
+        (The child has nothing to save on an orderly exit, it would ``os._exit``; what it started
+        must go in any case.)"""
         self.kill()
-        self._leftovers.remove_capture()
+        self._leftovers.release()
 
     def __enter__(self) -> Runner:
         return self.start() if self._process is None else self
@@ -464,6 +824,7 @@ class Runner:
                 f"({_exception_text(exc)}): the subject wrote onto the result pipe; "
                 f"its process was killed"
             ) from None
+        self._leftovers.tree.record()
         return status, value
 
     def _read_message(self, limit: float) -> bytes:
@@ -489,10 +850,10 @@ class Runner:
         if error is None:
             return box["data"]
         if isinstance(error, EOFError) or (isinstance(error, OSError) and "bad message length" not in str(error)):
-            self._process.join(5)
-            code = self._process.exitcode
-            self.kill()
-            raise SubjectFailed(describe_exit(code)) from None
+            process = self._process
+            exited = _wait_unreaped(process, 5)
+            self.kill()  # ends its tree while its pid is still ours, then reaps it
+            raise SubjectFailed(describe_exit(process.exitcode if exited else None)) from None
         self.kill()
         raise SubjectFailed(
             f"the subject's process sent a malformed reply ({_exception_text(error)}); its process was killed"
@@ -514,6 +875,25 @@ class Runner:
         return f"{text[: chars // 2]}\n[... {len(text) - chars} characters ...]\n{text[-(chars // 2) :]}"
 
 
+def _wait_unreaped(process, seconds: float) -> bool:
+    """Wait up to ``seconds`` for ``process`` (a child) to end, leaving it unreaped where the
+    platform allows (``os.waitid`` with WNOWAIT): a zombie keeps its pid and process group id from
+    being reused while the runner ends its tree. Whether it ended."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped already
+            return True
+        except (AttributeError, OSError):  # no waitid: reap it
+            process.join(max(0.0, deadline - time.monotonic()))
+            return process.exitcode is not None
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
 class _Constant:
     """``load`` for a subject handed over by fork."""
 
@@ -526,7 +906,7 @@ class _Constant:
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM received by the checker, raised where it is, so that it stops as on Ctrl-C: the
-    subjects' process groups killed, capture files deleted, finished verdicts reported (exit 143)."""
+    subjects' process trees killed, capture files deleted, finished verdicts reported (exit 143)."""
 
 
 def how_stopped(stop: KeyboardInterrupt) -> tuple[str, int]:
@@ -570,6 +950,9 @@ __all__ = [
     "SubjectFailed",
     "Terminated",
     "capture_prefix",
+    "cgroup_prefix",
+    "own_cgroup",
+    "remove_orphan_cgroups",
     "remove_orphan_captures",
     "how_stopped",
     "sigterm_as_interrupt",

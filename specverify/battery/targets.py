@@ -3,7 +3,8 @@
 ``split_target`` checks the string in the parent before anything is imported; ``start_target``
 starts a ``runner.Runner`` whose child imports it (``load_target``), so whatever the import
 prints, raises or exits with stays in the subject's process and comes back as one
-``UsageError`` line (the ``check`` command's exit 2). ``UsageError`` is also what ``api.check``
+``UsageError`` line (the ``check`` command's exit 2), or, when the import needs a package this
+environment lacks, one ``EnvironmentProblem`` line (exit 4). ``UsageError`` is also what ``api.check``
 raises for any other usage mistake (an interface that cannot be told, declared cases that are
 not cases, a device for a subject that is not a kernel).
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from functools import partial
 
 from . import runner
+from .environment import EnvironmentProblem, environment_problem
 
 
 class UsageError(Exception):
@@ -34,12 +36,18 @@ def load_target(target: str) -> Callable:
     try:
         module = _import_file(where) if where.endswith(".py") else importlib.import_module(where)
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
-        raise UsageError(f"TARGET {target!r}: cannot import {where!r} ({type(exc).__name__}: {exc})") from None
+        why = f"{type(exc).__name__}: {exc}"
+        advice = environment_problem(why, own_module=None if where.endswith(".py") else where)
+        if advice:
+            raise EnvironmentProblem(f"TARGET {target!r}: cannot import {where!r}: {advice} ({why})") from None
+        raise UsageError(f"TARGET {target!r}: cannot import {where!r} ({why})") from None
     fn = getattr(module, name, None)
     if fn is None:
         raise UsageError(f"TARGET {target!r}: {where!r} has no attribute {name!r}")
     if not callable(fn):
         raise UsageError(f"TARGET {target!r}: {name!r} is a {type(fn).__name__}, not callable")
+    if isinstance(fn, type):
+        raise UsageError(f"TARGET {target!r}: {name!r} is a class, not a function; name the function to check")
     return fn
 
 

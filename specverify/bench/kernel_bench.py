@@ -187,9 +187,14 @@ def main(argv=None) -> int:
     from ..common.validation import writable_file_argument
 
     ap = OneLineParser(prog="specverify bench kernel", description=__doc__.split("\n")[0])
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print the measurements as one JSON object")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, TV 1e-2 instead of 1e-3")
-    ap.add_argument("--markdown", type=writable_file_argument, metavar="PATH")
+    ap.add_argument(
+        "--markdown",
+        type=writable_file_argument,
+        metavar="PATH",
+        help="also write the tables as Markdown (docs/BENCHMARKS_KERNEL.md), atomically",
+    )
     args, code = parsed(ap.parse_args, argv)
     if args is None:  # --help, or one line of usage error
         return code

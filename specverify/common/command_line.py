@@ -11,6 +11,9 @@ import sys
 
 EXIT_USAGE = 2
 """A usage error: a bad argument, named on one line of stderr."""
+EXIT_ENVIRONMENT = 4
+"""An environment error: the subject cannot run here (no CUDA, a missing extra or package); the
+message says what to install or where to run it. Not evidence about exactness."""
 EXIT_INTERRUPTED = 130
 """Stopped by Ctrl-C (SIGINT)."""
 EXIT_TERMINATED = 143

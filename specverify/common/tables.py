@@ -3,12 +3,18 @@
 ``render(heads, rows, width)`` lays out string cells: each column as wide as its widest cell
 (or head), right-aligned where asked, separated by ``gap`` spaces. When the natural widths do not
 fit in ``width``, the ``shrink`` columns (in that order of priority) give up room down to their
-``min_widths``, and a cell too long for its column wraps onto the next line(s), broken after
-"/", "-", ", " or a space where it can be, else anywhere. A head or a cell may hold "\\n" for
-lines of its own (a two-line column head). Lines carry no trailing spaces.
+``min_widths``, and a cell too long for its column wraps onto the next line(s) (``wrap``): broken
+only after a space (", " included) or a "/", so that a hyphenated word stays whole; a single word
+longer than the column, and only such a word, is broken (after one of its hyphens where it can
+be, else anywhere). A head or a cell may hold "\\n" for lines of its own (a two-line column
+head). Lines carry no trailing spaces.
 
 The mutant report's human table (``specverify.mutants.report.table``) is
-``render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: 9, 0: 9})``.
+``render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: W, 0: 9})``, W the
+longest single word of its killed_by cells (at least 9).
+
+``counted(n, noun)`` writes a count with its noun in the right number ("1 token", "2 tokens"), for
+every human message that counts.
 """
 
 from __future__ import annotations
@@ -17,6 +23,13 @@ import re
 
 WIDTH = 100
 """The default width of a human table: every line fits in it."""
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun in the number it takes: ``counted(1, "token")`` is "1 token",
+    ``counted(3, "token")`` "3 tokens", ``counted(2, "law")`` "2 laws" (``plural``: an irregular
+    plural, ``noun + "s"`` by default). Large counts get thousands separators ("4,000 runs")."""
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def render(
@@ -63,8 +76,10 @@ def _longest(text: str) -> int:
 
 
 def wrap(text: str, width: int) -> list[str]:
-    """``text`` in pieces of at most ``width`` characters, broken after "/", "-", ", " or a space
-    where it can be, else anywhere; each "\\n" starts a new piece."""
+    """``text`` in pieces of at most ``width`` characters, each "\\n" starting a new piece. A
+    piece ends only after a space (", " included) or a "/": a hyphenated word is never split
+    unless it alone is longer than ``width`` (then after its last hyphen that fits, else at
+    ``width``). Every character but the spaces at a break is kept, in order."""
     width = max(1, int(width))
     out = []
     for part in str(text).split("\n"):
@@ -72,18 +87,35 @@ def wrap(text: str, width: int) -> list[str]:
     return out
 
 
+def words_of(text: str) -> list[str]:
+    """``text`` cut after each space run and each "/": the units ``wrap`` never splits (each
+    keeps its trailing spaces or "/")."""
+    return [w for w in re.findall(r"[^ /]*(?:/| +|$)", str(text)) if w]
+
+
+def longest_word(text: str) -> int:
+    """The length of the longest unit of ``text`` (``words_of``, trailing spaces aside): the
+    narrowest column that ``wrap`` fills without breaking a word."""
+    return max((len(w.rstrip()) for w in words_of(text)), default=0)
+
+
 def _wrap_line(text: str, width: int) -> list[str]:
     pieces, line = [], ""
-    for token in re.findall(r"[^/\-, ]*(?:[/\-]|, ?| |$)", text):
-        if not token:
-            continue
-        if line and len(line) + len(token.rstrip()) > width:
+    for word in words_of(text):
+        if line and len(line) + len(word.rstrip()) > width:
             pieces.append(line.rstrip())
             line = ""
-        while len(token.rstrip()) > width:
-            pieces.append(token[:width])
-            token = token[width:]
-        line += token
+        while len(word.rstrip()) > width:
+            cut = _cut_of_long_word(word, width)
+            pieces.append(word[:cut])
+            word = word[cut:]
+        line += word
     if line.strip() or not pieces:
         pieces.append(line.rstrip())
     return pieces
+
+
+def _cut_of_long_word(word: str, width: int) -> int:
+    """Where to break a word longer than ``width``: after its last hyphen within ``width``
+    characters, else at ``width``."""
+    return word.rfind("-", 0, width) + 1 or width

@@ -7,7 +7,9 @@ that need CUDA or a server: ``vllm.py``, ``others.py``), wraps it in the kernel 
 (``adapters.kernels``) or the round interface (``rounds``), runs the battery on it and prints one
 row per engine, version and function. Engines that cannot be fetched or imported here are one
 skip line each. Nothing of an engine's code is in this package: it is read from the wheel at run
-time.
+time. ``download=False`` (``--offline``) reads the cache only, for every row; ``listing``
+(``--list``) says what each row needs and whether its wheel is cached without loading torch; the
+command's progress lines are ``heartbeat``'s.
 
 Each row: the verdict (exact / not exact / inconclusive, with the power the run had), tokens
 per round against the token-wise rule, the measure-zero events (u = 0 and u = 1 - 2^-24 on the
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import loader
+from . import loader, pins
 
 ONE_MINUS_F32 = float(np.float32(1.0) - np.float32(2.0**-24))
 ONE_MINUS_F64 = 1.0 - 2.0**-53
@@ -47,10 +49,12 @@ class Engine:
     interface: str  # "kernel" | "round"
     expected: str  # "exact" | "lossy" | "different-rule"
     randomness: str
-    build: Callable | None = None  # () -> Built; raises loader.Unavailable (a skip line)
+    build: Callable | None = None  # (download: bool) -> Built; raises loader.Unavailable (a skip line)
     budgets: dict = field(default_factory=dict)  # budget name -> overrides (see judge())
     skip: str | None = None  # a fixed skip line (no wheel here / CUDA only)
     uniform_range: str = "[0, 1)"
+    files: tuple[str, ...] = ()  # the files of the wheel the row unpacks (pins)
+    needs: tuple[str, ...] = ("torch",)  # what running the row needs here, besides its wheel
 
 
 @dataclass
@@ -204,10 +208,10 @@ def describe_probes(facts: dict, uniform_range: str) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- the engines
 
 
-def _vllm_v0_rejection():
+def _vllm_v0_rejection(download: bool = True):
     from . import vllm as V
 
-    rs, _ = V.load_v0()
+    rs, _ = V.load_v0(download=download)
     sampler = V.v0_rejection_sampler(rs)
     from ..adapters.kernels import from_vllm_v0
 
@@ -223,18 +227,18 @@ def _vllm_v0_rejection():
     )
 
 
-def _vllm_v0_typical():
+def _vllm_v0_typical(download: bool = True):
     from . import vllm as V
 
-    _, typ = V.load_v0()
+    _, typ = V.load_v0(download=download)
     kernel = V.v0_typical_kernel(typ)
     return Built(kernel, kernel_probe(kernel), "none needed (deterministic)")
 
 
-def _vllm_v1():
+def _vllm_v1(download: bool = True):
     from . import vllm as V
 
-    module = V.load_v1()
+    module = V.load_v1(download=download)
     kernel = V.v1_kernel(module)
     return Built(
         kernel,
@@ -243,13 +247,13 @@ def _vllm_v1():
     )
 
 
-def _sglang(block: bool):
+def _sglang(block: bool, download: bool = True):
     from functools import partial
 
     from ..adapters.kernels import from_sglang_chain
     from . import others, rounds
 
-    module = others.load_sglang()
+    module = others.load_sglang(download=download)
     fn = module.chain_speculative_sampling_triton
     if block:
         step = rounds.sglang_chain_round(fn, block_verification=True)
@@ -263,13 +267,13 @@ def _sglang(block: bool):
     return Built(chain_kernel, kernel_probe(chain_kernel, explicit=True), "explicit uniforms (inputs)")
 
 
-def _sglang_block_kernel():
+def _sglang_block_kernel(download: bool = True):
     from functools import partial
 
     from ..adapters.kernels import from_sglang_chain
     from . import others
 
-    module = others.load_sglang()
+    module = others.load_sglang(download=download)
     kernel = from_sglang_chain(partial(module.chain_speculative_sampling_triton, block_verification=True))
 
     def block_kernel(draft_ids, draft_probs, target_probs, uniforms):
@@ -278,18 +282,18 @@ def _sglang_block_kernel():
     return Built(block_kernel, kernel_probe(block_kernel, explicit=True), "explicit uniforms (inputs)")
 
 
-def _eagle():
+def _eagle(download: bool = True):
     from . import others, rounds
 
-    module = others.load_eagle()
+    module = others.load_eagle(download=download)
     step = rounds.eagle_round(module.evaluate_posterior, module)
     return Built(step, round_probe(step.verify), "RNG injection: the module's global `random` returns the coin")
 
 
-def _medusa():
+def _medusa(download: bool = True):
     from . import others, rounds
 
-    module = others.load_medusa()
+    module = others.load_medusa(download=download)
     step = rounds.medusa_round(module.evaluate_posterior, module.generate_candidates)
     return Built(step, round_probe(step.verify), "none needed (deterministic)")
 
@@ -330,77 +334,89 @@ SLOW_ROUND = {
     },
 }
 
+NEEDS_TRITON = (
+    "torch",
+    f"triton with TRITON_INTERPRET=1 (triton=={loader.TRITON_VERSION} goes into the cache if missing)",
+)
+"""What a Triton row needs besides its wheel: torch (every row that runs needs it, the ``models``
+extra; ``Engine.needs``' default) and triton on the CPU interpreter."""
+MODELS_EXTRA = "python -m pip install -e '.[models]' (in a checkout) or pip install 'specverify[models]'"
+"""How to install torch: the ``models`` extra."""
+
 ENGINES = [
     Engine(
         "vllm-v0-rejection",
-        "vllm",
-        "0.8.5",
+        *pins.VLLM,
         "RejectionSampler.forward (model_executor/layers/rejection_sampler.py)",
         "kernel",
         "exact",
         "torch.rand / exponential_ with the request's torch.Generator (seeded_seqs); unseeded rows: torch's global RNG",
         _vllm_v0_rejection,
         FAST_KERNEL,
+        files=pins.VLLM_V0_FILES,
     ),
     Engine(
         "vllm-v0-typical",
-        "vllm",
-        "0.8.5",
+        *pins.VLLM,
         "TypicalAcceptanceSampler.forward (typical_acceptance_sampler.py)",
         "kernel",
         "lossy",
         "none (deterministic; the caller's bonus token only)",
         _vllm_v0_typical,
         FAST_KERNEL,
+        files=pins.VLLM_V0_FILES,
     ),
     Engine(
         "vllm-v1-rejection",
-        "vllm",
-        "0.8.5",
+        *pins.VLLM,
         "rejection_sample (v1/sample/rejection_sampler.py, Triton)",
         "kernel",
         "exact",
         "torch.rand + one exponential row per request, from sampling_metadata.generators",
         _vllm_v1,
         TRITON_KERNEL,
+        files=pins.VLLM_V1_FILES,
+        needs=NEEDS_TRITON,
     ),
     Engine(
         "sglang-chain",
-        "sglang",
-        "0.5.23",
+        *pins.SGLANG[:2],
         "chain_speculative_sampling_triton (kernels/ops/speculative/reject_sampling.py), token-wise",
         "kernel",
         "exact",
         "the caller's uniforms (uniform_samples, uniform_samples_for_final_sampling)",
-        lambda: _sglang(False),
+        lambda download=True: _sglang(False, download),
         TRITON_KERNEL,
+        files=pins.SGLANG[2],
+        needs=NEEDS_TRITON,
     ),
     Engine(
         "sglang-block-kernel",
-        "sglang",
-        "0.5.23",
+        *pins.SGLANG[:2],
         "chain_speculative_sampling_triton(block_verification=True), law given drafts",
         "kernel",
         "different-rule",
         "the caller's uniforms; one coin per position, reused for the pre-check and the acceptance test",
         _sglang_block_kernel,
         {b: {**v, "stop_on_first": True} for b, v in TRITON_KERNEL.items()},
+        files=pins.SGLANG[2],
+        needs=NEEDS_TRITON,
     ),
     Engine(
         "sglang-block-round",
-        "sglang",
-        "0.5.23",
+        *pins.SGLANG[:2],
         "chain_speculative_sampling_triton(block_verification=True), marginal law (round wrapper, B = 1)",
         "round",
         "exact",
         "the caller's uniforms, drawn from the round's rng",
-        lambda: _sglang(True),
+        lambda download=True: _sglang(True, download),
         SLOW_ROUND,
+        files=pins.SGLANG[2],
+        needs=NEEDS_TRITON,
     ),
     Engine(
         "eagle1",
-        "eagle-llm",
-        "1.2.1",
+        *pins.EAGLE[:2],
         "evaluate_posterior (eagle/model/utils.py), chain",
         "round",
         "exact",
@@ -408,39 +424,40 @@ ENGINES = [
         _eagle,
         FAST_ROUND,
         uniform_range="[0, 1) (float64)",
+        files=pins.EAGLE[2],
     ),
     Engine(
         "medusa",
-        "medusa-llm",
-        "0.1",
+        *pins.MEDUSA[:2],
         "evaluate_posterior (medusa/model/utils.py), typical acceptance",
         "round",
         "lossy",
         "none (deterministic; next token = argmax)",
         _medusa,
         FAST_ROUND,
+        files=pins.MEDUSA[2],
     ),
     Engine(
         "tensorrt-llm",
-        "tensorrt-llm",
-        "1.2.1",
+        *pins.TENSORRT_LLM,
         "sampling_utils.get_rejected_indices / sample_rejected",
         "kernel",
         "exact",
         "torch.rand / torch.multinomial with a generator",
         skip="tensorrt-llm: the package index has no wheel for it here (only a stub sdist that downloads "
         "from another host); adapter ready: adapters.kernels.from_trtllm",
+        needs=("a tensorrt-llm wheel (none on the package index)", "the compiled TensorRT-LLM runtime"),
     ),
     Engine(
         "flashinfer",
-        "flashinfer-python",
-        "0.7.2.post1",
+        *pins.FLASHINFER,
         "sampling.chain_speculative_sampling",
         "kernel",
         "exact",
         "curand Philox from a torch.Generator",
         skip="flashinfer: CUDA only, not run on a CPU machine (the GPU stage); adapter ready: "
         "adapters.kernels.from_flashinfer",
+        needs=("CUDA (not run on a CPU machine)",),
     ),
 ]
 BY_NAME = {e.name: e for e in ENGINES}
@@ -457,6 +474,84 @@ def _tensorrt_skip(engine: Engine, download: bool) -> str:
         f"tensorrt-llm: a {engine.version} wheel is present but its sampling_utils needs the "
         f"compiled TensorRT-LLM runtime; not wired here (adapters.kernels.from_trtllm is)"
     )
+
+
+# ----------------------------------------------------------------------------- what a row needs
+
+
+def runs_here(engine: Engine) -> bool:
+    """Whether the row runs an engine's code (False: a fixed skip line)."""
+    return engine.build is not None
+
+
+def is_cached(engine: Engine) -> bool:
+    """Whether the row's wheel (or the files it unpacks) is in the cache; looks only."""
+    return loader.is_cached(engine.package, engine.version, engine.files)
+
+
+def not_cached_skip(engine: Engine) -> str:
+    """The skip line of a row whose wheel is not cached when downloads are off (``--offline``)."""
+    return (
+        f"{engine.name}: {engine.package}=={engine.version} is not cached (cache: {loader.cache_root()}) and "
+        "--offline downloads nothing; run without --offline to fetch it"
+    )
+
+
+def missing_torch(engines: list[Engine]) -> str | None:
+    """One line naming the extra to install when a row of ``engines`` needs torch and torch does
+    not import here; None when torch imports or no row needs it. Imports torch (rows need it)."""
+    if not any(runs_here(e) and "torch" in e.needs for e in engines):
+        return None
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        return f"torch is not importable ({why}); the engines' code needs it: {MODELS_EXTRA}"
+    return None
+
+
+def listing(engines: list[Engine] | None = None) -> list[dict]:
+    """One dict per row, for ``--list``: name, package, version, interface, what it needs and
+    whether its wheel is cached. Loads no engine and no torch, downloads and creates nothing."""
+    out = []
+    for engine in ENGINES if engines is None else engines:
+        cached = is_cached(engine)
+        needs = list(engine.needs)
+        if runs_here(engine) and not cached:
+            needs.append("network for the first download")
+        out.append(
+            {
+                "engine": engine.name,
+                "package": engine.package,
+                "version": engine.version,
+                "interface": engine.interface,
+                "needs": needs,
+                "runs_here": runs_here(engine),
+                "cached": cached,
+            }
+        )
+    return out
+
+
+def render_listing(rows: list[dict]) -> str:
+    """``listing`` rows as aligned columns, with the cache directory on the last line."""
+    head = ("engine", "package", "interface", "needs", "wheel cached")
+    body = [
+        (
+            r["engine"],
+            f"{r['package']}=={r['version']}",
+            r["interface"],
+            "; ".join(r["needs"]) if r["runs_here"] else "not run here: " + "; ".join(r["needs"]),
+            "yes" if r["cached"] else "no",
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head) - 1)]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
+        for line in [head, *body]
+    ]
+    return "\n".join([*lines, "", f"cache: {loader.cache_root()} ($SPECVERIFY_ENGINES_DIR)"])
 
 
 # ----------------------------------------------------------------------------- judging
@@ -485,7 +580,13 @@ def judge(engine: Engine, subject, budget: str, seed: int = 0):
         )
     rb = replace(round_cases.get_budget(base), name=f"{budget}-{engine.name}", **spec)
     return api.check(
-        subject, budget=rb, seed=seed, interface="round", counterexample=counterexample, target=engine.name
+        subject,
+        budget=rb,
+        seed=seed,
+        interface="round",
+        counterexample=counterexample,
+        target=engine.name,
+        progress=False,  # the engines command reports its own progress
     )
 
 
@@ -547,8 +648,13 @@ def command(engine: Engine, budget: str) -> str:
     return f"python -m specverify.engines --engine {engine.name} --budget {budget}"
 
 
-def run_engine(engine: Engine, budget: str = "quick", seed: int = 0, download: bool = True) -> dict:
-    """One row (a dict): the verdict and everything the table shows, or a skip line."""
+def run_engine(
+    engine: Engine, budget: str = "quick", seed: int = 0, download: bool = True, stage: Callable | None = None
+) -> dict:
+    """One row (a dict): the verdict and everything the table shows, or a skip line. ``download``
+    False: the cache only (a row whose wheel is not cached is a skip line, nothing is fetched).
+    ``stage(engine name, what it does now)`` is called as each stage starts."""
+    say = (lambda words: stage(engine.name, words)) if stage else (lambda words: None)
     row = {
         "engine": engine.name,
         "package": engine.package,
@@ -558,15 +664,22 @@ def run_engine(engine: Engine, budget: str = "quick", seed: int = 0, download: b
         "command": command(engine, budget),
     }
     if engine.skip is not None:
-        text = _tensorrt_skip(engine, download) if engine.package == "tensorrt-llm" else engine.skip
-        return {**row, "skipped": text}
+        if engine.package != "tensorrt-llm":
+            return {**row, "skipped": engine.skip}
+        say(f"looking for a {engine.package} {engine.version} wheel")
+        return {**row, "skipped": _tensorrt_skip(engine, download)}
+    if not download and not is_cached(engine):
+        return {**row, "skipped": not_cached_skip(engine)}
     t0 = time.perf_counter()
+    say(f"loading {engine.package} {engine.version}" + ("" if is_cached(engine) else " (downloading its wheel)"))
     try:
-        built = engine.build()
+        built = engine.build(download)
     except loader.Unavailable as exc:
         return {**row, "skipped": f"{engine.name}: {exc}"}
     load_s = time.perf_counter() - t0
+    say(f"judging ({engine.interface} battery, budget {budget})")
     report = judge(engine, built.subject, budget, seed)
+    say("probing the measure-zero events and disagreements")
     facts = (
         run_probes(built.probe, ONE_MINUS_F64 if "float64" in engine.uniform_range else ONE_MINUS_F32)
         if built.probe
@@ -575,6 +688,7 @@ def run_engine(engine: Engine, budget: str = "quick", seed: int = 0, download: b
     mz, dis = describe_probes(facts, engine.uniform_range) if facts else ("", "")
     mz = f"{mz} (coins: {built.coins})" if mz else mz
     battery_edges = edge_text(report)
+    say("checking that a seeded call replays")
     try:
         replay = "a seeded call replays" if replays(engine, built.subject) else "a seeded call does NOT replay"
     except Exception as exc:  # noqa: BLE001
@@ -668,14 +782,17 @@ def run(
     seed: int = 0,
     download: bool = True,
     progress: Callable | None = None,
+    stage: Callable | None = None,
 ) -> list[dict]:
-    """Rows for ``names`` (all engines when None), in table order."""
+    """Rows for ``names`` (all engines when None), in table order. ``download`` False: the cache
+    only. ``stage(engine name, words)`` as each stage of a row starts; ``progress(row)`` as each
+    row ends."""
     if budget not in BUDGET_NAMES:
         raise ValueError(f"budget: one of {', '.join(BUDGET_NAMES)}, got {budget!r}")
     chosen = ENGINES if not names else [BY_NAME[n] for n in names]
     rows = []
     for engine in chosen:
-        row = run_engine(engine, budget, seed, download)
+        row = run_engine(engine, budget, seed, download, stage)
         if progress:
             progress(row)
         rows.append(row)
@@ -689,10 +806,14 @@ __all__ = [
     "Built",
     "Engine",
     "describe_probes",
+    "is_cached",
     "judge",
     "kernel_probe",
+    "listing",
+    "missing_torch",
     "probe_cases",
     "render_findings",
+    "render_listing",
     "render_table",
     "round_probe",
     "run",

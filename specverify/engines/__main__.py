@@ -1,4 +1,7 @@
-"""``python -m specverify.engines [--engine NAME ...] [--json] [--budget quick|standard]``."""
+"""``specverify engines`` (``python -m specverify.engines``): real engines' own verification code,
+judged, one row per engine function. Downloads the pinned wheels without their dependencies into
+$SPECVERIFY_ENGINES_DIR (default ~/.cache/specverify-engines) on first use; needs torch (the models
+extra). The table (or JSON) goes to stdout, progress to stderr."""
 
 from __future__ import annotations
 
@@ -6,55 +9,91 @@ import json
 import sys
 import time
 
-from . import BUDGET_NAMES, BY_NAME, render_findings, render_table, run
+from . import BUDGET_NAMES, BY_NAME, ENGINES, listing, missing_torch, render_findings, render_listing, render_table, run
+
+EPILOG = (
+    "exit 0: the rows ran (or --list / --render printed); 1: --expect saw an unexpected verdict; "
+    "2: a usage error; 4: the environment cannot run the rows (torch missing: "
+    "python -m pip install -e '.[models]')"
+)
 
 
-def main(argv=None) -> int:
-    from ..common.command_line import OneLineParser, emit, parsed
+def parser():
+    """The command's parser; every option has a help line."""
+    from ..common.command_line import OneLineParser
     from ..common.validation import seed_argument
 
-    ap = OneLineParser(prog="specverify engines", description=__doc__)
+    ap = OneLineParser(prog="specverify engines", description=__doc__, epilog=EPILOG)
     ap.add_argument(
-        "--engine", action="append", choices=sorted(BY_NAME), help="one engine (repeatable); all by default"
+        "--engine",
+        action="append",
+        choices=sorted(BY_NAME),
+        metavar="NAME",
+        help=f"run one row (repeatable); all rows by default. NAME: {', '.join(sorted(BY_NAME))}",
     )
-    ap.add_argument("--budget", default="quick", choices=BUDGET_NAMES)
-    ap.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
-    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
-    ap.add_argument("--offline", action="store_true", help="use the cache only; never download")
+    ap.add_argument(
+        "--budget",
+        default="quick",
+        choices=BUDGET_NAMES,
+        help="how hard each row is judged: quick (default; the whole table in minutes, the Triton rows a few "
+        "minutes each) or standard (the full budgets with engine-scale cases; Triton rows tens of minutes)",
+    )
+    ap.add_argument("--seed", type=seed_argument, default=0, help="the battery's seed, an integer >= 0 (default 0)")
+    ap.add_argument("--json", action="store_true", help="print the rows (or, with --list, the list) as JSON")
+    ap.add_argument(
+        "--offline",
+        action="store_true",
+        help="use the cache only, never the network: a row whose wheel is not cached is a skip line",
+    )
     ap.add_argument(
         "--expect", action="store_true", help="exit 1 unless every judged row's verdict matches its expectation"
     )
+    ap.add_argument(
+        "--list",
+        action="store_true",
+        help="list the rows (package and pinned version, interface, what each needs, whether its wheel is "
+        "cached) and exit; loads and downloads nothing",
+    )
     ap.add_argument("--render", metavar="JSON", help="print the table from rows saved with --json; run nothing")
+    return ap
+
+
+def main(argv=None) -> int:
+    """Run the command; its exit code (0, 1 with --expect, EXIT_USAGE, EXIT_ENVIRONMENT)."""
+    from ..common.command_line import EXIT_ENVIRONMENT, emit, parsed
+
+    ap = parser()
     args, code = parsed(ap.parse_args, argv)
     if args is None:  # --help, or one line of usage error
         return code
-    t0 = time.perf_counter()
     if args.render:
-        try:
-            with open(args.render, encoding="utf-8") as fh:
-                rows = json.load(fh)
-            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-                raise ValueError("not a list of rows saved with --json")
-            table, findings = render_table(rows), render_findings(rows)
-        except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, not JSON, not rows
-            why = (
-                exc.strerror
-                if isinstance(exc, OSError) and exc.strerror
-                else f"a row lacks {exc}"
-                if isinstance(exc, KeyError)
-                else (str(exc).splitlines() or [""])[0]
-            )
-            emit(f"{ap.prog}: error: --render: cannot read {args.render!r} ({why})\n", sys.stderr)
-            return 2
-        print(table)
-        print("\n" + findings if findings else "")
+        return render_saved(ap.prog, args.render)
+    chosen = [BY_NAME[n] for n in args.engine] if args.engine else list(ENGINES)
+    if args.list:
+        rows = listing(chosen)
+        print(json.dumps(rows, indent=1) if args.json else render_listing(rows))
         return 0
+    problem = missing_torch(chosen)
+    if problem:
+        emit(f"{ap.prog}: error: {problem}\n", sys.stderr)
+        return EXIT_ENVIRONMENT
+    return run_and_print(args, chosen)
 
-    def progress(row):
-        what = row.get("skipped") or f"{row['verdict']} ({row['seconds']} s)"
-        print(f"[{row['engine']}] {what}", file=sys.stderr, flush=True)
 
-    rows = run(args.engine, args.budget, args.seed, download=not args.offline, progress=progress)
+def run_and_print(args, chosen: list) -> int:
+    """Run the chosen rows (progress on stderr), print the table or JSON on stdout; the exit code."""
+    from .heartbeat import RowProgress
+
+    t0 = time.perf_counter()
+    with RowProgress(len(chosen)) as progress:
+        rows = run(
+            [e.name for e in chosen],
+            args.budget,
+            args.seed,
+            download=not args.offline,
+            progress=progress.finished,
+            stage=progress.stage,
+        )
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
     else:
@@ -68,6 +107,32 @@ def main(argv=None) -> int:
         if bad:
             print(f"unexpected verdicts: {', '.join(bad)}", file=sys.stderr)
             return 1
+    return 0
+
+
+def render_saved(prog: str, path: str) -> int:
+    """``--render``: print the table from rows saved with ``--json``; 0, or EXIT_USAGE with one
+    line when the file is missing, not JSON, or not rows."""
+    from ..common.command_line import EXIT_USAGE, emit
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            rows = json.load(fh)
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ValueError("not a list of rows saved with --json")
+        table, findings = render_table(rows), render_findings(rows)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, not JSON, not rows
+        why = (
+            exc.strerror
+            if isinstance(exc, OSError) and exc.strerror
+            else f"a row lacks {exc}"
+            if isinstance(exc, KeyError)
+            else (str(exc).splitlines() or [""])[0]
+        )
+        emit(f"{prog}: error: --render: cannot read {path!r} ({why})\n", sys.stderr)
+        return EXIT_USAGE
+    print(table)
+    print("\n" + findings if findings else "")
     return 0
 
 

@@ -3,7 +3,9 @@
 ``fetch(package, version)`` runs ``pip download <package>==<version> --no-deps`` into the cache
 (``$SPECVERIFY_ENGINES_DIR``, else ``~/.cache/specverify-engines``) and unpacks only the files an
 engine needs from the wheel, under ``src/<package>-<version>/``. Nothing is installed and nothing
-is copied into the project.
+is copied into the project. With ``download=False`` (``specverify engines --offline``) only the
+cache is read: a package that is not there is a skip line, never a download. ``is_cached`` says
+which packages are there without creating or fetching anything (``specverify engines --list``).
 
 ``load(name, path, standins)`` imports one file of an unpacked wheel under its real dotted name
 (``importlib.util.spec_from_file_location``), without running its packages' ``__init__`` files:
@@ -15,7 +17,7 @@ process is left as it was apart from the loaded module itself.
 
 Triton kernels run on the CPU under ``TRITON_INTERPRET=1``; :func:`ensure_triton` sets it and, if
 ``triton`` is not importable, installs it with pip into ``<cache>/site`` (``--no-deps``) and puts
-that directory on ``sys.path``.
+that directory on ``sys.path`` (not with ``install=False``: then a skip line).
 """
 
 from __future__ import annotations
@@ -38,22 +40,47 @@ class Unavailable(Exception):
     """An engine cannot be fetched or imported here; the message is its one skip line."""
 
 
+def cache_root() -> Path:
+    """``$SPECVERIFY_ENGINES_DIR`` or ``~/.cache/specverify-engines``; not created."""
+    return Path(os.environ.get("SPECVERIFY_ENGINES_DIR") or Path.home() / ".cache" / "specverify-engines")
+
+
 def cache_dir() -> Path:
-    """``$SPECVERIFY_ENGINES_DIR`` or ``~/.cache/specverify-engines`` (created)."""
-    root = Path(os.environ.get("SPECVERIFY_ENGINES_DIR") or Path.home() / ".cache" / "specverify-engines")
+    """``cache_root()``, created."""
+    root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     return root
 
 
-def wheel_file(package: str, version: str, download: bool) -> Path:
-    dl = cache_dir() / "dl"
-    dl.mkdir(exist_ok=True)
+def cached_wheel(package: str, version: str) -> Path | None:
+    """The wheel of ``package==version`` in ``<cache>/dl``, or None; looks only (creates nothing)."""
+    dl = cache_root() / "dl"
     stem = package.replace("-", "_").lower()
     found = sorted(p for p in dl.glob("*.whl") if p.name.lower().startswith(f"{stem}-{version}-"))
-    if found:
-        return found[0]
+    return found[0] if found else None
+
+
+def is_cached(package: str, version: str, members: tuple[str, ...] = ()) -> bool:
+    """Whether ``fetch(package, version, members, download=False)`` can succeed without the
+    network: ``members`` (when given) already unpacked, or the wheel in the cache. Looks only."""
+    root = cache_root() / "src" / f"{package}-{version}"
+    unpacked = bool(members) and all((root / m).is_file() for m in members)
+    return unpacked or cached_wheel(package, version) is not None
+
+
+def wheel_file(package: str, version: str, download: bool) -> Path:
+    """The cached wheel of ``package==version``; downloaded first (``pip download --no-deps``)
+    when it is not cached and ``download`` is true, else Unavailable saying it is not cached."""
+    found = cached_wheel(package, version)
+    if found is not None:
+        return found
+    dl = cache_root() / "dl"
     if not download:
-        raise Unavailable(f"{package}=={version}: not in the cache {dl} (downloads are off)")
+        raise Unavailable(
+            f"{package}=={version}: not cached (not in the cache {dl}; downloads are off); "
+            "run without --offline to download it"
+        )
+    dl.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable,
         "-m",
@@ -71,16 +98,17 @@ def wheel_file(package: str, version: str, download: bool) -> Path:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise Unavailable(f"{package}=={version}: pip download failed ({exc})") from None
-    found = sorted(p for p in dl.glob("*.whl") if p.name.lower().startswith(f"{stem}-{version}-"))
-    if proc.returncode != 0 or not found:
+    found = cached_wheel(package, version)
+    if proc.returncode != 0 or found is None:
         last = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
         raise Unavailable(f"{package}=={version}: no wheel from the package index ({last})")
-    return found[0]
+    return found
 
 
 def fetch(package: str, version: str, members: tuple[str, ...], download: bool = True) -> Path:
     """The directory holding ``members`` (paths inside the wheel) of ``package==version``,
-    downloading the wheel (no dependencies) and unpacking just those files the first time."""
+    downloading the wheel (no dependencies) and unpacking just those files the first time.
+    ``download`` False: the cache only, never the network (Unavailable when not cached)."""
     root = cache_dir() / "src" / f"{package}-{version}"
     if all((root / m).is_file() for m in members):
         return root
@@ -158,16 +186,20 @@ def load(
 
 def ensure_triton(install: bool = True) -> str:
     """Set ``TRITON_INTERPRET=1`` and make ``triton`` importable; its version. Installs
-    ``triton==TRITON_VERSION`` (no deps) into ``<cache>/site`` if needed and allowed."""
+    ``triton==TRITON_VERSION`` (no deps) into ``<cache>/site`` if needed and ``install``; with
+    ``install`` False, Unavailable (one line) when triton is not importable."""
     os.environ["TRITON_INTERPRET"] = "1"
-    site = cache_dir() / "site"
+    site = cache_root() / "site"
     if site.is_dir() and str(site) not in sys.path:
         sys.path.append(str(site))
     try:
         import triton  # noqa: F401
     except ImportError:
         if not install:
-            raise Unavailable("triton is not installed (needed for the Triton kernels)") from None
+            raise Unavailable(
+                "triton is not installed (needed for the Triton kernels) and installing it is off; "
+                f"run without --offline to install triton=={TRITON_VERSION} into the cache"
+            ) from None
         cmd = [
             sys.executable,
             "-m",
@@ -176,10 +208,13 @@ def ensure_triton(install: bool = True) -> str:
             "--no-deps",
             "-q",
             "--target",
-            str(site),
+            str(cache_dir() / "site"),
             f"triton=={TRITON_VERSION}",
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise Unavailable(f"triton=={TRITON_VERSION}: pip install failed ({exc})") from None
         if proc.returncode != 0:
             raise Unavailable(
                 f"triton=={TRITON_VERSION}: pip install failed ({(proc.stderr.strip().splitlines() or ['?'])[-1]})"

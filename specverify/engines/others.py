@@ -8,16 +8,15 @@ from __future__ import annotations
 import importlib.util
 
 from . import loader
-
-SGLANG = ("sglang", "0.5.23", ("sglang/kernels/ops/speculative/reject_sampling.py",))
-EAGLE = ("eagle-llm", "1.2.1", ("eagle/model/utils.py",))
-MEDUSA = ("medusa-llm", "0.1", ("medusa/model/utils.py",))
+from .pins import EAGLE, MEDUSA, SGLANG
 
 
-def load_sglang(root=None):
-    loader.ensure_triton()
+def load_sglang(root=None, download: bool = True):
+    """SGLang's reject_sampling module; ``download`` False: the cache only (no wheel or triton
+    is fetched; loader.Unavailable when one is missing)."""
+    loader.ensure_triton(install=download)
     package, version, files = SGLANG
-    root = root or loader.fetch(package, version, files)
+    root = root or loader.fetch(package, version, files, download)
     return loader.load("sglang.kernels.ops.speculative.reject_sampling", root)
 
 
@@ -43,13 +42,15 @@ def eagle_standins() -> dict:
     return mods
 
 
-def load_eagle(root=None):
+def load_eagle(root=None, download: bool = True):
+    """EAGLE-1's eagle/model/utils.py; ``download`` False: the cache only."""
     package, version, files = EAGLE
-    root = root or loader.fetch(package, version, files)
+    root = root or loader.fetch(package, version, files, download)
     return loader.load("eagle.model.utils", root, eagle_standins())
 
 
-def load_medusa(root=None):
+def load_medusa(root=None, download: bool = True):
+    """Medusa 0.1's medusa/model/utils.py; ``download`` False: the cache only."""
     package, version, files = MEDUSA
-    root = root or loader.fetch(package, version, files)
+    root = root or loader.fetch(package, version, files, download)
     return loader.load("medusa.model.utils", root)

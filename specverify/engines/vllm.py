@@ -25,14 +25,10 @@ import torch
 
 from ..adapters.kernels import from_vllm_v0, from_vllm_v1
 from . import loader
+from .pins import VLLM, VLLM_V0_FILES, VLLM_V1_FILES
 
-PACKAGE, VERSION = "vllm", "0.8.5"
-V0_FILES = (
-    "vllm/model_executor/layers/rejection_sampler.py",
-    "vllm/model_executor/layers/spec_decode_base_sampler.py",
-    "vllm/model_executor/layers/typical_acceptance_sampler.py",
-)
-V1_FILES = ("vllm/v1/sample/rejection_sampler.py",)
+PACKAGE, VERSION = VLLM
+V0_FILES, V1_FILES = VLLM_V0_FILES, VLLM_V1_FILES
 TYPICAL_THRESHOLD, TYPICAL_ALPHA = 0.09, 0.3
 """vLLM's defaults for ``--typical-acceptance-sampler-posterior-threshold`` / ``-alpha``."""
 
@@ -58,9 +54,10 @@ def _no_compile(fn):
     return torch._dynamo.disable(fn)
 
 
-def load_v0(root=None):
-    """(rejection_sampler module, typical_acceptance_sampler module) from the wheel."""
-    root = root or loader.fetch(PACKAGE, VERSION, V0_FILES)
+def load_v0(root=None, download: bool = True):
+    """(rejection_sampler module, typical_acceptance_sampler module) from the wheel; ``download``
+    False: the cache only (loader.Unavailable when the wheel is not there)."""
+    root = root or loader.fetch(PACKAGE, VERSION, V0_FILES, download)
     std = common_standins()
     base = loader.load("vllm.model_executor.layers.spec_decode_base_sampler", root, std)
     std["vllm.model_executor.layers.spec_decode_base_sampler"] = base
@@ -148,9 +145,11 @@ def v1_standins() -> dict:
     return std
 
 
-def load_v1(root=None):
-    loader.ensure_triton()
-    root = root or loader.fetch(PACKAGE, VERSION, V1_FILES)
+def load_v1(root=None, download: bool = True):
+    """V1's rejection_sampler module (Triton, interpreted); ``download`` False: the cache only (no
+    wheel or triton is fetched)."""
+    loader.ensure_triton(install=download)
+    root = root or loader.fetch(PACKAGE, VERSION, V1_FILES, download)
     return loader.load("vllm.v1.sample.rejection_sampler", root, v1_standins())
 
 

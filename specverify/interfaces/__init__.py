@@ -61,9 +61,31 @@ def score(fn, name: str) -> int:
     return hits
 
 
+def signature_problem(fn, name: str) -> str | None:
+    """Why ``fn`` cannot be called as interface ``name`` calls its subject (positionally, one
+    argument per name of its ``PARAMETERS``), with the signature it expects; None when it can,
+    or when its signature cannot be read (a builtin: it is called and judged). A usage error,
+    never evidence about exactness: a kernel with three parameters, a kernel checked as a loop."""
+    module = get(name)
+    expected = f"the {name} interface's f({', '.join(module.PARAMETERS)})"
+    if inspect.isclass(fn):
+        return f"{fn.__name__} is a class, not a function; expected {expected}"
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*module.PARAMETERS)
+    except TypeError as exc:
+        return f"{getattr(fn, '__name__', 'the subject')}{signature} cannot be called as {expected}: {exc}"
+    return None
+
+
 def detect(fn) -> str:
     """The interface ``fn`` is written for, by its parameter names; InterfaceError when it
     cannot be told (a tie, or no name of any interface), naming ``--interface``."""
+    if inspect.isclass(fn):
+        raise InterfaceError(f"interface: {fn.__name__} is a class, not a function; pass a function of one interface")
     names = _leading_names(fn)
     if names is None:
         raise InterfaceError(f"interface: cannot read the parameters of {fn!r}; pass --interface ({' | '.join(NAMES)})")
@@ -152,4 +174,4 @@ def aim(vocab=None, k=None, max_tokens=None) -> Aim:
     )
 
 
-__all__ = ["Aim", "InterfaceError", "NAMES", "aim", "detect", "get", "parse_ks", "score"]
+__all__ = ["Aim", "InterfaceError", "NAMES", "aim", "detect", "get", "parse_ks", "score", "signature_problem"]

@@ -17,6 +17,7 @@ import inspect
 import numpy as np
 
 from ..battery.core import ContractBreach, call_subject, message_of, reading, stream
+from ..common.tables import counted
 from . import kernel_cases as kc
 
 GENERATOR_NAMES = ("generator", "rng", "gen")
@@ -62,6 +63,17 @@ def _numpy(x, what: str) -> np.ndarray:
         raise ContractBreach(f"returned {what} that is not an array ({type(exc).__name__})") from None
 
 
+def non_integer_outputs(out: np.ndarray, nacc: np.ndarray) -> str:
+    """The outputs whose dtype is not an integer one, named with their dtypes ("num_accepted of
+    dtype float32", "output_ids of dtype float64 and num_accepted of dtype bool"); "" when both are."""
+    bad = [
+        f"{name} of dtype {a.dtype}"
+        for name, a in (("output_ids", out), ("num_accepted", nacc))
+        if not np.issubdtype(a.dtype, np.integer)
+    ]
+    return " and ".join(bad)
+
+
 def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
     """(output_ids, num_accepted) as int64 arrays, or ContractBreach saying what is wrong."""
     if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -72,14 +84,17 @@ def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np
         raise ContractBreach(
             f"returned output_ids {out.shape} and num_accepted {nacc.shape}; expected ({B}, {k + 1}) and ({B},)"
         )
-    if not (np.issubdtype(out.dtype, np.integer) and np.issubdtype(nacc.dtype, np.integer)):
-        raise ContractBreach(f"returned {out.dtype} / {nacc.dtype} arrays, not integer token ids")
+    not_integer = non_integer_outputs(out, nacc)
+    if not_integer:
+        raise ContractBreach(
+            f"returned {not_integer}: output_ids (token ids) and num_accepted (counts) must be integer arrays"
+        )
     out, nacc = out.astype(np.int64), nacc.reshape(-1).astype(np.int64)
     kb = (drafts >= 0).sum(axis=1)
     bad = (nacc < 0) | (nacc > kb)
     if bad.any():
         b = int(np.flatnonzero(bad)[0])
-        raise ContractBreach(f"row {b}: num_accepted {int(nacc[b])} with {int(kb[b])} drafts")
+        raise ContractBreach(f"row {b}: num_accepted {int(nacc[b])} with {counted(int(kb[b]), 'draft')}")
     pos = np.arange(k + 1)
     prefix = pos[None, :] < nacc[:, None]
     wrong = prefix & (out[:, : k + 1] != np.pad(drafts, ((0, 0), (0, 1)), constant_values=-1))

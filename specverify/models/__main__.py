@@ -38,7 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--target-gguf", help="GGUF file of the target (a path, or a name inside --target)")
     m.add_argument("--draft-gguf", help="GGUF file of the draft (a path, or a name inside --draft)")
     m.add_argument("--tiny", action="store_true", help="a tiny random Qwen2 pair (CPU, offline)")
-    m.add_argument("--workload", choices=[*measure.WORKLOADS, "all"], default="all")
+    m.add_argument(
+        "--workload",
+        choices=[*measure.WORKLOADS, "all"],
+        default="all",
+        help="which prompts to measure on (built-in lists); all (default): each in turn",
+    )
     m.add_argument(
         "--drafter",
         action="append",
@@ -56,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--head",
         help="a Medusa head for --drafter medusa (from train-head; --tiny trains one in seconds when none is given)",
     )
-    m.add_argument("--max-new-tokens", type=positive_int_argument, default=64)
+    m.add_argument(
+        "--max-new-tokens", type=positive_int_argument, default=64, help="tokens generated per prompt (default 64)"
+    )
     m.add_argument(
         "--k",
         type=positive_int_argument,
@@ -64,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="drafted tokens per round (the handout's gamma); the most a policy may choose",
     )
     m.add_argument("--n-prompts", type=positive_int_argument, default=5, help="prompts per workload (built-in list)")
-    m.add_argument("--seed", type=seed_argument, default=0)
+    m.add_argument("--seed", type=seed_argument, default=0, help="seed of the sampled runs (an integer >= 0)")
     m.add_argument(
         "--repeats", type=positive_int_argument, default=20, help="timed forwards per cost (medians): c and v(0..K)"
     )

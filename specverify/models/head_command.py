@@ -50,12 +50,12 @@ def add_train_head_parser(subparsers) -> argparse.ArgumentParser:
         help="where to save the head (a file name with a suffix: HEAD.pt; checked before training)",
     )
     p.add_argument("--positions", type=positive_int_argument, default=2000, help="training positions")
-    p.add_argument("--epochs", type=positive_int_argument, default=3)
-    p.add_argument("--seed", type=seed_argument, default=0)
+    p.add_argument("--epochs", type=positive_int_argument, default=3, help="passes over the training positions")
+    p.add_argument("--seed", type=seed_argument, default=0, help="seed of the text, the split and the head's init")
     p.add_argument("--eval-positions", type=positive_int_argument, default=256, help="held-out positions")
     p.add_argument("--max-new-tokens", type=positive_int_argument, default=64, help="tokens per rollout")
     p.add_argument("--temperature", type=float, default=0.7, help="temperature of the training text (0: greedy)")
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=1e-3, help="the optimizer's learning rate (default 1e-3)")
     p.add_argument("--top-k-targets", type=positive_int_argument, default=64, help="ids kept of each p_{t+2}")
     p.add_argument(
         "--generate-prompts",

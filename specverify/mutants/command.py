@@ -11,7 +11,7 @@ import sys
 from ..battery.executors import ExecutorUnavailable, preflight
 from ..common.command_line import EXIT_USAGE, OneLineParser, parsed
 from ..common.validation import positive_int_argument, positive_seconds_argument, seed_argument, writable_file_argument
-from ..surface.check_command import add_junit_and_executor, budget_argument
+from ..surface.check_command import add_junit_and_executor, budget_argument, plot_file_argument
 
 FORMATS = ("table", "markdown", "json", "csv")
 """What ``--format`` offers (``report.render`` writes each)."""
@@ -22,7 +22,9 @@ def parse_args(argv):
     ap = OneLineParser(prog="specverify mutants", description="Run the mutant catalogue against the detectors.")
     sub = ap.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="baseline, forced fail, then every mutant and control")
-    rep.add_argument("--format", choices=FORMATS, default="table")
+    rep.add_argument(
+        "--format", choices=FORMATS, default="table", help="how stdout shows the report (default: a table)"
+    )
     rep.add_argument("--out", type=writable_file_argument, help="write the report to this file (atomically) as well")
     rep.add_argument("--mutant", metavar="ID", help="run one mutant (besides baseline and sanity)")
     rep.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
@@ -34,7 +36,18 @@ def parse_args(argv):
         help="quick, standard (default), thorough, or tv=X: a campaign that tests every "
         "case of the thorough budget until a TV of X is seen (with --timeout to match)",
     )
-    rep.add_argument("--workers", type=positive_int_argument, default=min(2, os.cpu_count() or 1))
+    rep.add_argument(
+        "--workers",
+        type=positive_int_argument,
+        default=min(2, os.cpu_count() or 1),
+        help="subjects judged at once, one process each (default: 2, or 1 on one core)",
+    )
+    rep.add_argument(
+        "--plot",
+        metavar="FILE",
+        type=plot_file_argument,
+        help="draw which check killed which mutant (a matrix, controls shaded) into FILE (.png, .pdf or .svg)",
+    )
     rep.add_argument("--timeout", type=positive_seconds_argument, default=120.0, help="seconds per subject (> 0)")
     add_junit_and_executor(
         rep,

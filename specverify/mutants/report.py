@@ -6,10 +6,16 @@ reference sampler must pass every detector), a forced-fail sanity check (the det
 able to fail), then every mutant with killed / survived / error / timeout, and a non-zero exit
 naming the culprits. Every row comes from ``specverify.interfaces.round.run_battery``: the report only
 renders what the one detector battery found.
+
+It is over 550 lines because one run of the report (the subjects over worker processes or Ray, its
+progress on a terminal or in a log) is judged and rendered from the same rows: the judging, the four
+formats, the JUnit cases and the picture all read one ``Row`` and one ``Status``, and split they
+would pass a run's state between modules.
 """
 
 from __future__ import annotations
 
+import difflib
 import enum
 import json
 import sys
@@ -48,6 +54,8 @@ REPORT_OVERRIDES = {
     "scale_runs": 1000,
     "scale_cases": ((4096, 2, "residual"),),
 }
+PROGRESS_EVERY_S = 10.0
+"""How often a report whose stderr is not a terminal says how far it got (``PlainProgress``)."""
 SHORT_CHECK_NAMES = {"exact-tv": "exact", "chi-square": "chi2", "tokens-per-round": "tokens", "contract": "contract"}
 
 
@@ -63,6 +71,7 @@ class Status(enum.StrEnum):
     ACCUSED = "accused"  # a control flagged, or a fewer-tokens mutant flagged in distribution
     ERROR = "error"  # specverify raised (a bug of ours)
     TIMEOUT = "timeout"  # the subject's battery ran past --timeout
+    ENVIRONMENT = "cannot run here"  # no CUDA, a missing package: neither killed nor survived
 
 
 @dataclass
@@ -85,7 +94,10 @@ class Row:
 
 
 def judge(effect: str, result: BatteryResult) -> tuple[str, str]:
-    """Status and a detail line for a subject with the given expected effect."""
+    """Status and a detail line for a subject with the given expected effect; a subject that
+    cannot run here (``result.environment``) is neither killed nor passed, whatever it is."""
+    if result.environment:
+        return Status.ENVIRONMENT, result.environment
     wrong = result.flagged()
     slow = result.flagged(("efficiency",))
     edges = result.flagged(("edge",))
@@ -193,17 +205,26 @@ def subjects(only: str | None) -> list[Mutant]:
 
 
 def run_all(
-    items: list[Mutant], budget: str, seed: int, timeout: float, workers: int, progress: bool, executor: str = "local"
+    items: list[Mutant],
+    budget: str,
+    seed: int,
+    timeout: float,
+    workers: int,
+    progress: bool | str | None,
+    executor: str = "local",
 ) -> list[Row]:
     """Every subject's battery: here (``workers`` 1), on local worker processes, or on Ray
     (``executor`` ray or ray://ADDRESS; specverify.battery.executors): one task per case enumeration
     (``subject_units``), then one per subject that runs ``run_subject`` as a local worker does,
-    with those enumerations replayed, so the same seed gives the same verdicts."""
+    with those enumerations replayed, so the same seed gives the same verdicts. ``progress`` on
+    stderr: "bar" (or True) rich's transient bar, "lines" plain lines (``PlainProgress``), None
+    (or False) nothing."""
     args = [(m.id, m.effect, budget, seed, timeout) for m in items]
+    progress = progress_mode_of(progress)
     if executor != "local":
         from ..battery.executors import ray_map
 
-        bar = _ray_progress(len(args)) if progress else None
+        bar = {"bar": _ray_progress, "lines": PlainProgress}[progress](len(args)) if progress else None
         try:
             outcomes = ray_map(
                 run_subject,
@@ -217,7 +238,7 @@ def run_all(
             if bar:
                 bar.stop()
     elif workers <= 1:
-        outcomes = [run_subject(*a) for a in _progress(args, progress)]
+        outcomes = [run_subject(*a) for a in _progress(args, progress, total=len(args))]
     else:
         # controls and the baseline run every case in full: start them first so that the two
         # workers finish together
@@ -225,7 +246,9 @@ def run_all(
         pool = ProcessPoolExecutor(workers)
         try:
             futures = {i: pool.submit(run_subject, *args[i]) for i in order}
-            for _ in _progress(_completed(futures.values()), progress, total=len(args)):
+            lines = PlainProgress(len(args)) if progress == "lines" else None
+            waiting = _completed(futures.values(), on_wait=lines.tick if lines else None)
+            for _ in _progress(waiting, progress, total=len(args), lines=lines):
                 pass
             outcomes = [futures[i].result() for i in range(len(args))]
         except KeyboardInterrupt:
@@ -239,21 +262,92 @@ def run_all(
     return [make_row(m, o) for m, o in zip(items, outcomes)]
 
 
-def _completed(futures, poll_s: float = 0.1):
-    """Yield futures as they finish, waking every ``poll_s`` so that Ctrl-C is seen at once."""
+def _completed(futures, poll_s: float = 0.1, on_wait=None):
+    """Yield futures as they finish, waking every ``poll_s`` so that Ctrl-C is seen at once (and
+    calling ``on_wait()``, when given, at each wake)."""
     pending = set(futures)
     while pending:
         done, pending = wait(pending, timeout=poll_s, return_when=FIRST_COMPLETED)
+        if on_wait is not None:
+            on_wait()
         yield from done
 
 
-def _progress(items, enabled: bool, total: int | None = None):
-    if not enabled:
-        yield from items
-        return
-    from rich.progress import track
+def progress_mode_of(progress: bool | str | None) -> str | None:
+    """The progress mode ``run_all`` shows: "bar", "lines" or None (True is "bar", False None)."""
+    if progress is True:
+        return "bar"
+    if progress in (None, False):
+        return None
+    if progress not in ("bar", "lines"):
+        raise ValueError(f"progress: must be bar, lines or None, got {progress!r}")
+    return progress
 
-    yield from track(items, description="mutants", total=total, transient=True, console=_stderr_console())
+
+def progress_mode_for(stream) -> str:
+    """ "bar" (rich's, redrawn in place) on a terminal; "lines" (plain, one per ~10 s) where
+    ``stream`` is a file or a pipe, which a redrawn bar would fill with escape codes."""
+    try:
+        return "bar" if stream.isatty() else "lines"
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return "lines"
+
+
+def _progress(items, mode: str | None, total: int | None = None, lines=None):
+    """``items`` as they come, showing ``mode``'s progress: rich's transient bar ("bar"),
+    plain lines ("lines": ``lines``, or a new ``PlainProgress``, advanced after each item), or
+    none."""
+    if mode == "bar":
+        from rich.progress import track
+
+        yield from track(items, description="mutants", total=total, transient=True, console=_stderr_console())
+    elif mode == "lines":
+        lines = lines or PlainProgress(total if total is not None else len(items))
+        for item in items:
+            yield item
+            lines.advance()
+    else:
+        yield from items
+
+
+class PlainProgress:
+    """Progress where stderr is not a terminal (a log file, a pipe, CI): a plain line
+    ``mutants: DONE/TOTAL done, S s`` on ``stream`` (default stderr) once at least ``every_s``
+    seconds (default ``PROGRESS_EVERY_S``) passed since the start or the last line, checked when a
+    subject finishes (``advance``) and while waiting (``tick``); when every subject is done, a
+    last line, if any line came before (a short report stays silent). stdout is left to the
+    report."""
+
+    def __init__(self, total: int, every_s: float | None = None, stream=None, clock=time.monotonic):
+        self.total, self.done, self.lines = total, 0, 0
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.stream, self.clock = stream, clock
+        self.start = self.last = clock()
+
+    def advance(self) -> None:
+        """One more subject done: a line when it is time, or when it was the last and lines came before."""
+        self.done += 1
+        if self.done >= self.total and self.lines:
+            self.say()
+        else:
+            self.tick()
+
+    def tick(self) -> None:
+        """A line if ``every_s`` seconds passed since the last one (or the start)."""
+        if self.clock() - self.last >= self.every_s:
+            self.say()
+
+    def say(self) -> None:
+        now = self.clock()
+        print(
+            f"mutants: {self.done}/{self.total} done, {now - self.start:.0f} s",
+            file=self.stream or sys.stderr,
+            flush=True,
+        )
+        self.last, self.lines = now, self.lines + 1
+
+    def stop(self) -> None:
+        """Nothing to clear (the lines stay): ``_ray_progress``'s interface."""
 
 
 class _ray_progress:
@@ -348,8 +442,10 @@ TABLE_WIDTH = 100
 
 def table(rows: list[Row], width: int = TABLE_WIDTH) -> str:
     """The human table: id, effect, status, killed_by, exact_tv, seconds, in fixed-width columns
-    of plain ASCII; a cell too long for its column wraps onto the next line(s) (ids at "/" and
-    "-", killed_by at ","). The id and killed_by columns share what the others leave of ``width``."""
+    of plain ASCII; a cell too long for its column wraps onto the next line(s) (``tables.wrap``:
+    ids at "/", killed_by after ", "; a hyphenated word whole). The id and killed_by columns share
+    what the others leave of ``width``; killed_by is never narrower than its longest detector
+    name, so that no detector's name is split."""
     heads = ("id", "effect", "status", "killed_by", "exact_tv", "seconds")
     cells = [
         (
@@ -362,7 +458,8 @@ def table(rows: list[Row], width: int = TABLE_WIDTH) -> str:
         )
         for r in rows
     ]
-    return tables.render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: 9, 0: 9})
+    killed_by_least = max([9] + [tables.longest_word(c[3]) for c in cells])
+    return tables.render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: killed_by_least, 0: 9})
 
 
 def _markdown(frame: pl.DataFrame) -> str:
@@ -381,7 +478,11 @@ def run(args) -> int:
     from ..common.validation import check_distinct_files
 
     try:
-        check_distinct_files(out=getattr(args, "out", None), junit_xml=getattr(args, "junit_xml", None))
+        check_distinct_files(
+            out=getattr(args, "out", None),
+            junit_xml=getattr(args, "junit_xml", None),
+            plot=getattr(args, "plot", None),
+        )
     except ValueError as exc:
         print(f"specverify.mutants: {exc}", file=sys.stderr)
         return 2
@@ -389,13 +490,10 @@ def run(args) -> int:
         for m in ALL:
             print(f"{m.id:48s} {m.effect:13s} {m.description}")
         return 0
-    if args.mutant:
-        try:
-            get(args.mutant)
-        except ValueError as exc:
-            print(f"specverify.mutants: --mutant: {exc}", file=sys.stderr)
-            return 2
-    progress = sys.stderr.isatty()
+    if args.mutant and args.mutant not in {m.id for m in ALL}:
+        print(f"specverify.mutants: {unknown_mutant_line(args.mutant, [m.id for m in ALL])}", file=sys.stderr)
+        return 2
+    progress = progress_mode_for(sys.stderr)
     try:
         with runner.sigterm_as_interrupt():
             rows = run_all(
@@ -424,6 +522,14 @@ def run(args) -> int:
                 file=sys.stderr,
             )
             return 2
+    if getattr(args, "plot", None):
+        from ..surface.plots import mutant_kills_figure
+
+        try:
+            mutant_kills_figure(rows, args.plot, checks=list(SHORT_CHECK_NAMES.values()))
+        except (OSError, ValueError) as exc:
+            print(f"specverify.mutants: --plot: could not draw {args.plot!r} ({exc})", file=sys.stderr)
+            return 2
     if args.junit_xml:
         from ..surface import junit
 
@@ -433,6 +539,14 @@ def run(args) -> int:
         if written:
             return written
     return 1 if bad else 0
+
+
+def unknown_mutant_line(given: str, known: list[str]) -> str:
+    """One short line for a ``--mutant`` that names no catalogued subject: the id, the closest
+    known ids (``difflib.get_close_matches``, at most 3) and where the whole list is."""
+    close = difflib.get_close_matches(given, known, n=3)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    return f"--mutant: no mutant with id {given!r}{hint}; every id: specverify mutants list"
 
 
 def campaign_line(tv: float = 1e-3, budget: str = "thorough", runs_per_second: float | None = None) -> str:
@@ -453,6 +567,8 @@ def junit_case(row: Row):
         + (f"\n{row.detail}" if row.detail else "")
     )
     outcome = "passed" if row.ok else ("error" if row.status in (Status.ERROR, Status.TIMEOUT) else "failure")
+    if row.status == Status.ENVIRONMENT:
+        outcome = "skipped"
     if row.status == Status.SURVIVED:
         line = f"survived: no detector flagged this {row.effect} mutant" + (f" ({row.detail})" if row.detail else "")
     return junit.Case(row.id, f"specverify.mutants.{row.effect}", row.seconds, outcome, line, text)

@@ -25,7 +25,9 @@ def budget_argument(text: str) -> str:
     checked by ``budgets.check_name`` (nothing built)."""
     try:
         budgets.check_name(text)
-    except ValueError:
+    except ValueError as exc:
+        if budgets.is_campaign(text):  # tv=X with a bad X: the range X may take
+            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
         raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {BUDGET_WORDS})") from None
     return text
 
@@ -74,7 +76,8 @@ def parse_args(argv):
         prog="specverify check",
         add_help=False,
         description="Check that speculative samplers are exact. Exit 0 exact, 1 not exact, "
-        "2 usage error, 3 inconclusive (several targets: the worst of them).",
+        "2 usage error, 3 inconclusive, 4 environment error: the subject cannot run here "
+        "(several targets: the worst of them).",
     )
     show_help = ap.add_argument("-h", "--help", action=HelpAfter, help="show this help message and exit")
     ap.add_argument(
@@ -136,6 +139,13 @@ def parse_args(argv):
         help="stop each TARGET's battery at its first finding that makes it NOT EXACT (as pytest -x): "
         "the same verdict sooner, the cases after that finding not run",
     )
+    ap.add_argument(
+        "--plot",
+        metavar="FILE",
+        type=plot_file_argument,
+        help="draw the counterexample's two laws side by side (the target's and the subject's, the "
+        "largest differences first, TV and p-value in the title) into FILE (.png, .pdf or .svg); one TARGET",
+    )
     add_junit_and_executor(
         ap,
         "target",
@@ -144,6 +154,18 @@ def parse_args(argv):
         "enumeration",
     )
     return ap.parse_args(argv)
+
+
+def plot_file_argument(text: str) -> str:
+    """``--plot FILE``: a writable file whose suffix names a format the figure can take."""
+    from .plots import figure_format
+
+    path = writable_file_argument(text)
+    try:
+        figure_format(path)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return path
 
 
 def add_junit_and_executor(ap, each: str, executor_help: str) -> None:

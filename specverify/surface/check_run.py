@@ -13,8 +13,12 @@ imported and run only in its own process (specverify.battery.runner); this modul
 per target and one per case enumeration (specverify.battery.executors, specverify.interfaces.round_units).
 
 Exit codes: 0 exact, 1 not exact (a distribution or contract finding), 2 usage error (one line on
-stderr), 3 inconclusive (no finding, but not every case could be judged to the budget's plan),
-130 interrupted. Several targets: the worst of their codes (2 > 1 > 3 > 0).
+stderr: a bad TARGET, a target whose signature does not fit its interface), 3 inconclusive (no
+finding, but not every case could be judged to the budget's plan), 4 environment error (the
+subject cannot run here: no CUDA, a missing package; the line says what to do), 130 interrupted.
+Several targets: each is checked, whatever the others are (a TARGET that does not exist is that
+target's usage error, its own ``<error>`` in the JUnit XML); the exit code is the worst of their
+codes (2 > 4 > 1 > 3 > 0).
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ import sys
 from .. import api, interfaces
 from ..battery import runner
 from ..battery.core import BatteryResult
+from ..battery.environment import EnvironmentProblem
 from ..battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
-from ..common.command_line import EXIT_USAGE, OneLineParser, emit  # noqa: F401 - re-exported for older callers
+from ..common.command_line import EXIT_ENVIRONMENT, EXIT_USAGE, OneLineParser, emit  # noqa: F401 - re-exported for older callers
 from ..common.files import json_default
 from .campaign_cost import resolve_budget
 from .report_text import VERDICT_WORDS, failure_message, human, run_lines  # noqa: F401 - re-exported
@@ -45,9 +50,10 @@ def check(
     device: str | None = None,
     aim: interfaces.Aim | None = None,
     fail_fast: bool = False,
+    progress: bool | str | None = None,
 ) -> dict:
-    """The verdict as the JSON object the CLI prints (subject: a callable or a started Runner;
-    ``fail_fast``: ``api.check``'s)."""
+    """The verdict as the JSON object the CLI prints (subject: a callable, a TARGET string or a
+    started Runner; ``fail_fast``, ``progress``: ``api.check``'s)."""
     aim = aim or interfaces.Aim()
     return api.check(
         subject,
@@ -62,10 +68,11 @@ def check(
         k=aim.ks or None,
         max_tokens=aim.max_tokens,
         fail_fast=fail_fast,
+        progress=progress,
     ).to_dict()
 
 
-SEVERITY = {0: 0, 3: 1, 1: 2, 2: 3}  # exact < inconclusive < not exact < usage error
+SEVERITY = {0: 0, 3: 1, 1: 2, 4: 3, 2: 4}  # exact < inconclusive < not exact < environment < usage error
 
 
 def check_target(
@@ -78,16 +85,15 @@ def check_target(
     fail_fast: bool = False,
     *units,
 ) -> tuple[str, object]:
-    """("ok", the report's dict) or ("usage", the one-line error): one target, start to end
+    """("ok", the report's dict), ("usage", the one-line error) or ("environment", what this
+    machine lacks to load it): one target, start to end
     (a Ray task; ``aim``: the user's --vocab / --k / --max-tokens; ``fail_fast``: --fail-fast;
     ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
     from ..interfaces.round_units import merge_output, prefetched
 
-    subject = None
     try:
-        subject = start_target(target, "spawn" if device not in (None, "cpu") else None)
         report = check(
-            subject,
+            target,  # loaded in its own process by api.check, under the progress line
             target,
             budget,
             seed,
@@ -96,6 +102,7 @@ def check_target(
             device=device,
             aim=aim,
             fail_fast=fail_fast,
+            progress=None if stderr_is_a_terminal() else "lines",
         )
         if units:
             extra = BatteryResult(output=report["output"], seconds=report["seconds"])
@@ -104,9 +111,16 @@ def check_target(
         return "ok", report
     except (UsageError, interfaces.InterfaceError) as exc:
         return "usage", str(exc)
-    finally:
-        if subject is not None:
-            subject.close()
+    except EnvironmentProblem as exc:
+        return "environment", str(exc)
+
+
+def stderr_is_a_terminal() -> bool:
+    """Whether stderr is a terminal (a status line is redrawn there; elsewhere plain lines)."""
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):  # replaced, closed
+        return False
 
 
 def target_units(target: str, budget: str, interface: str = "auto") -> list[tuple]:
@@ -127,7 +141,12 @@ def junit_case(target: str, outcome: tuple[str, object]):
     status, value = outcome
     if status == "usage":
         return junit.Case(target, "specverify.check", 0.0, "error", f"usage error: {value}", str(value))
+    if status == "environment":
+        return junit.Case(target, "specverify.check", 0.0, "skipped", f"cannot run here: {value}", str(value))
     report = value
+    if report.get("environment"):
+        why = f"cannot run here: {report['environment']}"
+        return junit.Case(target, "specverify.check", report["seconds"], "skipped", why, human(report))
     text = human(report)
     first = report["findings"][0] if report["findings"] else None
     line = f"[{first['kind']}] {first['check']} on {first['case']}: {first['message']}" if first else ""
@@ -171,7 +190,7 @@ def check_output_files(args) -> None:
     if not args.junit_xml:
         return
     for target in args.targets:
-        if any(same_file(args.junit_xml, source) for source in target_sources(target)):
+        if target_problem(target) is None and any(same_file(args.junit_xml, s) for s in target_sources(target)):
             raise UsageError(
                 f"--junit-xml: {args.junit_xml!r} is the source of TARGET {target!r}; give the report its own file"
             )
@@ -182,15 +201,17 @@ def report_outcomes(args, targets, outcomes) -> int:
     XML for them; the worst exit code."""
     code = 0
     for status, value in outcomes:
-        if status == "usage":
+        if status in ("usage", "environment"):
             emit(f"specverify check: {value}\n", sys.stderr)
-            this = EXIT_USAGE
+            this = EXIT_USAGE if status == "usage" else EXIT_ENVIRONMENT
         else:
             out = json.dumps(value, default=json_default) + "\n" if args.json else human(value)
             emit(out)
-            this = EXIT_CODES[value["exact"]]
+            this = EXIT_ENVIRONMENT if value.get("environment") else EXIT_CODES[value["exact"]]
         code = max(code, this, key=SEVERITY.__getitem__)
     sys.stdout.flush()
+    if getattr(args, "plot", None) and outcomes and outcomes[0][0] == "ok":
+        code = max(code, draw_counterexample(args.plot, outcomes[0][1]), key=SEVERITY.__getitem__)
     if args.junit_xml:
         from . import junit
 
@@ -198,6 +219,24 @@ def report_outcomes(args, targets, outcomes) -> int:
         written = junit.write(args.junit_xml, "specverify.check", cases, "specverify check: --junit-xml")
         code = max(code, written, key=SEVERITY.__getitem__)
     return code
+
+
+def draw_counterexample(path: str, report: dict) -> int:
+    """``--plot FILE``: the report's counterexample drawn into ``path`` (``plots``), said on
+    stderr; a report with nothing to draw (an exact one) is said and leaves the exit code as
+    it is; a file that cannot be written is a usage error."""
+    from .plots import counterexample_figure
+
+    try:
+        counterexample_figure(report, path)
+    except ValueError as exc:
+        emit(f"specverify check: --plot: nothing drawn: {exc}\n", sys.stderr)
+        return 0
+    except OSError as exc:
+        emit(f"specverify check: --plot: cannot write {path!r}: {exc.strerror or exc}\n", sys.stderr)
+        return EXIT_USAGE
+    emit(f"specverify check: the counterexample drawn in {path}\n", sys.stderr)
+    return 0
 
 
 def run(args) -> int:
@@ -208,25 +247,42 @@ def run(args) -> int:
         return _check_all(args, outcomes)
 
 
+def target_problem(target: str) -> str | None:
+    """Why the TARGET string cannot name a function (``split_target``: no ``:``, no such file),
+    read before anything is imported; None when it may."""
+    try:
+        split_target(target)
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
 def _check_all(args, outcomes: list) -> int:
     try:
-        for target in args.targets:  # every TARGET string checked before anything runs
-            split_target(target)
+        problems = [target_problem(t) for t in args.targets]  # every TARGET string, before anything runs
         check_output_files(args)
+        if getattr(args, "plot", None) and len(args.targets) > 1:
+            raise UsageError(f"--plot: draws one TARGET's counterexample; got {len(args.targets)} targets")
         aim = interfaces.Aim(args.vocab, args.k or (), args.max_tokens)
-        calls = [(t, args.budget, args.seed, args.interface, args.device, aim, args.fail_fast) for t in args.targets]
+        good = [t for t, problem in zip(args.targets, problems) if problem is None]
+        calls = [(t, args.budget, args.seed, args.interface, args.device, aim, args.fail_fast) for t in good]
         if args.executor == "local":
-            for c in calls:
-                outcomes.append(check_target(*c))
+            for target, problem in zip(args.targets, problems):
+                outcomes.append(("usage", problem) if problem else check_target(*calls[good.index(target)]))
         else:
             from ..battery.executors import ray_map
 
-            outcomes = ray_map(
-                check_target,
-                calls,
-                args.executor,
-                units=[target_units(t, args.budget, args.interface) for t in args.targets],
+            done = iter(
+                ray_map(
+                    check_target,
+                    calls,
+                    args.executor,
+                    units=[target_units(t, args.budget, args.interface) for t in good],
+                )
+                if calls
+                else []
             )
+            outcomes[:] = [("usage", problem) if problem else next(done) for problem in problems]
     except UsageError as exc:
         emit(f"specverify check: {exc}\n", sys.stderr)
         return EXIT_USAGE

@@ -1,7 +1,9 @@
 """How a report reads: the text of a ``check`` report, for people.
 
-``human`` is what ``python -m specverify check`` prints (``api.Report.text()``): the verdict
-first, then each finding, the controls, the smallest counterexample and what ran.
+``human`` is what ``python -m specverify check`` prints (``api.Report.text()``): one short line
+with the subject, the verdict and the seconds, then the budget's coverage and the statistics'
+power, each finding, the controls, the smallest counterexample and what ran; no line longer than
+``WIDTH`` (a longer one wraps, its continuation indented).
 ``failure_message`` is ``assert_exact``'s AssertionError and the JUnit failure text: the verdict,
 each finding, the counterexample's distributions side by side (``counterexample_lines``; a loop
 counterexample's logit tables: ``loop_model_lines``). Everything here reads ``Report.to_dict()``,
@@ -12,9 +14,15 @@ INCONCLUSIVE).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
+from ..common.tables import WIDTH, counted, wrap
+
 VERDICT_WORDS = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}
+CANNOT_RUN_HERE = "CANNOT RUN HERE"
+"""The words of an environment error (the report's ``environment``): not a verdict."""
+EFFICIENCY_WORDS = {True: "efficient", False: "NOT efficient", None: "efficiency not established"}
 
 
 def failure_message(report) -> str:
@@ -46,7 +54,7 @@ def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
     tv = ce.get("exact_tv", ce.get("empirical_tv"))
     lines = [
         f"  smallest counterexample ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
-        f"window {ce['window']} token(s), prefix {ce['prefix']}, model {ce['model']}, TV {tv:.4g}"
+        f"window {counted(ce['window'], 'token')}, prefix {ce['prefix']}, model {ce['model']}, TV {tv:.4g}"
     ]
     if "requests" in ce:  # a loop counterexample: p and q are logit tables; the requests and what they show
         lines += loop_model_lines(ce, "    ")
@@ -62,7 +70,7 @@ def counterexample_lines(ce: dict, rows: int = 16) -> list[str]:
             f"{r['target']:>10.6f}  {r['sampler'] - r['target']:>+11.6f}"
         )
     if len(dist) > rows:
-        lines.append(f"    ... {len(dist) - rows} more sequence(s)")
+        lines.append(f"    ... {counted(len(dist) - rows, 'more sequence', 'more sequences')}")
     return lines
 
 
@@ -97,46 +105,139 @@ def coverage_words(coverage) -> str:
     """The budget's plan and how many cases ran, by origin and by how they were judged."""
     if isinstance(coverage, str):
         return coverage
-    cases = coverage.get("cases", [])
+    ran = cases_words(coverage)
+    return f"{coverage['summary']}; {ran}" if ran else coverage["summary"]
+
+
+def cases_words(coverage) -> str:
+    """How many cases ran, by origin and by how they were judged ("ran 6 cases (4 fixed,
+    2 generated; 6 by enumeration)"); "" when the coverage lists none."""
+    cases = [] if isinstance(coverage, str) else coverage.get("cases", [])
     if not cases:
-        return coverage["summary"]
+        return ""
     words = ", ".join(f"{n} {o}" for o, n in Counter(c["origin"] for c in cases).items())
     judged = ", ".join(f"{n} by {j}" for j, n in Counter(c["judged"] for c in cases).items())
-    return f"{coverage['summary']}; ran {len(cases)} cases ({words}; {judged})"
+    return f"ran {counted(len(cases), 'case')} ({words}; {judged})"
 
 
-def human(report: dict) -> str:
-    """The ``check`` command's human report of ``Report.to_dict()``: the verdict first."""
-    eff = {True: "efficient", False: "NOT efficient", None: "efficiency not established"}[report["efficient"]]
-    lines = [
-        f"{report['target']}: {VERDICT_WORDS[report['exact']]}, {eff} "
-        f"({len(report['findings'])} finding(s), {report['seconds']:.1f} s, budget "
-        f"{report['budget']}: {coverage_words(report['coverage'])})"
+def verdict_label(exact: bool | None, efficient: bool | None) -> str:
+    """The verdict in words: NOT EXACT alone for a biased sampler (its efficiency means
+    nothing), else EXACT or INCONCLUSIVE with what is known of its efficiency."""
+    if exact is False:
+        return VERDICT_WORDS[False]
+    return f"{VERDICT_WORDS[exact]}, {EFFICIENCY_WORDS[efficient]}"
+
+
+def verdict_line(report: dict, width: int = WIDTH) -> str:
+    """The human report's first line, within ``width``: the subject, the verdict, the seconds
+    ("pkg.mod:fn: EXACT, efficient (1.3 s)"); a subject too long for it is shortened in the
+    middle ("...") and given whole on the next line (``subject_lines``)."""
+    label = CANNOT_RUN_HERE if report.get("environment") else verdict_label(report["exact"], report["efficient"])
+    tail = f": {label} ({report['seconds']:.1f} s)"
+    return shortened(str(report["target"]), width - len(tail)) + tail
+
+
+def shortened(text: str, width: int) -> str:
+    """``text`` when it fits in ``width`` characters (at least 12), else its start and its end
+    around "...", the end (a TARGET's function) kept longer."""
+    width = max(12, width)
+    if len(text) <= width:
+        return text
+    tail = (width - 3) * 2 // 3
+    return text[: width - 3 - tail] + "..." + text[len(text) - tail :]
+
+
+def subject_lines(report: dict, width: int = WIDTH) -> list[str]:
+    """The subject whole, when ``verdict_line`` had to shorten it; else nothing."""
+    target = str(report["target"])
+    return [] if verdict_line(report, width).startswith(target + ": ") else [f"  subject: {target}"]
+
+
+def coverage_lines(report: dict) -> list[str]:
+    """What the budget planned, then what ran and how many findings it made."""
+    coverage = report["coverage"]
+    plan = coverage if isinstance(coverage, str) else coverage["summary"]
+    ran = cases_words(coverage)
+    findings = counted(len(report["findings"]), "finding")
+    return [f"  budget {report['budget']}: {plan}", f"  {ran}, {findings}" if ran else f"  {findings}"]
+
+
+def power_lines(report: dict) -> list[str]:
+    """The statistical checks' power: how many ran, on how many runs, and the TV each sees
+    (with the probability stated where the checks give it); nothing when none ran."""
+    rows = report.get("power") or []
+    tvs = [t for t in (row.get("min_detectable_tv", row.get("min_tv")) for row in rows) if t is not None]
+    if not tvs:
+        return []
+    runs = sorted(int(row["runs"]) for row in rows if row.get("runs") is not None)
+    each = "" if not runs else f" of {runs[0]:,} runs" if runs[0] == runs[-1] else f" of {runs[0]:,}-{runs[-1]:,} runs"
+    chance = next((row["detection_probability"] for row in rows if "detection_probability" in row), None)
+    sure = f" with probability {chance:g}" if chance is not None else ""
+    return [
+        f"  power: {counted(len(rows), 'statistical check')}{each}; each detects a TV >= {max(tvs):.3g} "
+        f"(the keenest >= {min(tvs):.3g}){sure}"
     ]
-    lines += finding_lines(report)
-    for c in report.get("controls", []):
-        lines.append(
-            f"  control {c['target']} ({c['claim']}): {VERDICT_WORDS[c['exact']]}"
-            f"{'' if c['flagged'] else ' (must be NOT EXACT)'}, {len(c['findings'])} finding(s)"
-        )
-    ce = report["counterexample"]
-    if ce:
-        tv = ce.get("exact_tv", ce.get("empirical_tv"))
-        if "requests" in ce:
-            lines.append(
-                f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
-                f"window {ce['window']}, {ce['model']}, TV {tv:.4g}"
-            )
-            lines += loop_model_lines(ce, "    ")
-            lines.append(f"    requests {ce['requests']}; shows [{ce['kind']}] {ce['check']}: {ce['message']}")
-        else:
-            lines.append(
-                f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
-                f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {tv:.4g}"
-            )
-        for row in ce["distributions"][:8]:
-            lines.append(f"    {row['tokens']}: sampler {row['sampler']:.6f}  target {row['target']:.6f}")
-    return "\n".join(lines + run_lines(report)) + "\n"
+
+
+def control_lines(report: dict) -> list[str]:
+    """One line per control: its verdict, and whether it was flagged as it must be."""
+    return [
+        f"  control {c['target']} ({c['claim']}): {VERDICT_WORDS[c['exact']]}"
+        f"{'' if c['flagged'] else ' (must be NOT EXACT)'}, {counted(len(c['findings']), 'finding')}"
+        for c in report.get("controls", [])
+    ]
+
+
+def smallest_model_lines(ce: dict | None) -> list[str]:
+    """The human report's smallest counterexample: its model, then its first distributions."""
+    if not ce:
+        return []
+    tv = ce.get("exact_tv", ce.get("empirical_tv"))
+    if "requests" in ce:
+        lines = [
+            f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
+            f"window {ce['window']}, {ce['model']}, TV {tv:.4g}"
+        ]
+        lines += loop_model_lines(ce, "    ")
+        lines.append(f"    requests {ce['requests']}; shows [{ce['kind']}] {ce['check']}: {ce['message']}")
+    else:
+        lines = [
+            f"  smallest model ({ce['method']}): vocab {ce['vocab_size']}, k={ce['k']}, "
+            f"window {ce['window']}, {ce['model']} p={ce['p']} q={ce['q']}, TV {tv:.4g}"
+        ]
+    for row in ce["distributions"][:8]:
+        lines.append(f"    {row['tokens']}: sampler {row['sampler']:.6f}  target {row['target']:.6f}")
+    return lines
+
+
+def human(report: dict, width: int = WIDTH) -> str:
+    """The ``check`` command's human report of ``Report.to_dict()``: the verdict line first
+    (``verdict_line``), then the coverage and power, the findings, the controls, the smallest
+    counterexample and what ran; every line within ``width`` (``fit``)."""
+    lines = [verdict_line(report, width), *subject_lines(report, width)]
+    if report.get("environment"):
+        lines += [f"  cannot run here: {report['environment']}"]
+    lines += coverage_lines(report) + power_lines(report)
+    lines += finding_lines(report) + control_lines(report)
+    lines += smallest_model_lines(report["counterexample"])
+    lines += run_lines(report)
+    return "\n".join(fit(lines, width)) + "\n"
+
+
+def fit(lines: list[str], width: int = WIDTH) -> list[str]:
+    """``lines`` with each one longer than ``width`` wrapped (``tables.wrap``: at spaces, ", "
+    and "/"), its continuation lines indented two more than it (a quoted "| " line keeps its
+    bar)."""
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = re.match(r" *(?:\| )?", line).group()
+        more = lead[:-2] + "|   " if lead.endswith("| ") else lead + "  "
+        pieces = wrap(line[len(lead) :], max(20, width - len(more)))
+        out += [lead + pieces[0]] + [more + p for p in pieces[1:]]
+    return out
 
 
 def run_lines(report: dict) -> list[str]:

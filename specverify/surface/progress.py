@@ -1,0 +1,124 @@
+"""``check``'s progress on stderr while it runs: a status line redrawn on a terminal
+(``StatusLine``, rich) or plain periodic lines for logs and pipes (``ProgressLines``).
+
+Both write through their own duplicate of stderr's descriptor or from a thread of the parent
+only: a subject forked meanwhile never meets a lock they hold.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+from ..common.command_line import emit
+
+PROGRESS_LINE_SECONDS = 10.0
+"""How often ``progress="lines"`` repeats the stage that is running, with the time elapsed."""
+
+
+class ProgressLines:
+    """``progress="lines"``: a plain line on stderr every ``PROGRESS_LINE_SECONDS``, the stage
+    running and the time elapsed (for logs and pipes, where a status line cannot be redrawn;
+    a check shorter than that prints nothing), from a daemon thread that ``stop`` ends."""
+
+    def __init__(self, target: str):
+        import threading
+
+        self.words, self.started, self.done = f"checking {target}", 0.0, threading.Event()
+        self.thread = threading.Thread(target=self._repeat, name="specverify-progress", daemon=True)
+
+    def _line(self) -> None:
+        import time
+
+        emit(f"specverify: {self.words} ({time.monotonic() - self.started:.0f} s)\n", sys.stderr)
+
+    def _repeat(self) -> None:
+        while not self.done.wait(PROGRESS_LINE_SECONDS):
+            self._line()
+
+    def start(self) -> None:
+        import time
+
+        self.started = time.monotonic()
+        self.thread.start()
+
+    def say(self, words: str) -> None:
+        self.words = words
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+
+class StatusLine:
+    """``check``'s status line on stderr: a spinner, the target and what runs, the time elapsed
+    (rich, erased when done). Enabled None: only when stderr is a terminal; "lines": plain
+    periodic lines (``ProgressLines``) wherever stderr goes. It writes through its own duplicate of
+    stderr's descriptor, so a subject forked meanwhile never meets a lock it holds."""
+
+    def __init__(self, target: str, enabled: bool | str | None):
+        self.bar = self.stream = None
+        self.lines = ProgressLines(target) if enabled == "lines" else None
+        if self.lines is not None:
+            return
+        if enabled is None:
+            try:
+                enabled = sys.stderr is not None and sys.stderr.isatty()
+            except (AttributeError, ValueError, OSError):  # replaced, closed
+                enabled = False
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
+
+        try:
+            self.stream = os.fdopen(
+                os.dup(sys.stderr.fileno()), "w", encoding=sys.stderr.encoding or "utf-8", errors="backslashreplace"
+            )
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no descriptor: stderr itself
+            self.stream = None
+        text = TextColumn(
+            "specverify: {task.description}",
+            markup=False,
+            table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+        )
+        self.bar = Progress(
+            SpinnerColumn(),
+            TimeElapsedColumn(),
+            text,
+            expand=True,
+            transient=True,
+            console=Console(file=self.stream or sys.stderr),
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self.task = self.bar.add_task(f"checking {target}", total=None)
+
+    def start(self) -> None:
+        if self.lines is not None:
+            self.lines.start()
+        if self.bar is not None:
+            self.bar.start()
+
+    def say(self, words: str) -> None:
+        if self.lines is not None:
+            self.lines.say(words)
+        if self.bar is not None:
+            self.bar.update(self.task, description=words)
+
+    def stop(self) -> None:
+        if self.lines is not None:
+            self.lines.stop()
+        if self.bar is not None:
+            try:
+                self.bar.stop()
+            finally:
+                self.bar = None
+                if self.stream is not None:
+                    self.stream.close()
+
+
+__all__ = ["PROGRESS_LINE_SECONDS", "ProgressLines", "StatusLine"]
