@@ -166,7 +166,7 @@ def test_list_imports_no_torch_creates_and_downloads_nothing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert not cache_dir.exists()
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["engine", "package", "interface", "needs", "wheel", "cached"]
+    assert lines[0].split() == ["engine", "package", "interface", "needs", "cached"]
     for engine in ENGINES:
         (line,) = [ln for ln in lines if ln.startswith(engine.name + " ")]
         assert f"{engine.package}=={engine.version}" in line and f" {engine.interface} " in line, line
@@ -187,6 +187,14 @@ def test_list_says_what_each_row_needs_and_what_is_cached(cache, capsys):
     assert not any("triton" in n for n in rows["vllm-v0-rejection"]["needs"])
     assert rows["flashinfer"]["runs_here"] is False and any("CUDA" in n for n in rows["flashinfer"]["needs"])
     assert {r["interface"] for r in rows.values()} == {"kernel", "round"}
+
+
+def test_the_list_fits_in_100_columns(cache, capsys):
+    assert main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["engine", "package", "interface", "needs", "cached"]
+    assert all(len(line) <= 100 for line in lines if not line.startswith("cache: ")), lines
+    assert sum(line.startswith(tuple(BY_NAME)) for line in lines) == len(BY_NAME)
 
 
 # ----------------------------------------------------------------------------- --help

@@ -534,8 +534,11 @@ def listing(engines: list[Engine] | None = None) -> list[dict]:
 
 
 def render_listing(rows: list[dict]) -> str:
-    """``listing`` rows as aligned columns, with the cache directory on the last line."""
-    head = ("engine", "package", "interface", "needs", "wheel cached")
+    """``listing`` rows as aligned columns within ``tables.WIDTH`` (what each row needs wraps),
+    with the cache directory on the last line."""
+    from ..common import tables
+
+    head = ("engine", "package", "interface", "needs", "cached")
     body = [
         (
             r["engine"],
@@ -546,12 +549,8 @@ def render_listing(rows: list[dict]) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head) - 1)]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
-        for line in [head, *body]
-    ]
-    return "\n".join([*lines, "", f"cache: {loader.cache_root()} ($SPECVERIFY_ENGINES_DIR)"])
+    table = tables.render(head, body, shrink=(3,), min_widths={3: 20}, rule=False)
+    return "\n".join([table, "", f"cache: {loader.cache_root()} ($SPECVERIFY_ENGINES_DIR)"])
 
 
 # ----------------------------------------------------------------------------- judging
