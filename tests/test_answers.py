@@ -234,3 +234,24 @@ def test_a_missing_target_does_not_stop_the_others_and_the_xml_is_written(subjec
     cases = ET.parse(xml).getroot().find("testsuite").findall("testcase")
     assert [c.get("name") for c in cases] == ["missing.py:f", "specverify.samplers.chain:speculative_step", "no-colon"]
     assert [c.find("error") is not None for c in cases] == [True, False, True]
+
+
+# --------------------------------------------------------------------------- long work shows itself
+
+
+def test_a_slow_import_is_not_silent_when_stderr_is_not_a_terminal(tmp_path, monkeypatch, capfd):
+    """``progress="lines"`` (what ``specverify check`` uses on a pipe) prints the running stage
+    every PROGRESS_LINE_SECONDS, from the loading of the target on; a short check prints none."""
+    from specverify.surface import progress
+
+    slow = tmp_path / "slow_import.py"
+    slow.write_text(
+        "import time\ntime.sleep(1.5)\n\ndef speculative_step(p_fn, q_fn, prefix, k, rng):\n    return []\n"
+    )
+    monkeypatch.setattr(progress, "PROGRESS_LINE_SECONDS", 0.4)
+    api.check(f"{slow}:speculative_step", budget="quick", progress="lines", counterexample=False)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("specverify: ")]
+    assert any(line.startswith(f"specverify: loading {slow}:speculative_step (") for line in lines), lines
+    monkeypatch.setattr(progress, "PROGRESS_LINE_SECONDS", 60.0)
+    api.check("specverify.samplers.chain:speculative_step", budget="quick", progress="lines", counterexample=False)
+    assert "specverify: " not in capfd.readouterr().err

@@ -20,18 +20,22 @@ PROGRESS_LINE_SECONDS = 10.0
 class ProgressLines:
     """``progress="lines"``: a plain line on stderr every ``PROGRESS_LINE_SECONDS``, the stage
     running and the time elapsed (for logs and pipes, where a status line cannot be redrawn;
-    a check shorter than that prints nothing), from a daemon thread that ``stop`` ends."""
+    a check shorter than that prints nothing), from a daemon thread that ``stop`` ends. The
+    thread writes through its own stream on a duplicate of stderr's descriptor (``own_stderr``):
+    a subject forked while it writes never inherits a held lock of ``sys.stderr``."""
 
     def __init__(self, target: str):
         import threading
 
         self.words, self.started, self.done = f"checking {target}", 0.0, threading.Event()
         self.thread = threading.Thread(target=self._repeat, name="specverify-progress", daemon=True)
+        self.stream, self.owned = own_stderr()
 
     def _line(self) -> None:
         import time
 
-        emit(f"specverify: {self.words} ({time.monotonic() - self.started:.0f} s)\n", sys.stderr)
+        emit(f"specverify: {self.words} ({time.monotonic() - self.started:.0f} s)\n", self.stream)
+        self.stream.flush()
 
     def _repeat(self) -> None:
         while not self.done.wait(PROGRESS_LINE_SECONDS):
@@ -50,6 +54,20 @@ class ProgressLines:
         self.done.set()
         if self.thread.is_alive():
             self.thread.join()
+        if self.owned:
+            self.stream.close()
+            self.owned = False
+
+
+def own_stderr():
+    """A text stream on a duplicate of stderr's descriptor, or stderr itself when it has none (a
+    test's capture); (stream, whether it is ours to close)."""
+    try:
+        fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return sys.stderr, False
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    return os.fdopen(fd, "w", encoding=encoding, errors="backslashreplace"), True
 
 
 class StatusLine:
