@@ -394,6 +394,8 @@ def to_frame(rows: list[Row]) -> pl.DataFrame:
 
 
 def summary(rows: list[Row]) -> str:
+    """The report's last line, within 100 characters: the baseline, the forced fail, the mutants
+    killed and the controls passed, and the seconds the subjects' batteries took together."""
     by_id = {r.id: r for r in rows}
     rest = [r for r in rows if r.id not in (BASELINE_ID, SANITY_ID)]
     mutants = [r for r in rest if r.effect != "exact"]
@@ -405,7 +407,7 @@ def summary(rows: list[Row]) -> str:
         f"baseline {'passed' if base.status == Status.PASSED else 'FAILED'}, forced-fail "
         f"{'detected' if sanity.status == Status.KILLED else 'NOT DETECTED'}; "
         f"{killed}/{len(mutants)} mutants killed, {passed}/{len(controls)} controls passed; "
-        f"{sum(r.seconds for r in rows):.0f} s of detector time"
+        f"{sum(r.seconds for r in rows):.0f} s judging"
     )
 
 
