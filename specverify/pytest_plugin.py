@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .common.command_line import is_terminal
+
 if TYPE_CHECKING:
     from .api import Report
     from .battery.runner import Runner
@@ -169,11 +171,7 @@ def status_line_through_capture(config: pytest.Config, kwargs: dict[str, Any]) -
         yield
         return
     with capman.global_and_fixture_disabled():
-        try:
-            shown = sys.stderr.isatty()
-        except (AttributeError, ValueError, OSError):
-            shown = False
-        if shown:
+        if is_terminal(sys.stderr):
             sys.stderr.write("\n")  # below pytest's partial line, which the erased status line keeps
             kwargs["progress"] = True
         yield

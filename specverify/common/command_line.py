@@ -32,6 +32,29 @@ def emit(text: str, stream=None) -> None:
     stream.write(text)
 
 
+def own_stderr():
+    """A text stream on a duplicate of stderr's descriptor, or stderr itself when it has none (a
+    test's capture); (stream, whether it is ours to close). A thread that writes progress through
+    it never holds a lock of ``sys.stderr`` that a subject forked meanwhile would inherit."""
+    import io
+    import os
+
+    try:
+        fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return sys.stderr, False
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    return os.fdopen(fd, "w", encoding=encoding, errors="backslashreplace"), True
+
+
+def is_terminal(stream) -> bool:
+    """Whether ``stream`` is a terminal (False when it cannot say: replaced, closed, None)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line on stderr, ``PROG: error: MESSAGE``, and
     exit 2 (argparse's own prints the whole usage block first; ``--help`` still prints it). Its

@@ -15,35 +15,16 @@ stdout is left to the table or the JSON.
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 import threading
 import time
+
+from ..common.command_line import is_terminal, own_stderr
 
 HEARTBEAT_S = 10.0
 """The longest silence on stderr while a row runs (plain lines, not a terminal)."""
 
 PREFIX = "specverify engines"
-
-
-def own_stderr():
-    """A stream on a duplicate of stderr's descriptor, or stderr itself when it has none (a
-    test's capture); (stream, whether it is ours to close)."""
-    try:
-        fd = os.dup(sys.stderr.fileno())
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return sys.stderr, False
-    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
-    return os.fdopen(fd, "w", encoding=encoding, errors="backslashreplace"), True
-
-
-def is_terminal(stream) -> bool:
-    """Whether ``stream`` is a terminal (False when it cannot say)."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 def skip_reason(row: dict) -> str:

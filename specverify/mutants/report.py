@@ -31,6 +31,7 @@ from ..battery import runner
 from ..battery.core import BREAKING_KINDS, BatteryResult
 from ..battery.executors import ExecutorUnavailable
 from ..common import tables
+from ..common.command_line import is_terminal
 from ..common.files import write_atomically
 from ..common.validation import with_overrides
 from ..interfaces import round_cases
@@ -287,10 +288,7 @@ def progress_mode_of(progress: bool | str | None) -> str | None:
 def progress_mode_for(stream) -> str:
     """ "bar" (rich's, redrawn in place) on a terminal; "lines" (plain, one per ~10 s) where
     ``stream`` is a file or a pipe, which a redrawn bar would fill with escape codes."""
-    try:
-        return "bar" if stream.isatty() else "lines"
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return "lines"
+    return "bar" if is_terminal(stream) else "lines"
 
 
 def _progress(items, mode: str | None, total: int | None = None, lines=None):

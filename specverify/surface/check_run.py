@@ -31,7 +31,7 @@ from ..battery import runner
 from ..battery.core import BatteryResult
 from ..battery.environment import EnvironmentProblem
 from ..battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
-from ..common.command_line import EXIT_ENVIRONMENT, EXIT_USAGE, OneLineParser, emit  # noqa: F401 - re-exported for older callers
+from ..common.command_line import EXIT_ENVIRONMENT, EXIT_USAGE, OneLineParser, emit, is_terminal  # noqa: F401 - re-exported for older callers
 from ..common.files import json_default
 from .campaign_cost import resolve_budget
 from .report_text import VERDICT_WORDS, failure_message, human, run_lines  # noqa: F401 - re-exported
@@ -102,7 +102,7 @@ def check_target(
             device=device,
             aim=aim,
             fail_fast=fail_fast,
-            progress=None if stderr_is_a_terminal() else "lines",
+            progress=None if is_terminal(sys.stderr) else "lines",
         )
         if units:
             extra = BatteryResult(output=report["output"], seconds=report["seconds"])
@@ -113,14 +113,6 @@ def check_target(
         return "usage", str(exc)
     except EnvironmentProblem as exc:
         return "environment", str(exc)
-
-
-def stderr_is_a_terminal() -> bool:
-    """Whether stderr is a terminal (a status line is redrawn there; elsewhere plain lines)."""
-    try:
-        return sys.stderr is not None and sys.stderr.isatty()
-    except (AttributeError, ValueError, OSError):  # replaced, closed
-        return False
 
 
 def target_units(target: str, budget: str, interface: str = "auto") -> list[tuple]:

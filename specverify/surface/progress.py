@@ -7,11 +7,9 @@ only: a subject forked meanwhile never meets a lock they hold.
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 
-from ..common.command_line import emit
+from ..common.command_line import emit, is_terminal, own_stderr
 
 PROGRESS_LINE_SECONDS = 10.0
 """How often ``progress="lines"`` repeats the stage that is running, with the time elapsed."""
@@ -59,17 +57,6 @@ class ProgressLines:
             self.owned = False
 
 
-def own_stderr():
-    """A text stream on a duplicate of stderr's descriptor, or stderr itself when it has none (a
-    test's capture); (stream, whether it is ours to close)."""
-    try:
-        fd = os.dup(sys.stderr.fileno())
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return sys.stderr, False
-    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
-    return os.fdopen(fd, "w", encoding=encoding, errors="backslashreplace"), True
-
-
 class StatusLine:
     """``check``'s status line on stderr: a spinner, the target and what runs, the time elapsed
     (rich, erased when done). Enabled None: only when stderr is a terminal; "lines": plain
@@ -78,26 +65,19 @@ class StatusLine:
 
     def __init__(self, target: str, enabled: bool | str | None):
         self.bar = self.stream = None
+        self.owned = False
         self.lines = ProgressLines(target) if enabled == "lines" else None
         if self.lines is not None:
             return
         if enabled is None:
-            try:
-                enabled = sys.stderr is not None and sys.stderr.isatty()
-            except (AttributeError, ValueError, OSError):  # replaced, closed
-                enabled = False
+            enabled = is_terminal(sys.stderr)
         if not enabled:
             return
         from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
         from rich.table import Column
 
-        try:
-            self.stream = os.fdopen(
-                os.dup(sys.stderr.fileno()), "w", encoding=sys.stderr.encoding or "utf-8", errors="backslashreplace"
-            )
-        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no descriptor: stderr itself
-            self.stream = None
+        self.stream, self.owned = own_stderr()
         text = TextColumn(
             "specverify: {task.description}",
             markup=False,
@@ -109,7 +89,7 @@ class StatusLine:
             text,
             expand=True,
             transient=True,
-            console=Console(file=self.stream or sys.stderr),
+            console=Console(file=self.stream),
             redirect_stdout=False,
             redirect_stderr=False,
         )
@@ -135,7 +115,7 @@ class StatusLine:
                 self.bar.stop()
             finally:
                 self.bar = None
-                if self.stream is not None:
+                if self.owned:
                     self.stream.close()
 
 
