@@ -114,8 +114,13 @@ def test_documented_imports_and_names_are_read_from_markdown():
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
 def test_every_import_a_page_shows_works(page):
+    failed = []
     for line in documented_imports(page.read_text()):
-        exec(line, {})  # noqa: S102 - the documented statement itself, as a reader would run it
+        try:
+            exec(line, {})  # noqa: S102 - the documented statement itself, as a reader would run it
+        except ImportError as exc:
+            failed.append(f"{line} ({type(exc).__name__}: {exc})")
+    assert failed == [], f"{page.name} shows imports that fail: {failed}"
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
