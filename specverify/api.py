@@ -25,6 +25,7 @@ one of those names is re-exported here (``api.human``, ``api.UsageError``, ...).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from . import interfaces
 from .battery import runner
-from .battery.core import BatteryResult, Finding
+from .battery.core import BatteryResult, Finding, listening
 from .battery.environment import EnvironmentProblem
 from .battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
 from .common.command_line import EXIT_ENVIRONMENT
@@ -242,6 +243,8 @@ def check(
     max_tokens: int | None = None,
     fail_fast: bool = False,
     cases: Iterable[LoopCase] | None = None,
+    time_limit: float | None = None,
+    workers: int = 1,
 ) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``.
 
@@ -284,9 +287,25 @@ def check(
     used when ``cases`` is None. The report's coverage then says the cases came from the subject
     and are not the standard coverage (``"origin": "declared"``), and the counterexample is
     searched among them; aiming (``vocab``, ``k``, ``max_tokens``) is a usage error with them.
+
+    ``time_limit``: seconds after which the battery stops (None, the default: no limit). The
+    budget, never the clock, decides every case's run count, so a check's verdict and findings
+    are the same on any machine at any load; a battery the limit stops reports so ("stopped by
+    the time limit after N of M runs") and is INCONCLUSIVE unless a finding came first.
+
+    ``workers``: how many processes of a round subject share its sampled runs (1 to 256; the
+    runs come in blocks, each from its own stream, so the report is the same with 1 or N); the
+    loop and kernel batteries run in one process.
     """
     if not isinstance(fail_fast, bool):
         raise TypeError(f"fail_fast: must be True or False, got {fail_fast!r}")
+    if time_limit is not None and (
+        isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not 0 < time_limit < float("inf")
+    ):
+        raise ValueError(f"time_limit: must be a number of seconds > 0 or None, got {time_limit!r}")
+    from .common.validation import check_workers
+
+    workers = check_workers(workers)
     try:
         aim = interfaces.aim(vocab=vocab, k=k, max_tokens=max_tokens)
     except interfaces.InterfaceError as exc:
@@ -355,13 +374,19 @@ def check(
                 extra["device"] = kind.check_device(device)
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
-        status_line.say(f"checking {target}: {kind.NAME} battery, budget {b.name}")
+        doing = f"checking {target}: {kind.NAME} battery, budget {b.name}"
+        status_line.say(doing)
         if aim:
             extra["aim"] = aim
             coverage += f"; aimed at {aim.words()}"
         if fail_fast:
             coverage += "; fail-fast: stops at its first finding that breaks exactness"
-        result = kind.run(subject, b, seed, prefetched=prefetched, stop_on_first=fail_fast, **extra)
+        if time_limit is not None:
+            extra["deadline"] = time.monotonic() + time_limit
+        if workers > 1 and kind.NAME == "round":
+            extra["workers"] = workers
+        with listening(lambda words: status_line.say(f"{doing}: {words}")):
+            result = kind.run(subject, b, seed, prefetched=prefetched, stop_on_first=fail_fast, **extra)
         if counterexample and not result.environment:
             status_line.say(f"checking {target}: looking for the smallest counterexample")
             more = {} if declared is None else {"cases": declared}

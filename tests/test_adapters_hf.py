@@ -59,12 +59,12 @@ def test_ensemble_step_is_flagged_inexact_with_p_value_and_samples():
 
 
 def test_plain_step_respects_zeros_in_p_and_q_at_2000_runs():
-    """The battery's cases with zeros and disjoint supports, each to n = 2,000 (the standard run's
-    20 s budget stops them at 500): false-fail 1e-6 over the three, seed 5."""
+    """The battery's cases with zeros and disjoint supports, each to n = 2,000: false-fail 1e-6
+    over the three, seed 5."""
     cases = [c for c in round_cases.battery("standard") if "zeros" in c.name or "disjoint" in c.name]
     assert len(cases) == 3
     result = round_interface.run_statistics(
-        hf.speculative_step, cases, 5, false_fail_rate=1e-6, n_max=2000, statistics_s=300.0
+        hf.speculative_step, cases, 5, false_fail_rate=1e-6, n_max=2000
     )
     assert result.findings == []
     assert sum("passed at n=2000" in line for line in result.ran) == 3

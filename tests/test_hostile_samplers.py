@@ -65,9 +65,9 @@ SUBJECTS = textwrap.dedent(
     def global_random(p_fn, q_fn, prefix, k, rng):
         return speculative_step(p_fn, q_fn, prefix, k, np.random.default_rng(random.getrandbits(63)))
 
-    def slow_but_exact(p_fn, q_fn, prefix, k, rng):
-        time.sleep(0.1)
-        return speculative_step(p_fn, q_fn, prefix, k, rng)
+    def slow_reseeded(p_fn, q_fn, prefix, k, rng):  # not enumerable: straight to the sampled runs
+        time.sleep(0.05)
+        return speculative_step(p_fn, q_fn, prefix, k, np.random.default_rng(int(rng.integers(2**63))))
 
     def unlocks_the_table(p_fn, q_fn, prefix, k, rng):
         p = p_fn(tuple(prefix))
@@ -165,29 +165,20 @@ def test_another_random_source_is_inconclusive_never_not_exact(subjects, name):
     assert any(line.startswith("chi-square:") and "passed" in line for line in report["ran"])
 
 
-def test_slow_but_exact_is_inconclusive_with_a_power_statement(subjects):
-    # 0.1 s per call is well inside the 2 s limit: never a finding, only too few runs. The quick
-    # budget's power (same detect_tv) on two of its fixed cases (none generated) with every time
-    # limit cut, so the test waits ~8 s instead of the quick budget's ~70 s; the API is what the
-    # command runs.
-    budget = dataclasses.replace(
-        round_cases.BUDGETS["quick"],
-        cases=(0, 4),
-        generated=0,
-        contract_calls=3,
-        case_enumeration_s=1.0,
-        enumeration_s=1.5,
-        statistics_s=2.0,
-        fallback_statistics_s=2.0,
-        round_length_s=1.0,
-        counterexample_s=1.0,
-    )
-    result = specverify.check(f"{subjects}:slow_but_exact", budget=budget)
+def test_a_slow_sampler_stopped_by_the_time_limit_says_so_and_is_inconclusive(subjects):
+    # 0.05 s per call is well inside the 2 s per-call guard: never a finding. The budget plans
+    # every run whatever the pace; only the user's time limit (4 s here, where the quick budget's
+    # two cases would need minutes at this pace) stops it, and the report says after how many of
+    # the planned runs. The API is what the command runs.
+    budget = dataclasses.replace(round_cases.BUDGETS["quick"], cases=(0, 4), generated=0, contract_calls=3)
+    result = specverify.check(f"{subjects}:slow_reseeded", budget=budget, time_limit=4.0, counterexample=False)
     report = result.to_dict()
     assert result.exit_code == 3 and report["exact"] is None and report["findings"] == []
-    assert report["shortfalls"] and report["power"]
-    for row in report["power"]:
-        assert row["runs"] >= 1 and 0 < row["min_detectable_tv"] <= 1
+    assert report["timed_out"] is True
+    stopped = [s for s in report["shortfalls"] if s.startswith("stopped by the time limit after ")]
+    assert len(stopped) == 1 and stopped[0] in report["ran"], report["shortfalls"]
+    done, planned = (int(x.replace(",", "")) for x in stopped[0].split("after ")[1].split(" runs")[0].split(" of "))
+    assert 0 <= done < planned
 
 
 def test_unlocking_the_table_is_a_contract_finding_and_the_reference_stays_private(subjects):

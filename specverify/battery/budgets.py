@@ -43,36 +43,35 @@ TV_RANGE = "0 < X < 1"
 
 @dataclass(frozen=True)
 class Budget:
-    """The round section: everything a round battery run may spend (``interfaces.round``)."""
+    """The round section: everything a round battery run may spend (``interfaces.round``).
+
+    Every count below decides the verdict; no clock does. Each case's runs, paths and rounds are
+    fixed by the budget, so the verdict, the findings and every case's run count are a function
+    of (subject, seed, budget) alone. The ``*_guard_s`` fields and ``call_limit_s`` only stop a
+    subject that hangs: what a guard stops is reported as stopped by that guard, and is not
+    judged (the verdict is then inconclusive), never judged on fewer runs."""
 
     name: str
     cases: tuple[int, ...]  # indices into round_cases.all_cases()
     stat_cases: int  # enumerable cases also tested by statistics (besides every fallback case)
     n_max: int  # largest sample size of the sequential chi-square
     n_min: int = 500
-    contract_calls: int = 20
-    contract_s: float = 2.0  # per case, after MIN_CONTRACT_CALLS
-    call_limit_s: float = 2.0  # one sampler call
-    case_enumeration_s: float = 10.0
-    enumeration_s: float = 60.0  # all cases together
-    max_paths: int = 100_000
-    statistics_s: float = 20.0  # when every case was also enumerated (a cross-check)
-    fallback_statistics_s: float = 60.0  # when statistics alone judges some case
+    contract_calls: int = 20  # rounds per case of the contract check
+    call_limit_s: float = 2.0  # guard: one sampler call
+    max_paths: int = 100_000  # the most paths one case's enumeration may follow
+    enumeration_guard_s: float = 120.0  # guard: one case's enumeration (past it: not enumerated)
     detect_tv: float = 0.1  # a case judged by statistics alone must see this TV (w.p. 0.95)
     round_length_runs: int = 4000
-    round_length_s: float = 10.0
     detect_tokens: float = 0.5  # ... and a sampled tokens-per-round shortfall of this size
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
-    counterexample_s: float = 15.0
     counterexample_samples: int = 2000
+    counterexample_guard_s: float = 600.0  # guard: the whole counterexample search
     generated: int = 3  # cases drawn from the check's seed besides the fixed ones (generated_cases)
     engine_vocab: int = 256  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
     # engine-scale cases judged by a binned chi-square per position (specverify.laws.scale): (V, k, side)
     scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
     scale_runs: int = 2000  # runs per engine-scale or aimed case (one look)
-    scale_s: float = 15.0  # the most seconds one engine-scale case may sample
-    aim_s: float = 40.0  # the most seconds all aimed cases together may sample (--vocab/--k/--max-tokens)
-    scale_call_limit_s: float = 10.0  # one call's limit on an engine-scale case (past it: a shortfall)
+    scale_call_limit_s: float = 10.0  # guard: one call on an engine-scale case (past it: not judged there)
 
 
 @dataclass(frozen=True)
@@ -157,18 +156,11 @@ TABLE = {
             (0, 4, 5, 6),
             stat_cases=2,
             n_max=4000,
-            contract_s=1.0,
-            case_enumeration_s=5.0,
-            enumeration_s=15.0,
-            fallback_statistics_s=30.0,
             detect_tv=0.15,
-            round_length_s=5.0,
             generated=1,
             engine_vocab=128,
             scale_cases=(),
             scale_runs=1000,
-            scale_s=8.0,
-            aim_s=20.0,
         ),
         "loop": LoopBudget(
             "quick",
@@ -199,18 +191,11 @@ TABLE = {
             tuple(range(12)),
             stat_cases=12,
             n_max=64_000,
-            enumeration_s=120.0,
-            statistics_s=120.0,
-            fallback_statistics_s=300.0,
             detect_tv=0.05,
-            round_length_s=30.0,
             generated=12,
             engine_vocab=512,
-            case_enumeration_s=30.0,
             scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
             scale_runs=4000,
-            scale_s=60.0,
-            aim_s=240.0,
         ),
         "loop": LoopBudget(
             "thorough",

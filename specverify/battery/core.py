@@ -486,6 +486,47 @@ def _exit_code(exc: SystemExit) -> str:
 
 # --------------------------------------------------------------------------- the parent's side
 
+_LISTENERS: list[Callable[[str], None]] = []
+
+
+@contextmanager
+def listening(listener: Callable[[str], None]):
+    """Within the block, ``listener(words)`` hears every ``announce``: what a battery is about to
+    do (a forecast of its runs), for a progress line; never part of a result."""
+    _LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        _LISTENERS.remove(listener)
+
+
+def announce(words: str) -> None:
+    """Tell the listeners (``listening``) ``words``; a listener that fails is dropped silently."""
+    for listener in list(_LISTENERS):
+        try:
+            listener(words)
+        except Exception:  # noqa: BLE001 - progress never breaks a check
+            _LISTENERS.remove(listener)
+
+
+class Speed:
+    """Rounds and the seconds they took (a battery's first calls): the pace of a forecast,
+    never an input to a verdict."""
+
+    def __init__(self) -> None:
+        self.rounds, self.tokens, self.seconds = 0, 0, 0.0
+
+    def add(self, rounds: list, seconds: float) -> None:
+        self.rounds += len(rounds)
+        self.tokens += sum(len(r) for r in rounds)
+        self.seconds += seconds
+
+    def rounds_per_second(self) -> float | None:
+        return self.rounds / self.seconds if self.rounds and self.seconds > 0 else None
+
+    def tokens_per_round(self) -> float:
+        return self.tokens / self.rounds if self.rounds else 1.0
+
 
 class Battery:
     """What every battery holds on the parent's side, whatever its interface: the started
@@ -499,6 +540,90 @@ class Battery:
     def __init__(self, subject: runner.Runner, budget, seed: int, deadline: float | None):
         self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
         self.result = BatteryResult(budget=budget.name)
+        self.runs_done, self.runs_planned = 0, None  # sampled runs so far, and the budget's plan
+        self.workers = 1  # processes that share independent calls (``map_calls``): the subject's and clones
+        self._clones: list[runner.Runner] = []
+
+    def map_calls(self, calls: list[tuple], seconds: list[float], stop: Callable[[object], bool]) -> list:
+        """``[task(subject, *args) for task, args in calls]`` in order, each within its
+        ``seconds``, shared among ``workers`` processes of the subject (the subject's own and
+        clones loaded the same way, started on first use, closed by ``close``). The calls must
+        be independent (each draws from its own stream); the results are cut after the first
+        for which ``stop`` is true, so they are the same as one process calling them in order
+        and stopping there. One process: exactly that."""
+        if self.workers <= 1 or len(calls) <= 1:
+            out = []
+            for (task, args), limit in zip(calls, seconds):
+                out.append(self.call(task, *args, seconds=limit))
+                if stop(out[-1]):
+                    break
+            return out
+        return self._map_in_parallel(calls, seconds, stop)
+
+    def _map_in_parallel(self, calls, seconds, stop) -> list:
+        import threading
+
+        handles = [self.subject, *self._started_clones()]
+        results: dict[int, tuple[bool, object]] = {}
+        lock, next_call, cut = threading.Lock(), [0], [len(calls)]
+
+        def work(handle) -> None:
+            while True:
+                with lock:
+                    i = next_call[0]
+                    if i >= cut[0]:
+                        return
+                    next_call[0] += 1
+                task, args = calls[i]
+                try:
+                    value = call_within(handle, task, args, seconds[i], self.deadline, self.now)
+                    done = (True, value)
+                except BaseException as exc:  # noqa: BLE001 - re-raised in order below
+                    done = (False, exc)
+                with lock:
+                    results[i] = done
+                    if not done[0] or stop(done[1]):
+                        cut[0] = min(cut[0], i + 1)
+
+        threads = [threading.Thread(target=work, args=(h,), daemon=True) for h in handles]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        out = []
+        for i in range(cut[0]):
+            ok, value = results[i]
+            if not ok:
+                raise value
+            out.append(value)
+        return out
+
+    def _started_clones(self) -> list[runner.Runner]:
+        """``workers - 1`` more processes of the subject, loaded as its own was."""
+        while len(self._clones) < self.workers - 1:
+            clone = self.subject.clone()
+            self._clones.append(clone)
+            clone.start()
+        return self._clones
+
+    def close(self) -> None:
+        """End the clones ``map_calls`` started (the subject's own process is its owner's)."""
+        clones, self._clones = self._clones, []
+        for clone in clones:
+            clone.close()
+
+    def plan(self, runs: int, words: str = "") -> None:
+        """Record the runs the budget plans from here on (the run count a time limit is
+        reported against) and announce them with ``words`` (the forecast) to the listeners."""
+        self.runs_planned = self.runs_done + runs
+        if words:
+            announce(words)
+
+    def stopped_words(self) -> str:
+        """What a time limit stopped, in those words: after how many of the planned runs."""
+        if self.runs_planned:
+            return f"stopped by the time limit after {self.runs_done:,} of {self.runs_planned:,} runs"
+        return "stopped by the time limit before the planned runs"
 
     def call(self, task, *args, seconds: float):
         """The task in the subject's process, killed past ``seconds`` (or the deadline)."""
@@ -547,11 +672,13 @@ def run_in_subject(subject, battery_for: Callable, run: Callable) -> BatteryResu
         run(battery_run)
     except OutOfTime:
         battery_run.result.timed_out = True
-        battery_run.result.ran.append("stopped: the deadline passed")
+        battery_run.result.ran.append(battery_run.stopped_words())
+        battery_run.result.shortfalls.append(battery_run.stopped_words())
     except (runner.SubjectFailed, ContractBreach) as exc:  # it died loading, or mid-stage
         battery_run.breach(str(exc), None)
         battery_run.result.ran.append("contract: breached; the remaining detectors skipped")
     finally:
+        battery_run.close()
         battery_run.result.output = handle.output_excerpt()
         if own:
             handle.close()
@@ -590,12 +717,15 @@ __all__ = [
     "ContractBreach",
     "Finding",
     "OutOfTime",
+    "Speed",
+    "announce",
     "as_sequence",
     "call_subject",
     "call_within",
     "coverage_entry",
     "describe_exception",
     "items_of",
+    "listening",
     "message_of",
     "plain_tokens",
     "reading",

@@ -743,6 +743,10 @@ class Runner:
     def for_callable(cls, fn: Callable) -> Runner:
         return cls(_Constant(fn))
 
+    def clone(self) -> Runner:
+        """A new, unstarted Runner of the same subject, loaded the same way."""
+        return type(self)(self._load, self._load_limit, self.start_method)
+
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> Runner:
         if multiprocessing.current_process().daemon:

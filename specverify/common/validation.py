@@ -156,6 +156,18 @@ def check_seed(x, name: str = "seed") -> int:
     return check_int(name, x, 0)
 
 
+MAX_WORKERS = 256
+"""The most processes one subject's sampled runs may be shared among (``check_workers``)."""
+
+
+def check_workers(x, name: str = "workers") -> int:
+    """A number of worker processes for one subject: an integer from 1 to ``MAX_WORKERS``."""
+    n = check_int(name, x, 1)
+    if n > MAX_WORKERS:
+        raise ValueError(f"{name}: must be <= {MAX_WORKERS}, got {n}")
+    return n
+
+
 def check_writable_file(name: str, path) -> str:
     """``path`` as a string, when a file can be created in its folder (checked before a long run).
 

@@ -316,21 +316,15 @@ SLOW_ROUND = {
         "base": "quick",
         "cases": (0,),
         "n_max": 2000,
-        "fallback_statistics_s": 400.0,
-        "statistics_s": 400.0,
         "detect_tv": 0.15,
         "call_limit_s": 30.0,
-        "round_length_s": 120.0,
     },
     "standard": {
         "base": "quick",
         "cases": (0, 4),
         "n_max": 4000,
-        "fallback_statistics_s": 900.0,
-        "statistics_s": 900.0,
         "detect_tv": 0.1,
         "call_limit_s": 30.0,
-        "round_length_s": 240.0,
     },
 }
 

@@ -40,7 +40,6 @@ Random streams: ``round_cases.ROUND_STREAMS``.
 from __future__ import annotations
 
 import copy
-import math
 import time
 from dataclasses import replace
 
@@ -55,12 +54,14 @@ from ..battery.core import (
     ContractBreach,
     Finding,
     OutOfTime,
+    Speed,
     run_in_subject,
     stopping_kinds,
 )
 from ..laws import exact, scale, stats
 from . import round_cases
 from .round_cases import (
+    SCALE_STREAMS,
     WIDE_VOCAB,
     Budget,
     Case,
@@ -73,13 +74,20 @@ from .round_cases import (
     optimum_tokens_per_round,
     round_length_cases,
     round_stream,
-    scale_stream,
+    run_blocks,
     target_distribution,
     too_slow,
     tree_optimum_tokens_per_round,
 )
 from .round_counterexample import describe_case, find_counterexample, shrink_engine_scale
-from .round_tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_task
+from .round_tasks import (
+    contract_task,
+    enumerate_task,
+    enumeration_key,
+    round_length_run,
+    sample_guard_s,
+    sample_task,
+)
 
 NAME = "round"
 PARAMETERS = ("p_fn", "q_fn", "prefix", "k", "rng")
@@ -108,6 +116,7 @@ def run(
     stop_on_first: bool = False,
     prefetched: dict | None = None,
     aim=None,
+    workers: int = 1,
     **overrides,
 ) -> BatteryResult:
     return run_battery(
@@ -118,6 +127,7 @@ def run(
         stop_on_first=stop_on_first,
         prefetched=prefetched,
         aim=aim,
+        workers=workers,
         **overrides,
     )
 
@@ -161,6 +171,28 @@ def _among(case: Case, cases) -> bool:
     return any(case is c for c in cases)
 
 
+def planned_runs(budget: Budget, stat: list, big: list) -> int:
+    """The runs the budget plans for the chi-square's cases (every look, to n_max) and the
+    engine-scale cases: what a run without findings samples (tokens per round, sampled only where
+    the enumerator cannot follow, comes on top)."""
+    return len(stat) * looks(budget.n_min, budget.n_max)[-1] + len(big) * budget.scale_runs
+
+
+def forecast_words(budget: Budget, runs: int, windows: list[int], speed: Speed) -> str:
+    """The forecast a progress line shows before the runs start: the subject's pace in the
+    contract's rounds, the runs the budget needs and about how long they take at that pace."""
+    pace = speed.rounds_per_second()
+    if pace is None or not runs:
+        return f"the {budget.name} budget needs {runs:,} runs"
+    per_round = speed.tokens_per_round()
+    mean_window = sum(windows) / len(windows) if windows else 1.0
+    rounds = runs * max(1.0, mean_window / per_round)
+    return (
+        f"about {pace:,.0f} rounds/s: the {budget.name} budget needs {runs:,} runs "
+        f"(about {rounds:,.0f} rounds), about {rounds / pace:,.0f} s"
+    )
+
+
 def _table(dist: dict, limit: int = 16) -> dict:
     top = sorted(dist.items(), key=lambda kv: -kv[1])[:limit]
     return {" ".join(map(str, key)): round(float(v), 12) for key, v in top}
@@ -174,6 +206,7 @@ class RoundBattery(Battery):
         super().__init__(subject, budget, seed, deadline)
         self.aim = aim  # interfaces.Aim: aimed engine-scale cases (engine_scale_cases)
         self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
+        self.speed = Speed()  # the contract's rounds: the forecast's speed (never the verdict's)
 
     # -- contract ------------------------------------------------------------------------------
     def contract(self, cases) -> bool:
@@ -186,13 +219,12 @@ class RoundBattery(Battery):
             start = copy.deepcopy(rng)
             try:
                 out, rng = self.call(
-                    contract_task, case, b, rng, b.contract_calls, seconds=b.contract_s + b.call_limit_s
+                    contract_task, case, b, rng, b.contract_calls, seconds=(b.contract_calls + 1) * b.call_limit_s
                 )
+                self.speed.add(out["rounds"], out["seconds"])
                 if not out["breach"]:
                     n = min(len(out["rounds"]), REPLAYED_CALLS)
-                    replay, _ = self.call(
-                        contract_task, case, replace(b, contract_s=math.inf), start, n, seconds=n * b.call_limit_s
-                    )
+                    replay, _ = self.call(contract_task, case, b, start, n, seconds=(n + 1) * b.call_limit_s)
                     out["breach"] = replay["breach"]
                     if replay["rounds"] != out["rounds"][:n]:
                         unreproducible.append(case.name)
@@ -227,7 +259,6 @@ class RoundBattery(Battery):
     def exact(self, cases, stop_on_first: bool) -> list[Case]:
         """Exact TV per case; returns the cases left to statistics."""
         b, r = self.budget, self.result
-        stop = self.now() + b.enumeration_s
         if any(f.check == "rng" for f in r.findings):
             r.ran.append("exact: skipped (the sampler does not draw from rng)")
             return list(cases)
@@ -236,16 +267,12 @@ class RoundBattery(Battery):
             if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
                 r.ran.append("exact: stopped after the first finding")
                 break
-            if self.now() > stop:
-                r.ran.append(
-                    f"exact: {case.name}: not enumerated (enumeration time "
-                    f"{b.enumeration_s:g} s spent); statistics instead"
-                )
+            status, value = self.call(enumerate_task, case, b, seconds=b.enumeration_guard_s + b.call_limit_s)
+            if status == "guard":
+                r.ran.append(f"exact: {case.name}: {value}; statistics instead")
+                r.shortfalls.append(f"exact: {case.name}: {value}")
                 fallback.append(case)
                 continue
-            status, value = self.call(
-                enumerate_task, case, b, b.case_enumeration_s, seconds=b.case_enumeration_s + b.call_limit_s
-            )
             if status == "breach":
                 self.breach(value, case)
                 continue
@@ -271,40 +298,22 @@ class RoundBattery(Battery):
 
     # -- statistics ----------------------------------------------------------------------------
     def statistics(self, cases, fallback, false_fail_rate: float) -> None:
-        """Chi-square at doubling sample sizes, breadth first (every live case at n before any at
-        2n); each look is one check of the Bonferroni split. The runs case i adds at look j are
-        drawn from their own stream, ``round_stream(seed, "chi-square looks", i, j)``: the same
-        whatever other cases are live (each (case, look) an independent unit). A case the
-        enumerator could not follow and that ran out of time before n_max is a shortfall, with
-        its power stated."""
+        """Chi-square at doubling sample sizes (``looks``: n_min, 2 n_min, ... n_max), breadth
+        first (every live case at n before any at 2n); each look is one check of the Bonferroni
+        split. A case leaves at its first failing look; the others run every look, so each
+        case's run count is fixed by the budget and the seed. The runs case i adds at look j
+        come in blocks of ``RUN_BLOCK``, block l drawn from its own stream,
+        ``round_stream(seed, "chi-square looks", i, j, l)``: the same whatever other cases are
+        live, and whichever process draws them."""
         b, r = self.budget, self.result
         sizes = looks(b.n_min, b.n_max)
         per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
-        seconds = b.fallback_statistics_s if fallback else b.statistics_s
-        stop = time.monotonic() + seconds
         live = {i: [] for i in range(len(cases))}
         last_p: dict = {}
         for look, n in enumerate(sizes):
-            order = list(live)
-            for turn, i in enumerate(order):
+            for i in list(live):
                 case, samples = cases[i], live[i]
-                left = stop - time.monotonic()
-                if left <= 0 and samples:
-                    self._judged(
-                        case,
-                        samples,
-                        last_p[i],
-                        per_check,
-                        _among(case, fallback),
-                        f"stopped by the time limit ({seconds:g} s)",
-                    )
-                    del live[i]
-                    continue
-                share = max(left, 0.0) / (len(order) - turn)  # the cases left in this look share it
-                rng = np.random.default_rng(round_stream(self.seed, "chi-square looks", i, look))
-                got, breach, _ = self.call(
-                    sample_task, case, n - len(samples), rng, b, share, seconds=share + 2 * case.m * b.call_limit_s
-                )
+                got, breach = self.sample_blocks(case, n - len(samples), ("chi-square looks", i, look))
                 samples += got
                 if breach:
                     self.breach(breach, case)
@@ -331,18 +340,32 @@ class RoundBattery(Battery):
                         )
                     )
                     del live[i]
-                elif len(samples) < n:
-                    self._judged(
-                        case,
-                        samples,
-                        p,
-                        per_check,
-                        _among(case, fallback),
-                        f"stopped by the time limit ({seconds:g} s)",
-                    )
-                    del live[i]
         for i in live:
             self._judged(cases[i], live[i], last_p[i], per_check, _among(cases[i], fallback), "passed")
+
+    def sample_blocks(self, case: Case, n: int, where: tuple, budget: Budget | None = None, run=None):
+        """n runs of ``case`` in blocks of ``RUN_BLOCK``, block l from
+        ``round_stream(seed, *where, l)``; (runs, breach or None). The blocks are independent
+        units: the runs are the same however they are shared out."""
+        b = budget or self.budget
+        purpose, *path = where
+        extra = () if run is None else (run,)
+        sizes = run_blocks(n)
+        calls = [
+            (
+                sample_task,
+                (case, size, np.random.default_rng(round_stream(self.seed, purpose, *path, block)), b, *extra),
+            )
+            for block, size in enumerate(sizes)
+        ]
+        limits = [sample_guard_s(case, size, b) for size in sizes]
+        out: list = []
+        for got, breach, _ in self.map_calls(calls, limits, stop=lambda result: result[1] is not None):
+            out += got
+            self.runs_done += len(got)
+            if breach:
+                return out, breach
+        return out, None
 
     def _judged(self, case, samples, p, per_check, judged_only_here: bool, how: str) -> None:
         """Record a case the chi-square passed: its power, and a shortfall when statistics alone
@@ -371,29 +394,20 @@ class RoundBattery(Battery):
     # -- engine scale --------------------------------------------------------------------------
     def engine_scale(self, cases, false_fail_rate: float) -> None:
         """Each engine-scale case (``engine_scale_cases``): ``scale_runs`` runs of its first m
-        tokens (fewer when its seconds ran out: ``scale_s`` each, the aimed ones ``aim_s`` shared),
-        then a binned chi-square per position against p (``scale.judge_positions``), the
-        false-fail rate split over every position of every case. A case whose runs see no binned
-        TV below 0.5 is a shortfall (the sampler too slow to be judged there)."""
+        tokens (case i's blocks from ``round_stream(seed, "engine scale", 1, i, block)``, the
+        engine-scale runs' node of ``SCALE_STREAMS``), then a binned chi-square per position
+        against p (``scale.judge_positions``), the false-fail rate split over every position of
+        every case. A case whose calls overrun ``scale_call_limit_s`` is not judged there (a
+        shortfall); a case whose runs see no binned TV below 0.5 is a shortfall."""
         b, r = self.budget, self.result
         if not cases:
             return
         per_check = stats.split_budget(false_fail_rate, sum(c.m for c in cases))
-        rng = np.random.default_rng(scale_stream(self.seed, "engine-scale runs"))
-        aimed = sum(c.name.startswith("aimed") for c in cases)
         wide = replace(b, call_limit_s=max(b.call_limit_s, b.scale_call_limit_s))
-        for case in cases:
-            seconds = b.aim_s / aimed if case.name.startswith("aimed") else b.scale_s
+        node = SCALE_STREAMS.index("engine-scale runs")
+        for i, case in enumerate(cases):
             try:
-                runs, breach, rng = self.call(
-                    sample_task,
-                    case,
-                    b.scale_runs,
-                    rng,
-                    wide,
-                    seconds,
-                    seconds=seconds + 2 * case.m * wide.call_limit_s,
-                )
+                runs, breach = self.sample_blocks(case, b.scale_runs, ("engine scale", node, i), wide)
             except ContractBreach as exc:  # its process died (killed past the limit, or exited)
                 runs, breach = [], str(exc)
             if breach and too_slow(breach):
@@ -404,11 +418,6 @@ class RoundBattery(Battery):
                 self.breach(breach, case)
                 continue
             p, n = case.model.p_table[0], len(runs)
-            if n < b.scale_runs:
-                r.ran.append(
-                    f"binned chi-square: {case.name}: {n} of {b.scale_runs} runs, stopped by the "
-                    f"time limit ({seconds:g} s)"
-                )
             verdict = scale.judge_positions(runs, p, case.m, per_check)
             words = scale.binning_words(len(verdict.want), case.model.vocab_size, n)
             if not verdict.passed:
@@ -444,9 +453,7 @@ class RoundBattery(Battery):
                 f"TV >= {tv:.3g} per position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})"
             )
             if tv > 0.5:
-                r.shortfalls.append(
-                    f"engine scale: {case.name}: {n} runs in {seconds:g} s see only a binned TV of {tv:.3g}"
-                )
+                r.shortfalls.append(f"engine scale: {case.name}: {n} runs see only a binned TV of {tv:.3g}")
 
     # -- tokens per round ----------------------------------------------------------------------
     def tokens_per_round(self, cases, false_fail_rate: float) -> None:
@@ -464,9 +471,7 @@ class RoundBattery(Battery):
             want = expected_round_length(case)
             status, value = "not-enumerable", None
             if not skip_exact:
-                status, value = self.call(
-                    enumerate_task, case, b, b.case_enumeration_s, True, seconds=b.case_enumeration_s + b.call_limit_s
-                )
+                status, value = self.call(enumerate_task, case, b, True, seconds=b.enumeration_guard_s + b.call_limit_s)
             if status == "ok":
                 got = sum(length * w for length, w in value.items())
                 differs, how = abs(got - want) > 1e-9, "exact"
@@ -474,16 +479,10 @@ class RoundBattery(Battery):
                 self.breach(value, case)
                 continue
             else:
-                rng = np.random.default_rng(round_stream(self.seed, "tokens per round", i))
-                lengths, breach, _ = self.call(
-                    sample_task,
-                    case,
-                    b.round_length_runs,
-                    rng,
-                    b,
-                    b.round_length_s,
-                    round_length_run,
-                    seconds=b.round_length_s + b.call_limit_s,
+                if status == "guard":
+                    r.shortfalls.append(f"tokens per round: {case.name}: {value}")
+                lengths, breach = self.sample_blocks(
+                    case, b.round_length_runs, ("tokens per round", i), run=round_length_run
                 )
                 if breach:
                     self.breach(breach, case)
@@ -493,9 +492,8 @@ class RoundBattery(Battery):
                 power = stats.min_discrepancy_mean(len(lengths), 1, case.k + 1, per_check, POWER_FALSE_PASS_RATE)
                 if not differs and power > b.detect_tokens:
                     r.shortfalls.append(
-                        f"tokens per round: {case.name}: {len(lengths)} rounds in "
-                        f"{b.round_length_s:g} s see a shortfall of {power:.3g} "
-                        f"tokens, not the budget's {b.detect_tokens:g}"
+                        f"tokens per round: {case.name}: {len(lengths)} rounds see a shortfall of "
+                        f"{power:.3g} tokens, not the budget's {b.detect_tokens:g}"
                     )
             r.mean_tokens_per_round[case.name] = (got, want)
             r.optimum_tokens_per_round[case.name] = optimum_tokens_per_round(case)
@@ -532,6 +530,8 @@ class RoundBattery(Battery):
         fallback = self.exact(cases, stop_on_first)
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
         stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
+        runs = planned_runs(b, stat, big)
+        self.plan(runs, forecast_words(b, runs, [c.m for c in stat + big], self.speed))
         self.statistics(stat, fallback, half)
         if (
             big
@@ -595,12 +595,11 @@ class _PrefetchedBattery(RoundBattery):
     one the subject's own process would have returned. Every other call (contract, the
     sequential chi-square's looks, sampled tokens per round: everything that draws from the
     seeded streams) runs live, in order, as in ``RoundBattery`` (a look's draws come from its
-    own stream, ``round_cases.ROUND_STREAMS``, so a look could be served the same way; its time
-    share, which can cut its runs short, still depends on the looks before it). The clock (``now``) is charged the
-    seconds each served call took where it ran, so the enumeration budget, the per-call limits
-    and the deadline decide as they would have in one process; results the run never asks for
-    (cases after ``stop_on_first``'s first finding, cases past the enumeration budget) are
-    discarded, as the local run never computes them.
+    own stream, ``round_cases.ROUND_STREAMS``, so a look could be served the same way). The
+    clock (``now``) is charged the seconds each served call took where it ran, so the guards and
+    the time limit decide as they would have in one process; results the run never asks for
+    (cases after ``stop_on_first``'s first finding) are discarded, as the local run never
+    computes them.
     """
 
     def __init__(self, subject, budget: Budget, seed: int, deadline: float | None, prefetched: dict, aim=None):
@@ -613,8 +612,8 @@ class _PrefetchedBattery(RoundBattery):
     def call(self, task, *args, seconds: float):
         if task is not enumerate_task:
             return super().call(task, *args, seconds=seconds)
-        case, budget, case_seconds, *rest = args
-        unit = self.prefetched.get(enumeration_key(case, budget, case_seconds, bool(rest and rest[0])))
+        case, budget, *rest = args
+        unit = self.prefetched.get(enumeration_key(case, budget, bool(rest and rest[0])))
         if unit is None:  # not prefetched (or not for these limits): run it here
             return super().call(task, *args, seconds=seconds)
         return self._serve(unit, seconds)
@@ -653,27 +652,37 @@ def run_battery(
     deadline: float | None = None,
     prefetched: dict | None = None,
     aim=None,
+    workers: int = 1,
     **overrides,
 ) -> BatteryResult:
     """Every detector on every case of the budget. Never raises for a broken subject.
 
     ``subject``: a callable (handed to its process by fork) or a started ``runner.Runner``.
     ``overrides`` replace fields of the budget (e.g. ``n_max=8000``); ``deadline`` (a
-    ``time.monotonic()`` value) ends the run with ``timed_out`` set; ``stop_on_first`` stops
+    ``time.monotonic()`` value: a time limit, a guard) ends the run with ``timed_out`` set and
+    says after how many of the planned runs (``Battery.stopped_words``); ``stop_on_first`` stops
     enumeration at the first biased case (enough to kill a mutant). ``prefetched``: enumerations
     computed elsewhere (specverify.interfaces.round_units, the Ray executor), replayed by ``_PrefetchedBattery``:
     the same result as without them. ``aim``: an ``interfaces.Aim`` (the user's --vocab, --k,
     --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
+    ``workers``: processes of the subject that share the sampled runs' blocks
+    (``Battery.map_calls``); the result is the same with 1 or N.
     """
-    from ..common.validation import check_seed, with_overrides
+    from ..common.validation import check_seed, check_workers, with_overrides
 
     seed = check_seed(seed)
+    workers = check_workers(workers)
     b = get_budget(budget)
     b = with_overrides("round", b, overrides)
-    if prefetched is None:
-        make = lambda handle: RoundBattery(handle, b, seed, deadline, aim)  # noqa: E731
-    else:
-        make = lambda handle: _PrefetchedBattery(handle, b, seed, deadline, prefetched, aim)  # noqa: E731
+
+    def make(handle):
+        if prefetched is None:
+            battery_run = RoundBattery(handle, b, seed, deadline, aim)
+        else:
+            battery_run = _PrefetchedBattery(handle, b, seed, deadline, prefetched, aim)
+        battery_run.workers = workers
+        return battery_run
+
     return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
 
 

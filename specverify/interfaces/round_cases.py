@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..battery import budgets
-from ..battery.budgets import CAMPAIGN_SECONDS, Budget
+from ..battery.budgets import Budget
 from ..battery.core import POWER_FALSE_PASS_RATE, stream
 from ..laws import exact, scale, stats
 from ..laws.chains import TableModel, handout_iid, iid_model, random_model, toy_chain
@@ -153,12 +153,13 @@ def engine_scale_case(vocab: int, k: int, m: int, side: str, origin: str, rng, s
 
 ROUND_STREAMS = ("chi-square looks", "generated cases", "engine scale", "tokens per round")
 """The round battery's random streams (``battery.stream``: nodes of ``SeedSequence(seed)``'s tree),
-child by child: 0 the sequential chi-square, one node per (case, look): ``(0, i, j)`` draws the
-runs case i of the chi-square's cases (``RoundBattery.statistics``' list: the fallback cases, then
-the enumerated ones) adds at look j (``looks``), whatever other cases are live; 1 the generated
-cases (``(1, i)`` case i, ``(1, budget.generated)`` the engine-vocabulary pair); 2 the engine-scale
-streams (``SCALE_STREAMS``); 3 sampled tokens per round, ``(3, i)`` for case i of
-``round_length_cases``. The root itself (``default_rng(seed)``) draws the contract's rounds,
+child by child: 0 the sequential chi-square, one node per (case, look, block): ``(0, i, j, l)``
+draws block l (``run_blocks``) of the runs case i of the chi-square's cases
+(``RoundBattery.statistics``' list: the fallback cases, then the enumerated ones) adds at look j
+(``looks``), whatever other cases are live; 1 the generated cases (``(1, i)`` case i,
+``(1, budget.generated)`` the engine-vocabulary pair); 2 the engine-scale streams
+(``SCALE_STREAMS``; the runs of engine-scale case i, block l: ``(2, 1, i, l)``); 3 sampled tokens
+per round, ``(3, i, l)`` for block l of case i of ``round_length_cases``. The root itself (``default_rng(seed)``) draws the contract's rounds,
 threaded through the cases in order, and the counterexample search's runs (``round_counterexample``).
 No stream is made by adding an offset to the seed."""
 
@@ -258,6 +259,17 @@ def expected_round_length(case: Case) -> float:
     """The exact rule's mean round length on the case (= expected_tokens(alpha, k) if i.i.d.)."""
     dist = exact.round_length_distribution(speculative_step, case.model.p_fn, case.model.q_fn, case.prefix, case.k)
     return sum(n * w for n, w in dist.items())
+
+
+RUN_BLOCK = 1000
+"""Runs per block: the sampled runs of a case come in blocks of this many, each drawn from its
+own node of the seed's tree (``run_blocks``), so that the runs are the same however the blocks
+are shared out among processes."""
+
+
+def run_blocks(n: int) -> list[int]:
+    """n runs as block sizes: ``RUN_BLOCK`` each, the last one the rest."""
+    return [RUN_BLOCK] * (n // RUN_BLOCK) + ([n % RUN_BLOCK] if n % RUN_BLOCK else [])
 
 
 def looks(n_min: int, n_max: int) -> list[int]:
@@ -362,8 +374,6 @@ def campaign_budget(tv: float, base: str | Budget = "thorough") -> Budget:
         stat_cases=len(b.cases),
         n_max=c["n_max"],
         detect_tv=min(b.detect_tv, tv),
-        statistics_s=CAMPAIGN_SECONDS,
-        fallback_statistics_s=CAMPAIGN_SECONDS,
     )
 
 
@@ -373,6 +383,7 @@ __all__ = [
     "Case",
     "GENERATED_SHAPES",
     "ROUND_STREAMS",
+    "RUN_BLOCK",
     "SCALE_STREAMS",
     "SMALL_MODELS_SEED",
     "SMALL_PAIRS",
@@ -392,6 +403,7 @@ __all__ = [
     "reference_case",
     "round_length_cases",
     "round_stream",
+    "run_blocks",
     "scale_stream",
     "small_cases",
     "small_models",

@@ -20,7 +20,7 @@ from ..battery import runner
 from ..battery.core import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, stream, subject_process
 from ..laws import exact, scale, stats
 from .round_cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
-from .round_tasks import enumerate_task, sample_task
+from .round_tasks import enumerate_task, sample_guard_s, sample_task
 
 COUNTEREXAMPLE_MAX_PATHS = 20_000
 
@@ -31,12 +31,13 @@ def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 
     Exact enumeration first (a TV above ``EXACT_TV_TOL``); the candidates the enumerator cannot
     follow then get ``counterexample_samples`` runs each and a chi-square test at a false-fail
     rate of ``false_fail_rate`` split over all candidates (``"method": "statistical"``, with the
-    empirical distribution). None when no candidate shows it within ``counterexample_s``.
+    empirical distribution). None when no candidate shows it (or ``counterexample_guard_s``
+    stopped a search that hung).
     """
     from ..common.validation import with_overrides
 
     b = with_overrides("round", get_budget(budget), overrides)
-    deadline = time.monotonic() + b.counterexample_s
+    deadline = time.monotonic() + b.counterexample_guard_s
     try:
         with subject_process(subject) as handle:
             return _search(Battery(handle, b, seed, deadline), small_cases())
@@ -48,9 +49,8 @@ def _search(search: Battery, cases: list[Case]) -> dict | None:
     b = search.budget
     unenumerable = []
     for case in cases:
-        status, got = search.call(
-            enumerate_task, case, replace(b, max_paths=COUNTEREXAMPLE_MAX_PATHS), 2.0, seconds=2.0 + b.call_limit_s
-        )
+        small = replace(b, max_paths=COUNTEREXAMPLE_MAX_PATHS)
+        status, got = search.call(enumerate_task, case, small, seconds=small.enumeration_guard_s + b.call_limit_s)
         if status == "not-enumerable":
             unenumerable.append(case)
         elif status == "ok":
@@ -60,9 +60,9 @@ def _search(search: Battery, cases: list[Case]) -> dict | None:
                 return describe(case, got, want, tv, "exact", None)
     rng = np.random.default_rng(search.seed)
     per_case = stats.split_budget(b.false_fail_rate, len(cases))
+    n = b.counterexample_samples
     for case in unenumerable:
-        left = search.deadline - time.monotonic()
-        samples, breach, rng = search.call(sample_task, case, b.counterexample_samples, rng, b, left, seconds=left)
+        samples, breach, rng = search.call(sample_task, case, n, rng, b, seconds=sample_guard_s(case, n, b))
         if breach or len(samples) < b.counterexample_samples:
             continue
         want = target_distribution(case)
@@ -77,9 +77,7 @@ def describe_case(subject, case: Case, budget: str | Budget = "standard") -> dic
     b = get_budget(budget)
     try:
         with subject_process(subject) as handle:
-            status, got = handle.call(
-                enumerate_task, case, b, b.case_enumeration_s, limit=b.case_enumeration_s + b.call_limit_s
-            )
+            status, got = handle.call(enumerate_task, case, b, limit=b.enumeration_guard_s + b.call_limit_s)
     except (runner.SubjectFailed, runner.RunnerError):
         return None
     if status != "ok":
@@ -120,7 +118,8 @@ def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) ->
     the case's k), each a fresh ``engine_scale_case`` of the case's side drawn from
     ``scale_stream(seed, "shrink cases")``, given ``counterexample_samples`` runs and the binned
     chi-square at the false-fail rate split over every candidate position; the case itself is the
-    last candidate. Within ``counterexample_s``; None when none shows it."""
+    last candidate. None when none shows it (or ``counterexample_guard_s`` stopped a search that
+    hung)."""
     b = get_budget(budget)
     side = scale.side_of(case.model) or "residual"
     shapes = scale.shrink_shapes(case.model.vocab_size, case.k, scale.side_of(case.model))
@@ -131,14 +130,14 @@ def shrink_engine_scale(subject, budget: str | Budget, seed: int, case: Case) ->
     ]
     candidates[-1] = case
     per_check = stats.split_budget(b.false_fail_rate, sum(c.m for c in candidates))
-    deadline = time.monotonic() + b.counterexample_s
+    deadline = time.monotonic() + b.counterexample_guard_s
     rng = np.random.default_rng(scale_stream(seed, "shrink runs"))
+    n = b.counterexample_samples
     try:
         with subject_process(subject) as handle:
             search = Battery(handle, b, seed, deadline)
             for cand in candidates:
-                left = deadline - time.monotonic()
-                runs, breach, rng = search.call(sample_task, cand, b.counterexample_samples, rng, b, left, seconds=left)
+                runs, breach, rng = search.call(sample_task, cand, n, rng, b, seconds=sample_guard_s(cand, n, b))
                 if breach or len(runs) < b.counterexample_samples:
                     continue
                 verdict = scale.judge_positions(runs, cand.model.p_table[0], cand.m, per_check)

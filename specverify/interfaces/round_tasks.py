@@ -35,8 +35,6 @@ from ..laws import exact
 from ..laws.chains import TableModel
 from .round_cases import Budget, Case
 
-MIN_CONTRACT_CALLS = 3
-
 
 def validate_round(out, k: int, vocab_size: int) -> list[int]:
     """The round's tokens as ints, or ContractBreach saying what is wrong with them. Whatever the
@@ -141,24 +139,32 @@ def _first_tokens_run(g, case: Case, rng) -> tuple:
 
 
 def contract_task(sampler, case: Case, budget: Budget, rng, calls: int) -> tuple[dict, object]:
-    """Up to ``calls`` rounds from the case's prefix (at least MIN_CONTRACT_CALLS, then until
-    ``contract_s`` is spent): {"breach": what or None, "rounds": their tokens}, the rng after."""
+    """``calls`` rounds from the case's prefix: {"breach": what or None, "rounds": their tokens,
+    "seconds": the time they took (for the speed forecast only)}, the rng after."""
     g = guarded(sampler, case.model.vocab_size, budget.call_limit_s, interrupt=True)
     outs: list = []
-    stop = time.monotonic() + budget.contract_s
+    t0 = time.perf_counter()
     try:
-        while len(outs) < calls and (len(outs) < MIN_CONTRACT_CALLS or time.monotonic() < stop):
+        while len(outs) < calls:
             outs.append(g(case.model.p_fn, case.model.q_fn, case.prefix, case.k, rng))
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
-        return {"breach": message_of(exc), "rounds": outs}, rng
-    return {"breach": None, "rounds": outs}, rng
+        return {"breach": message_of(exc), "rounds": outs, "seconds": time.perf_counter() - t0}, rng
+    return {"breach": None, "rounds": outs, "seconds": time.perf_counter() - t0}, rng
 
 
-def enumerate_task(sampler, case: Case, budget: Budget, seconds: float, lengths: bool = False):
-    """("ok", exact distribution) | ("not-enumerable", why) | ("breach", what)."""
+class EnumerationGuard(Exception):
+    """An enumeration stopped by its guard (``Budget.enumeration_guard_s``): not a refusal of
+    the enumerator, and not evidence about the subject."""
+
+
+def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
+    """("ok", exact distribution) | ("not-enumerable", why) | ("guard", what stopped it) |
+    ("breach", what). The enumeration follows at most ``budget.max_paths`` paths (past them:
+    not enumerable, whatever the machine); ``budget.enumeration_guard_s`` only stops one that
+    hangs."""
     g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
     try:
-        with time_limit(seconds, "exact enumeration", exact.NotEnumerable):
+        with time_limit(budget.enumeration_guard_s, "exact enumeration", EnumerationGuard):
             if lengths:
                 return "ok", exact.round_length_distribution(
                     g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths
@@ -166,6 +172,8 @@ def enumerate_task(sampler, case: Case, budget: Budget, seconds: float, lengths:
             return "ok", exact.sampler_distribution(
                 g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m, max_paths=budget.max_paths
             )
+    except EnumerationGuard as exc:
+        return "guard", f"stopped by a guard: {message_of(exc)}"
     except exact.NotEnumerable as exc:
         return "not-enumerable", message_of(exc)
     except ContractBreach as exc:
@@ -173,30 +181,35 @@ def enumerate_task(sampler, case: Case, budget: Budget, seconds: float, lengths:
 
 
 def sample_task(
-    sampler, case: Case, n: int, rng, budget: Budget, seconds: float, run: Callable = _first_tokens_run
+    sampler, case: Case, n: int, rng, budget: Budget, run: Callable = _first_tokens_run
 ) -> tuple[list, str | None, object]:
-    """Up to n runs (fewer when ``seconds`` ran out); (runs, breach or None, the rng after)."""
+    """Exactly n runs (fewer only on a breach); (runs, breach or None, the rng after)."""
     g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
     out: list = []
-    stop = time.monotonic() + seconds
     try:
-        while len(out) < n and (not out or time.monotonic() < stop):
+        while len(out) < n:
             out.append(run(g, case, rng))
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
         return out, message_of(exc), rng
     return out, None, rng
 
 
-def enumeration_key(case: Case, budget: Budget, seconds: float, lengths: bool) -> tuple:
+def sample_guard_s(case: Case, n: int, budget: Budget) -> float:
+    """The kill limit of a ``sample_task`` of n runs: every call at its own limit (a guard
+    against a hang; a subject inside its per-call limit is never stopped by it)."""
+    return n * max(case.m, 1) * budget.call_limit_s + budget.call_limit_s
+
+
+def enumeration_key(case: Case, budget: Budget, lengths: bool) -> tuple:
     """What makes two ``enumerate_task`` calls the same call: the case, what is enumerated
-    (the window's distribution, or the round length's with ``lengths``), and the limits that
+    (the window's distribution, or the round length's, with ``lengths``), and the limits that
     decide its outcome. The prefetched battery (``interfaces.round``) serves a prefetched
     result only for its key."""
-    return (case.name, bool(lengths), float(seconds), budget.max_paths, budget.call_limit_s)
+    return (case.name, bool(lengths), budget.max_paths, budget.call_limit_s)
 
 
 __all__ = [
-    "MIN_CONTRACT_CALLS",
+    "EnumerationGuard",
     "contract_task",
     "enumerate_task",
     "enumeration_key",
@@ -205,6 +218,7 @@ __all__ = [
     "guarded",
     "round_length_run",
     "sample_first_tokens",
+    "sample_guard_s",
     "sample_task",
     "validate_round",
 ]

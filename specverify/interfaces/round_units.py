@@ -10,20 +10,18 @@ process:
   subject process (``runner.Runner``: an exit, a crash or a hang is a finding, never a dead
   worker) and returns the outcome with the seconds it took.
 - **seeded calls**: the contract's rounds (the root stream, ``default_rng(seed)``, threaded
-  through the cases in order), the sequential chi-square and sampled tokens per round
-  (``round_cases.ROUND_STREAMS``: one stream per (case, look),
-  ``round_stream(seed, "chi-square looks", i, j)``, and one per tokens-per-round case). A look's
-  draws therefore depend only on the subject, the case, the look and the seed: each (case,
-  look) is an independent unit by its numbers. They still run in order, in one task
-  (``run_battery(prefetched=...)``), as in the local executor: which looks run at all (a case
-  leaves at its first failing look, all stop at the first finding) and the seconds a look may
-  take (its share of what the looks before it left) are decided as the run goes; serving looks
-  from units would mean drawing each look's runs ahead, to a time limit of its own.
+  through the cases in order), the sequential chi-square, the engine-scale runs and sampled
+  tokens per round (``round_cases.ROUND_STREAMS``: one stream per block of ``RUN_BLOCK`` runs,
+  ``round_stream(seed, "chi-square looks", i, j, l)`` and the like). A block's draws depend only
+  on the subject, the case, the look, the block and the seed: each block is an independent unit
+  by its numbers. They still run in order, in one task (``run_battery(prefetched=...)``), as in
+  the local executor: which looks run at all (a case leaves at its first failing look) is
+  decided as the run goes.
 
 ``run_battery(prefetched=units)`` then replays the battery with the enumerations served from the
 units (``interfaces.round``'s prefetched battery): the same code takes the same decisions on the same
-values (stop at the first finding, the enumeration budget, the deadline, charged with the
-seconds each unit took), so verdicts and findings are those of the local run for the same seed.
+values (stop at the first finding, the guards and the time limit, charged with the seconds each
+unit took), so verdicts and findings are those of the local run for the same seed.
 """
 
 from __future__ import annotations
@@ -58,8 +56,8 @@ def enumeration_unit(load: Callable[[], Callable], budget: round_cases.Budget, l
     limit, exited, crashed), ("error", a traceback of ours) or ("load-failed", why: left for
     the battery's own start to report). Never raises for a broken subject."""
     case = _case(lengths, index)
-    seconds = budget.case_enumeration_s
-    unit = {"key": round_tasks.enumeration_key(case, budget, seconds, lengths), "seconds": 0.0, "output": ""}
+    seconds = budget.enumeration_guard_s
+    unit = {"key": round_tasks.enumeration_key(case, budget, lengths), "seconds": 0.0, "output": ""}
     handle = runner.Runner(load)
     try:
         try:
@@ -71,9 +69,7 @@ def enumeration_unit(load: Callable[[], Callable], budget: round_cases.Budget, l
         try:
             unit["outcome"] = (
                 "ok",
-                handle.call(
-                    round_tasks.enumerate_task, case, budget, seconds, lengths, limit=seconds + budget.call_limit_s
-                ),
+                handle.call(round_tasks.enumerate_task, case, budget, lengths, limit=seconds + budget.call_limit_s),
             )
         except runner.SubjectFailed as exc:
             unit["outcome"] = ("failed", str(exc))

@@ -134,6 +134,23 @@ def parse_args(argv):
         help="the longest output an aimed loop request asks for, and the window an aimed round case judges (0 to 64)",
     )
     ap.add_argument(
+        "--time-limit",
+        type=time_limit_argument,
+        default=None,
+        metavar="SECONDS",
+        help="stop each TARGET's battery after SECONDS (off by default): the budget, not the clock, "
+        "decides every run count; a battery this stops says after how many of its planned runs, and "
+        "its verdict is INCONCLUSIVE unless a finding came first",
+    )
+    ap.add_argument(
+        "--workers",
+        type=workers_argument,
+        default=1,
+        metavar="N",
+        help="processes of a round subject that share its sampled runs (default 1; the report is "
+        "the same with any N: each block of runs draws from its own stream)",
+    )
+    ap.add_argument(
         "--fail-fast",
         action="store_true",
         help="stop each TARGET's battery at its first finding that makes it NOT EXACT (as pytest -x): "
@@ -154,6 +171,30 @@ def parse_args(argv):
         "enumeration",
     )
     return ap.parse_args(argv)
+
+
+def time_limit_argument(text: str) -> float:
+    """``--time-limit SECONDS``: a number of seconds > 0."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return seconds
+
+
+def workers_argument(text: str) -> int:
+    """``--workers N``: an integer from 1 to ``validation.MAX_WORKERS``."""
+    from ..common.validation import MAX_WORKERS
+
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_WORKERS}, got {text!r}")
+    return n
 
 
 def plot_file_argument(text: str) -> str:
@@ -205,4 +246,6 @@ __all__ = [
     "budget_help",
     "main",
     "parse_args",
+    "time_limit_argument",
+    "workers_argument",
 ]

@@ -51,9 +51,11 @@ def check(
     aim: interfaces.Aim | None = None,
     fail_fast: bool = False,
     progress: bool | str | None = None,
+    time_limit: float | None = None,
+    workers: int = 1,
 ) -> dict:
     """The verdict as the JSON object the CLI prints (subject: a callable, a TARGET string or a
-    started Runner; ``fail_fast``, ``progress``: ``api.check``'s)."""
+    started Runner; ``fail_fast``, ``progress``, ``time_limit``, ``workers``: ``api.check``'s)."""
     aim = aim or interfaces.Aim()
     return api.check(
         subject,
@@ -69,6 +71,8 @@ def check(
         max_tokens=aim.max_tokens,
         fail_fast=fail_fast,
         progress=progress,
+        time_limit=time_limit,
+        workers=workers,
     ).to_dict()
 
 
@@ -83,11 +87,14 @@ def check_target(
     device: str | None = None,
     aim: interfaces.Aim | None = None,
     fail_fast: bool = False,
+    time_limit: float | None = None,
+    workers: int = 1,
     *units,
 ) -> tuple[str, object]:
     """("ok", the report's dict), ("usage", the one-line error) or ("environment", what this
     machine lacks to load it): one target, start to end
     (a Ray task; ``aim``: the user's --vocab / --k / --max-tokens; ``fail_fast``: --fail-fast;
+    ``time_limit``: --time-limit; ``workers``: --workers;
     ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
     from ..interfaces.round_units import merge_output, prefetched
 
@@ -103,6 +110,8 @@ def check_target(
             aim=aim,
             fail_fast=fail_fast,
             progress=None if is_terminal(sys.stderr) else "lines",
+            time_limit=time_limit,
+            workers=workers,
         )
         if units:
             extra = BatteryResult(output=report["output"], seconds=report["seconds"])
@@ -257,7 +266,20 @@ def _check_all(args, outcomes: list) -> int:
             raise UsageError(f"--plot: draws one TARGET's counterexample; got {len(args.targets)} targets")
         aim = interfaces.Aim(args.vocab, args.k or (), args.max_tokens)
         good = [t for t, problem in zip(args.targets, problems) if problem is None]
-        calls = [(t, args.budget, args.seed, args.interface, args.device, aim, args.fail_fast) for t in good]
+        calls = [
+            (
+                t,
+                args.budget,
+                args.seed,
+                args.interface,
+                args.device,
+                aim,
+                args.fail_fast,
+                getattr(args, "time_limit", None),
+                getattr(args, "workers", 1),
+            )
+            for t in good
+        ]
         if args.executor == "local":
             for target, problem in zip(args.targets, problems):
                 outcomes.append(("usage", problem) if problem else check_target(*calls[good.index(target)]))
