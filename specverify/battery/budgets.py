@@ -54,7 +54,8 @@ class Budget:
     name: str
     cases: tuple[int, ...]  # indices into round_cases.all_cases()
     stat_cases: int  # enumerable cases also tested by statistics (besides every fallback case)
-    n_max: int  # largest sample size of the sequential chi-square
+    n_max: int  # largest sample size of the sequential chi-square (a case statistics alone judges)
+    cross_check_n_max: int = 4000  # ... of an enumerated case's cross-check (its law is known exactly)
     n_min: int = 500
     contract_calls: int = 20  # rounds per case of the contract check
     call_limit_s: float = 2.0  # guard: one sampler call
@@ -80,49 +81,58 @@ class LoopBudget:
     (``loop_cases``, every budget), ``generated`` cases drawn from the check's seed
     (``generated_loop_cases``, each at most ``generated_paths`` paths of the reference loop),
     ``seeds`` seeds replayed alone / batched / beside a same-seed request and ``seed_law_runs``
-    seeds 0..n-1 judged by their law (``seed-law``).
+    seeds 0..n-1 judged by their law (``seed-law``), the sweeps (``sweep_loop_cases``: one
+    dimension at a time to ``sweep_context``, ``sweep_rounds``, ``sweep_seeded_rounds``,
+    ``sweep_max_tokens`` and ``sweep_batch``, ``sweep_runs`` runs each where sampled) and the
+    engine-scale batch.
 
-    Measured: the reference loop, 2 shared cores, seeds 0-4, one battery per fresh process (the
-    generated cases drawn and their reference law enumerated included), median wall time:
+    Every sample size is a count of this budget (paths, runs, seeds, candidates), never a time,
+    so the same subject and seed get the same cases, runs and verdict on an idle machine and a
+    loaded one. Clocks are hang guards only: ``call_limit_s`` for one call of the loop, and
+    ``guard_s`` for one task in the subject's process (an enumeration, a case's runs, the
+    seeds); a task a guard stops is reported as such ("stopped by a guard: ... after N of M
+    runs") and its case is not judged (inconclusive), never judged on fewer runs.
 
-    ==========  =========  ==============  =============  ===============================
-    budget      generated  paths per case  seed-law runs  wall time (before -> after)
-    ==========  =========  ==============  =============  ===============================
-    quick       2          <= 40           200            0.18 -> 0.32 s
-    standard    4          <= 40           400            0.18 -> 0.39 s
-    thorough    16         <= 400          2000           0.20 -> 0.9-1.8 s
-    ==========  =========  ==============  =============  ===============================
+    Measured: the reference loop, 2 shared cores, one battery in a fresh process, wall time
+    (``specverify check specverify.samplers.reference_loop:generate --budget B``):
 
-    Of the standard budget's 0.21 s more: the 8 edge cases and same-seed pairs 0.09 s, the seed
-    law 0.10 s, the 4 generated cases 0.02-0.04 s (+10-20 % of the time before). A loop the
-    enumerator cannot follow (every case by statistics: ``extra_samples`` runs per edge or
-    generated case) took 7.2 s at standard before and 11.8 s after.
+    ==========  =========  ==============  =============  =====================  ==========
+    budget      generated  paths per case  seed-law runs  sweep runs (context)   wall time
+    ==========  =========  ==============  =============  =====================  ==========
+    quick       2          <= 40           200            200 (128)              TIME_QUICK
+    standard    4          <= 40           400            400 (512)              TIME_STANDARD
+    thorough    16         <= 400          2000           1000 (2048)            TIME_THOROUGH
+    ==========  =========  ==============  =============  =====================  ==========
     """
 
     name: str
     max_paths: int = 60_000
-    case_enumeration_s: float = 20.0
     samples: int = 4000  # runs per case the enumerator cannot follow
-    extra_samples: int = 500  # ... per edge or generated case (its power stated, not required)
-    extra_max_paths: int = 2000  # the most paths enumerated on an edge or generated case
-    statistics_s: float = 30.0
+    extra_samples: int = 500  # ... per edge, generated or sweep case (its power stated, not required)
+    extra_max_paths: int = 2000  # the most paths enumerated on an edge, generated or sweep case
     detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
     seeds: int = 12  # seeds of the reproducibility checks (alone vs batched, same-seed pairs)
-    call_limit_s: float = 2.0
+    call_limit_s: float = 2.0  # hang guard: one call of the loop (past it: a contract finding)
+    guard_s: float = 300.0  # hang guard: one task in the subject's process (past it: not judged)
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
-    counterexample_s: float = 20.0  # the whole counterexample search
     counterexample_samples: int = 1000  # runs per candidate the enumerator cannot follow
+    counterexample_candidates: int = 200  # the most candidates the counterexample search judges
     generated: int = 4  # cases drawn from the seed besides the fixed ones (generated_loop_cases)
     generated_paths: int = 40  # the most paths of the reference loop a generated case may need
     seed_law_runs: int = 400  # seeds 0..n-1 of a seeded request, chi-square against its law
     # engine scale (scale_loop_cases): a context-free pair over scale_vocab ids (0: none), k =
-    # scale_k, max_tokens scale_tokens, scale_runs runs within scale_s; aimed cases share aim_s
+    # scale_k, max_tokens scale_tokens, scale_runs runs (an aimed batch too)
     scale_vocab: int = 4096
     scale_k: int = 8
     scale_tokens: int = 8
     scale_runs: int = 300
-    scale_s: float = 10.0
-    aim_s: float = 30.0
+    # the sweeps (sweep_loop_cases), one dimension at a time, the others small; 0 turns one off
+    sweep_context: int = 512  # the longest context (prompt + output), enumerated exactly
+    sweep_rounds: int = 16  # rounds of one unseeded request (max_tokens 2 x this, k = 1)
+    sweep_seeded_rounds: int = 8  # rounds of one seeded request, judged over seed_law_runs seeds
+    sweep_max_tokens: int = 64  # the largest max_tokens
+    sweep_batch: int = 64  # the most requests in one batch
+    sweep_runs: int = 400  # runs of each sampled sweep case
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,7 @@ TABLE = {
             (0, 4, 5, 6),
             stat_cases=2,
             n_max=4000,
+            cross_check_n_max=2000,
             detect_tv=0.15,
             generated=1,
             engine_vocab=128,
@@ -166,17 +177,17 @@ TABLE = {
             "quick",
             samples=2000,
             extra_samples=250,
-            statistics_s=15.0,
             seeds=6,
             detect_tv=0.15,
+            guard_s=120.0,
             generated=2,
             seed_law_runs=200,
             scale_vocab=1100,
             scale_k=4,
             scale_tokens=5,
             scale_runs=300,
-            scale_s=5.0,
-            aim_s=20.0,
+            sweep_context=128,
+            sweep_runs=200,
         ),
         "kernel": KernelBudget("quick", generated=2, engine_scale=False, n_max=40_000, detect_tv=0.04),
     },
@@ -191,6 +202,7 @@ TABLE = {
             tuple(range(12)),
             stat_cases=12,
             n_max=64_000,
+            cross_check_n_max=16_000,
             detect_tv=0.05,
             generated=12,
             engine_vocab=512,
@@ -203,16 +215,21 @@ TABLE = {
             samples=16_000,
             extra_samples=4000,
             extra_max_paths=20_000,
-            statistics_s=120.0,
             seeds=40,
             detect_tv=0.05,
+            guard_s=1200.0,
+            counterexample_candidates=400,
             generated=16,
             generated_paths=400,
             seed_law_runs=2000,
             scale_vocab=33_024,
             scale_runs=2000,
-            scale_s=60.0,
-            aim_s=180.0,
+            sweep_context=2048,
+            sweep_rounds=32,
+            sweep_seeded_rounds=16,
+            sweep_max_tokens=128,
+            sweep_batch=128,
+            sweep_runs=1000,
         ),
         "kernel": KernelBudget("thorough", generated=24, dense_vocab=1000, n_max=1_280_000, detect_tv=0.006),
     },
@@ -296,7 +313,8 @@ def campaign(interface: str, name: str):
     - round: not here: its run count comes from its cases' laws, so ``round_cases.get_budget``
       passes ``section`` its own builder (``campaign_of``); asked here, a KeyError (a caller's bug).
 
-    Time limits are ``CAMPAIGN_SECONDS`` (they do not cut a campaign short)."""
+    Time limits (the loop's ``guard_s``, a hang guard) are ``CAMPAIGN_SECONDS`` (they do not cut a
+    campaign short)."""
     tv = check_tv_budget(name)
     thorough = TABLE["thorough"][interface]
     if interface == "loop":
@@ -306,10 +324,7 @@ def campaign(interface: str, name: str):
             detect_tv=tv,
             samples=0,
             extra_samples=0,
-            statistics_s=CAMPAIGN_SECONDS,
-            case_enumeration_s=CAMPAIGN_SECONDS,
-            scale_s=CAMPAIGN_SECONDS,
-            aim_s=CAMPAIGN_SECONDS,
+            guard_s=CAMPAIGN_SECONDS,
         )
     if interface == "kernel":
         return replace(thorough, name=name, detect_tv=tv, n_max=1 << 40)

@@ -171,11 +171,13 @@ def _among(case: Case, cases) -> bool:
     return any(case is c for c in cases)
 
 
-def planned_runs(budget: Budget, stat: list, big: list) -> int:
+def planned_runs(budget: Budget, stat: list, fallback: list, big: list) -> int:
     """The runs the budget plans for the chi-square's cases (every look, to n_max) and the
     engine-scale cases: what a run without findings samples (tokens per round, sampled only where
     the enumerator cannot follow, comes on top)."""
-    return len(stat) * looks(budget.n_min, budget.n_max)[-1] + len(big) * budget.scale_runs
+    sizes = looks(budget.n_min, budget.n_max)
+    cross_check = max([n for n in sizes if n <= budget.cross_check_n_max], default=sizes[0])
+    return sum(sizes[-1] if _among(c, fallback) else cross_check for c in stat) + len(big) * budget.scale_runs
 
 
 def forecast_words(budget: Budget, runs: int, windows: list[int], speed: Speed) -> str:
@@ -300,8 +302,10 @@ class RoundBattery(Battery):
     def statistics(self, cases, fallback, false_fail_rate: float) -> None:
         """Chi-square at doubling sample sizes (``looks``: n_min, 2 n_min, ... n_max), breadth
         first (every live case at n before any at 2n); each look is one check of the Bonferroni
-        split. A case leaves at its first failing look; the others run every look, so each
-        case's run count is fixed by the budget and the seed. The runs case i adds at look j
+        split. A case leaves at its first failing look; the others run every look (to
+        ``n_max`` for a case statistics alone judges, to ``cross_check_n_max`` for an enumerated
+        one, whose law the enumeration already gave), so each case's run count is fixed by the
+        budget and the seed. The runs case i adds at look j
         come in blocks of ``RUN_BLOCK``, block l drawn from its own stream,
         ``round_stream(seed, "chi-square looks", i, j, l)``: the same whatever other cases are
         live, and whichever process draws them."""
@@ -310,9 +314,15 @@ class RoundBattery(Battery):
         per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
         live = {i: [] for i in range(len(cases))}
         last_p: dict = {}
+        cross_check = max(min(b.cross_check_n_max, sizes[-1]), sizes[0])
+        last = {i: sizes[-1] if _among(c, fallback) else cross_check for i, c in enumerate(cases)}
         for look, n in enumerate(sizes):
             for i in list(live):
                 case, samples = cases[i], live[i]
+                if n > last[i]:
+                    self._judged(case, samples, last_p[i], per_check, _among(case, fallback), "passed")
+                    del live[i]
+                    continue
                 got, breach = self.sample_blocks(case, n - len(samples), ("chi-square looks", i, look))
                 samples += got
                 if breach:
@@ -530,7 +540,7 @@ class RoundBattery(Battery):
         fallback = self.exact(cases, stop_on_first)
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
         stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
-        runs = planned_runs(b, stat, big)
+        runs = planned_runs(b, stat, fallback, big)
         self.plan(runs, forecast_words(b, runs, [c.m for c in stat + big], self.speed))
         self.statistics(stat, fallback, half)
         if (

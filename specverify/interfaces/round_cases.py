@@ -373,6 +373,7 @@ def campaign_budget(tv: float, base: str | Budget = "thorough") -> Budget:
         name=f"tv={tv:g}",
         stat_cases=len(b.cases),
         n_max=c["n_max"],
+        cross_check_n_max=c["n_max"],
         detect_tv=min(b.detect_tv, tv),
     )
 
