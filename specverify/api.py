@@ -108,15 +108,17 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object ``check --json`` prints. ``coverage``: ``summary`` (the budget's plan in
-        words) and ``cases`` (every case run, ``battery.coverage_entry``: origin fixed /
-        generated / edge / aimed, its shape, how it was judged, its runs and the TV they see)."""
+        words), ``reach`` (per dimension, the largest value the cases run reached: what "exact"
+        covers) and ``cases`` (every case run, ``battery.coverage_entry``: origin fixed /
+        generated / sweep / edge / aimed, its shape, how it was judged, its runs and the TV they
+        see)."""
         out = self.result.to_dict()
-        cases = out.pop("cases", [])
+        cases, reach = out.pop("cases", []), out.pop("reach", {})
         controls = {"controls": self.controls} if self.controls else {}
         return {
             "target": self.target,
             "seed": self.seed,
-            "coverage": {"summary": self.coverage, "cases": cases},
+            "coverage": {"summary": self.coverage, "reach": reach, "cases": cases},
             "false_fail_rate": self.false_fail_rate,
             **out,
             **controls,

@@ -26,7 +26,8 @@ from specverify.mutants.command import main, parse_args
 from specverify.surface.report_text import counterexample_lines, human
 
 SUMMARY = (
-    "4 fixed cases + 1 drawn from the seed + one over 128 ids, k up to 3, windows up to 4 tokens, "
+    "4 fixed cases + 1 drawn from the seed + one over 128 ids + contexts swept to 128 + k swept to 8, "
+    "k up to 3, windows up to 4 tokens, "
     "chi-square up to 4000 runs; a case the enumerator cannot follow must see TV 0.15"
 )
 

@@ -68,6 +68,11 @@ class Budget:
     counterexample_samples: int = 2000
     counterexample_guard_s: float = 600.0  # guard: the whole counterexample search
     generated: int = 3  # cases drawn from the check's seed besides the fixed ones (generated_cases)
+    # sweeps, one dimension at a time over its boundary values (round_cases.sweep_cases), enumerated:
+    sweep_context: int = 512  # context lengths 0, 1, 2, 2^j - 1, 2^j, 2^j + 1, ... up to this
+    sweep_k: int = 8  # every k from 1 up to this, a window of k + 1 tokens
+    sweep_runs: int = 1000  # runs of a swept case the enumerator cannot follow (its power stated)
+    sweep_max_paths: int = 2000  # the most paths a swept case's enumeration may follow (past it: sampled)
     engine_vocab: int = 256  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
     # engine-scale cases judged by a binned chi-square per position (specverify.laws.scale): (V, k, side)
     scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
@@ -116,7 +121,7 @@ class LoopBudget:
     guard_s: float = 300.0  # hang guard: one task in the subject's process (past it: not judged)
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
     counterexample_samples: int = 1000  # runs per candidate the enumerator cannot follow
-    counterexample_candidates: int = 200  # the most candidates the counterexample search judges
+    counterexample_candidates: int = 250  # the most candidates the counterexample search judges
     generated: int = 4  # cases drawn from the seed besides the fixed ones (generated_loop_cases)
     generated_paths: int = 40  # the most paths of the reference loop a generated case may need
     seed_law_runs: int = 400  # seeds 0..n-1 of a seeded request, chi-square against its law
@@ -132,12 +137,29 @@ class LoopBudget:
     sweep_seeded_rounds: int = 8  # rounds of one seeded request, judged over seed_law_runs seeds
     sweep_max_tokens: int = 64  # the largest max_tokens
     sweep_batch: int = 64  # the most requests in one batch
-    sweep_runs: int = 400  # runs of each sampled sweep case
+    sweep_runs: int = 300  # runs of each sampled sweep case (a sweep the enumerator cannot follow too)
 
 
 @dataclass(frozen=True)
 class KernelBudget:
-    """The kernel section: what one kernel battery runs (``interfaces.kernel``)."""
+    """The kernel section: what one kernel battery runs (``interfaces.kernel``).
+
+    The sweeps (``kernel_cases.sweep_cases``; ``kernel.reach`` names their largest values) go one
+    dimension at a time, the others small, so their cost is linear in the dimensions:
+
+    ==========  ===========  ================  =======  ==================================
+    budget      dense V      binned V          k        batch rows
+    ==========  ===========  ================  =======  ==================================
+    quick       (none)       (none)            1-4      31-33, 63-65
+    standard    1024, 4096   65,537, 152,064   1-8      2, 3, 2^j - 1..2^j + 1 (j 4-9), 1024
+    thorough    .. 16,384    65,537, 152,064   1-16     .. 2049, 4096
+    ==========  ===========  ================  =======  ==================================
+
+    Measured: the NumPy reference kernel, 2 shared cores, seed 0, one battery in process: quick
+    0.8 -> 1.4 s, standard 6.4 -> 18 s (dense V = 4096 7 s of it, binned V 4.5 s, batch rows and
+    pairs 1 s, every k 1.2 s); a generator kernel (judged by statistics; no dense or binned
+    sweep) standard 12 -> 27 s.
+    """
 
     name: str
     generated: int = 4  # cases drawn from the seed besides the fixed ones
@@ -155,6 +177,17 @@ class KernelBudget:
     call_limit_s: float = 30.0  # one kernel call
     device: str = "cpu"  # "cuda" / "cuda:N": torch tensors on that device (the runner then spawns)
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+    # the sweeps (``kernel_cases.sweep_cases``), one dimension at a time, the others small:
+    scan_rows: int = 32  # the most rows per call of a law's scans: laws measured below the first tile
+    dense_sweep: tuple[int, ...] = (1024, 4096)  # dense V (every id in p and q), k = 1: cost ~V^2
+    binned_sweep: tuple[int, ...] = (65_537, 152_064)  # wide V, mass on ids past 65,535 and at the top
+    k_sweep: int = 8  # one case per k = 1..k_sweep (V = 6), value edges at the last draft
+    batch_sweep: tuple[int, ...] = (  # batch rows: 2^j - 1, 2^j, 2^j + 1 around the tiles 16..512, to 1024
+        2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024,
+    )  # fmt: skip
+    batch_calls: int = 16  # calls per batch size, every row checked against its instance's function
+    rescans: int = 2  # disagreeing rows a case (batch rows, edge probes) whose law is measured where they sit
+    pair_calls: int = 32  # batches of identical rows (the largest batch size) in the pairwise test
 
 
 # --------------------------------------------------------------------------- the table
@@ -169,6 +202,7 @@ TABLE = {
             cross_check_n_max=2000,
             detect_tv=0.15,
             generated=1,
+            sweep_context=128,
             engine_vocab=128,
             scale_cases=(),
             scale_runs=1000,
@@ -187,9 +221,21 @@ TABLE = {
             scale_tokens=5,
             scale_runs=300,
             sweep_context=128,
-            sweep_runs=200,
+            sweep_runs=150,
         ),
-        "kernel": KernelBudget("quick", generated=2, engine_scale=False, n_max=40_000, detect_tv=0.04),
+        "kernel": KernelBudget(
+            "quick",
+            generated=2,
+            engine_scale=False,
+            n_max=40_000,
+            detect_tv=0.04,
+            dense_sweep=(),
+            binned_sweep=(),
+            k_sweep=4,
+            batch_sweep=(31, 32, 33, 63, 64, 65),
+            batch_calls=8,
+            pair_calls=16,
+        ),
     },
     "standard": {
         "round": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
@@ -205,6 +251,8 @@ TABLE = {
             cross_check_n_max=16_000,
             detect_tv=0.05,
             generated=12,
+            sweep_context=4096,
+            sweep_k=10,
             engine_vocab=512,
             scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
             scale_runs=4000,
@@ -218,7 +266,7 @@ TABLE = {
             seeds=40,
             detect_tv=0.05,
             guard_s=1200.0,
-            counterexample_candidates=400,
+            counterexample_candidates=500,
             generated=16,
             generated_paths=400,
             seed_law_runs=2000,
@@ -231,7 +279,19 @@ TABLE = {
             sweep_batch=128,
             sweep_runs=1000,
         ),
-        "kernel": KernelBudget("thorough", generated=24, dense_vocab=1000, n_max=1_280_000, detect_tv=0.006),
+        "kernel": KernelBudget(
+            "thorough",
+            generated=24,
+            dense_vocab=1000,
+            n_max=1_280_000,
+            detect_tv=0.006,
+            dense_sweep=(1024, 4096, 16_384),
+            k_sweep=16,
+            batch_sweep=KernelBudget.batch_sweep + (1025, 2047, 2048, 2049, 4096),
+            batch_calls=32,
+            rescans=4,
+            pair_calls=128,
+        ),
     },
 }
 """Budget name -> interface -> that interface's section (every name has every interface)."""

@@ -121,7 +121,7 @@ def stopping_kinds(stop_on_first) -> tuple[str, ...]:
     return BREAKING_KINDS if stop_on_first is True else tuple(stop_on_first)
 
 
-ORIGINS = ("fixed", "generated", "edge", "aimed", "declared")
+ORIGINS = ("fixed", "generated", "sweep", "edge", "aimed", "declared")
 """Where a case of a report's ``coverage.cases`` comes from (``coverage_entry``)."""
 JUDGED_BY = ("enumeration", "chi-square", "binned chi-square", "exact from uniforms", "contract")
 """How a case was judged: its law enumerated exactly; a sequential chi-square on whole outputs;
@@ -182,6 +182,7 @@ class BatteryResult:
     counterexample: dict | None = None
     seconds: float = 0.0
     cases: list[dict] = field(default_factory=list)  # every case run, one ``coverage_entry`` each
+    reach: dict = field(default_factory=dict)  # dimension -> the largest value the cases run reached
 
     def cover(self, **entry) -> None:
         """Record one case in ``cases`` (``coverage_entry``'s fields), once per name."""
@@ -277,7 +278,13 @@ SHOW_CHARS = 120
 MESSAGE_CHARS = 500
 """The most characters of a subject's exception message a finding shows."""
 
-PASSED_THROUGH = (ContractBreach, exact.NotEnumerable)
+
+class GuardStopped(Exception):
+    """A guard's clock stopped a task (``time_limit(..., exc=GuardStopped)``): not a refusal of
+    the enumerator, not the subject's failure, and not evidence about the subject."""
+
+
+PASSED_THROUGH = (ContractBreach, exact.NotEnumerable, GuardStopped)
 """What ``time_limit`` raises (these exact types): never swallowed while describing junk."""
 
 
@@ -465,8 +472,8 @@ def call_subject(fn: Callable, args: tuple, interrupt_after: float | None = None
             return fn(*args)
         with time_limit(interrupt_after, "one call"):
             return fn(*args)
-    except (ContractBreach, exact.NotEnumerable):
-        raise  # a time limit, or the enumerator's refusal (the tasks take their message safely)
+    except (ContractBreach, exact.NotEnumerable, GuardStopped):
+        raise  # a time limit, a guard or the enumerator's refusal (the tasks take their message safely)
     except KeyboardInterrupt as exc:
         if not runner.IN_SUBJECT_PROCESS:
             raise
@@ -716,6 +723,7 @@ __all__ = [
     "BatteryResult",
     "ContractBreach",
     "Finding",
+    "GuardStopped",
     "OutOfTime",
     "Speed",
     "announce",

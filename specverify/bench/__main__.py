@@ -1,4 +1,4 @@
-"""``specverify bench [suite|kernel|hot-path|samplers] ...`` (``python -m specverify.bench``):
+"""``specverify bench [suite|kernel|hot-path|samplers|pace] ...`` (``python -m specverify.bench``):
 the benchmarks, each printing its ratios side by side in one run. Without a name, the suite."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ COMMANDS = {
     "kernel": ("specverify.bench.kernel_bench", "what the kernel interface buys over the round interface"),
     "hot-path": ("specverify.bench.hot_path", "microseconds per call of the hot path, against another checkout"),
     "samplers": ("specverify.bench.compare_samplers", "tokens per round and modelled speedup of the samplers"),
+    "pace": ("specverify.bench.round_pace", "runs per second: NumPy, torch one round per call, torch batched, workers"),
 }
 """Benchmark -> (its module, its one line in ``--help``)."""
 

@@ -75,6 +75,7 @@ from .round_cases import (
     round_length_cases,
     round_stream,
     run_blocks,
+    sweep_cases,
     target_distribution,
     too_slow,
     tree_optimum_tokens_per_round,
@@ -171,13 +172,23 @@ def _among(case: Case, cases) -> bool:
     return any(case is c for c in cases)
 
 
-def planned_runs(budget: Budget, stat: list, fallback: list, big: list) -> int:
-    """The runs the budget plans for the chi-square's cases (every look, to n_max) and the
-    engine-scale cases: what a run without findings samples (tokens per round, sampled only where
-    the enumerator cannot follow, comes on top)."""
-    sizes = looks(budget.n_min, budget.n_max)
-    cross_check = max([n for n in sizes if n <= budget.cross_check_n_max], default=sizes[0])
-    return sum(sizes[-1] if _among(c, fallback) else cross_check for c in stat) + len(big) * budget.scale_runs
+def round_reach(cases: list[dict]) -> dict:
+    """The box the round cases run reached, per dimension (what "exact" covers): the longest
+    context (prefix and window), the largest k and window, the largest vocabulary judged by its
+    exact law and by the binned chi-square."""
+
+    def largest(key, judged=None):
+        return max((c[key] for c in cases if judged is None or c["judged"] == judged), default=0)
+
+    reach = {
+        "context": max((c["prefix"] + c["tokens"] for c in cases), default=0),
+        "k": largest("k"),
+        "window": largest("tokens"),
+        "exact V": largest("vocab", "enumeration"),
+        "sampled V": largest("vocab", "chi-square"),
+        "binned V": largest("vocab", "binned chi-square"),
+    }
+    return {name: value for name, value in reach.items() if value}
 
 
 def forecast_words(budget: Budget, runs: int, windows: list[int], speed: Speed) -> str:
@@ -208,6 +219,7 @@ class RoundBattery(Battery):
         super().__init__(subject, budget, seed, deadline)
         self.aim = aim  # interfaces.Aim: aimed engine-scale cases (engine_scale_cases)
         self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
+        self.swept: set[str] = set()  # the names of the swept cases (round_cases.sweep_cases)
         self.speed = Speed()  # the contract's rounds: the forecast's speed (never the verdict's)
 
     # -- contract ------------------------------------------------------------------------------
@@ -269,7 +281,8 @@ class RoundBattery(Battery):
             if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
                 r.ran.append("exact: stopped after the first finding")
                 break
-            status, value = self.call(enumerate_task, case, b, seconds=b.enumeration_guard_s + b.call_limit_s)
+            paths = replace(b, max_paths=b.sweep_max_paths) if case.name in self.swept else b
+            status, value = self.call(enumerate_task, case, paths, seconds=b.enumeration_guard_s + b.call_limit_s)
             if status == "guard":
                 r.ran.append(f"exact: {case.name}: {value}; statistics instead")
                 r.shortfalls.append(f"exact: {case.name}: {value}")
@@ -314,13 +327,12 @@ class RoundBattery(Battery):
         per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
         live = {i: [] for i in range(len(cases))}
         last_p: dict = {}
-        cross_check = max(min(b.cross_check_n_max, sizes[-1]), sizes[0])
-        last = {i: sizes[-1] if _among(c, fallback) else cross_check for i, c in enumerate(cases)}
+        last = {i: self.last_look(c, fallback, sizes) for i, c in enumerate(cases)}
         for look, n in enumerate(sizes):
             for i in list(live):
                 case, samples = cases[i], live[i]
                 if n > last[i]:
-                    self._judged(case, samples, last_p[i], per_check, _among(case, fallback), "passed")
+                    self._judged(case, samples, last_p[i], per_check, self.judged_only_here(case, fallback), "passed")
                     del live[i]
                     continue
                 got, breach = self.sample_blocks(case, n - len(samples), ("chi-square looks", i, look))
@@ -351,7 +363,32 @@ class RoundBattery(Battery):
                     )
                     del live[i]
         for i in live:
-            self._judged(cases[i], live[i], last_p[i], per_check, _among(cases[i], fallback), "passed")
+            self._judged(cases[i], live[i], last_p[i], per_check, self.judged_only_here(cases[i], fallback), "passed")
+
+    def last_look(self, case: Case, fallback, sizes: list[int]) -> int:
+        """The run count a case's chi-square ends at: ``n_max`` for a case statistics alone
+        judges, ``sweep_runs`` for a swept one (one of many points of a sweep: its power stated,
+        not required), ``cross_check_n_max`` for an enumerated one (its law already known)."""
+        b = self.budget
+        if not _among(case, fallback):
+            want = b.cross_check_n_max
+        elif case.name in self.swept:
+            want = b.sweep_runs
+        else:
+            return sizes[-1]
+        return max([n for n in sizes if n <= want], default=sizes[0])
+
+    def judged_only_here(self, case: Case, fallback) -> bool:
+        """Whether statistics alone judge ``case`` to the budget's ``detect_tv`` (a swept case
+        the enumerator cannot follow states its power, not the budget's)."""
+        return _among(case, fallback) and case.name not in self.swept
+
+    def planned_runs(self, stat: list, fallback: list, big: list) -> int:
+        """The runs the budget plans for the chi-square's cases (every look, to ``last_look``)
+        and the engine-scale cases: what a run without findings samples (tokens per round,
+        sampled only where the enumerator cannot follow, comes on top)."""
+        sizes = looks(self.budget.n_min, self.budget.n_max)
+        return sum(self.last_look(c, fallback, sizes) for c in stat) + len(big) * self.budget.scale_runs
 
     def sample_blocks(self, case: Case, n: int, where: tuple, budget: Budget | None = None, run=None):
         """n runs of ``case`` in blocks of ``RUN_BLOCK``, block l from
@@ -526,9 +563,10 @@ class RoundBattery(Battery):
     # -- all -----------------------------------------------------------------------------------
     def run(self, stop_on_first: bool) -> BatteryResult:
         b, r = self.budget, self.result
-        fixed, drawn = battery(b), generated_cases(b, self.seed)
+        fixed, drawn, swept = battery(b), generated_cases(b, self.seed), sweep_cases(b, self.seed)
         big = engine_scale_cases(b, self.seed, self.aim)
-        cases = fixed + drawn
+        cases = fixed + drawn + swept
+        self.swept = {c.name for c in swept}
         # the false-fail rate: half for the chi-square on whole windows, a quarter for the
         # engine-scale cases' binned one, a quarter for tokens per round
         half = b.false_fail_rate / 2
@@ -537,10 +575,11 @@ class RoundBattery(Battery):
             return r
         cases = [c for c in cases if c.name not in self.too_slow]
         drawn = [c for c in drawn if c.name not in self.too_slow]
+        swept = [c for c in swept if c.name not in self.too_slow]
         fallback = self.exact(cases, stop_on_first)
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
         stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
-        runs = planned_runs(b, stat, fallback, big)
+        runs = self.planned_runs(stat, fallback, big)
         self.plan(runs, forecast_words(b, runs, [c.m for c in stat + big], self.speed))
         self.statistics(stat, fallback, half)
         if (
@@ -554,13 +593,14 @@ class RoundBattery(Battery):
             r.ran.append("engine scale: skipped (a finding on the cases before)")
         if not r.flagged(("contract",)):
             self.tokens_per_round(round_length_cases(), half / 2)
-        self.cover_cases(fixed, drawn, big, fallback)
+        self.cover_cases(fixed, drawn, swept, big, fallback)
+        r.reach = round_reach(r.cases)
         return r
 
-    def cover_cases(self, fixed, drawn, big, fallback) -> None:
+    def cover_cases(self, fixed, drawn, swept, big, fallback) -> None:
         """One ``coverage_entry`` per case run, in the order run."""
         runs = {row["case"]: row for row in self.result.power}
-        for origin, cases in (("fixed", fixed), ("generated", drawn)):
+        for origin, cases in (("fixed", fixed), ("generated", drawn), ("sweep", swept)):
             for case in cases:
                 sampled = runs.get(case.name)
                 judged = "chi-square" if _among(case, fallback) else "enumeration"

@@ -27,7 +27,15 @@ from ..battery import budgets
 from ..battery.budgets import Budget
 from ..battery.core import POWER_FALSE_PASS_RATE, stream
 from ..laws import exact, scale, stats
-from ..laws.chains import TableModel, handout_iid, iid_model, random_model, toy_chain
+from ..laws.chains import (
+    TableModel,
+    first_token_model,
+    handout_iid,
+    iid_model,
+    one_hot_draft_model,
+    random_model,
+    toy_chain,
+)
 from ..samplers.chain import speculative_step
 from . import round_optimum
 
@@ -50,6 +58,8 @@ def coverage(budget) -> str:
     chosen = [all_cases()[i] for i in b.cases]
     extra = f" + {b.generated} drawn from the seed" if b.generated else ""
     extra += f" + one over {b.engine_vocab} ids" if b.engine_vocab else ""
+    extra += f" + contexts swept to {b.sweep_context}" if b.sweep_context else ""
+    extra += f" + k swept to {b.sweep_k}" if b.sweep_k else ""
     extra += "".join(f" + V{v} k={k} binned" for v, k, _ in b.scale_cases)
     return (
         f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
@@ -96,6 +106,53 @@ def all_cases() -> tuple[Case, ...]:
 def battery(budget: str | Budget = "standard") -> list[Case]:
     """The fixed cases a budget runs every detector on (``generated_cases`` adds the drawn ones)."""
     return [all_cases()[i] for i in get_budget(budget).cases]
+
+
+def boundary_values(largest: int, smallest: int = 0) -> list[int]:
+    """The values a size's bug hides behind, from ``smallest`` to ``largest``: the edges (0, 1,
+    2 and the largest) and every power of two with its neighbours (2^j - 1, 2^j, 2^j + 1)."""
+    values = {0, 1, 2, largest}
+    j = 1
+    while (1 << j) - 1 <= largest:
+        values |= {(1 << j) - 1, 1 << j, (1 << j) + 1}
+        j += 1
+    return sorted(v for v in values if smallest <= v <= largest)
+
+
+SWEEP_PERIOD = 1031
+"""The context sweep's period of positions (a prime past any standard context): the target's row
+changes with the position modulo it, and with the first token of the context."""
+
+
+def sweep_cases(budget: str | Budget, seed: int) -> list[Case]:
+    """The sweeps, one dimension at a time with the others small, each case enumerated exactly:
+
+    - context length: a prefix of every ``boundary_values(sweep_context)`` length (its tokens
+      drawn from ``round_stream(seed, "generated cases", budget.generated + 1)``), V = 2, k = 2,
+      2 tokens, over a ``chains.FirstTokenModel`` whose law depends on the context's first token
+      and its length modulo ``SWEEP_PERIOD``: a sampler that shows the target a window of the
+      last W tokens, or loses positions past some length, reads the wrong rows past W;
+    - k: every k from 1 to ``sweep_k``, a window of k + 1 tokens (the bonus token included),
+      V = 2, over ``chains.one_hot_draft_model`` with a period of 17 positions: deterministic
+      drafts keep the enumeration small (2^(k+1) outcomes), every row matters.
+    """
+    b = get_budget(budget)
+    out = []
+    if b.sweep_context:
+        rng = np.random.default_rng(round_stream(seed, "generated cases", b.generated + 1))
+        model = first_token_model(2, SWEEP_PERIOD, int(rng.integers(1 << 31)))
+        tokens = tuple(int(t) for t in rng.integers(0, 2, b.sweep_context))
+        for n in boundary_values(b.sweep_context):
+            out.append(Case(f"sweep context {n} (seed {seed}): {model.name}, k=2, 2 tokens", model, tokens[:n], 2, 2))
+    if b.sweep_k:
+        model = one_hot_draft_model(2, 17, SWEEP_K_SEED)
+        for k in range(1, b.sweep_k + 1):
+            out.append(Case(f"sweep k={k}: {model.name}, {k + 1} tokens", model, (), k, k + 1))
+    return out
+
+
+SWEEP_K_SEED = 17
+"""The k sweep's fixed model (``sweep_cases``): the same tables for every seed and budget."""
 
 
 GENERATED_SHAPES = ((2, 5, 6), (3, 4, 4), (4, 3, 3))
@@ -157,7 +214,8 @@ child by child: 0 the sequential chi-square, one node per (case, look, block): `
 draws block l (``run_blocks``) of the runs case i of the chi-square's cases
 (``RoundBattery.statistics``' list: the fallback cases, then the enumerated ones) adds at look j
 (``looks``), whatever other cases are live; 1 the generated cases (``(1, i)`` case i,
-``(1, budget.generated)`` the engine-vocabulary pair); 2 the engine-scale streams
+``(1, budget.generated)`` the engine-vocabulary pair, ``(1, budget.generated + 1)`` the context
+sweep's model and tokens); 2 the engine-scale streams
 (``SCALE_STREAMS``; the runs of engine-scale case i, block l: ``(2, 1, i, l)``); 3 sampled tokens
 per round, ``(3, i, l)`` for block l of case i of ``round_length_cases``. The root itself (``default_rng(seed)``) draws the contract's rounds,
 threaded through the cases in order, and the counterexample search's runs (``round_counterexample``).
@@ -389,8 +447,11 @@ __all__ = [
     "SMALL_MODELS_SEED",
     "SMALL_PAIRS",
     "WIDE_VOCAB",
+    "SWEEP_K_SEED",
+    "SWEEP_PERIOD",
     "all_cases",
     "battery",
+    "boundary_values",
     "campaign_budget",
     "campaign_runs",
     "coverage",
@@ -408,6 +469,7 @@ __all__ = [
     "scale_stream",
     "small_cases",
     "small_models",
+    "sweep_cases",
     "target_distribution",
     "too_slow",
     "tree_optimum_tokens_per_round",

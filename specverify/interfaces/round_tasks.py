@@ -22,6 +22,7 @@ import numpy as np
 from ..battery.core import (
     PASSED_THROUGH,
     ContractBreach,
+    GuardStopped,
     as_sequence,
     call_subject,
     items_of,
@@ -105,6 +106,66 @@ def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None,
     return call
 
 
+BATCH_ATTRIBUTE = "specverify_rounds"
+"""A round subject may declare ``speculative_step.specverify_rounds = rounds`` with
+``rounds(p_fn, q_fn, prefixes, k, rng) -> list of rounds``: one independent round per prefix,
+each distributed as ``speculative_step``'s (engines verify a batch of sequences per call). The
+sampled runs then go through it, many rounds per call; the contract and the enumeration still
+call ``speculative_step`` one round at a time."""
+
+
+def batch_of(sampler: Callable) -> Callable | None:
+    """The subject's declared batch of rounds (``BATCH_ATTRIBUTE``), or None (also when reading
+    the attribute raises)."""
+    try:
+        rounds = getattr(sampler, BATCH_ATTRIBUTE, None)
+    except Exception:  # noqa: BLE001 - a subject's __getattr__
+        return None
+    return rounds if callable(rounds) else None
+
+
+def guarded_batch(rounds: Callable, vocab_size: int, call_limit: float | None = None) -> Callable:
+    """``rounds`` with every call checked as ``guarded`` checks one round: one valid round per
+    prefix, nothing written into what it was handed, within ``call_limit`` per round."""
+
+    def call(p_fn, q_fn, prefixes, k, rng):
+        handed: list = []
+        p, q = _handing_out("p_fn", p_fn, handed), _handing_out("q_fn", q_fn, handed)
+        t0 = time.monotonic()
+        out = call_subject(rounds, (p, q, list(prefixes), k, rng), None)
+        limit = None if call_limit is None else call_limit * max(len(prefixes), 1)
+        if limit is not None and time.monotonic() - t0 > limit:
+            raise ContractBreach(f"one batched call of {len(prefixes)} rounds did not return within {limit:g} s")
+        _check_untouched(handed)
+        out, is_sequence = as_sequence(out, "specverify_rounds returned")
+        if not is_sequence:
+            raise ContractBreach(f"specverify_rounds returned {type_name(out)}, not a list of rounds")
+        n, items = items_of(out, "specverify_rounds returned", len(prefixes))
+        if n != len(prefixes):
+            raise ContractBreach(f"specverify_rounds returned {n} rounds for {len(prefixes)} prefixes")
+        return [validate_round(r, k, vocab_size) for r in items]
+
+    return call
+
+
+def batched_runs(rounds: Callable, case: Case, n: int, rng, lengths: bool) -> list:
+    """n runs in lockstep through a checked batch of rounds: the first m tokens of each (the
+    runs still short of m get their next round together), or with ``lengths`` the length of one
+    round from the case's prefix."""
+    p_fn, q_fn = case.model.p_fn, case.model.q_fn
+    if lengths:
+        return [len(r) for r in rounds(p_fn, q_fn, [case.prefix] * n, case.k, rng)]
+    outs: list[list[int]] = [[] for _ in range(n)]
+    contexts = [tuple(case.prefix)] * n
+    while True:
+        short = [i for i in range(n) if len(outs[i]) < case.m]
+        if not short:
+            return [tuple(o[: case.m]) for o in outs]
+        for i, r in zip(short, rounds(p_fn, q_fn, [contexts[i] for i in short], case.k, rng)):
+            outs[i] += r
+            contexts[i] += tuple(r)
+
+
 def first_tokens(sampler, model: TableModel, prefix: tuple, k: int, m: int, rng) -> tuple:
     """Run rounds from ``prefix`` until at least m tokens are out; the first m of them."""
     out: list[int] = []
@@ -152,11 +213,6 @@ def contract_task(sampler, case: Case, budget: Budget, rng, calls: int) -> tuple
     return {"breach": None, "rounds": outs, "seconds": time.perf_counter() - t0}, rng
 
 
-class EnumerationGuard(Exception):
-    """An enumeration stopped by its guard (``Budget.enumeration_guard_s``): not a refusal of
-    the enumerator, and not evidence about the subject."""
-
-
 def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
     """("ok", exact distribution) | ("not-enumerable", why) | ("guard", what stopped it) |
     ("breach", what). The enumeration follows at most ``budget.max_paths`` paths (past them:
@@ -164,7 +220,7 @@ def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
     hangs."""
     g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
     try:
-        with time_limit(budget.enumeration_guard_s, "exact enumeration", EnumerationGuard):
+        with time_limit(budget.enumeration_guard_s, "exact enumeration", GuardStopped):
             if lengths:
                 return "ok", exact.round_length_distribution(
                     g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths
@@ -172,7 +228,7 @@ def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
             return "ok", exact.sampler_distribution(
                 g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m, max_paths=budget.max_paths
             )
-    except EnumerationGuard as exc:
+    except GuardStopped as exc:
         return "guard", f"stopped by a guard: {message_of(exc)}"
     except exact.NotEnumerable as exc:
         return "not-enumerable", message_of(exc)
@@ -183,7 +239,15 @@ def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
 def sample_task(
     sampler, case: Case, n: int, rng, budget: Budget, run: Callable = _first_tokens_run
 ) -> tuple[list, str | None, object]:
-    """Exactly n runs (fewer only on a breach); (runs, breach or None, the rng after)."""
+    """Exactly n runs (fewer only on a breach); (runs, breach or None, the rng after). A subject
+    that declares a batch of rounds (``BATCH_ATTRIBUTE``) runs them many rounds per call."""
+    rounds = batch_of(sampler)
+    if rounds is not None and run in (_first_tokens_run, round_length_run):
+        checked = guarded_batch(rounds, case.model.vocab_size, budget.call_limit_s)
+        try:
+            return batched_runs(checked, case, n, rng, run is round_length_run), None, rng
+        except (ContractBreach, exact.NotEnumerable) as exc:
+            return [], message_of(exc), rng
     g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
     out: list = []
     try:
@@ -209,13 +273,16 @@ def enumeration_key(case: Case, budget: Budget, lengths: bool) -> tuple:
 
 
 __all__ = [
-    "EnumerationGuard",
+    "BATCH_ATTRIBUTE",
     "contract_task",
+    "batch_of",
+    "batched_runs",
     "enumerate_task",
     "enumeration_key",
     "exact_case",
     "first_tokens",
     "guarded",
+    "guarded_batch",
     "round_length_run",
     "sample_first_tokens",
     "sample_guard_s",

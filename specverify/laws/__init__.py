@@ -7,6 +7,7 @@
 - ``processing``: the one logits-processing pipeline (temperature, top-k/p, penalties, grammar);
 - ``requests``: the loop interface's requests and the exact law of a generated sequence;
 - ``exact``: the enumerator (a sampler's exact output law, every random decision branched);
+- ``torch_random``: torch's random functions followed by the enumerator (imported only with torch);
 - ``uniform_cells``: the exact law of a function of one float32 uniform;
 - ``stats``: calibrated tests with stated false-fail rates and power;
 - ``scale``: binned laws at engine-scale vocabularies.

@@ -68,6 +68,40 @@ class TableModel:
         return np.minimum(self.p_table, self.q_table).sum(axis=1)
 
 
+@dataclass(frozen=True)
+class FirstTokenModel(TableModel):
+    """A table model whose row is read from the *first* token of the prefix (0 when it is empty)
+    and the position ``len(prefix) % period``: a law that depends on a token as far back as the
+    context goes, so a sampler that shows the target only the last W tokens (a sliding window,
+    a cache that keeps the last W positions) reads the wrong row once the context is longer
+    than W. ``order`` is 1 (one token of context: the first)."""
+
+    def context_index(self, prefix) -> int:
+        first = int(prefix[0]) if len(prefix) else 0
+        return first + (len(prefix) % self.period) * self.p_table.shape[1]
+
+
+def first_token_model(vocab_size: int, period: int, seed: int | np.random.SeedSequence = 0) -> FirstTokenModel:
+    """A random ``FirstTokenModel`` (Dirichlet rows for p and q): every (first token, position
+    modulo ``period``) has its own p and q."""
+    rng = np.random.default_rng(seed)
+    rows = vocab_size * period
+    p = rng.dirichlet(np.ones(vocab_size), size=rows)
+    q = rng.dirichlet(np.ones(vocab_size), size=rows)
+    return FirstTokenModel(p, q, order=1, period=period, name=f"V{vocab_size}-first-token-period{period}")
+
+
+def one_hot_draft_model(vocab_size: int, period: int, seed: int | np.random.SeedSequence = 0) -> TableModel:
+    """A position-dependent model (order 0, ``period`` rows) whose draft is one-hot at every
+    position and whose target is a random Dirichlet row: the drafts are deterministic, so the
+    law of a whole window of k + 1 tokens enumerates in few paths at any k (2^(k+1) outcomes at
+    V = 2), while every position's own row (the bonus's included) matters."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(vocab_size), size=period)
+    q = np.eye(vocab_size)[rng.integers(0, vocab_size, period)]
+    return TableModel(p, q, order=0, period=period, name=f"V{vocab_size}-one-hot-draft-period{period}")
+
+
 def iid_model(p, q, name: str = "iid") -> TableModel:
     """p and q that ignore the prefix: acceptance is i.i.d. with alpha = sum min(p, q)."""
     return TableModel(np.atleast_2d(p), np.atleast_2d(q), order=0, name=name)

@@ -21,6 +21,11 @@ to u. Anything else (float(u), np.log(u), comparing two symbolic values, an rng 
 modelled, too many outcomes, too many paths) raises ``NotEnumerable``, never a wrong number; even a
 sampler that swallows that exception is caught, because the refusal is remembered for the run.
 
+While torch is imported (never by this module), each run follows torch's random functions too:
+``laws.torch_random`` routes ``torch.rand``, ``exponential_``, ``multinomial`` and the rest through
+the same rng, and ``rng.integers`` over more than ``max_branching`` outcomes, refused otherwise, is
+then a seed that may only seed torch (``int(rng.integers(2**63))`` for a ``torch.Generator``).
+
 ``sampler_distribution`` composes rounds: the state between rounds is the prefix alone (a sampler
 draws all randomness from the rng it is given), so each round is enumerated once per prefix and
 memoized, and ``max_paths`` bounds the total number of paths over all rounds.
@@ -40,6 +45,7 @@ import itertools
 import math
 import numbers
 import operator
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -277,6 +283,7 @@ class EnumeratingRng:
         self._refusal: str | None = None
         self._active = False
         self._choice_cache: dict = {}
+        self._torch = None  # the run's laws.torch_random.Interception while torch is followed
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -313,6 +320,15 @@ class EnumeratingRng:
         self._weights.append(weights)
         self._probs.append((self._probs[-1] if pos else 1.0) * weights[0])
         return 0
+
+    def decide(self, weights: tuple) -> int:
+        """One decision over branches with these conditional weights: the branch this path takes
+        (for layers that model other random APIs, as ``laws.torch_random``)."""
+        return self._decide(weights)
+
+    def refuse(self, message: str):
+        """Raise NotEnumerable, remembered for the run (for layers as ``laws.torch_random``)."""
+        self._refuse(message)
 
     def _branch_cap(self, n: int, what: str):
         if n > self._max_branching:
@@ -395,13 +411,17 @@ class EnumeratingRng:
         return self._array(size, lambda: low + (high - low) * self.random())
 
     def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
-        """Uniform over [low, high) (or [low, high] with endpoint); each element one decision."""
+        """Uniform over [low, high) (or [low, high] with endpoint); each element one decision. Over
+        more than max_branching outcomes it refuses, unless torch is followed: then it is a seed
+        for torch only (``laws.torch_random.TorchSeed``)."""
         if high is None:
             low, high = 0, low
         low, high = operator.index(low), operator.index(high)  # symbolic -> NotEnumerable
         n = high - low + (1 if endpoint else 0)
         if n <= 0:
             raise ValueError("high <= low")
+        if n > self._max_branching and size is None and self._torch is not None:
+            return self._torch.seed_token()  # a seed for torch only (laws.torch_random)
         self._branch_cap(n, "rng.integers")
         weights = (1.0 / n,) * n
 
@@ -439,8 +459,23 @@ class _Budget:
         self.used += 1
 
 
+def _run(fn, rng: EnumeratingRng):
+    """fn(rng); while torch is imported, with torch's random functions following rng's decisions
+    (``laws.torch_random``, imported only then: the laws never import torch themselves)."""
+    if "torch" not in sys.modules:
+        return fn(rng)
+    from .torch_random import Interception
+
+    with Interception(rng) as rng._torch:
+        try:
+            return fn(rng)
+        finally:
+            rng._torch = None
+
+
 def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
     rng = EnumeratingRng(max_branching)
+    unwatched = "torch" not in sys.modules
     chosen, weights, probs = rng._chosen, rng._weights, rng._probs
     dist: dict = defaultdict(float)
     while True:
@@ -448,9 +483,14 @@ def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
         rng._run += 1
         rng._pos, rng._refusal, rng._active = 0, None, True
         try:
-            outcome = fn(rng)
+            outcome = _run(fn, rng)
+        except NotEnumerable:
+            if not unwatched or "torch" not in sys.modules:
+                raise
         finally:
             rng._active = False
+        if unwatched and "torch" in sys.modules:  # fn imported torch: this run's draws were not followed
+            return _enumerate(fn, budget, max_branching)
         if rng._refusal is not None:
             raise NotEnumerable(rng._refusal)
         if rng._pos != len(chosen):

@@ -262,6 +262,32 @@ def off_by_one_target(p_fn, q_fn, prefix, k, rng):
     return round_with(p_fn, q_fn, prefix, k, rng, target_prefix=target_prefix)
 
 
+WINDOW = 16  # position/window-16: the target sees only this many trailing tokens
+
+
+def window_16_target(p_fn, q_fn, prefix, k, rng):
+    """The target sees only the last ``WINDOW`` tokens of its context (a sliding window, a cache
+    that keeps the last W positions); exact while the context is shorter."""
+
+    def target_prefix(prefix, drafts, i):
+        return (prefix + tuple(drafts[:i]))[-WINDOW:]
+
+    def bonus(p_fn, prefix, drafts, rng):
+        return _bonus(p_fn, (prefix + tuple(drafts))[-WINDOW:], [], rng)
+
+    return round_with(p_fn, q_fn, prefix, k, rng, target_prefix=target_prefix, bonus=bonus)
+
+
+def bonus_row_at_k7(p_fn, q_fn, prefix, k, rng):
+    """At k = 7 only, the bonus token is read from the last draft's row instead of the row after
+    it (a branch specialised for one draft length); exact at every other k."""
+    if k != 7:
+        return round_with(p_fn, q_fn, prefix, k, rng)
+    return round_with(
+        p_fn, q_fn, prefix, k, rng, bonus=lambda p_fn, prefix, drafts, rng: _bonus(p_fn, prefix, drafts[:-1], rng)
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # The uniform
 
@@ -550,6 +576,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "handout §5", _H),
     Mutant("position/off-by-one-target", "target for draft i is p_fn(prefix + drafts[:i+1])",
            "biased", off_by_one_target, "handout, Common bugs; mlx-node/mlx-node#11", _H),
+    Mutant("position/window-16", "the target sees only the last 16 tokens of its context (a "
+           "sliding window): exact on shorter contexts", "biased", window_16_target, None, _S),
+    Mutant("bonus/wrong-row-at-k7", "at k = 7 only, the bonus token is sampled from the last "
+           "draft's row: exact at every other k", "biased", bonus_row_at_k7, _LEVIATHAN, _S),
     # the uniform
     Mutant("uniform/stuck-at-zero", "the acceptance uniform is always 0: every draft with "
            "p(x) > 0 is accepted", "biased", uniform_stuck_at_zero, None, _S),

@@ -159,7 +159,11 @@ def coverage_lines(report: dict) -> list[str]:
     plan = coverage if isinstance(coverage, str) else coverage["summary"]
     ran = cases_words(coverage)
     findings = counted(len(report["findings"]), "finding")
-    return [f"  budget {report['budget']}: {plan}", f"  {ran}, {findings}" if ran else f"  {findings}"]
+    lines = [f"  budget {report['budget']}: {plan}"]
+    reach = {} if isinstance(coverage, str) else coverage.get("reach") or {}
+    if reach:
+        lines.append("  reach: " + ", ".join(f"{name} <= {value:,}" for name, value in reach.items()))
+    return [*lines, f"  {ran}, {findings}" if ran else f"  {findings}"]
 
 
 def power_lines(report: dict) -> list[str]:
