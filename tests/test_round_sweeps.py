@@ -59,6 +59,8 @@ def test_the_reference_reaches_the_quick_budgets_box():
     assert result.exact is True
     assert result.reach["context"] >= 128 and result.reach["k"] == 8 and result.reach["window"] == 9
     assert result.reach["exact V"] == 128
+    # the box a run reports is the box the budget states (every case enumerated)
+    assert result.reach == round_interface.reach(budget)
 
 
 @pytest.mark.parametrize("budget, context, k", [("quick", 128, 8), ("standard", 512, 8), ("thorough", 4096, 10)])

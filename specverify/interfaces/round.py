@@ -191,6 +191,24 @@ def round_reach(cases: list[dict]) -> dict:
     return {name: value for name, value in reach.items() if value}
 
 
+def reach(budget) -> dict:
+    """The box a budget's round cases reach, per dimension (``round_reach`` of its fixed, swept,
+    engine-vocabulary and engine-scale cases; the drawn cases stay inside it): what a run of a
+    subject the enumerator follows reports."""
+    b = get_budget(budget)
+    entries = [
+        {"prefix": len(c.prefix), "tokens": c.m, "k": c.k, "vocab": c.model.vocab_size, "judged": "enumeration"}
+        for c in battery(b) + sweep_cases(b, 0)
+    ]
+    if b.engine_vocab:
+        entries.append({"prefix": 0, "tokens": 1, "k": 1, "vocab": b.engine_vocab, "judged": "enumeration"})
+    entries += [
+        {"prefix": 0, "tokens": min(k + 1, 9), "k": k, "vocab": v, "judged": "binned chi-square"}
+        for v, k, _ in b.scale_cases
+    ]
+    return round_reach(entries)
+
+
 def forecast_words(budget: Budget, runs: int, windows: list[int], speed: Speed) -> str:
     """The forecast a progress line shows before the runs start: the subject's pace in the
     contract's rounds, the runs the budget needs and about how long they take at that pace."""
@@ -760,6 +778,8 @@ __all__ = [
     "counterexample",
     "coverage",
     "get_budget",
+    "reach",
+    "round_reach",
     "run",
     "run_battery",
     "run_statistics",

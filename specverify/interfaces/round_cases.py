@@ -133,8 +133,11 @@ def sweep_cases(budget: str | Budget, seed: int) -> list[Case]:
       and its length modulo ``SWEEP_PERIOD``: a sampler that shows the target a window of the
       last W tokens, or loses positions past some length, reads the wrong rows past W;
     - k: every k from 1 to ``sweep_k``, a window of k + 1 tokens (the bonus token included),
-      V = 2, over ``chains.one_hot_draft_model`` with a period of 17 positions: deterministic
-      drafts keep the enumeration small (2^(k+1) outcomes), every row matters.
+      V = 2, over ``chains.one_hot_draft_model`` with a period of 17 positions and a target of
+      chance at the first, the middle, the last draft's and the bonus position (certain
+      elsewhere): deterministic drafts and at most 4 coins of chance keep the enumeration small
+      at any k, however a sampler draws its coins (all at once, as engines do, or one by one),
+      while every row (the bonus's included) matters.
     """
     b = get_budget(budget)
     out = []
@@ -145,8 +148,8 @@ def sweep_cases(budget: str | Budget, seed: int) -> list[Case]:
         for n in boundary_values(b.sweep_context):
             out.append(Case(f"sweep context {n} (seed {seed}): {model.name}, k=2, 2 tokens", model, tokens[:n], 2, 2))
     if b.sweep_k:
-        model = one_hot_draft_model(2, 17, SWEEP_K_SEED)
         for k in range(1, b.sweep_k + 1):
+            model = one_hot_draft_model(2, 17, SWEEP_K_SEED, chance=tuple(sorted({0, k // 2, k - 1, k})))
             out.append(Case(f"sweep k={k}: {model.name}, {k + 1} tokens", model, (), k, k + 1))
     return out
 

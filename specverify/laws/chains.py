@@ -91,15 +91,23 @@ def first_token_model(vocab_size: int, period: int, seed: int | np.random.SeedSe
     return FirstTokenModel(p, q, order=1, period=period, name=f"V{vocab_size}-first-token-period{period}")
 
 
-def one_hot_draft_model(vocab_size: int, period: int, seed: int | np.random.SeedSequence = 0) -> TableModel:
+def one_hot_draft_model(
+    vocab_size: int, period: int, seed: int | np.random.SeedSequence = 0, chance: tuple[int, ...] | None = None
+) -> TableModel:
     """A position-dependent model (order 0, ``period`` rows) whose draft is one-hot at every
-    position and whose target is a random Dirichlet row: the drafts are deterministic, so the
-    law of a whole window of k + 1 tokens enumerates in few paths at any k (2^(k+1) outcomes at
-    V = 2), while every position's own row (the bonus's included) matters."""
+    position: the drafts are deterministic, so the law of a whole window of k + 1 tokens
+    enumerates in few paths at any k, while every position's own row (the bonus's included)
+    matters. The target is a random Dirichlet row at the positions in ``chance`` (every position
+    when None) and equal to the draft elsewhere (an acceptance ratio of 1 there: the draft is
+    accepted, no coin outcome to enumerate, whichever way a sampler draws its coins)."""
     rng = np.random.default_rng(seed)
     p = rng.dirichlet(np.ones(vocab_size), size=period)
     q = np.eye(vocab_size)[rng.integers(0, vocab_size, period)]
-    return TableModel(p, q, order=0, period=period, name=f"V{vocab_size}-one-hot-draft-period{period}")
+    if chance is not None:
+        keep = np.isin(np.arange(period), chance)
+        p = np.where(keep[:, None], p, q)
+    where = "" if chance is None else "-chance" + ",".join(map(str, chance))
+    return TableModel(p, q, order=0, period=period, name=f"V{vocab_size}-one-hot-draft-period{period}{where}")
 
 
 def iid_model(p, q, name: str = "iid") -> TableModel:
