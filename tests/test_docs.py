@@ -394,3 +394,13 @@ def test_readme_verdict_table_matches_the_exit_codes():
     }
     assert rows["usage error"][1] == EXIT_USAGE and rows["interrupted"][1] == EXIT_INTERRUPTED
     assert f"SIGTERM: {EXIT_TERMINATED}" in rows["interrupted"][2]
+
+
+def test_the_readme_states_each_budgets_reach_as_the_interfaces_compute_it():
+    from specverify.interfaces import NAMES, budget_reach, reach_words
+
+    rows = [line for line in section(text(README), "What each budget reaches").splitlines() if line.startswith("| ")]
+    assert rows[0] == "| budget | " + " | ".join(NAMES) + " |"
+    want = {b: [reach_words(budget_reach(n, b)) for n in NAMES] for b in ("quick", "standard", "thorough")}
+    got = {cells[0]: cells[1:] for cells in ([c.strip() for c in row.strip("|").split("|")] for row in rows[1:])}
+    assert got == want

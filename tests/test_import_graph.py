@@ -274,6 +274,7 @@ LONG_MODULES = {
     "specverify.bench.compare_samplers",
     "specverify.engines",
     "specverify.interfaces.loop_cases",
+    "specverify.interfaces.loop_checks",
     "specverify.models.measure",
     "specverify.mutants.report",
 }

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 
 from specverify import strategies as sst
 from specverify.interfaces.loop import run_loop_battery
-from specverify.interfaces.loop_cases import loop_cases
+from specverify.interfaces.loop_cases import NO_SWEEPS, loop_cases
 from specverify.interfaces.loop_counterexample import LAW_CHECKS, find_loop_counterexample, small_loop_cases
 from specverify.interfaces.loop_tasks import contract_problem
 from specverify.laws import exact
@@ -169,8 +169,9 @@ def test_step_distribution_counts_the_prompt_for_repetition_only():
 
 
 def test_loop_battery_passes_the_reference_and_target_only():
+    """Without the sweeps (the reference with them: tests/test_loop_sweeps.py)."""
     for loop in (generate, lambda t, d, reqs, k, rng: target_only(t, reqs, rng)):
-        result = run_loop_battery(loop)
+        result = run_loop_battery(loop, **NO_SWEEPS)
         assert result.exact is True, result.findings
         assert result.exact_tv_max < 1e-12
         slow = {f.check for f in result.flagged(("efficiency",))}
@@ -206,7 +207,7 @@ def test_a_loop_the_enumerator_cannot_follow_is_judged_by_statistics():
     def opaque(t, d, reqs, k, rng):  # reproducible, but its own generator hides every decision
         return generate(t, d, reqs, k, np.random.default_rng(int(rng.integers(2**62))))
 
-    result = run_loop_battery(opaque, samples=2000)
+    result = run_loop_battery(opaque, samples=2000, **NO_SWEEPS)
     assert result.findings == [] and result.power
     assert any("not enumerable" in line for line in result.ran)
     assert result.exact in (True, None)  # None when 3000 runs cannot see the budget's TV
@@ -215,7 +216,7 @@ def test_a_loop_the_enumerator_cannot_follow_is_judged_by_statistics():
         hot = [replace(r, params=replace(r.params, temperature=3.0)) if r.params.temperature else r for r in reqs]
         return [list(o.tokens) for o in opaque(t, d, hot, k, rng)]
 
-    result = run_loop_battery(biased, samples=2000, stop_on_first=True)
+    result = run_loop_battery(biased, samples=2000, stop_on_first=True, **NO_SWEEPS)
     assert result.exact is False and result.findings[0].check == "loop-chi-square"
 
 
@@ -223,7 +224,7 @@ def test_a_loop_that_ignores_its_rng_is_not_enumerated():
     def unseeded(t, d, reqs, k, rng):
         return generate(t, d, reqs, k, np.random.default_rng())
 
-    result = run_loop_battery(unseeded, samples=1000)
+    result = run_loop_battery(unseeded, samples=1000, **NO_SWEEPS)
     assert any(f.check == "rng" for f in result.findings) and result.exact is None
 
 

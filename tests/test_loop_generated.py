@@ -18,6 +18,7 @@ import pytest
 from specverify.interfaces.loop import run_loop_battery
 from specverify.interfaces.loop_cases import (
     LOOP_BUDGETS,
+    NO_SWEEPS,
     SEED_STREAMS,
     edge_cases,
     generated_loop_cases,
@@ -114,9 +115,11 @@ def test_a_loop_wrong_only_there_is_not_exact(name):
 
 
 def test_seeds_judged_by_their_law_and_by_same_seed_pairs():
-    reseeding = run_loop_battery(wrong.reseeds_every_round, "standard", 0)
+    """The fixed seeded case alone decides here (no sweeps, no engine-scale batch: the seeded
+    sweep is tests/test_loop_sweeps.py's)."""
+    reseeding = run_loop_battery(wrong.reseeds_every_round, "standard", 0, scale_vocab=0, **NO_SWEEPS)
     assert {f.check for f in reseeding.flagged()} == {"seed-law"}  # replay alone sees nothing
-    shared = run_loop_battery(wrong.same_seed_shares_a_stream, "standard", 0)
+    shared = run_loop_battery(wrong.same_seed_shares_a_stream, "standard", 0, scale_vocab=0, **NO_SWEEPS)
     assert {f.check for f in shared.flagged()} == {"seeded-reproducibility"}
     assert "same seed" in shared.flagged()[0].message
     ce = find_loop_counterexample(wrong.reseeds_every_round, "standard", 0, {"seed-law"})
@@ -124,7 +127,7 @@ def test_seeds_judged_by_their_law_and_by_same_seed_pairs():
 
 
 def test_the_seed_law_states_its_power():
-    result = run_loop_battery(generate, "standard", 0)
+    result = run_loop_battery(generate, "standard", 0, scale_vocab=0, **NO_SWEEPS)
     power = [p for p in result.power if p.get("check") == "seed-law"]
     assert len(power) == 1 and power[0]["runs"] == 400 and power[0]["seeds"] == "0..399"
     assert 0 < power[0]["false_fail_rate"] < 1e-6 and power[0]["min_detectable_tv"] < 0.35
@@ -137,9 +140,10 @@ def test_the_seed_law_states_its_power():
 @pytest.mark.parametrize("seed", range(5))
 def test_reference_and_controls_stay_exact_over_seeds_0_to_4(seed):
     """Every case but the engine-scale batch (its binned test: test_engine_scale.py, the reference
-    over seeds 0-4, and ``test_controls_stay_exact_on_the_engine_scale_batch`` below)."""
+    over seeds 0-4, and ``test_controls_stay_exact_on_the_engine_scale_batch`` below) and the
+    sweeps (every control with them at seed 0: tests/test_mutants.py)."""
     for control in LOOP_CONTROLS:
-        result = run_loop_battery(control.fn, "standard", seed, scale_vocab=0)
+        result = run_loop_battery(control.fn, "standard", seed, scale_vocab=0, **NO_SWEEPS)
         assert result.exact is True, (control.id, seed, result.findings)
         assert result.exact_tv_max < 1e-12
 

@@ -23,6 +23,13 @@ max_tokens -> ``max_new_tokens``. frequency_penalty, presence_penalty and allowe
 ``generate`` counterpart: a ValueError naming the field. The draft proposes k tokens a round
 (``num_assistant_tokens=k``, constant schedule, no confidence early stop: ``hf.engine_context``).
 
+Counts: each request's ``Output`` carries no logprobs but its drafted and accepted counts, read from
+transformers' own verification rounds (``counting_rounds`` wraps ``_speculative_sampling``, as
+``hf_generate.recording_rounds`` does; ``round_counts`` cuts each round's block at a stop id as the
+reference loop does), so that the battery's tokens-per-pass check compares transformers' tokens per
+target pass with the rule's on every declared case (a mean test over the runs). transformers'
+greedy path verifies without that function: its requests return no counts.
+
 Randomness: transformers' assisted generation takes one sequence at a time, so each request is its
 own ``generate`` call; torch's global generator is seeded, inside ``torch.random.fork_rng``, from
 ``rng.integers(2**63)`` (an unseeded request) or from the request's seed, so a seeded request is
@@ -35,7 +42,8 @@ specverify.adapters.hf_loop:generate`` runs exactly those (the report says they 
 not the standard loop cases, which it refuses: their target depends on the position and some drafts
 have other widths). ``check`` (what ``python -m specverify check-hf-generate`` runs) is
 ``api.check`` of ``generate`` on them at ``budget(n, detect_tv)``, with check's ``Report``, verdict
-words and exit codes, plus the control ``LOOP_CONTROL``: transformers' ``assistant_ensemble_weight=0.5``
+words and exit codes (every loop check on the declared cases: laws, contracts, tokens per pass,
+seeds on the first case), plus the control ``LOOP_CONTROL``: transformers' ``assistant_ensemble_weight=0.5``
 (biased by design, ``ensemble_generate``) under the last setting's params, which must come out
 NOT EXACT at the same budget, else the report is inconclusive (``Report.require_flagged``). What
 it finds in transformers 5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023 (arXiv 2211.17192); transformers'
@@ -45,6 +53,7 @@ sequence bias, repetition penalty, temperature, top-k, top-p, min-p, as ``proces
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,11 +61,12 @@ import numpy as np
 from ..battery.core import POWER_FALSE_PASS_RATE
 from ..interfaces.loop_cases import LoopBudget, LoopCase
 from ..laws import stats
-from ..laws.requests import LogitTable, Request, SamplingParams, check_requests
+from ..laws.requests import LogitTable, Output, Request, SamplingParams, check_requests
 from ..models.loading import torch_modules
 from . import hf
 
 torch, transformers = torch_modules()
+import transformers.generation.utils as hf_generation  # noqa: E402 - after torch_modules(): a missing torch is one clear error
 
 PAD_LOGIT = -1e4
 """The padding id's logit: exp(-1e4) is 0 in float32, so it is never sampled."""
@@ -172,10 +182,48 @@ def generate_kwargs(params: SamplingParams) -> dict:
     return out
 
 
-def _one(target_lm, draft_lm, request: Request, k: int, seed: int, extra: dict) -> list[int]:
-    """One ``generate(assistant_model=...)`` call for one request; its new tokens."""
+@contextmanager
+def counting_rounds():
+    """Wrap transformers' ``_speculative_sampling`` (looked up in its module at each call) to
+    record each verification round's (drafts verified, drafts accepted); the original is put
+    back."""
+    original = hf_generation._speculative_sampling
+    rounds: list[tuple[int, int]] = []
+
+    def counted(candidate_input_ids, candidate_logits, candidate_length, new_logits, *args, **kwargs):
+        valid, n_matches = original(
+            candidate_input_ids, candidate_logits, candidate_length, new_logits, *args, **kwargs
+        )
+        rounds.append((int(candidate_length), int(n_matches)))
+        return valid, n_matches
+
+    hf_generation._speculative_sampling = counted
+    try:
+        yield rounds
+    finally:
+        hf_generation._speculative_sampling = original
+
+
+def round_counts(tokens, rounds, stops) -> tuple[int, int] | None:
+    """(drafted, accepted) of one request from its rounds (drafts verified c, accepted j): each
+    round emits j + 1 tokens, cut after a stop id, and accepted counts the drafts emitted (the
+    reference loop's ``emit``); a last round that verified no draft (one token left) is not
+    recorded. None when the rounds do not account for the tokens (e.g. greedy: no rounds)."""
+    pos = drafted = accepted = 0
+    for c, j in rounds:
+        block = list(tokens[pos : pos + j + 1])
+        if not block:
+            return None
+        cut = next((i + 1 for i, t in enumerate(block) if t in stops), len(block))
+        drafted, accepted, pos = drafted + c, accepted + min(j, cut), pos + cut
+    return (drafted, accepted) if 0 <= len(tokens) - pos <= 1 and rounds else None
+
+
+def _one(target_lm, draft_lm, request: Request, k: int, seed: int, extra: dict) -> Output:
+    """One ``generate(assistant_model=...)`` call for one request: its new tokens, with the
+    drafted and accepted counts of its rounds (``round_counts``; None when they do not add up)."""
     x = torch.tensor([list(request.prompt)])
-    with hf.engine_context(draft_lm, k):
+    with hf.engine_context(draft_lm, k), counting_rounds() as rounds:
         torch.manual_seed(seed)
         out = target_lm.generate(
             input_ids=x,
@@ -184,7 +232,9 @@ def _one(target_lm, draft_lm, request: Request, k: int, seed: int, extra: dict) 
             **generate_kwargs(request.params),
             **extra,
         )
-    return [int(t) for t in out[0, x.shape[1] :].tolist()]
+    tokens = tuple(int(t) for t in out[0, x.shape[1] :].tolist())
+    counts = round_counts(tokens, rounds, request.params.stop_token_ids)
+    return Output(tokens, None, *(counts or (None, None)))
 
 
 def make_generate(**extra):
@@ -221,6 +271,14 @@ def _rows(seed: int, vocab: int, scale: float) -> np.ndarray:
 
 TARGET = LogitTable(_rows(21, 3, 1.0), "target V3 (last token)")
 DRAFT = LogitTable(_rows(22, 3, 1.0), "draft V3 (last token)")
+NEAR_DRAFT = LogitTable(
+    (TARGET.table + np.random.default_rng(5).normal(scale=0.1, size=TARGET.table.shape)).round(3),
+    "draft V3 near the target (last token)",
+)
+"""The target's rows plus noise of scale 0.1: a draft the rule accepts often, so that a draft
+processed at another temperature than the request's loses many tokens per pass (transformers'
+assistant warpers applied twice propose from T^2: 3.31 tokens per pass where the rule gives 3.88
+at T = 0.7, k = 3, max_new_tokens 4, exact for both by enumeration of the NumPy stand-in)."""
 
 
 @dataclass(frozen=True)
@@ -228,9 +286,10 @@ class LoopSetting:
     name: str
     params: SamplingParams
     k: int = 2
+    draft: LogitTable = DRAFT
 
     def case(self) -> LoopCase:
-        return LoopCase(self.name, TARGET, DRAFT, (Request((0,), self.params),), self.k, kind="declared")
+        return LoopCase(self.name, TARGET, self.draft, (Request((0,), self.params),), self.k, kind="declared")
 
 
 LOOP_SETTINGS = (
@@ -246,6 +305,12 @@ LOOP_SETTINGS = (
     LoopSetting("min_p=0.3", SamplingParams(min_p=0.3, max_tokens=3)),
     LoopSetting("sequence_bias={(0,): 1.0, (2,): -0.8}", SamplingParams(logit_bias={0: 1.0, 2: -0.8}, max_tokens=3)),
     LoopSetting("eos_token_id=2, max_new_tokens=4, k=3", SamplingParams(stop_token_ids=(2,), max_tokens=4), k=3),
+    LoopSetting(
+        "T=0.7, a draft near the target, max_new_tokens=4, k=3",
+        SamplingParams(temperature=0.7, max_tokens=4),
+        k=3,
+        draft=NEAR_DRAFT,
+    ),
     LoopSetting(
         "all: T=1.2, repetition_penalty=1.3, min_p=0.1, sequence_bias={(1,): 0.5}, eos_token_id=2",
         SamplingParams(
@@ -282,24 +347,29 @@ ENSEMBLE_TARGET = f"{__name__}:ensemble_generate"
 
 def budget(n: int = 2000, detect_tv: float = 0.15, false_fail_rate: float = FALSE_FAIL_RATE) -> LoopBudget:
     """The loop budget of ``check``: ``n`` runs per case (torch's randomness cannot be enumerated,
-    so every case goes to the battery's chi-square over whole outputs), each case required to
-    see TV ``detect_tv`` with probability 0.95 (else the verdict is inconclusive), no time limit
-    that cuts the runs short (a ``generate`` call is ~10 ms; 20 s allowed for one), and the
-    counterexample search among the cases at the same n."""
+    so every case goes to the battery's chi-square over whole outputs, and tokens per pass to
+    its mean test), each case required to see TV ``detect_tv`` with probability 0.95 (else the
+    verdict is inconclusive), the first case's request seeded with 0..n-1 for its seed law, a
+    generous hang guard (a ``generate`` call is ~10-30 ms; 20 s allowed for one, an hour for a
+    task), and the counterexample search among the cases at the same n. ``max_paths`` 1: the
+    enumerator can follow torch's randomness (``laws.torch_random``), but a case then takes
+    minutes and float32 rounding shows as an exact TV of ~1e-7 (a finding at the 1e-9
+    tolerance), so every case goes to statistics, whose power is stated."""
     from ..common.validation import check_discrepancy, check_int
 
     check_int("n", n, 1)
     check_discrepancy("detect_tv", detect_tv)
     return LoopBudget(
         f"hf-generate n={n}, TV {detect_tv:g}",
+        max_paths=1,
         samples=n,
         extra_samples=n,
-        statistics_s=3600.0,
         detect_tv=detect_tv,
         call_limit_s=20.0,
+        guard_s=3600.0,
         false_fail_rate=false_fail_rate,
         counterexample_samples=n,
-        counterexample_s=3600.0,
+        seed_law_runs=n,
     )
 
 
@@ -349,13 +419,16 @@ __all__ = [
     "LOOP_CONTROL",
     "LOOP_SETTINGS",
     "LoopSetting",
+    "NEAR_DRAFT",
     "bigram_lm",
     "budget",
     "check",
+    "counting_rounds",
     "ensemble_generate",
     "generate",
     "generate_kwargs",
     "last_token_rows",
     "make_generate",
+    "round_counts",
     "warm_up",
 ]

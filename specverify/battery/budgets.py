@@ -99,15 +99,21 @@ class LoopBudget:
     runs") and its case is not judged (inconclusive), never judged on fewer runs.
 
     Measured: the reference loop, 2 shared cores, one battery in a fresh process, wall time
-    (``specverify check specverify.samplers.reference_loop:generate --budget B``):
+    (``specverify check specverify.samplers.reference_loop:generate --budget B``), before the
+    sweeps and counted runs -> after:
 
-    ==========  =========  ==============  =============  =====================  ==========
-    budget      generated  paths per case  seed-law runs  sweep runs (context)   wall time
-    ==========  =========  ==============  =============  =====================  ==========
-    quick       2          <= 40           200            200 (128)              TIME_QUICK
-    standard    4          <= 40           400            400 (512)              TIME_STANDARD
-    thorough    16         <= 400          2000           1000 (2048)            TIME_THOROUGH
-    ==========  =========  ==============  =============  =====================  ==========
+    ==========  =========  ==============  =============  ===================  =================
+    budget      generated  paths per case  seed-law runs  sweep runs (context)  wall time
+    ==========  =========  ==============  =============  ===================  =================
+    quick       2          <= 40           200            150 (128)            3.6 -> 8.1 s
+    standard    4          <= 40           400            300 (512)            10.9 -> 16.1 s
+    thorough    16         <= 400          2000           1000 (2048)          77 -> 136 s
+    ==========  =========  ==============  =============  ===================  =================
+
+    Of the standard budget's 5 s more, the sampled sweeps are nearly all (max_tokens 64 and the
+    batch of 64 about 2 s each); thorough's engine-scale batch now runs its 400 runs (~100 s at
+    V = 33,024) where its 60 s limit cut it to 264. The reference behind its own generator (every
+    case by statistics) took 27 s at standard before and 41 s after.
     """
 
     name: str
@@ -152,13 +158,14 @@ class KernelBudget:
     ==========  ===========  ================  =======  ==================================
     quick       (none)       (none)            1-4      31-33, 63-65
     standard    1024, 4096   65,537, 152,064   1-8      2, 3, 2^j - 1..2^j + 1 (j 4-9), 1024
-    thorough    .. 16,384    65,537, 152,064   1-16     .. 2049, 4096
+    thorough    .. 32,768    65,537, 152,064   1-16     .. 1025, 2047-2049, 4096
     ==========  ===========  ================  =======  ==================================
 
-    Measured: the NumPy reference kernel, 2 shared cores, seed 0, one battery in process: quick
-    0.8 -> 1.4 s, standard 6.4 -> 18 s (dense V = 4096 7 s of it, binned V 4.5 s, batch rows and
-    pairs 1 s, every k 1.2 s); a generator kernel (judged by statistics; no dense or binned
-    sweep) standard 12 -> 27 s.
+    Measured: the NumPy reference kernel, 2 shared cores, seed 0: ``specverify check`` at
+    standard 10-11 s before the sweeps, 15-17 s with them (one battery in process 6-8 -> 15-18 s:
+    dense V = 4096 3-7 s of it, binned V 4.5 s, batch rows and pairs 1-3 s, every k 1.2 s); quick
+    0.8-1.1 -> 1.4-1.9 s; thorough's dense V = 32,768 alone 171 s. A generator kernel (judged by
+    statistics, without the dense and binned sweeps) at standard: 11-17 -> 18-27 s.
     """
 
     name: str
@@ -271,7 +278,7 @@ TABLE = {
             generated_paths=400,
             seed_law_runs=2000,
             scale_vocab=33_024,
-            scale_runs=2000,
+            scale_runs=400,  # ~0.24 s a run of the reference at V = 33,024: 400 runs ~100 s
             sweep_context=2048,
             sweep_rounds=32,
             sweep_seeded_rounds=16,
@@ -285,7 +292,7 @@ TABLE = {
             dense_vocab=1000,
             n_max=1_280_000,
             detect_tv=0.006,
-            dense_sweep=(1024, 4096, 16_384),
+            dense_sweep=(1024, 4096, 32_768),
             k_sweep=16,
             batch_sweep=KernelBudget.batch_sweep + (1025, 2047, 2048, 2049, 4096),
             batch_calls=32,

@@ -174,4 +174,27 @@ def aim(vocab=None, k=None, max_tokens=None) -> Aim:
     )
 
 
-__all__ = ["Aim", "InterfaceError", "NAMES", "aim", "detect", "get", "parse_ks", "score", "signature_problem"]
+def reach_words(reach: dict) -> str:
+    """A reach box in words, dimension by dimension: ``context <= 514, k <= 8, ...`` (a dimension
+    at 0, not reached, is left out)."""
+    return ", ".join(f"{name} <= {value:,}" for name, value in reach.items() if value)
+
+
+def budget_reach(name: str, budget) -> dict:
+    """The box the ``name`` interface's cases reach at ``budget`` (that interface's ``reach``)."""
+    return get(name).reach(budget)
+
+
+__all__ = [
+    "Aim",
+    "InterfaceError",
+    "NAMES",
+    "aim",
+    "budget_reach",
+    "detect",
+    "get",
+    "parse_ks",
+    "reach_words",
+    "score",
+    "signature_problem",
+]

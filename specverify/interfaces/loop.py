@@ -7,21 +7,35 @@ findings, verdicts and JSON as the round battery). The subject runs only in its 
 parent from its own tables (``loop.sequence_law``, the DP over the processed target). The modules:
 
 - ``loop_cases``: the budgets (``LoopBudget``, ``LOOP_BUDGETS``: views of ``budgets.TABLE``), the cases and their order (fixed,
-  edge, drawn from the seed, seeded, engine scale), the seed streams, the reference loop's law;
+  edge, drawn from the seed, seeded, the sweeps, engine scale), the seed streams, the reference loop's law;
 - ``loop_tasks``: what runs in the subject's process (reading its outputs, enumerating, sampling,
   seeding) and ``contract_problem``;
 - ``loop_checks``: ``LoopBattery``, the checks below;
 - ``loop_counterexample``: the smallest request and model that show a finding.
 
 Enumerating every path of the loop's random decisions (``specverify.laws.exact``, the subject drawing
-from an ``EnumeratingRng``) takes well under a second per case; an edge or generated case is
+from an ``EnumeratingRng``) takes well under a second per case; an edge, generated or sweep case is
 enumerated up to ``extra_max_paths`` paths, then judged by ``extra_samples`` runs (its power in
 ``result.power``, never a shortfall). The check's seed fixes everything (``SEED_STREAMS``: one
-child of ``numpy.random.SeedSequence(seed)`` per purpose). Checks, each a ``Finding.check``:
+child of ``numpy.random.SeedSequence(seed)`` per purpose), and the budget fixes every sample size
+(paths, runs, seeds, candidates): no decision reads a clock, so a subject gets the same verdict,
+findings and runs per case on an idle machine and a loaded one. Clocks are hang guards only
+(``call_limit_s`` per call, ``guard_s`` per task); a task a guard stops leaves its case not judged,
+a shortfall that says "stopped by a guard". The sweeps (``loop_cases.sweep_loop_cases``) take
+one dimension at a time to engine scale, the others small: the context (prompt + output, on a
+target that reads the first token), rounds of an unseeded and of a seeded request, max_tokens and
+requests per batch (``reach``: each one's largest value). Checks, each a ``Finding.check``:
 
 - ``sequence-law`` (distribution): each request's exact output law against the DP, TV > 1e-9;
   ``loop-chi-square`` when the subject cannot be enumerated (pooled chi-square over sequences);
 - ``batch-isolation`` (distribution): a request whose law is exact alone but not in its batch;
+- ``joint-law`` (distribution): unseeded requests of one batch, identical or not, must be
+  independent: the enumerated joint law against the product of their laws (TV > 1e-9), or by
+  statistics each group of identical requests' joint outputs against the product law (a
+  chi-square; power in ``result.power`` with ``"check": "joint-law"``); in a sweep judged per
+  position, pairs of positions of one request (lags 1 to 16) and of identical requests;
+- ``position-law`` (distribution): in a sweep judged per position (a context-free target), each
+  position's tokens, and all of them pooled, against the processed row;
 - ``stop-max-tokens`` (contract): on every reachable output, nothing after a stop token, never
   more than max_tokens, fewer only when ending at a stop, ids in the vocabulary;
 - ``counts`` (contract): 0 <= accepted <= drafted and accepted <= tokens emitted (a stop inside an
@@ -32,9 +46,13 @@ child of ``numpy.random.SeedSequence(seed)`` per purpose). Checks, each a ``Find
   batch with unseeded requests drawing from another rng, and two requests with the same seed in
   one batch each give what they give alone;
 - ``seed-law`` (distribution): a seeded request's outputs over seeds 0..n-1 follow its exact law
-  (chi-square at the battery's split false-fail rate, its power in ``result.power``);
-- ``tokens-per-pass`` (efficiency): exact mean tokens per target pass, E[tokens] / E[tokens -
-  accepted], against the reference loop's on the same case; only a shortfall is a finding;
+  (chi-square at the battery's split false-fail rate, its power in ``result.power``), and a
+  seeded request of ``sweep_seeded_rounds`` rounds over the same seeds, position by position and
+  pairs of positions (a generator re-created every few rounds repeats itself);
+- ``tokens-per-pass`` (efficiency): mean tokens per target pass, E[tokens] / E[tokens -
+  accepted], against the reference loop's on the same case, exact by enumeration, else a
+  one-sided mean test over the runs (``loop_cases.tokens_per_pass_test``); only a shortfall is a
+  finding;
 - ``loop-binned-chi-square`` (distribution): on an engine-scale batch, each position's tokens
   against the processed row, binned (``specverify.laws.scale``);
 - ``contract``: raised, exited, returned junk (read in the subject's process: whatever its objects
@@ -52,15 +70,19 @@ Declared cases. A subject that can run only some shapes (transformers' ``generat
 models of one width: ``specverify.adapters.hf_loop``) declares the cases it can run, a sequence of
 ``loop_cases.LoopCase`` as its ``specverify_cases`` attribute (``CASES_ATTRIBUTE``), or a caller
 passes them (``api.check(cases=...)``). The battery then runs exactly those (``declared_cases``:
-kind "declared", judged as the core: their power is required), the report's coverage says the
+kind "declared", judged as the core: their power is required), with every check the battery's own
+cases get: when none is seeded, the first also runs with request 0 seeded (``with_seeded_declared``:
+seeded reproducibility and seed law), tokens per pass by statistics where it cannot enumerate,
+logprobs and counts on every run. The report's coverage says the
 cases came from the subject and are not the standard ones (``declared_coverage``; each case's
 ``"origin": "declared"``), and the counterexample search is made among them, smallest first.
 
 With a finding, ``counterexample`` gives the smallest request and model that show it
 (``loop_counterexample.find_loop_counterexample``: ``small_loop_cases``, smallest first, each
 candidate judged by ``LoopBattery.law_case``, the battery's own enumeration or chi-square), in the
-shape of ``round_counterexample.describe`` plus the requests; a binned finding is shrunk over smaller
-engine-scale batches (``loop_counterexample.shrink_binned_loop``).
+shape of ``round_counterexample.describe`` plus the requests, then the exact sweeps, shortest first;
+a binned finding is shrunk over smaller engine-scale batches (``loop_counterexample.shrink_binned_loop``);
+a finding only a sweep judged per position shows is described on that sweep.
 """
 
 from __future__ import annotations
@@ -68,9 +90,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..battery.core import BatteryResult, run_in_subject
-from .loop_cases import SCALE_KINDS, LoopCase, generated_loop_cases, get_loop_budget, loop_cases, scale_loop_cases
+from .loop_cases import (
+    SCALE_KINDS,
+    SWEEP_DIMENSIONS,
+    LoopCase,
+    generated_loop_cases,
+    get_loop_budget,
+    loop_cases,
+    scale_loop_cases,
+    sweep_loop_cases,
+)
 from .loop_checks import LoopBattery
-from .loop_counterexample import counterexample_checks, find_loop_counterexample, shrink_binned_loop
+from .loop_counterexample import (
+    counterexample_checks,
+    describe_binned_loop,
+    find_loop_counterexample,
+    shrink_binned_loop,
+    small_loop_cases,
+)
 
 NAME = "loop"
 PARAMETERS = ("target", "draft", "requests", "k", "rng")
@@ -107,6 +144,20 @@ def declared_cases(cases) -> tuple[LoopCase, ...]:
     return tuple(c if c.kind in SCALE_KINDS else replace(c, kind="declared") for c in out)
 
 
+def with_seeded_declared(cases) -> list[LoopCase]:
+    """``cases`` and, when some are declared but none is seeded, the first declared one again
+    with request 0 seeded per run (beside its other requests, or beside an unseeded copy of itself
+    when it has no other), under the same name: the seeded checks (``seeded-reproducibility``,
+    ``seed-law``) then run on declared cases as on the battery's own seeded case."""
+    cases = list(cases)
+    declared = [c for c in cases if c.kind == "declared" and c.requests]
+    if not declared or any(c.seeded for c in cases):
+        return cases
+    first = declared[0]
+    requests = first.requests if len(first.requests) > 1 else first.requests * 2
+    return cases + [replace(first, requests=requests, seeded=True)]
+
+
 def subject_cases(fn) -> tuple[LoopCase, ...] | None:
     """The cases ``fn`` declares (its ``CASES_ATTRIBUTE``, through ``declared_cases``); None
     when it declares none. Read where the subject lives (its own process for a TARGET)."""
@@ -138,14 +189,69 @@ def get_budget(budget):
     return get_loop_budget(budget)
 
 
+def standard_cases(budget, seed: int = 0, aim=None) -> list[LoopCase]:
+    """The cases a budget runs, in order: the fixed and edge cases, those drawn from the seed, the
+    seeded case, the sweeps (``sweep_loop_cases``' order), the engine-scale batches (the costly
+    ones last)."""
+    fixed = list(loop_cases())
+    return (
+        [c for c in fixed if not c.seeded]
+        + generated_loop_cases(budget, seed)
+        + [c for c in fixed if c.seeded]
+        + sweep_loop_cases(budget)
+        + scale_loop_cases(budget, seed, aim)
+    )
+
+
+def _rounds(case: LoopCase) -> int:
+    """Rounds every run of a sweep's request takes at least: max_tokens / (k + 1), rounded up."""
+    return max((-(-q.params.max_tokens // (case.k + 1)) for q in case.requests), default=0)
+
+
+def cases_reach(cases) -> dict:
+    """The largest value of each dimension over ``cases``: context (prompt + max_tokens), rounds
+    and seeded rounds (those of the rounds sweeps: at least max_tokens / (k + 1) a run),
+    max_tokens, requests per batch, vocabulary (the target's width) and k."""
+    cases = list(cases)
+    reqs = [q for c in cases for q in c.requests]
+    return {
+        "context": max((len(q.prompt) + q.params.max_tokens for q in reqs), default=0),
+        "rounds": max((_rounds(c) for c in cases if c.sweep == "rounds"), default=0),
+        "seeded rounds": max((_rounds(c) for c in cases if c.sweep == "seeded rounds"), default=0),
+        "max_tokens": max((q.params.max_tokens for q in reqs), default=0),
+        "requests per batch": max((len(c.requests) for c in cases), default=0),
+        "vocab": max((c.vocab_size for c in cases), default=0),
+        "k": max((c.k for c in cases), default=0),
+    }
+
+
+def reach(budget="standard") -> dict:
+    """Each swept dimension's largest value in the budget's loop battery (``cases_reach`` of its
+    cases at seed 0: the drawn cases stay within the fixed ones' small ranges), e.g. at
+    standard {"context": 512, "rounds": 16, "seeded rounds": 8, "max_tokens": 64, "requests per
+    batch": 64, "vocab": 4096, "k": 8}."""
+    return cases_reach(standard_cases(get_budget(budget), 0))
+
+
+def reach_line(values: dict) -> str:
+    """``reach: context 512, rounds 16, ...``: one line of ``result.ran``."""
+    return "reach: " + ", ".join(f"{name} {value}" for name, value in values.items())
+
+
+def _swept_words(values: dict) -> str:
+    return ", ".join(f"{name} {values[name]}" for name in SWEEP_DIMENSIONS)
+
+
 def coverage(budget) -> str:
     """What the loop section of ``budget`` runs, in one line (the report's ``coverage``)."""
     b = get_budget(budget)
+    sweeps = sweep_loop_cases(b)
     return (
         f"loop battery: {len(loop_cases())} fixed request batches + {b.generated} drawn from the seed "
         f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
         f"{b.generated_paths} reference paths each); seeds replayed ({b.seeds}) and judged "
-        f"by their law ({b.seed_law_runs} seeds); "
+        f"by their law ({b.seed_law_runs} seeds); {len(sweeps)} sweeps, one dimension at a time "
+        f"({_swept_words(cases_reach(sweeps))}; {b.sweep_runs} runs where sampled); "
         + (
             f"one engine-scale batch (V {b.scale_vocab}, k {b.scale_k}, max_tokens "
             f"{b.scale_tokens}, binned chi-square per position over {b.scale_runs} runs); "
@@ -206,17 +312,13 @@ def run_loop_battery(
     seed = check_seed(seed)
     b = get_loop_budget(budget)
     b = with_overrides("loop", b, overrides)
-    if cases is None:
-        fixed = list(loop_cases())  # drawn cases before the seeded case, engine scale last
-        cases = (
-            [c for c in fixed if not c.seeded]
-            + generated_loop_cases(b, seed)
-            + [c for c in fixed if c.seeded]
-            + scale_loop_cases(b, seed, aim)
-        )  # the costly engine-scale batches last
-    return run_in_subject(
+    cases = standard_cases(b, seed, aim) if cases is None else with_seeded_declared(cases)
+    result = run_in_subject(
         subject, lambda handle: LoopBattery(handle, b, seed, deadline), lambda run: run.run(list(cases), stop_on_first)
     )
+    result.reach = cases_reach(cases)
+    result.ran.append(reach_line(result.reach))
+    return result
 
 
 def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, cases=None) -> dict | None:
@@ -232,10 +334,12 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, 
         case = next((c for c in pool if c.name == finding.case), None)
         return shrink_binned_loop(subject, budget, seed, case, finding) if case is not None else None
     exact_ok = not any(f.check == "rng" for f in result.findings)
-    small = (
-        None
-        if declared is None
-        else sorted(
+    if declared is None:
+        sweeps = sweep_loop_cases(budget)
+        small = list(small_loop_cases()) + [c for c in sweeps if not c.positions]
+    else:
+        sweeps = []
+        small = sorted(
             (c for c in declared if c.kind not in SCALE_KINDS),
             key=lambda c: (
                 len(c.requests),
@@ -243,9 +347,17 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, 
                 max((q.params.max_tokens for q in c.requests), default=0),
                 c.k,
             ),
-        )
-    )
-    return find_loop_counterexample(subject, get_budget(budget), seed, checks, exact_ok, cases=small)
+        ) + [c for c in with_seeded_declared(declared) if c.seeded]
+    found = find_loop_counterexample(subject, get_budget(budget), seed, checks, exact_ok, cases=small)
+    return found if found is not None else sweep_counterexample(result, sweeps)
+
+
+def sweep_counterexample(result: BatteryResult, sweeps) -> dict | None:
+    """A law finding only a sweep judged per position shows (no smaller candidate did), described
+    on that sweep (``describe_binned_loop``, method "positions"); None without one."""
+    by_name = {c.name: c for c in sweeps if c.positions}
+    finding = next((f for f in result.flagged(("distribution",)) if f.case in by_name), None)
+    return None if finding is None else describe_binned_loop(by_name[finding.case], finding, "positions")
 
 
 def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
@@ -258,13 +370,19 @@ __all__ = [
     "CASES_ATTRIBUTE",
     "NAME",
     "PARAMETERS",
+    "cases_reach",
     "counterexample",
     "coverage",
     "declared_cases",
     "declared_coverage",
     "get_budget",
+    "reach",
+    "reach_line",
     "run",
     "run_loop_battery",
+    "standard_cases",
     "subject_cases",
+    "sweep_counterexample",
     "units",
+    "with_seeded_declared",
 ]

@@ -1,8 +1,8 @@
 """The loop interface's cases: the budgets, the request batches the loop battery judges, and the
 reference loop's law and tokens per pass on them.
 
-A ``LoopCase`` is a target and a draft (``loop.LogitTable`` or ``loop.ContextFreeLogits``), a
-batch of requests and k. Cases, in this order (every one judged by ``loop_checks.LoopBattery``):
+A ``LoopCase`` is a target and a draft (``loop.LogitTable``, ``loop.FirstTokenLogits`` or
+``loop.ContextFreeLogits``), a batch of requests and k. Cases, in this order (every one judged by ``loop_checks.LoopBattery``):
 
 - the core (``loop_cases``, kind "fixed"): logit tables on a vocabulary of 3 with drafts of the
   same width, wider (padding rows with finite logits, as real pairs have) and narrower; single
@@ -10,24 +10,31 @@ batch of requests and k. Cases, in this order (every one judged by ``loop_checks
 - the edges (``edge_cases``, kind "edge", in every budget): max_tokens 0 and 1, a prompt ending
   with its stop id, a stop id as a likely first token, a grammar allowing one token, top-k 1, top-p
   0.05, min-p 0.95, temperature with logit bias, min-p, top-k and top-p together, penalties over
-  repeated prompt tokens, an empty batch, a ragged batch of 8, and k = 3 on a vocabulary of 4 with
-  a 3-token prompt and max_tokens 4;
+  repeated prompt tokens, an empty batch, two identical unseeded requests, a ragged batch of 8,
+  and k = 3 on a vocabulary of 4 with a 3-token prompt and max_tokens 4;
 - ``budget.generated`` cases drawn from the check's seed (``generated_loop_cases``, kind
   "generated"): vocabularies 2 to 5, k 1 to 4, prompts of 1 to 4 tokens, max_tokens 0 to 5, every
   sampling parameter drawn (``drawn_params``, the value sets of ``strategies.sampling_params``);
 - then the seeded case (request 0 seeded beside an unseeded one): seeds by replay and by law;
+- the sweeps (``sweep_loop_cases``, kind "sweep", in every budget), one dimension at a time to
+  the budget's largest value, the others small: the context (prompt + output, 2^j - 1 to 2^j + 1
+  up to ``sweep_context``) on a target whose rows the first token chooses, enumerated; rounds of
+  an unseeded request, rounds of a seeded one over seeds, max_tokens and requests per batch on a
+  context-free target, judged per position and by pairs of positions (``sampled_sweeps``); greedy
+  requests at the max_tokens boundary values, every draft rejected (one token a round);
 - last, the engine-scale batches (``scale_loop_cases``, kinds "scale" and "aimed"), judged by a
   binned chi-square per position.
 
 The check's seed fixes everything (``SEED_STREAMS``: one child of ``numpy.random.SeedSequence(seed)``
-per purpose). ``reference_rates`` (and ``tokens_per_pass_rates``) is the reference loop
-(``samplers.loop.generate``) enumerated in the parent, its outputs read as a subject's are
-(``loop_tasks.read_outcome``). The counterexample search's smaller candidates are
+per purpose), the budget every count (paths, runs, seeds). ``reference_rates`` (and
+``tokens_per_pass_rates``) is the reference loop (``samplers.loop.generate``) enumerated in the
+parent, its outputs read as a subject's are (``loop_tasks.read_outcome``); ``tokens_per_pass_test``
+compares sampled runs with it. The counterexample search's smaller candidates are
 ``loop_counterexample.small_loop_cases``.
 
-It is over 550 lines because every case family (fixed, edge, generated, engine-scale) is drawn from
-the one seed tree and judged by the one reference law here, and the budgets' case lists index into
-them in order.
+It is over 550 lines because every case family (fixed, edge, generated, sweeps, engine-scale) is
+drawn from the one seed tree or the budget and judged by the one reference law here, and the
+budgets' case lists index into them in order.
 """
 
 from __future__ import annotations
@@ -42,7 +49,15 @@ from ..battery import budgets
 from ..battery.budgets import LoopBudget
 from ..battery.core import stream
 from ..laws import exact
-from ..laws.requests import ContextFreeLogits, LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law
+from ..laws.requests import (
+    ContextFreeLogits,
+    FirstTokenLogits,
+    LastTokenGrammar,
+    LogitTable,
+    Request,
+    SamplingParams,
+    sequence_law,
+)
 from .loop_tasks import read_outcome
 
 LOOP_BUDGETS = budgets.view("loop")
@@ -72,8 +87,11 @@ class LoopCase:
     k: int
     seeded: bool = False  # a reproducibility case: request 0 is seeded per run
     kind: str = "fixed"  # "fixed" (the core), "edge" (edge_cases), "generated" (generated_loop_cases),
-    # "declared" (by the subject, ``interfaces.loop.declared_cases``), "scale" / "aimed" (SCALE_KINDS)
+    # "declared" (by the subject, ``interfaces.loop.declared_cases``), "sweep" (sweep_loop_cases),
+    # "scale" / "aimed" (SCALE_KINDS)
     side: str | None = None  # an engine-scale batch's ``scale.scale_pair`` side ("residual" / "draft")
+    sweep: str | None = None  # the dimension a sweep case reaches (a key of ``SWEEP_DIMENSIONS``)
+    positions: bool = False  # judged per position and by pairs of positions (a context-free target)
 
     @property
     def vocab_size(self) -> int:
@@ -179,7 +197,9 @@ def edge_cases() -> tuple[LoopCase, ...]:
     dozen paths: max_tokens 0 beside 1; a prompt that ends with its stop id where the stop id is
     also a likely first token; a grammar allowing one token, top-k 1, top-p 0.05 and min-p 0.95 in
     one batch (each request deterministic); temperature with logit bias, min-p, top-k and top-p
-    together; penalties over a prompt with repeated tokens; an empty batch; a ragged batch of 8
+    together; penalties over a prompt with repeated tokens; an empty batch; two identical
+    unseeded requests in one batch (their joint law must be the product of their laws: a loop
+    that shares one output between them is caught exactly); a ragged batch of 8
     (prompts of 1 to 4 tokens, max_tokens 0 to 5, greedy and sampled); and k = 3 drafts on a
     vocabulary of 4 with a 3-token prompt and max_tokens 4 (a period-2 target, so the prompt's
     length matters; a one-hot draft and top-k 2 keep it to 16 paths)."""
@@ -258,6 +278,14 @@ def edge_cases() -> tuple[LoopCase, ...]:
             kind="edge",
         ),
         LoopCase("edge: an empty batch; k=2", t3, d3, (), 2, kind="edge"),
+        LoopCase(
+            "edge: two identical unseeded requests (same prompt and params) in one batch; k=2",
+            t3,
+            d3,
+            (Request((1,), SamplingParams(temperature=0.9, max_tokens=2)),) * 2,
+            2,
+            kind="edge",
+        ),
         LoopCase(
             "edge: a ragged batch of 8 (prompts 1-4 tokens, max_tokens 0-5); k=2", t4, hot4, ragged, 2, kind="edge"
         ),
@@ -411,6 +439,30 @@ def tokens_per_pass_rates(law: dict, n: int) -> list[float]:
     return out
 
 
+def tokens_per_pass_test(tokens, passes, reference: float, rate: float, false_pass_rate: float) -> dict:
+    """Sampled tokens per target pass, sum(tokens) / sum(passes) over n runs, against the
+    reference loop's exact rate r: one-sided, only a shortfall is a finding. Per run D = tokens -
+    r x passes has mean >= 0 when the subject's rate is r or more; z = mean(D) / (sd(D) / sqrt(n)),
+    a finding when z < -z(``rate``) (normal approximation of the mean, its false-fail rate
+    ``rate``; when D never varies, when mean(D) < 0). Returns ``measured``, ``z``, ``p_value``,
+    ``passed`` and ``detects``: the shortfall in tokens per pass seen with probability
+    1 - ``false_pass_rate``, (z(rate) + z(false_pass_rate)) sd(D) / sqrt(n) / mean(passes)."""
+    from scipy.stats import norm
+
+    t, q = np.asarray(tokens, dtype=np.float64), np.asarray(passes, dtype=np.float64)
+    n, d = len(t), t - reference * q
+    measured = float(t.sum() / q.sum()) if q.sum() > 0 else math.inf
+    sd = float(d.std(ddof=1)) if n > 1 else 0.0
+    mean = float(d.mean())
+    if sd > 0:
+        z = mean / (sd / math.sqrt(n))
+        p_value, passed = float(norm.cdf(z)), bool(z >= norm.ppf(rate))
+    else:
+        z, p_value, passed = (0.0, 1.0, True) if mean >= -1e-9 else (-math.inf, 0.0, False)
+    detects = (norm.isf(rate) + norm.isf(false_pass_rate)) * sd / math.sqrt(n) / max(float(q.mean()), 1e-12)
+    return {"measured": measured, "z": z, "p_value": p_value, "passed": passed, "detects": float(detects), "runs": n}
+
+
 _REFERENCE_RATES: dict = {}
 
 
@@ -539,25 +591,238 @@ def scale_loop_cases(budget="standard", seed: int = 0, aim=None) -> list[LoopCas
     ]
 
 
+# --------------------------------------------------------------------------- the sweeps
+
+SWEEP_DIMENSIONS = {
+    "context": "sweep_context",
+    "rounds": "sweep_rounds",
+    "seeded rounds": "sweep_seeded_rounds",
+    "max_tokens": "sweep_max_tokens",
+    "requests per batch": "sweep_batch",
+}
+"""Each dimension the sweeps reach (``LoopCase.sweep``) and the ``LoopBudget`` field holding its
+largest value (0: that sweep off)."""
+
+NO_SWEEPS = {field: 0 for field in SWEEP_DIMENSIONS.values()}
+"""The overrides that turn every sweep off (``run_loop_battery(..., **NO_SWEEPS)``): a battery
+judged on its other cases only."""
+
+MAX_LAG = 16
+"""The largest distance between two positions of one request whose joint law a sampled sweep
+tests (``loop_checks.lag_pairs``): a generator re-created every r rounds of two tokens repeats
+at distance 2r."""
+
+
+def boundary_values(largest: int, smallest: int = 1) -> list[int]:
+    """2^j - 1, 2^j and 2^j + 1 for each 2^j from ``smallest`` to ``largest``, and ``largest``
+    itself: the values from ``smallest - 1`` to ``largest`` where an engine's tiles, buffers and
+    id types end, sorted."""
+    values, j = {largest}, 1
+    while j <= largest:
+        if j >= smallest:
+            values |= {j - 1, j, j + 1}
+        j *= 2
+    return sorted(v for v in values if smallest - 1 <= v <= largest)
+
+
+def context_sweep(largest: int) -> list[LoopCase]:
+    """One request per case, max_tokens 3, prompts of 2^j - 1 tokens (j = 1, 2, ...: the target
+    sees contexts of 2^j - 1, 2^j and 2^j + 1 tokens) and last a prompt of ``largest`` - 3
+    (prompt + output = ``largest``). The target is a ``FirstTokenLogits``: its rows are chosen by
+    the first prompt token (0), every later prompt token 1 or 2, so a loop that shows the target
+    only the last w < context tokens reads other rows, and the exact law differs (a sliding window
+    of 16 first shows at the prompt of 15 tokens). Every other case a repetition penalty counts
+    the whole prompt. Enumerated like an edge (a few dozen paths each)."""
+    if largest < 4:
+        return []
+    target = FirstTokenLogits(seeded_logits(41, 3, 3, 3, 1.5), "target V3, rows chosen by the first token")
+    draft = LogitTable(seeded_logits(42, 1, 3, 3), "draft V3")
+    prompts = dict.fromkeys([2**j - 1 for j in range(1, largest.bit_length()) if 2**j + 2 <= largest] + [largest - 3])
+    cases = []
+    for i, n in enumerate(prompts):
+        prompt = (0,) + tuple(1 + (t % 3 == 2) for t in range(n - 1))
+        penalty = {"repetition_penalty": 1.3} if i % 2 else {}
+        cases.append(
+            LoopCase(
+                f"sweep: context {n + 3} (prompt {n} from first token 0, max_tokens 3"
+                f"{', repetition penalty' if penalty else ''}); k=2",
+                target,
+                draft,
+                (Request(prompt, SamplingParams(temperature=0.9, max_tokens=3, **penalty)),),
+                2,
+                kind="sweep",
+                sweep="context",
+            )
+        )
+    return cases
+
+
+def greedy_max_tokens_case(largest: int) -> LoopCase | None:
+    """One batch of greedy requests whose max_tokens are the boundary values from 31 (or
+    ``largest`` / 2) to ``largest``, on a period-2 target whose draft always proposes the
+    target's least likely token: every draft rejected, one token a round, so a request of
+    max_tokens m runs m rounds. Deterministic: one path, enumerated; the output's length and
+    every token are checked at each value."""
+    if largest < 2:
+        return None
+    values = boundary_values(largest, min(32, largest))
+    t3 = seeded_logits(11, 2, 3, 3, 0.8)
+    target, draft = LogitTable(t3, "target V3 period 2"), LogitTable(-t3, "draft V3 = -target (always rejected)")
+    reqs = tuple(Request((0,), SamplingParams(temperature=0, max_tokens=m)) for m in values)
+    return LoopCase(
+        f"sweep: greedy max_tokens {', '.join(map(str, values))}, every draft rejected (one token a round); k=1",
+        target,
+        draft,
+        reqs,
+        1,
+        kind="sweep",
+        sweep="max_tokens",
+    )
+
+
+def _context_free_pair(same: bool = False) -> tuple[ContextFreeLogits, ContextFreeLogits]:
+    """A context-free target over 4 ids and its draft (the target itself when ``same``)."""
+    target = ContextFreeLogits(np.array([0.0, 0.4, -0.3, 0.2]), "context-free target V4")
+    if same:
+        return target, target
+    return target, ContextFreeLogits(np.array([0.5, -0.2, 0.1, -0.4]), "context-free draft V4")
+
+
+BATCH_PARAMS = (
+    SamplingParams(max_tokens=2),
+    SamplingParams(temperature=0.6, logit_bias={2: 1.2}, max_tokens=2),
+    SamplingParams(top_k=2, max_tokens=2),
+    SamplingParams(temperature=1.4, min_p=0.2, max_tokens=2),
+)
+"""The params a sampled batch sweep cycles through (request i: ``BATCH_PARAMS[i % 4]``, prompt
+(0,)): requests i and i + 4 are identical, so their joint law is tested too."""
+
+
+def sampled_sweeps(b: LoopBudget) -> list[LoopCase]:
+    """The sweeps judged per position (``positions``): a context-free target over 4 ids and
+    context-free params, so that every position of a request has the processed row as its law
+    and any two positions (of one request, or of two identical requests) are independent:
+
+    - rounds: one request of max_tokens 2 x ``sweep_rounds``, k = 1 (at least that many rounds);
+    - seeded rounds: one seeded request of max_tokens 2 x ``sweep_seeded_rounds``, k = 1, the draft
+      the target itself (every draft accepted: exactly two tokens a round), over seeds 0..n-1;
+    - max_tokens: one request of max_tokens ``sweep_max_tokens``, k = 4;
+    - requests per batch: ``sweep_batch`` requests of max_tokens 2 (``BATCH_PARAMS``), k = 2."""
+    target, draft = _context_free_pair()
+    out = []
+    if b.sweep_rounds:
+        m = 2 * b.sweep_rounds
+        out.append(
+            LoopCase(
+                f"sweep: {b.sweep_rounds} rounds or more (max_tokens {m}, k=1), context-free V4; per position",
+                target,
+                draft,
+                (Request((0,), SamplingParams(temperature=0.8, top_k=3, max_tokens=m)),),
+                1,
+                kind="sweep",
+                sweep="rounds",
+                positions=True,
+            )
+        )
+    if b.sweep_seeded_rounds:
+        m = 2 * b.sweep_seeded_rounds
+        same, _ = _context_free_pair(same=True)
+        out.append(
+            LoopCase(
+                f"sweep: a seeded request of {b.sweep_seeded_rounds} rounds (max_tokens {m}, k=1, draft = target: "
+                f"two tokens a round) over seeds; per position",
+                same,
+                same,
+                (Request((0,), SamplingParams(temperature=0.9, max_tokens=m)),),
+                1,
+                seeded=True,
+                kind="sweep",
+                sweep="seeded rounds",
+                positions=True,
+            )
+        )
+    if b.sweep_max_tokens:
+        out.append(
+            LoopCase(
+                f"sweep: max_tokens {b.sweep_max_tokens} (k=4), context-free V4; per position",
+                target,
+                draft,
+                (
+                    Request(
+                        (0,),
+                        SamplingParams(temperature=0.6, top_p=0.95, logit_bias={2: 1.2}, max_tokens=b.sweep_max_tokens),
+                    ),
+                ),
+                4,
+                kind="sweep",
+                sweep="max_tokens",
+                positions=True,
+            )
+        )
+    if b.sweep_batch:
+        reqs = tuple(Request((0,), BATCH_PARAMS[i % len(BATCH_PARAMS)]) for i in range(b.sweep_batch))
+        out.append(
+            LoopCase(
+                f"sweep: a batch of {b.sweep_batch} requests (max_tokens 2, 4 params cycled), context-free V4; "
+                f"per position; k=2",
+                target,
+                draft,
+                reqs,
+                2,
+                kind="sweep",
+                sweep="requests per batch",
+                positions=True,
+            )
+        )
+    return out
+
+
+@lru_cache(maxsize=8)
+def _sweeps(context: int, max_tokens: int, sampled: LoopBudget) -> tuple[LoopCase, ...]:
+    greedy = greedy_max_tokens_case(max_tokens)
+    return tuple(context_sweep(context) + sampled_sweeps(sampled) + ([greedy] if greedy else []))
+
+
+def sweep_loop_cases(budget="standard") -> list[LoopCase]:
+    """The budget's sweeps, one dimension at a time, the others small (kind "sweep"):
+    ``context_sweep`` to ``sweep_context`` (enumerated like edges), the ones judged per position
+    (``sampled_sweeps``, ``sweep_runs`` runs each; the seeded one over ``seed_law_runs`` seeds),
+    then ``greedy_max_tokens_case`` to ``sweep_max_tokens`` (enumerated: one path; last, since a
+    loop that makes it random costs ``extra_max_paths`` long runs before statistics). The same
+    budget gives the same case objects (cached)."""
+    b = get_loop_budget(budget)
+    return list(_sweeps(b.sweep_context, b.sweep_max_tokens, b))
+
+
 __all__ = [
+    "BATCH_PARAMS",
     "CORE_KINDS",
     "GENERATED_ATTEMPTS",
+    "MAX_LAG",
+    "NO_SWEEPS",
     "LOOP_BUDGETS",
     "LoopBudget",
     "LoopCase",
     "SCALE_KINDS",
     "SEED_STREAMS",
+    "SWEEP_DIMENSIONS",
+    "boundary_values",
     "campaign_loop_budget",
+    "context_sweep",
     "drawn_grammar",
     "drawn_params",
     "edge_cases",
     "generated_loop_cases",
     "get_loop_budget",
+    "greedy_max_tokens_case",
     "loop_cases",
     "reference_rates",
+    "sampled_sweeps",
     "scale_loop_case",
     "scale_loop_cases",
     "seed_stream",
     "seeded_logits",
+    "sweep_loop_cases",
     "tokens_per_pass_rates",
+    "tokens_per_pass_test",
 ]

@@ -11,7 +11,6 @@ instead (``shrink_binned_loop``, ``describe_binned_loop``).
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from functools import lru_cache
 
@@ -23,7 +22,7 @@ from ..laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParam
 from .loop_cases import LoopCase, get_loop_budget, scale_loop_case, seed_stream, seeded_logits
 from .loop_checks import LoopBattery
 
-LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation")
+LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation", "joint-law", "position-law")
 """The checks that judge a request's output law: one family for the counterexample search."""
 
 
@@ -100,7 +99,8 @@ def small_loop_cases() -> tuple[LoopCase, ...]:
     a vocabulary of 2 before 3, max_tokens 1 to 3, k 1 then 2; within those, one parameter at a
     time on the plain pair (``_small_params``), then the plain request on the other pairs
     (``_small_models``). Batches: two requests with different prompt lengths, params and
-    max_tokens on the plain pair; last, seeded-reproducibility cases (request 0 seeded)."""
+    max_tokens on the plain pair, and two identical requests; last, seeded-reproducibility cases
+    (request 0 seeded)."""
     single, batch, seeded = [], [], []
     for vocab in (2, 3):
         models = _small_models(vocab)
@@ -123,6 +123,10 @@ def small_loop_cases() -> tuple[LoopCase, ...]:
                         )
                     )
             if m >= 2:
+                twins = (Request((0,), SamplingParams(max_tokens=m - 1)),) * 2
+                for k in (1, 2):
+                    name = f"counterexample V{vocab} m={m - 1} k={k} two identical requests"
+                    batch.append(LoopCase(name, *models[0], twins, k))
                 for k in (1, 2):
                     reqs = (
                         Request((0,), SamplingParams(repetition_penalty=1.5, max_tokens=m)),
@@ -196,11 +200,13 @@ def describe_loop(case: LoopCase, finding: Finding, laws: dict) -> dict:
     }
 
 
-def describe_binned_loop(case: LoopCase, finding: Finding) -> dict:
-    """A binned finding on an engine-scale batch (``LoopBattery.scale_case``) in
+def describe_binned_loop(case: LoopCase, finding: Finding, method: str = "binned") -> dict:
+    """A binned finding on an engine-scale batch (``LoopBattery.scale_case``), or (``method``
+    "positions") a finding on a sweep judged per position (``LoopBattery.positions``), in
     ``describe_loop``'s shape: the batch itself (no smaller model shows a bug that needs its
-    vocabulary), p / q the heaviest ids of the processed target row and the draft's softmax, the
-    position and binned TV that failed; no per-sequence law (``distributions`` is empty)."""
+    vocabulary, length or batch), p / q the heaviest ids of the processed target row and the
+    draft's softmax, the position and binned TV that failed; no per-sequence law
+    (``distributions`` is empty)."""
     from ..laws.scale import heaviest
 
     i = int(finding.evidence.get("request", 0))
@@ -209,7 +215,7 @@ def describe_binned_loop(case: LoopCase, finding: Finding) -> dict:
     z = case.draft(req.prompt)
     q = np.exp(z - z.max())
     return {
-        "method": "binned",
+        "method": method,
         "case": case.name,
         "check": finding.check,
         "kind": finding.kind,
@@ -239,8 +245,8 @@ def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Find
     before the case's k), each a fresh ``scale_loop_case`` of the case's side with max_tokens
     min(the case's, k + 1), drawn from ``seed_stream(seed, "shrink cases")``, given
     ``scale_runs`` runs and the binned chi-square at the false-fail rate split over every
-    candidate's positions; within ``counterexample_s`` in all. The case's own batch
-    (``describe_binned_loop`` of ``finding``) when no smaller one shows it in time."""
+    candidate's positions. The case's own batch (``describe_binned_loop`` of ``finding``) when no
+    smaller one shows it."""
     from ..laws.scale import shrink_shapes
 
     b = get_loop_budget(budget)
@@ -262,24 +268,20 @@ def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Find
     per_check = stats.split_budget(
         b.false_fail_rate, max(1, sum(min(m, c.k + 1) * len(c.requests) for c in candidates))
     )
-    deadline = time.monotonic() + b.counterexample_s
     found: list = []
 
     def search(battery: LoopBattery) -> None:
         rng = np.random.default_rng(seed_stream(seed, "shrink runs"))
         for cand in candidates:
             battery.restart()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            rng = battery.scale_case(cand, per_check, left, rng)
+            rng = battery.scale_case(cand, per_check, rng)
             hits = [f for f in battery.result.findings if f.check == "loop-binned-chi-square"]
             if hits:
                 found.append(describe_binned_loop(cand, hits[0]))
                 return
 
     if candidates:
-        run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, deadline), search)
+        run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, None), search)
     return found[0] if found else describe_binned_loop(case, finding)
 
 
@@ -300,15 +302,16 @@ def find_loop_counterexample(
     Each candidate is judged by the loop battery's own ``law_case``: exact enumeration when the
     subject replays its rng (``exact_ok``), else ``counterexample_samples`` runs and the battery's
     chi-square at the false-fail rate split over every candidate (``"method": "statistical"``).
-    None when no candidate shows it within ``counterexample_s``, or the subject breaks the search;
-    ``judged``, when a list, receives the name of every candidate judged to the end."""
+    At most ``counterexample_candidates`` candidates are judged, in order (a count, not a time).
+    None when none of them shows it, or the subject breaks the search; ``judged``, when a list,
+    receives the name of every candidate judged to the end."""
     from ..common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)
     b = with_overrides("loop", b, overrides)
-    b = replace(b, samples=b.counterexample_samples, statistics_s=b.counterexample_s)
-    candidates = list(small_loop_cases() if cases is None else cases)
+    b = replace(b, samples=b.counterexample_samples)
+    candidates = list(small_loop_cases() if cases is None else cases)[: b.counterexample_candidates]
     wanted = None if checks is None else {_family(c) for c in checks}
     per_check = stats.split_budget(b.false_fail_rate, max(1, sum(len(c.requests) for c in candidates)))
     found: list = []
@@ -342,7 +345,7 @@ def find_loop_counterexample(
                 found.append(describe_loop(case, hits[0], battery.laws))
                 return
 
-    run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, time.monotonic() + b.counterexample_s), search)
+    run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, None), search)
     return found[0] if found else None
 
 

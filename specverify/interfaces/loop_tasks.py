@@ -11,6 +11,11 @@ decisions, ``specverify.laws.exact``), ``loop_sample_task`` (runs, and a replay 
 ``loop_seed_law_task`` (one request over seeds 0..n-1). ``same_outcomes`` compares replays (NaN
 equal to NaN). ``contract_problem``, run in the parent, names the first stop / max_tokens, counts
 or logprobs breach in one request's outcome.
+
+Every task does what its counts say (paths, runs, seeds), never less because a clock ran: the
+one clock a task reads is its hang guard (``LoopBudget.guard_s``), and a task the guard stops
+says so (status "guard", or ``stopped`` True with what it did before), so that the parent reports
+the case as not judged instead of judging it on fewer runs (``guard_words``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 from ..battery.core import (
     PASSED_THROUGH,
     ContractBreach,
+    GuardStopped,
     as_sequence,
     call_subject,
     items_of,
@@ -189,47 +195,69 @@ def _requests(case, ids) -> list:
     return [case.requests[i] for i in ids]
 
 
-def loop_enumerate_task(subject, case, ids, max_paths: int, seconds: float):
-    """("ok", exact law of the joint outcome) | ("not-enumerable", why) | ("breach", what)."""
+def guard_words(what: str, done: int, planned: int, unit: str, guard_s: float) -> str:
+    """The one sentence for a task its guard stopped: "stopped by a guard: <what> after N of M
+    <unit> (the G s guard of one task); not judged"."""
+    return (
+        f"stopped by a guard: {what} after {done} of {planned} {unit} (the {guard_s:g} s guard of one task); not judged"
+    )
+
+
+def loop_enumerate_task(subject, case, ids, max_paths: int, guard_s: float):
+    """("ok", exact law of the joint outcome) | ("not-enumerable", why: more than ``max_paths``
+    paths, or decisions the enumerator cannot follow) | ("breach", what) | ("guard", the hang
+    guard's words: not judged; ``battery.core.GuardStopped``, which ``call_subject`` lets through
+    a call of the subject it interrupts)."""
     reqs = _requests(case, ids)
     try:
-        with time_limit(seconds, "exact enumeration", exact.NotEnumerable):
+        with time_limit(guard_s, "exact enumeration", GuardStopped):
             return "ok", exact.enumerate_distribution(lambda rng: _run(subject, case, reqs, rng), max_paths=max_paths)
+    except GuardStopped:
+        return "guard", f"stopped by a guard: exact enumeration (the {guard_s:g} s guard of one task); not judged"
     except exact.NotEnumerable as exc:
         return "not-enumerable", message_of(exc)
     except ContractBreach as exc:
         return "breach", message_of(exc)
 
 
-def loop_sample_task(subject, case, ids, n: int, rng, seconds: float, call_limit: float):
-    """Up to n runs (fewer when ``seconds`` ran out); (outcomes, breach or None, replayed, rng)."""
+def loop_sample_task(subject, case, ids, n: int, rng, guard_s: float, call_limit: float):
+    """n runs, then 3 replays of the first from the starting rng state; (outcomes, breach or
+    None, replayed, rng after, stopped): ``stopped`` True when the hang guard ``guard_s`` ended the
+    runs first (the outcomes so far returned; the parent does not judge them)."""
     reqs = _requests(case, ids)
     out: list = []
-    stop = time.monotonic() + seconds
+    stop = time.monotonic() + guard_s
     start = copy.deepcopy(rng)
     try:
-        while len(out) < n and (not out or time.monotonic() < stop):
+        while len(out) < n:
+            if out and time.monotonic() >= stop:
+                return out, None, True, rng, True
             out.append(_run(subject, case, reqs, rng, call_limit))
         replay = [_run(subject, case, reqs, start, call_limit) for _ in range(min(3, len(out)))]
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
-        return out, message_of(exc), True, rng
-    return out, None, same_outcomes(replay, out[: len(replay)]), rng
+        return out, message_of(exc), True, rng, False
+    return out, None, same_outcomes(replay, out[: len(replay)]), rng, False
 
 
 def _seeded(request: Request, seed: int) -> Request:
     return replace(request, params=replace(request.params, seed=int(seed)))
 
 
-def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: bool = False):
+def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: bool = False, guard_s: float = 300.0):
     """For each seed s: request 0 seeded with s, run alone and in the batch (the others unseeded,
     another rng); with ``same_seed`` and a second request, also requests 0 and 1 both seeded with s
     in one batch, each against itself alone. The loop's rng in run r for seed s (r: 0 alone, 1
     batched, 2 request 1 alone, 3 the same-seed pair) is ``default_rng(stream(runs, s, r))``,
-    ``runs`` the check's ``seed_stream(seed, "seed replay runs")``. (mismatches, breach or None);
-    a mismatch names its ``kind`` ("batched" or "same seed"), the seed, the request and both outputs."""
-    mismatches = []
+    ``runs`` the check's ``seed_stream(seed, "seed replay runs")``. (mismatches, breach or None,
+    seeds done: fewer than ``seeds`` only when the hang guard ``guard_s`` passed); a mismatch
+    names its ``kind`` ("batched" or "same seed"), the seed, the request and both outputs."""
+    mismatches: list = []
+    stop = time.monotonic() + guard_s
+    done = 0
     try:
         for s in seeds:
+            if done and time.monotonic() >= stop:
+                return mismatches, None, done
             seeded = _seeded(case.requests[0], s)
             alone = _run(subject, case, [seeded], np.random.default_rng(stream(runs, s, 0)), call_limit)
             batch = _run(
@@ -260,33 +288,56 @@ def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: boo
                                 "batched": list(pair[i][0]),
                             }
                         )
+            done += 1
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
-        return mismatches, message_of(exc)
-    return mismatches, None
+        return mismatches, message_of(exc), done
+    return mismatches, None, done
 
 
-def loop_seed_law_task(subject, case, n: int, rng, call_limit: float, seconds: float):
-    """Request 0 alone, seeded with 0, 1, ..., n - 1 (fewer when ``seconds`` ran out), the loop's
-    rng ``rng`` (unused by an exact loop: the request is seeded); (its tokens per seed, breach)."""
+def loop_seed_law_task(subject, case, n: int, rng, call_limit: float, guard_s: float):
+    """Request 0 alone, seeded with 0, 1, ..., n - 1, the loop's rng ``rng`` (unused by an exact
+    loop: the request is seeded); (its tokens per seed, breach or None, stopped: True when the
+    hang guard ``guard_s`` ended the seeds first)."""
     out: list = []
-    stop = time.monotonic() + seconds
+    stop = time.monotonic() + guard_s
     try:
         for s in range(n):
             if out and time.monotonic() >= stop:
-                break
+                return out, None, True
             out.append(_run(subject, case, [_seeded(case.requests[0], s)], rng, call_limit)[0][0])
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
-        return out, message_of(exc)
-    return out, None
+        return out, message_of(exc), False
+    return out, None, False
 
 
 # --------------------------------------------------------------------------- run in the parent
 
 
-def contract_problem(case, i: int, row: tuple) -> tuple[str, str] | None:
-    """(check, message) for the first contract breach in one request's outcome, or None."""
+def _processed(case, i: int, tokens: tuple, j: int, rows: dict | None) -> np.ndarray:
+    """Request i's processed target row after ``tokens[:j]``; with ``rows`` (a cache), rows of
+    params that do not read the output (no penalties, no grammar) are kept by their raw logits."""
     req = case.requests[i]
     params, prompt = req.params, req.prompt
+    logits = case.target(prompt + tokens[:j])
+    reads_output = (
+        params.repetition_penalty != 1
+        or params.frequency_penalty
+        or params.presence_penalty
+        or params.allowed_tokens is not None
+    )
+    if rows is None or reads_output:
+        return step_distribution(logits, params, prompt, tokens[:j])
+    key = (i, np.asarray(logits).tobytes())
+    if key not in rows:
+        rows[key] = step_distribution(logits, params, prompt, tokens[:j])
+    return rows[key]
+
+
+def contract_problem(case, i: int, row: tuple, rows: dict | None = None) -> tuple[str, str] | None:
+    """(check, message) for the first contract breach in one request's outcome, or None.
+    ``rows``: a cache of processed rows shared by the outcomes of one case (``_processed``)."""
+    req = case.requests[i]
+    params = req.params
     tokens, lps, drafted, accepted = row
     stops = params.stop_token_ids
     cut = next((j for j, t in enumerate(tokens) if t in stops), None)
@@ -309,7 +360,7 @@ def contract_problem(case, i: int, row: tuple) -> tuple[str, str] | None:
         )
     if lps is not None:
         for j, (t, lp) in enumerate(zip(tokens, lps)):
-            p = step_distribution(case.target(prompt + tokens[:j]), params, prompt, tokens[:j])[t]
+            p = _processed(case, i, tokens, j, rows)[t]
             want = math.log(p) if p > 0 else -math.inf
             if not (lp == want or abs(lp - want) <= LOGPROB_TOL):
                 return "logprobs", (
@@ -324,6 +375,7 @@ __all__ = [
     "LOGPROB_TOL",
     "READ_LIMIT",
     "contract_problem",
+    "guard_words",
     "loop_enumerate_task",
     "loop_sample_task",
     "loop_seed_law_task",

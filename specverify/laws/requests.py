@@ -187,6 +187,31 @@ def sequence_law(target, request: Request) -> dict[tuple, float]:
     return law
 
 
+def independence_tv(joint: dict) -> float:
+    """The TV between a batch's joint law of outputs (outcome -> probability, entry i of an
+    outcome being request i's output) and the product of its requests' marginal laws: 0 exactly
+    when the requests are independent, as unseeded requests of one batch must be. Computed on the
+    joint law's support: (sum over it of |joint - product| + the product's mass outside it) / 2."""
+    if not joint:
+        return 0.0
+    marginals: list[dict] = [{} for _ in next(iter(joint))]
+    for outcome, w in joint.items():
+        for i, out in enumerate(outcome):
+            marginals[i][out] = marginals[i].get(out, 0.0) + w
+    gap = inside = 0.0
+    for outcome, w in joint.items():
+        product = math.prod(marginals[i][out] for i, out in enumerate(outcome))
+        gap, inside = gap + abs(w - product), inside + product
+    return 0.5 * (gap + max(0.0, 1.0 - inside))
+
+
+def lag_pairs(tokens, lag: int) -> list[tuple[int, int]]:
+    """The pairs (tokens[i], tokens[i + lag]) of one output with (i // lag) even: no token in two
+    pairs, so that where positions are independent draws of one law (a context-free target and
+    params) the pairs are independent draws of its product law (their counts multinomial)."""
+    return [(tokens[i], tokens[i + lag]) for i in range(len(tokens) - lag) if (i // lag) % 2 == 0]
+
+
 def as_output(result) -> Output:
     """An ``Output`` from what a loop returned for one request (an Output or a list of ids)."""
     if isinstance(result, Output):
@@ -240,6 +265,18 @@ class ContextFreeLogits(LogitTable):
         return self.table[0, 0].copy()
 
 
+class FirstTokenLogits(LogitTable):
+    """A model whose logits depend on a token far back: row ``table[prefix[0] % F, prefix[-1]]``
+    of an (F, vocab, width) array, the first token of the prefix (a BOS, a system prompt's
+    first id) choosing the table. A loop that shows the target only the last w tokens of a
+    longer context (a sliding window, a truncated KV cache) reads another first token there
+    and so another row: the loop battery's context sweep (``loop_cases.sweep_loop_cases``)."""
+
+    def __call__(self, prefix) -> np.ndarray:
+        prefix = tuple(prefix)
+        return self.table[prefix[0] % self.table.shape[0], prefix[-1]].copy()
+
+
 @dataclass(frozen=True)
 class LastTokenGrammar:
     """A grammar as a table: ``start`` is allowed first, then ``after[t]`` after token t (or
@@ -263,6 +300,7 @@ class LastTokenGrammar:
 
 __all__ = [
     "ContextFreeLogits",
+    "FirstTokenLogits",
     "LastTokenGrammar",
     "LogitTable",
     "Output",
@@ -271,6 +309,8 @@ __all__ = [
     "as_output",
     "check_requests",
     "finished",
+    "independence_tv",
+    "lag_pairs",
     "sequence_law",
     "step_distribution",
 ]

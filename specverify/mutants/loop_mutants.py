@@ -1,8 +1,9 @@
 """Loop mutants: generation loops that each differ from the reference loop in one step.
 
 Every entry has the loop interface ``generate(target, draft, requests, k, rng)`` and reads as
-"``specverify.samplers.reference_loop.generate`` but X": it is ``loop_with`` with one step (hook) swapped, a
-few lines each. The loop battery (specverify.interfaces.loop) must kill every mutant; the controls
+"``specverify.samplers.reference_loop.generate`` but X": it is ``loop_with`` with one step (hook) swapped,
+or the reference behind a few lines that change what one step sees (the target's context, the batch
+it is handed), a few lines each. The loop battery (specverify.interfaces.loop) must kill every mutant; the controls
 (effect "exact") are loops that look different but are exact and must pass.
 
 References: public engine issues and PRs (``owner/repo#number``) that report the same class of
@@ -144,6 +145,60 @@ def _float16_ratio(s, ps, qs, drafts, draft):
     return len(drafts), sample(ps[len(drafts)], s.rng)
 
 
+# -- batches, seeds, long contexts: bugs the sweeps reach ---------------------------------------------
+
+
+def coalescing_loop(target, draft, requests, k, rng):
+    """Identical unseeded requests (same prompt and params) in one batch are run once and share
+    that one output (a prefix-cache or request-dedup shortcut): each is distributed as it should
+    be, but the two are not independent."""
+    requests = list(requests)
+    source = []  # the index of the request whose output each one gets
+    for i, r in enumerate(requests):
+        twin = next((j for j in source if r.params.seed is None and requests[j] == r), i)
+        source.append(twin)
+    runs = sorted(set(source))
+    outs = dict(zip(runs, ref.generate(target, draft, [requests[i] for i in runs], k, rng)))
+    return [outs[j] for j in source]
+
+
+def _recreated_every_third_round(s, draft, n, vocab):
+    if s.params.seed is not None:
+        s.round = getattr(s, "round", -1) + 1
+        if s.round and s.round % 3 == 0:  # rounds 3, 6, ...: a fresh generator from the seed
+            s.rng = np.random.default_rng(s.params.seed)
+    return ref.draft_tokens(s, draft, n, vocab)
+
+
+def sliding_window_loop(target, draft, requests, k, rng):
+    """The reference loop with the target shown only the last 16 tokens of each context (a
+    sliding-window attention or a KV cache truncated to 16 positions)."""
+    return ref.generate(lambda prefix: target(tuple(prefix)[-16:]), draft, requests, k, rng)
+
+
+def _raw_target_row(s, logits, drafts, i, n):  # the request's params not applied to the target row
+    return ref.processed_row(s, logits, drafts, i, temperature=1.0, top_k=None, top_p=1.0, min_p=0.0, logit_bias={})
+
+
+def _params_first_32_tokens(s, logits, drafts, i, n):  # a 32-slot per-token params buffer
+    if len(s.output) + i >= 32:
+        return _raw_target_row(s, logits, drafts, i, n)
+    return ref.target_row(s, logits, drafts, i, n)
+
+
+def params_first_32_requests(target, draft, requests, k, rng):
+    """A 32-slot sampling-params table: requests from index 32 of a batch on are verified against
+    raw target rows (no temperature, top-k / top-p / min-p or logit bias)."""
+    late = list(requests)[32:]
+
+    def trow(s, logits, drafts, i, n):
+        if any(s.request is r for r in late):
+            return _raw_target_row(s, logits, drafts, i, n)
+        return ref.target_row(s, logits, drafts, i, n)
+
+    return ref.loop_with(target, draft, requests, k, rng, trow=trow)
+
+
 # -- controls --------------------------------------------------------------------------------------
 
 
@@ -220,6 +275,22 @@ LOOP_MUTANTS: tuple[Mutant, ...] = (
        _loop(verifier=_float16_ratio), "lablup/mlxcel#992"),
     _m("loop-counts/accepted-past-stop", "acceptance counted for the drafts past a stop token",
        "contract", _loop(cut=_accepted_past_stop), "vllm-project/vllm#56101"),
+    _m("loop-batch/coalesces-identical-requests", "identical unseeded requests in one batch share one "
+       "output (each alone is exact; together they are not independent)", "biased", coalescing_loop,
+       "UKGovernmentBEIS/inspect_ai#2580", _S),
+    _m("loop-seed/recreated-every-third-round", "a seeded request's generator re-created from its seed "
+       "every third round: from round three on it repeats its first rounds", "biased",
+       _loop(drafter=_recreated_every_third_round), "NVIDIA/TensorRT-LLM#17599", _S),
+    _m("loop-context/sliding-window-16", "the target shown only the last 16 tokens of the context "
+       "(a sliding window or a truncated KV cache)", "biased", sliding_window_loop,
+       "huggingface/transformers#48280", _S),
+    _m("loop-max-tokens/params-first-32-tokens", "the request's params applied to its first 32 "
+       "tokens only (a 32-slot buffer): raw target rows from the 33rd token on", "biased",
+       _loop(trow=_params_first_32_tokens), "a fixed-size per-token params buffer (no public thread "
+       "found)", _S),
+    _m("loop-batch/params-first-32-requests", "a 32-slot sampling-params table: requests from index "
+       "32 of a batch on are verified against raw target rows", "biased", params_first_32_requests,
+       "a fixed-size per-request params table (no public thread found)", _S),
 )  # fmt: skip
 
 LOOP_CONTROLS: tuple[Mutant, ...] = (

@@ -18,6 +18,7 @@ import re
 from collections import Counter
 
 from ..common.tables import WIDTH, counted, wrap
+from ..interfaces import reach_words
 
 VERDICT_WORDS = {True: "EXACT", False: "NOT EXACT", None: "INCONCLUSIVE"}
 CANNOT_RUN_HERE = "CANNOT RUN HERE"
@@ -162,7 +163,7 @@ def coverage_lines(report: dict) -> list[str]:
     lines = [f"  budget {report['budget']}: {plan}"]
     reach = {} if isinstance(coverage, str) else coverage.get("reach") or {}
     if reach:
-        lines.append("  reach: " + ", ".join(f"{name} <= {value:,}" for name, value in reach.items()))
+        lines.append(f"  reach: {reach_words(reach)}")
     return [*lines, f"  {ran}, {findings}" if ran else f"  {findings}"]
 
 
