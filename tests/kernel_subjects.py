@@ -104,3 +104,16 @@ def torch_only(draft_ids, draft_probs, target_probs, uniforms):
     import torch
 
     return torch.from_numpy(out), torch.from_numpy(nacc)
+
+
+def tile_32_wrong_target(draft_ids, draft_probs, target_probs, uniforms):
+    """Rows past a batch tile of 32 read the target rows of row b - 32 (exact at B <= 32)."""
+    rows = np.arange(draft_ids.shape[0])
+    return loop_kernel(draft_ids, draft_probs, target_probs[np.where(rows >= 32, rows - 32, rows)], uniforms)
+
+
+def generator_one_row(draft_ids, draft_probs, target_probs, generator):
+    """The rule drawing ONE row of uniforms from its generator for the whole batch: each row's
+    law is the rule's, the rows are not independent."""
+    u = generator.random((1, draft_ids.shape[1] + 1), dtype=np.float32)
+    return loop_kernel(draft_ids, draft_probs, target_probs, np.repeat(u, draft_ids.shape[0], axis=0))

@@ -316,6 +316,27 @@ def _mutant_probes():
     for V, x in ((40000, 35000), (300, 200)):
         w = one_hot_rows(V, 1, 2, x)
         probes.append((np.array([[x]]), w[:, :1], w, np.array([[0.5, 0.5]], dtype=np.float32)))
+    # a rejected p(x) = 0 draft whose residual is not p; k = 7 with every draft accepted (the
+    # bonus row differs from row 6); the top id 70000 - 1 emitted (past 65,535)
+    q = np.array([[[0.4, 0.4, 0.2, 0.0]]], dtype=np.float32)
+    p = np.array([[[0.0, 0.5, 0.3, 0.2], [0.25] * 4]], dtype=np.float32)
+    probes.append((np.array([[0]]), q, p, np.array([[0.5, 0.1]], dtype=np.float32)))
+    p = one_hot_rows(4, 1, 8, 0)
+    p[0, 7] = [0.0, 0.0, 0.0, 1.0]
+    probes.append((np.zeros((1, 7), dtype=np.int64), one_hot_rows(4, 1, 7, 0), p, np.full((1, 8), 0.5, np.float32)))
+    probes.append(
+        (np.array([[69_999]]), *[one_hot_rows(70_000, 1, n, 69_999) for n in (1, 2)], np.full((1, 2), 0.5, np.float32))
+    )
+    # a residual rising over 1000 ids (its bottom half outside the top 512, read at u = 0.1); 300
+    # rows of distinct draws (row 256 reads row 0's target and coins), accepted at random
+    V = 1000
+    q = one_hot_rows(V, 1, 1, 0)
+    p = np.tile(np.arange(V, dtype=np.float64) / (V * (V - 1) / 2), (1, 2, 1)).astype(np.float32)
+    probes.append((np.array([[0]]), q, p, np.array([[0.5, 0.1]], dtype=np.float32)))
+    B, rng = 300, np.random.default_rng(4)
+    q = np.full((B, 1, 4), 0.25, dtype=np.float32)
+    p = rng.dirichlet(np.ones(4), (B, 2)).astype(np.float32)
+    probes.append((rng.integers(0, 4, (B, 1)), q, p, rng.random((B, 2), dtype=np.float32)))
     return probes
 
 

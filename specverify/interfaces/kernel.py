@@ -22,22 +22,31 @@ How it is judged (``run``), the claimed rule being the token-wise one (Leviathan
 2. **exact from uniforms** (kernels that take uniforms): along each coin, and along the final
    uniform given each accepted count, the output is found piece by piece on the float32 grid
    (``specverify.laws.uniform_cells``: the rule's thresholds probed on both sides and in the middle,
-   any change bisected to neighbouring floats); the law is the product of the pieces' measures,
+   any change bisected to neighbouring floats), in calls of at most ``scan_rows`` rows (below the
+   first batch tile the sweep straddles); the law is the product of the pieces' measures,
    compared with ``kernel_cases.rule_law`` (TV above ``tolerance``: a distribution finding). A
    spot check of random uniform rows against that factorization guards its assumption (the
    output depends on coins only through the first rejection); where it fails the instance is
-   judged by statistics.
+   scanned again one row a call, and judged by statistics if it still fails.
 3. **measure-zero events**: u = 0 and u = 1 - 2^-24 on every coin and final uniform; what a
    kernel does there (a p(x) = 0 draft accepted, a p >= q draft rejected, a token of zero
    probability emitted) is reported with its probability on the float32 grid (kind "edge"),
-   separately from the law; so is what it does with a draft whose q(x) = 0.
+   separately from the law, but only where the row keeps to the rule at interior uniforms of the
+   same cell in the same batch: a deviation that holds there too is measured where the row sits
+   (a distribution finding with its TV). So is what a kernel does with a draft whose q(x) = 0.
 4. **statistics at kernel speed** (generator kernels, or where the factorization failed):
    ``n_min`` to ``n_max`` rows per instance per look, Pearson chi-square on (accepted, token)
    with cells below 5 expected pooled, the false-fail rate split over instances and looks.
+5. **sweeps** (``kernel_cases.sweep_cases``, one dimension at a time; ``reach`` names how far):
+   dense V, wide V with ids past 65,535, every k, and batch rows: every row of batches of each
+   of ``batch_sweep`` sizes against its instance's function of its own uniforms (a row that
+   disagrees is judged by its law where it sits), and rows of identical inputs tested pairwise
+   for independence (``pairs``). The run's ``ran`` starts with the reach ("reach: dense V 4096,
+   ...").
 
-Over 500 lines because the battery's steps (contract, scans, edges, statistics) share one run's
-state (the accept points the scans find, the findings); the cases (``kernel_cases``) and what runs
-in the subject's process (``kernel_tasks``) are their own modules.
+Over 500 lines because the battery's steps (contract, scans, edges, batch rows, statistics) share
+one run's state (the accept points and pieces the scans find, the findings); the cases
+(``kernel_cases``) and what runs in the subject's process (``kernel_tasks``) are their own modules.
 """
 
 from __future__ import annotations
@@ -58,13 +67,15 @@ from ..battery.core import (
 )
 from ..common.tables import counted
 from ..laws import stats
-from ..laws.uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
+from ..laws.uniform_cells import FLOAT32_ONE_MINUS, GRID_POINTS, probe_points, segments
 from . import kernel_cases as kc
 from .kernel_tasks import (
     GENERATOR_NAMES,
     as_round_sampler,
     check_device,
+    kernel_batches_task,
     kernel_counts_task,
+    kernel_pairs_task,
     kernel_rows_task,
     kind_task,
     uses_generator,
@@ -81,6 +92,15 @@ ALIASES = {
 }
 GRID_PROBABILITY = 2.0**-24
 """One float32 value's probability under ``torch.rand`` (multiples of 2^-24 in [0, 1))."""
+WIDE_ROW_BYTES = 1 << 19
+"""Rows above this many input bytes (V over ~43,000 at k = 1) are scanned on fewer grid points
+(``grid_points``)."""
+INTERIOR = (1 / 16, 1 / 4, 1 / 2, 3 / 4, 15 / 16)
+"""Where across its rule cell an edge probe's deviation is probed again before it is called
+measure-zero (``KernelBattery.deviation_inside``)."""
+PAIR_SHARE = 4
+"""The pairwise test's false-fail rate is the budget's over PAIR_SHARE, split over its offsets
+(the statistics take half: the two stay within the budget's)."""
 
 
 KERNEL_BUDGETS = budgets.view("kernel")
@@ -97,7 +117,16 @@ def get_budget(budget) -> KernelBudget:
 ENGINE_VOCABS = (1024, 4097, 33_024, 152_064)
 """The vocabularies a drawn engine-scale kernel case picks from (tiles, int16, Qwen2.5's)."""
 
-KERNEL_STREAMS = ("generated cases", "contract", "spot checks", "statistics", "engine-scale case", "aimed cases")
+KERNEL_STREAMS = (
+    "generated cases",
+    "contract",
+    "spot checks",
+    "statistics",
+    "engine-scale case",
+    "aimed cases",
+    "batch rows",
+    "batch pairs",
+)
 """The kernel battery's random streams (``battery.stream``: nodes of ``SeedSequence(seed)``'s
 tree), child by child: 0 the generated cases (grandchild i for case i), 1 the contract's uniforms
 and batch orders (its node ``(1, 0)`` seeds a generator kernel's contract rows: chunk c from
@@ -105,7 +134,8 @@ and batch orders (its node ``(1, 0)`` seeds a generator kernel's contract rows: 
 instance, look): ``(3, i, b, j)`` for instance b of case i of the run's cases at look j
 (``kernel_tasks.kernel_counts_task``: its uniforms from the node's child 0, a generator kernel's
 chunk c from ``(…, 1, c)``), 4 the drawn engine-scale case, 5 the aimed cases (grandchild i for
-the i-th k)."""
+the i-th k), 6 the batch rows' uniforms (``(6, B)`` for batches of B rows), 7 the pairwise test
+(``kernel_tasks.kernel_pairs_task``'s node)."""
 
 
 def kernel_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence:
@@ -114,11 +144,14 @@ def kernel_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence
 
 
 def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
-    """The fixed cases, ``budget.generated`` drawn from ``kernel_stream(seed, "generated cases")``,
-    with ``engine_scale`` one ``kc.sparse_engine_case`` drawn from ``"engine-scale case"`` (V from
+    """The fixed cases, the sweeps (``kc.sweep_cases``: batch rows, every k, dense and wide V),
+    ``budget.generated`` drawn from ``kernel_stream(seed, "generated cases")``, with
+    ``engine_scale`` one ``kc.sparse_engine_case`` drawn from ``"engine-scale case"`` (V from
     ``ENGINE_VOCABS``, k 1 to 8, either side), and with an ``interfaces.Aim`` the aimed cases from
     ``"aimed cases"`` (``KERNEL_STREAMS``)."""
-    fixed = [kc.every_draft_case(), kc.adversarial_case(), kc.ragged_case()]
+    sweeps = kc.sweep_cases(budget)
+    small = [c for c in sweeps if c.vocab_size < ENGINE_VOCABS[0]]  # batch rows, every k: cheap, first
+    fixed = [kc.every_draft_case(), kc.adversarial_case(), kc.ragged_case(), *small]
     drawn = kc.generated_cases(kernel_stream(seed, "generated cases"), budget.generated)
     if budget.engine_scale:
         fixed += [kc.dense_case(budget.dense_vocab, n=1), kc.tile_boundary_case(), kc.wide_ids_case()]
@@ -126,8 +159,36 @@ def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
         V, k = int(rng.choice(ENGINE_VOCABS)), int(rng.integers(1, 9))
         side = ("residual", "draft")[int(rng.integers(2))]
         drawn.append(kc.sparse_engine_case(rng, V, k, side, f"generated engine scale V{V} {side}, k={k}"))
+    fixed += [c for c in sweeps if c.vocab_size >= ENGINE_VOCABS[0]]  # wide and dense V: after
     aimed = kc.aimed_cases(kernel_stream(seed, "aimed cases"), aim.vocab, aim.ks) if aim else []
     return fixed + drawn + aimed
+
+
+def reach(budget, uniforms: bool = True) -> dict:
+    """Each swept dimension's largest value at ``budget`` (a name or a KernelBudget):
+    ``kernel_cases.reach``, e.g. {"dense V": 4096, "binned V": 152064, "k": 8, "batch": 1024};
+    ``uniforms`` False: for a kernel that draws its own (the uniforms-only sweeps left out)."""
+    return kc.reach(get_budget(budget), uniforms)
+
+
+def cases_reach(run: list) -> dict:
+    """The reach of given cases (a run on ``cases=``), in ``reach``'s dimensions: dense V the
+    widest case some row of which has mass on half its ids or more, binned V the widest other."""
+    dense = [c for c in run if 2 * int((c.p > 0).sum(axis=2).max()) >= c.vocab_size]
+    return {
+        "dense V": max((c.vocab_size for c in dense), default=0),
+        "binned V": max((c.vocab_size for c in run if not any(c is d for d in dense)), default=0),
+        "k": max((c.k for c in run), default=0),
+        "batch": max((b for c in run for b in c.batches), default=0),
+    }
+
+
+def reach_line(budget, uniforms: bool = True) -> str:
+    """``reach`` as the result's ``ran`` says it: "reach: dense V 4096, binned V 152064, k 8,
+    batch 1024" (dimensions not swept left out; a kernel that draws its own: "..., the dense and
+    binned sweeps need uniforms")."""
+    words = ", ".join(f"{name} {value}" for name, value in reach(budget, uniforms).items() if value)
+    return f"reach: {words}" + ("" if uniforms else " (the dense and binned sweeps need uniforms)")
 
 
 def coverage(budget) -> str:
@@ -143,7 +204,8 @@ def coverage(budget) -> str:
         f"kernel battery: 3 fixed cases{big} + {b.generated} generated{drawn}, {scale}exact from "
         f"uniforms on the float32 grid; statistics "
         f"(generator kernels) see TV {b.detect_tv:g} per instance, {max(b.detect_tv, b.detect_tv_large):g} "
-        f"where a row exceeds {b.large_row_bytes // 1024} KiB"
+        f"where a row exceeds {b.large_row_bytes // 1024} KiB; sweeps to "
+        + ", ".join(f"{name} {value}" for name, value in reach(b).items() if value)
     )
 
 
@@ -167,6 +229,13 @@ def measured_tv_words(measured: list[float], tol: float) -> str:
 def row_bytes(case: kc.KernelCase) -> int:
     """The bytes of one row of the kernel's inputs (float32 q and p rows)."""
     return 4 * (2 * case.k + 1) * case.vocab_size
+
+
+def grid_points(case: kc.KernelCase) -> int:
+    """Regular probes per scanned uniform besides the rule's cells (their ends and middles):
+    ``uniform_cells.GRID_POINTS``, an eighth of them for rows above ``WIDE_ROW_BYTES`` (a probe
+    there is megabytes of input; the cells' ends and middles are what the scan relies on)."""
+    return GRID_POINTS if row_bytes(case) <= WIDE_ROW_BYTES else GRID_POINTS // 8
 
 
 def detect_tv_for(case: kc.KernelCase, budget: KernelBudget) -> float:
@@ -215,25 +284,40 @@ class KernelBattery(Battery):
         self.statistical = False  # judged by statistics: a generator, or uniforms that do not replay
         self.flagged_instances: list = []  # (V*k, case, b, got, want, tv, method)
         self.stat_checks = 1  # instances the statistics' false-fail rate is split over (set by run)
+        self.pinned = None  # (rows [N], uniforms [N, k + 1], position): rows() then varies that row only
+        self.scan_batch = budget.scan_rows  # rows per call of the scans (1 while measuring again)
 
     def chunk_rows(self, case: kc.KernelCase) -> int:
         per_row = 4 * (2 * case.k + 1) * case.vocab_size + 8 * (2 * case.k + 1)
         return max(1, self.budget.chunk_bytes // per_row)
 
-    def rows(self, case: kc.KernelCase, inst: np.ndarray, uniforms, generators=None, order: np.ndarray | None = None):
+    def rows(
+        self,
+        case: kc.KernelCase,
+        inst: np.ndarray,
+        uniforms,
+        generators=None,
+        order: np.ndarray | None = None,
+        batch: int | None = None,
+    ):
         """The kernel's (out, nacc) on instance rows ``inst``, in a shuffled order (so that
-        neighbouring batch rows belong to different instances and problems), or in ``order``."""
+        neighbouring batch rows belong to different instances and problems), or in ``order``, at
+        most ``batch`` rows per call (default: ``chunk_bytes`` of them). While ``pinned``, each row
+        is instead its own call: the pinned batch with the pinned position's uniforms replaced."""
+        if self.pinned is not None:
+            return self.pinned_rows(case, uniforms)
         if order is None:
             order = self.contract_rng.permutation(len(inst))
         u = None if uniforms is None else np.asarray(uniforms, dtype=np.float32)[order]
-        chunks = -(-len(inst) // self.chunk_rows(case))
+        per_call = min(self.chunk_rows(case), batch or len(inst) or 1)
+        chunks = -(-len(inst) // per_call)
         got = self.call(
             kernel_rows_task,
             case,
             np.asarray(inst)[order],
             u,
             self.arrays,
-            self.chunk_rows(case),
+            per_call,
             generators,
             self.budget.device,
             seconds=self.budget.call_limit_s * chunks,
@@ -243,6 +327,32 @@ class KernelBattery(Battery):
         out, nacc = np.empty_like(got[1]), np.empty_like(got[2])
         out[order], nacc[order] = got[1], got[2]
         return out, nacc
+
+    def batches(self, case: kc.KernelCase, rows: np.ndarray, uniforms: np.ndarray, keep=None):
+        """One kernel call per uniform set ``uniforms[c]`` on the batch ``rows`` (instance r at
+        position r): (out [C, B, k + 1], nacc [C, B]), or only position ``keep``'s row."""
+        got = self.call(
+            kernel_batches_task,
+            case,
+            np.asarray(rows, dtype=np.int64),
+            np.asarray(uniforms, dtype=np.float32),
+            self.arrays,
+            self.budget.device,
+            keep,
+            seconds=self.budget.call_limit_s * max(1, len(uniforms)),
+        )
+        if got[0] == "breach":
+            raise ContractBreach(got[1])
+        return got[1], got[2]
+
+    def pinned_rows(self, case: kc.KernelCase, uniforms):
+        """``rows`` while pinned to (batch rows, their uniforms, position): one call per uniform
+        row given, the pinned batch with that position's uniforms replaced by it."""
+        rows, base, position = self.pinned
+        sets = np.repeat(np.asarray(base, dtype=np.float32)[None], len(uniforms), axis=0)
+        sets[:, position] = uniforms
+        out, nacc = self.batches(case, rows, sets, keep=position)
+        return out[:, 0], nacc[:, 0]
 
     # -- contract ------------------------------------------------------------------------------
     def contract(self, case: kc.KernelCase) -> bool:
@@ -318,14 +428,17 @@ class KernelBattery(Battery):
             ]
             if not probs:
                 break
-            probes = [probe_points([kc.acceptance(case.p[b, i], case.q[b, i], case.drafts(b)[i])]) for b, _ in probs]
+            probes = [
+                probe_points([kc.acceptance(case.p[b, i], case.q[b, i], case.drafts(b)[i])], grid_points(case))
+                for b, _ in probs
+            ]
 
             def evaluate(ids, vals, probs=probs, i=i):
                 u = np.full((len(ids), k + 1), 0.5, dtype=np.float32)
                 bs = np.array([probs[j][0] for j in ids], dtype=np.int64)
                 u[:, :i] = accept_pts[bs, :i]
                 u[:, i] = vals
-                _, nacc = self.rows(case, bs, u)
+                _, nacc = self.rows(case, bs, u, batch=self.scan_batch)
                 return (nacc > i).astype(np.int64)
 
             for (b, _), pc in zip(probs, segments(evaluate, probes)):
@@ -357,14 +470,14 @@ class KernelBattery(Battery):
                     base[j] = np.float32(s + m / 2)
                 probs.append((b, j))
                 bases.append(base)
-        probes = [probe_points(kc.emission_breakpoints(case, b, j)) for b, j in probs]
+        probes = [probe_points(kc.emission_breakpoints(case, b, j), grid_points(case)) for b, j in probs]
         bases = np.array(bases)
 
         def evaluate(ids, vals):
             u = bases[ids].copy()
             u[:, k] = vals
             bs = np.array([probs[j][0] for j in ids], dtype=np.int64)
-            out, nacc = self.rows(case, bs, u)
+            out, nacc = self.rows(case, bs, u, batch=self.scan_batch)
             return nacc * (V + 1) + out[np.arange(len(ids)), nacc] + 1
 
         return dict(zip(probs, segments(evaluate, probes))), dict(zip(probs, bases))
@@ -397,7 +510,7 @@ class KernelBattery(Battery):
         n = min(self.budget.spot_rows, max(32, self.budget.spot_bytes // row_bytes(case)))
         inst = np.repeat(np.array(insts, dtype=np.int64), n)
         u = self.spot_rng.random((len(inst), k + 1), dtype=np.float32)
-        out, nacc = self.rows(case, inst, u)
+        out, nacc = self.rows(case, inst, u, batch=self.scan_batch)
         bad = set()
         for r, b in enumerate(inst.tolist()):
             kb = len(case.drafts(b))
@@ -413,7 +526,9 @@ class KernelBattery(Battery):
         return bad
 
     def edges(self, case, insts, accept_pts, bases):
-        """Measure-zero probes: u = 0 and 1 - 2^-24 on each coin and each final uniform."""
+        """Measure-zero probes: u = 0 and 1 - 2^-24 on each coin and each final uniform. A row
+        that deviates there is reported as a measure-zero event only if it keeps to the rule at
+        interior uniforms of the same cell, in the same batch (``deviation_inside``)."""
         k = case.k
         rows, what = [], []
         for b in insts:
@@ -428,7 +543,7 @@ class KernelBattery(Battery):
                     u = np.full(k + 1, 0.5, np.float32)
                     u[:i], u[i] = accept_pts[b, :i], u_i
                     rows.append((b, u))
-                    what.append(("coin", b, i, u_i, q > 0 and u_i * q < p))
+                    what.append(("coin", b, i, u_i, u_i * q < p))
             for (bb, j), base in bases.items():
                 if bb != b:
                     continue
@@ -436,37 +551,100 @@ class KernelBattery(Battery):
                     u = base.copy()
                     u[k] = u_k
                     rows.append((b, u))
-                    what.append(("final", b, j, f"final uniform {u_k:.8g}", None))
+                    what.append(("final", b, j, u_k, None))
         if not rows:
             return
-        out, nacc = self.rows(case, np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
-        for r, (kind, b, i, u_i, rule_accepts) in enumerate(what):
-            n = int(nacc[r])
-            if kind == "coin":
-                if (n > i) != rule_accepts:
-                    x = case.drafts(b)[i]
-                    p, q = float(case.p[b, i, x]), float(case.q[b, i, x])
-                    verb = "accepts" if n > i else "rejects"
-                    self.edge(
-                        case,
-                        b,
-                        f"{verb} draft {x} at position {i} (p(x) = {p:.3g}, q(x) = {q:.3g}) when "
-                        f"its coin is {u_i:.8g}, where u q(x) < p(x) says otherwise (probability 2^-24 "
-                        f"per such draft on the float32 grid; then emits "
-                        f"{list(case.drafts(b)[:n]) + [int(out[r, n])]})",
-                        "measure-zero",
-                    )
-            else:
-                xs, y = case.drafts(b), int(out[r, n])
-                w = kc.emission_weights(case.p[b, n], case.q[b, n] if n < len(xs) else None)
-                if w[y] <= 0:
-                    self.edge(
-                        case,
-                        b,
-                        f"emits token {y}, of probability 0, at accepted count {n} with "
-                        f"{u_i} (probability 2^-24 on the float32 grid)",
-                        "measure-zero",
-                    )
+        inst, U = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+        order = self.contract_rng.permutation(len(rows))
+        out, nacc = self.rows(case, inst, U, order=order)
+        deviating = [r for r, w in enumerate(what) if self.deviates(case, w, out[r], int(nacc[r]))]
+        inside = self.deviation_inside(case, inst, U, order, what, deviating)
+        for r in deviating:
+            if r not in inside:
+                self.measure_zero_event(case, what[r], out[r], int(nacc[r]))
+
+    @staticmethod
+    def deviates(case, what, out_row, n: int) -> bool:
+        """Whether a row's output breaks the rule's decision of its probe ``what``: a coin decided
+        the other way, or a token of probability 0 emitted."""
+        kind, b, i, _, rule_accepts = what
+        if kind == "coin":
+            return (n > i) != rule_accepts
+        xs = case.drafts(b)
+        w = kc.emission_weights(case.p[b, n], case.q[b, n] if n < len(xs) else None)
+        return bool(w[int(out_row[n])] <= 0)
+
+    def measure_zero_event(self, case, what, out_row, n: int) -> None:
+        kind, b, i, u, _ = what
+        if kind == "coin":
+            x = case.drafts(b)[i]
+            p, q = float(case.p[b, i, x]), float(case.q[b, i, x])
+            verb = "accepts" if n > i else "rejects"
+            self.edge(
+                case,
+                b,
+                f"{verb} draft {x} at position {i} (p(x) = {p:.3g}, q(x) = {q:.3g}) when "
+                f"its coin is {u:.8g}, where u q(x) < p(x) says otherwise (probability 2^-24 "
+                f"per such draft on the float32 grid; then emits "
+                f"{list(case.drafts(b)[:n]) + [int(out_row[n])]})",
+                "measure-zero",
+            )
+        else:
+            self.edge(
+                case,
+                b,
+                f"emits token {int(out_row[n])}, of probability 0, at accepted count {n} with "
+                f"final uniform {u:.8g} (probability 2^-24 on the float32 grid)",
+                "measure-zero",
+            )
+
+    @staticmethod
+    def rule_cell(case, what) -> tuple[int, float, float]:
+        """(the uniform's column, lo, hi): the cell of the rule around an edge probe, on which the
+        rule decides as at the probe: [0, t) or [t, 1) for a coin with acceptance t; the emitted
+        token's interval of the cumulative sum for the final uniform."""
+        kind, b, i, u, rule_accepts = what
+        if kind == "coin":
+            t = min(1.0, kc.acceptance(case.p[b, i], case.q[b, i], case.drafts(b)[i]))
+            return i, *((0.0, t) if rule_accepts else (t, 1.0))
+        xs = case.drafts(b)
+        c = np.cumsum(kc.emission_weights(case.p[b, i], case.q[b, i] if i < len(xs) else None))
+        y = min(int(np.searchsorted(c, u * c[-1], side="right")), len(c) - 1)
+        return case.k, (float(c[y - 1] / c[-1]) if y else 0.0), float(c[y] / c[-1])
+
+    def deviation_inside(self, case, inst, U, order, what, deviating) -> set:
+        """The deviating edge rows that deviate at interior uniforms of the same cell too
+        (``INTERIOR`` of the way across it, the row's batch unchanged): not measure-zero. Their
+        law where they sit is measured (``law_where_it_sits``, up to ``rescans`` rows a case): a
+        distribution finding where it differs from the rule's, else the deviation is another
+        order along the uniform (noted); rows past the cap are a shortfall."""
+        flagged = {b for _, c, b, *_ in self.flagged_instances if c is case}
+        flagged |= {b for b in range(case.n) if case.q_zero(b)}  # no law: q_zero_behaviour judges them
+        if not deviating:
+            return set()
+        cells = {r: self.rule_cell(case, what[r]) for r in deviating}
+        inside = set()
+        for f in INTERIOR:
+            moved = U.copy()
+            for r, (col, lo, hi) in cells.items():
+                moved[r, col] = min(np.float32(lo + (hi - lo) * f), np.nextafter(np.float32(hi), np.float32(0)))
+            out, nacc = self.rows(case, inst, moved, order=order)
+            inside |= {r for r in deviating if self.deviates(case, what[r], out[r], int(nacc[r]))}
+        measure = sorted(r for r in inside if inst[r] not in flagged)  # the others' law is a finding already
+        chunk = self.chunk_rows(case)
+        where = np.argsort(order)
+        for n, r in enumerate(measure):
+            if n >= self.budget.rescans:
+                self.result.shortfalls.append(
+                    f"{case.name}: {len(measure) - n} more edge rows deviate at interior uniforms too; "
+                    f"their law where they sit not measured (the first {n} were)"
+                )
+                break
+            start = int(where[r]) // chunk * chunk
+            members = order[start : start + chunk]
+            label = f"{case.labels[inst[r]]}, row {int(where[r]) - start} of a batch of {len(members)} edge probes"
+            self.law_where_it_sits(case, int(inst[r]), inst[members], U[members], int(where[r]) - start, label)
+        return inside
 
     def note_order(self, case, coin, emission) -> None:
         """Say so when the kernel maps a uniform to outcomes in another order than the rule's
@@ -497,7 +675,9 @@ class KernelBattery(Battery):
 
     def q_zero_behaviour(self, case, b, coin, emission) -> None:
         """A drafted token with q(x) = 0: accepted (an edge finding: the reference rejects it),
-        and, once rejected, what is emitted when the residual is empty (the reference: from p)."""
+        and, once rejected, what is emitted: from the residual max(p - q, 0) (another law is a
+        distribution finding), or, when that is empty, from p (another choice is an edge finding:
+        the engines' fallbacks differ)."""
         i = next(i for i, x in enumerate(case.drafts(b)) if case.q[b, i, x] <= 0)
         if (b, i) not in coin:
             return
@@ -512,31 +692,49 @@ class KernelBattery(Battery):
                 f"probability {acc:.6g}; the reference rejects it (p / 0 is not a ratio)",
                 "q-zero-draft",
             )
-        if (b, i) not in emission or np.maximum(case.p[b, i].astype(np.float64) - case.q[b, i], 0).sum() > 0:
+        if (b, i) not in emission:
             return
-        want = kc.emission_weights(case.p[b, i], case.q[b, i])  # p itself: the residual is empty
+        empty = np.maximum(case.p[b, i].astype(np.float64) - case.q[b, i], 0).sum() <= 0
+        want = kc.emission_weights(case.p[b, i], case.q[b, i])  # the residual, or p where it is empty
         got = np.zeros(case.vocab_size)
         for label, m in emission[(b, i)].law().items():
             n, y = divmod(label, case.vocab_size + 1)
             if n == i and 0 <= y - 1 < case.vocab_size:
                 got[y - 1] += m
-        if 0.5 * np.abs(got - want).sum() > tolerance(case):
-            top = [int(t) for t in np.argsort(-got)[:3] if got[t] > 0]
+        tv = 0.5 * np.abs(got - want).sum()
+        if tv <= tolerance(case):
+            return
+        top = [int(t) for t in np.argsort(-got)[:3] if got[t] > 0]
+        if empty:
             self.edge(
                 case,
                 b,
                 f"after rejecting it the residual max(p - q, 0) is empty; emits tokens {top} "
-                f"(TV {0.5 * np.abs(got - want).sum():.3g} from p, which the reference emits from)",
+                f"(TV {tv:.3g} from p, which the reference emits from)",
                 "degenerate-residual",
             )
+            return
+        self.result.findings.append(
+            Finding(
+                "exact-tv",
+                "distribution",
+                f"{case.labels[b]}: after rejecting drafted token {x} (q(x) = 0) emits tokens {top}: TV {tv:.3g} "
+                f"from the residual max(p - q, 0), which a rejection samples from",
+                case.name,
+                {"instance": b, "tv": tv},
+            )
+        )
 
     def edge(self, case, b, message, check):
         self.result.findings.append(Finding(check, "edge", f"{case.labels[b]}: {message}", case.name, {"instance": b}))
 
-    def judge_law(self, case, b, got: dict, method: str, n: int | None = None, biased: bool | None = None) -> float:
+    def judge_law(
+        self, case, b, got: dict, method: str, n: int | None = None, biased: bool | None = None, label=None
+    ) -> float:
         """Compare the kernel's law given instance b's drafts (exact, or empirical with the
-        chi-square's verdict ``biased``) with the rule's; a distribution finding if it differs.
-        Returns the TV between the two laws."""
+        chi-square's verdict ``biased``) with the rule's; a distribution finding if it differs
+        (named ``label``, default the instance's). Returns the TV between the two laws."""
+        label = label or case.labels[b]
         want = kc.rule_law(case, b)
         tv = stats.tv_distance(got, want)
         r = self.result
@@ -548,7 +746,7 @@ class KernelBattery(Battery):
                 Finding(
                     "exact-tv" if method == "exact" else "chi-square",
                     "distribution",
-                    f"{case.labels[b]}: the output law given the drafts differs from the token-wise rule's "
+                    f"{label}: the output law given the drafts differs from the token-wise rule's "
                     f"(TV {tv:.3g}{', ' + method if method != 'exact' else ''})",
                     case.name,
                     {"instance": b, "tv": tv},
@@ -557,7 +755,7 @@ class KernelBattery(Battery):
             self.flagged_instances.append((case.vocab_size * case.k, case, b, got, want, tv, method, n))
         got_len = sum((j + 1) * v for (j, _), v in got.items())
         want_len = sum((j + 1) * v for (j, _), v in want.items())
-        r.mean_tokens_per_round[f"{case.name}: {case.labels[b]}"] = (got_len, want_len)
+        r.mean_tokens_per_round[f"{case.name}: {label}"] = (got_len, want_len)
         return tv
 
     def exact_case(self, case: kc.KernelCase) -> None:
@@ -568,9 +766,10 @@ class KernelBattery(Battery):
         for b in range(case.n):
             if case.q_zero(b):
                 self.q_zero_behaviour(case, b, coin, emission)
-        self.edges(case, range(case.n), accept_pts, bases)
         self.note_order(case, coin, emission)
         bad = self.spot_check(case, laws, coin, emission)
+        if bad and self.scan_batch > 1:
+            bad = self.measure_again(case, sorted(bad), accept_pts, coin, emission, bases)
         stat, measured = [], []
         for b in laws:
             got = None if b in bad else self.kernel_law(case, b, coin, emission)
@@ -584,9 +783,174 @@ class KernelBattery(Battery):
                 f"function of the first rejection and the final uniform; by statistics"
             )
             self.statistics(case, stat, uniforms=True)
+        self.edges(case, range(case.n), accept_pts, bases)
         self.result.ran.append(
             f"exact from uniforms: {case.name} ({case.shape_text()}), "
             f"{counted(len(laws), 'law')}, {measured_tv_words(measured, tolerance(case))}"
+        )
+        if case.batches:
+            skip = {b for b in range(case.n) if case.q_zero(b)} | bad | set(stat)
+            self.batch_rows(case, coin, emission, skip)
+
+    def measure_again(self, case, insts: list, accept_pts, coin, emission, bases) -> set:
+        """Instances whose random rows disagreed with their pieces, scanned again one row a call
+        (batch position 0: a kernel whose rows depend on where they sit in the scans' batches of
+        ``scan_rows`` then shows a function, and the batch rows judge the rest); their pieces
+        replaced in ``coin`` / ``emission`` / ``bases``; the instances that still disagree."""
+        again = np.full_like(accept_pts, np.nan)
+        self.scan_batch = 1
+        try:
+            coin2 = self.coin_pieces(case, insts, again)
+            emission2, bases2 = self.emission_pieces(case, insts, again, coin2)
+            bad = self.spot_check(case, insts, coin2, emission2)
+        finally:
+            self.scan_batch = self.budget.scan_rows
+        for pieces, fresh in ((coin, coin2), (emission, emission2), (bases, bases2)):
+            for key in [key for key in pieces if key[0] in insts]:
+                del pieces[key]
+            pieces.update(fresh)
+        accept_pts[insts] = again[insts]
+        self.result.ran.append(
+            f"exact: {case.name}: {counted(len(insts), 'instance')} disagreed with their pieces at batches of "
+            f"{self.budget.scan_rows} rows; measured again one row a call ({len(bad)} still disagree)"
+        )
+        return bad
+
+    def law_where_it_sits(self, case, b: int, rows, uniforms, position: int, label: str) -> None:
+        """Instance b's law at ``position`` of the batch ``rows`` (instance ids) with the other
+        rows' uniforms held at ``uniforms``: the scans run with only that row's uniforms varied,
+        one call per probe, and the law is judged as any (``judge_law``, named ``label``). Rows of
+        more than ``spot_bytes`` together, or a law that does not factorize, are a shortfall."""
+        if len(rows) * row_bytes(case) > self.budget.spot_bytes:
+            self.result.shortfalls.append(f"{case.name}: {label}: its batch is too large to measure its law there")
+            return
+        self.pinned = (np.asarray(rows), np.asarray(uniforms, dtype=np.float32), position)
+        try:
+            accept_pts = np.full((case.n, case.k), np.nan, dtype=np.float32)
+            coin = self.coin_pieces(case, [b], accept_pts)
+            emission, _ = self.emission_pieces(case, [b], accept_pts, coin)
+            got = self.kernel_law(case, b, coin, emission)
+        finally:
+            self.pinned = None
+        if got is None:
+            self.result.shortfalls.append(
+                f"{case.name}: {label}: its output there is not a function of its own uniforms"
+            )
+            return
+        tv = self.judge_law(case, b, got, "exact", label=label)
+        self.result.ran.append(f"where it sits: {case.name}: {label}: TV {tv:.3g} from the rule's law")
+
+    # -- batch rows -----------------------------------------------------------------------------
+    def predicted(self, case, rows: np.ndarray, U: np.ndarray, coin, emission) -> np.ndarray:
+        """The labels (nacc * (V + 1) + token + 1) the instances' pieces give batch rows ``rows``
+        at uniforms ``U`` [C, B, k + 1] (-1 where the pieces do not say)."""
+        k = case.k
+        want = np.full(U.shape[:2], -1, dtype=np.int64)
+        for b in np.unique(rows).tolist():
+            at = rows == b
+            u = U[:, at].reshape(-1, k + 1)
+            j, alive = np.zeros(len(u), dtype=np.int64), np.ones(len(u), dtype=bool)
+            for i in range(len(case.drafts(b))):
+                ok = coin[(b, i)].label_at(u[:, i]) == 1 if (b, i) in coin else np.zeros(len(u), bool)
+                alive &= ok
+                j += alive
+            got = np.full(len(u), -1, dtype=np.int64)
+            for jj in np.unique(j).tolist():
+                if (b, jj) in emission:
+                    got[j == jj] = emission[(b, jj)].label_at(u[j == jj, k])
+            want[:, at] = got.reshape(len(U), -1)
+        return want
+
+    def batch_rows(self, case, coin, emission, skip: set) -> None:
+        """Every row of batches of B rows (each of ``case.batches``; row r instance r mod n) on
+        ``batch_calls`` uniform sets, against its instance's function of its own uniforms (the
+        pieces its law was measured from, at small batches). Where rows disagree, the law where
+        they sit (``law_where_it_sits``) of the first disagreeing row of each batch size in turn,
+        ``rescans`` rows a case: a distribution finding where it differs from the rule's; rows
+        left unmeasured with no such finding are a shortfall. Deterministic (no false-fail): a
+        row that reads another row's inputs or uniforms disagrees on most uniform sets."""
+        V, k, calls = case.vocab_size, case.k, self.budget.batch_calls
+        checked, disagreeing = 0, []  # (B, rows, U, wrong [C, B]) of the sizes with disagreeing rows
+        for B in case.batches:
+            rows = np.arange(B) % case.n
+            U = np.random.default_rng(kernel_stream(self.seed, "batch rows", B)).random((calls, B, k + 1), np.float32)
+            out, nacc = self.batches(case, rows, U)
+            got = nacc * (V + 1) + np.take_along_axis(out, nacc[..., None], axis=2)[..., 0] + 1
+            want = self.predicted(case, rows, U, coin, emission)
+            want[:, np.isin(rows, list(skip))] = -1
+            checked += int((want >= 0).any(axis=0).sum())
+            if ((want >= 0) & (got != want)).any():
+                disagreeing.append((B, rows, U, (want >= 0) & (got != want)))
+        before = len(self.result.flagged())
+        for B, rows, U, wrong in disagreeing[: self.budget.rescans]:
+            r = int(np.flatnonzero(wrong.any(axis=0))[0])
+            c = int(np.flatnonzero(wrong[:, r])[0])
+            self.law_where_it_sits(
+                case, int(rows[r]), rows, U[c], r, f"{case.labels[rows[r]]}, row {r} of a batch of {B}"
+            )
+        total = sum(int(w.any(axis=0).sum()) for *_, w in disagreeing)
+        measured = min(len(disagreeing), self.budget.rescans)
+        if total > measured and len(self.result.flagged()) == before:
+            self.result.shortfalls.append(
+                f"{case.name}: {total - measured} batch rows disagree with their instance's function; "
+                f"their law where they sit not measured"
+            )
+        self.result.ran.append(
+            f"batch rows: {case.name}: batches of {', '.join(map(str, case.batches))} rows, {calls} calls each: "
+            f"{checked:,} rows against their instance's function of its own uniforms, {total} disagree"
+        )
+
+    def pairs(self, case) -> None:
+        """Rows are independent: ``pair_calls`` batches of the largest batch size of identical rows
+        (instance 0) and the disjoint pairs (r, r + t) at each offset t (1 and the batch tiles,
+        32, 64, ... up to half the batch);
+        the joint law of a pair's (accepted, token) against the product of the rule's (a chi-square,
+        its false-fail rate the budget's over ``PAIR_SHARE`` split over the offsets): a distribution
+        finding where rows are not independent draws of the rule's law."""
+        B, calls, V = max(case.batches), self.budget.pair_calls, case.vocab_size
+        offsets = (1, *(2**j for j in range(5, B.bit_length()) if 2**j <= B // 2))  # 1, 32, 64, ..., B / 2
+        node = kernel_stream(self.seed, "batch pairs")
+        got = self.call(
+            kernel_pairs_task,
+            case,
+            0,
+            B,
+            calls,
+            node,
+            self.arrays,
+            self.generator,
+            self.budget.device,
+            offsets,
+            seconds=self.budget.call_limit_s * calls,
+        )
+        if got[0] == "breach":
+            raise ContractBreach(got[1])
+        law = {j * (V + 1) + y: v for (j, y), v in kc.rule_law(case, 0).items()}
+        want = {f"{a} {b}": pa * pb for a, pa in law.items() for b, pb in law.items()}
+        per_check = stats.split_budget(self.budget.false_fail_rate / PAIR_SHARE, len(offsets))
+        seen = []
+        for t in offsets:
+            counts = {f"{a} {b}": n for (a, b), n in got[1][t].items()}
+            n = sum(counts.values())
+            test = stats.chi_square_test(counts, want, false_fail_rate=per_check)
+            seen.append(stats.min_discrepancy_chi_square(n, want, per_check, POWER_FALSE_PASS_RATE))
+            if not test.passed:
+                tv = 0.5 * sum(abs(counts.get(key, 0) / n - want.get(key, 0.0)) for key in set(counts) | set(want))
+                self.result.findings.append(
+                    Finding(
+                        "batch-pairs",
+                        "distribution",
+                        f"{case.labels[0]}: rows r and r + {t} of batches of {B} identical rows are not "
+                        f"independent draws of the rule's law (joint TV {tv:.3g} from the product of the "
+                        f"rule's over {n:,} pairs; {test.detail})",
+                        case.name,
+                        {"instance": 0, "tv": tv},
+                    )
+                )
+        self.result.ran.append(
+            f"batch pairs: {case.name}: {calls} batches of {B} identical rows, pairs at offsets "
+            f"{', '.join(map(str, offsets))}: each sees joint TV {max(seen):.3g} (power "
+            f"{1 - POWER_FALSE_PASS_RATE:g}, false-fail {per_check:.2g} per offset)"
         )
 
     # -- statistics -----------------------------------------------------------------------------
@@ -650,6 +1014,12 @@ class KernelBattery(Battery):
         if not self.contract(all_cases[0]):
             self.result.ran.append("contract: breached; the remaining checks skipped")
             return self.result
+        if only is None:  # the budget's cases: its sweeps' reach, those a generator kernel can be judged on
+            self.result.reach = reach(self.budget, uniforms=not self.statistical)
+            self.result.ran.insert(0, reach_line(self.budget, uniforms=not self.statistical))
+            all_cases = [c for c in all_cases if not (self.statistical and kc.uniforms_only(c))]
+        else:
+            self.result.reach = cases_reach(all_cases)
         self.stat_checks = sum(c.n for c in all_cases)
         for i, case in enumerate(all_cases):
             self.case_index = i
@@ -658,6 +1028,8 @@ class KernelBattery(Battery):
                     self.statistics(case, [b for b in range(case.n) if not case.q_zero(b)])
                 else:
                     self.exact_case(case)
+                if case.batches:
+                    self.pairs(case)
             except ContractBreach as exc:
                 self.breach(str(exc), case)
                 return self.result
@@ -667,12 +1039,15 @@ class KernelBattery(Battery):
         return self.result
 
     def cover(self, case) -> None:
-        """The case's ``coverage_entry``: origin from its name (aimed, generated, else fixed),
-        judged exactly from the uniforms, or by statistics for a kernel that draws its own."""
-        origin = (
-            "aimed"
-            if case.name.startswith("aimed")
-            else ("generated" if case.name.startswith("generated") else "fixed")
+        """The case's ``coverage_entry``: origin from its name (aimed, generated, sweep, else
+        fixed), judged exactly from the uniforms, or by statistics for a kernel that draws its own."""
+        origin = next(
+            (
+                o
+                for o, prefixes in (("aimed", "aimed"), ("generated", "generated"), ("sweep", kc.SWEEPS))
+                if case.name.startswith(prefixes)
+            ),
+            "fixed",
         )
         seen = [row for row in self.result.power if str(row.get("case", "")).startswith(f"{case.name}: ")]
         self.result.cover(
@@ -685,6 +1060,7 @@ class KernelBattery(Battery):
             runs=sum(row.get("runs", 0) for row in seen) or None,
             detect_tv=max((row["min_tv"] for row in seen), default=None),
             instances=case.n,
+            **({"batches": list(case.batches)} if case.batches else {}),
         )
 
 

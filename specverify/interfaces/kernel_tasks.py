@@ -97,7 +97,8 @@ def validate_outputs(result, drafts: np.ndarray, V: int) -> tuple[np.ndarray, np
         raise ContractBreach(f"row {b}: num_accepted {int(nacc[b])} with {counted(int(kb[b]), 'draft')}")
     pos = np.arange(k + 1)
     prefix = pos[None, :] < nacc[:, None]
-    wrong = prefix & (out[:, : k + 1] != np.pad(drafts, ((0, 0), (0, 1)), constant_values=-1))
+    padded = np.concatenate([drafts, np.full((B, 1), -1, dtype=drafts.dtype)], axis=1)  # np.pad: 10x slower
+    wrong = prefix & (out[:, : k + 1] != padded)
     if wrong.any():
         b, i = map(int, np.argwhere(wrong)[0])
         raise ContractBreach(
@@ -205,6 +206,62 @@ def kernel_counts_task(
                 for key, c in zip(keys.tolist(), freq.tolist()):
                     j, y = divmod(key, case.vocab_size + 1)
                     counts[(j, y)] = counts.get((j, y), 0) + c
+    except ContractBreach as exc:
+        return "breach", message_of(exc)
+    return "ok", counts
+
+
+def kernel_batches_task(
+    kernel, case: kc.KernelCase, rows: np.ndarray, uniforms: np.ndarray, arrays: str, device: str, keep=None
+):
+    """In the subject's process: one kernel call per uniform set ``uniforms[c]`` [B, k + 1], each
+    on the same batch (instance rows ``rows`` [B], in that order: row r at batch position r);
+    ("ok", out [C, B, k + 1], nacc [C, B]) or, with ``keep`` a position, only that row's
+    ([C, 1, k + 1], [C, 1]); ("breach", what) on a breach."""
+    outs, naccs = [], []
+    try:
+        for u in uniforms:
+            for out, nacc in _chunks(kernel, case, rows, u, arrays, len(rows), None, device):
+                outs.append(out if keep is None else out[keep : keep + 1])
+                naccs.append(nacc if keep is None else nacc[keep : keep + 1])
+    except ContractBreach as exc:
+        return "breach", message_of(exc)
+    return "ok", np.stack(outs), np.stack(naccs)
+
+
+def pair_labels(out: np.ndarray, nacc: np.ndarray, offsets, V: int) -> dict:
+    """{offset t: {(label of row r, label of row r + t): count}} over the disjoint pairs (r, r + t)
+    of one batch, r in the even t-blocks (r // t even) and r + t < B; a row's label is
+    nacc * (V + 1) + its emitted token."""
+    labels = nacc * (V + 1) + out[np.arange(len(nacc)), nacc]
+    got: dict = {}
+    for t in offsets:
+        r = np.arange(len(labels) - t)
+        r = r[(r // t) % 2 == 0]
+        keys, freq = np.unique(np.stack([labels[r], labels[r + t]], 1), axis=0, return_counts=True)
+        got[t] = {(int(a), int(b)): int(c) for (a, b), c in zip(keys, freq)}
+    return got
+
+
+def kernel_pairs_task(
+    kernel, case: kc.KernelCase, b: int, B: int, calls: int, seed, arrays: str, generator: bool, device: str, offsets
+):
+    """In the subject's process: ``calls`` batches of B identical rows (instance b), the uniforms
+    of call c from ``stream(seed, 0, c)`` (a generator kernel's generator from ``stream(seed, 1, c)``),
+    counted by ``pair_labels``: ("ok", {t: {(a, b): count}}) or ("breach", what)."""
+    counts: dict = {t: {} for t in offsets}
+    rows = np.full(B, b, dtype=np.int64)
+    try:
+        for c in range(calls):
+            u = (
+                None
+                if generator
+                else np.random.default_rng(stream(seed, 0, c)).random((B, case.k + 1), dtype=np.float32)
+            )
+            for out, nacc in _chunks(kernel, case, rows, u, arrays, B, stream(seed, 1), device, first=c):
+                for t, got in pair_labels(out, nacc, offsets, case.vocab_size).items():
+                    for key, n in got.items():
+                        counts[t][key] = counts[t].get(key, 0) + n
     except ContractBreach as exc:
         return "breach", message_of(exc)
     return "ok", counts

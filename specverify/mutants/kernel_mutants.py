@@ -8,11 +8,12 @@ reference. ``interface="kernel"``: the kernel battery (``specverify.interfaces.k
 them, not the round detectors.
 
 Effects (as in ``specverify.mutants.catalogue``): ``biased`` (the law of the batch's output
-differs from the rule's, some only at V > 1024; a kernel whose rows are not independent is
-caught by the battery's batch-order check), ``edge`` (exact in law, wrong where the law puts no
-weight: a float32 grid point of the uniforms such as u = 0, a drafted token with q(x) = 0, an
-empty residual), ``contract`` (malformed output) and ``exact`` (``KERNEL_CONTROLS``: look
-different, are exact, must never be flagged).
+differs from the rule's, some only at V > 1024, past 65,535 ids, at one k or past a batch tile
+of 256: the battery's sweeps; a kernel whose rows are not independent is caught by its
+batch-order check, its batch rows or its pairwise test), ``edge`` (exact in law, wrong where
+the law puts no weight: a float32 grid point of the uniforms such as u = 0, a drafted token with
+q(x) = 0, an empty residual), ``contract`` (malformed output) and ``exact``
+(``KERNEL_CONTROLS``: look different, are exact, must never be flagged).
 
 References: the handout's bug table ("handout §5"), arXiv ids, and public engine threads
 ``owner/repo#N`` read for this module (vllm-project/vllm#46533: placeholder -1 drafts could be
@@ -33,6 +34,7 @@ from ..samplers.reference_kernel import (
     inverse_cdf,
     prepare,
     reference_kernel,
+    residual_weights,
     rows_at,
     verify_batch,
 )
@@ -41,6 +43,9 @@ from .catalogue import Mutant
 TILE_WIDTHS = (1024, 4096)  # kernel/residual-tile-off-by-one-*: the vocabulary tile of the scan
 TARGET_TEMPERATURE = 0.7  # kernel/temperature-target-only
 CHUNK_ROWS = 3  # kernel/chunks-of-3 (control)
+BATCH_TILE = 256  # kernel/batch-tile-*: the rows of a batch a kernel's program handles at once
+TOP_IDS = 512  # kernel/residual-top-512: the ids a truncated residual keeps
+BUGGY_K = 7  # kernel/bonus-row-off-by-one-at-k7: the one draft length with the bug
 
 
 def _kernel(transform: Callable | None = None, **hooks) -> Callable:
@@ -116,6 +121,32 @@ def _bonus_from_last_row(b):
     return b.replace(p=b.p[batch_index, rows])
 
 
+def _tile_source(b):
+    """[B] the row each batch row reads past the first tile: row r - BATCH_TILE for r >= it."""
+    rows = b.ops.arange(b.p.shape[0], b.ids)
+    return b.ops.where(rows >= BATCH_TILE, rows - BATCH_TILE, rows)
+
+
+def _target_from_previous_tile(b):
+    return b.replace(p=b.p[_tile_source(b)])
+
+
+def _coins_from_previous_tile(b):
+    return b.replace(u=b.ops.concat([b.u[_tile_source(b)][:, : b.k], b.u[:, b.k :]], 1))
+
+
+def _bonus_row_early_at_k7(b):
+    """At k = BUGGY_K only: row k_b - 1 read as the bonus row (a row with all its drafts
+    accepted emits from p_{k_b - 1} instead of p_{k_b})."""
+    if b.k != BUGGY_K:
+        return b
+    ops = b.ops
+    positions = ops.arange(b.k + 1, b.ids)[None, :] + 0 * b.lengths[:, None]
+    early = (positions == b.lengths[:, None]) & (positions > 0)
+    rows = ops.where(early, positions - 1, positions)
+    return b.replace(p=b.p[ops.arange(b.p.shape[0], b.ids)[:, None], rows])
+
+
 def _temper_target(b):
     tempered = b.p ** (1.0 / TARGET_TEMPERATURE)
     total = tempered.sum(-1)[..., None]
@@ -150,6 +181,35 @@ def _next_position_rows(b, j):
     ops = b.ops
     _, q_j = rows_at(b, j)
     return ops.take_row(b.p, ops.where(j < b.k, j + 1, j)), q_j
+
+
+def _residual_over_top_ids(p, q):
+    """max(p - q, 0) over p's TOP_IDS largest ids only, zero elsewhere (a truncation fast path;
+    p over those ids when that is empty)."""
+    V = p.shape[-1]
+    if V <= TOP_IDS:
+        return residual_weights(p, q)
+    if hasattr(p, "topk"):
+        kth = p.topk(TOP_IDS, dim=-1).values[..., -1:]
+    else:
+        kth = np.partition(p, V - TOP_IDS, axis=-1)[..., V - TOP_IDS : V - TOP_IDS + 1]
+    keep = p >= kth
+    return residual_weights(p * keep, q * keep)
+
+
+def _p_when_draft_has_none(b, j):
+    """(p_j, q_j), with q_j zeroed for a row whose rejected draft x has p(x) = 0 (the residual
+    max(p - 0, 0) is then p itself)."""
+    ops = b.ops
+    p_j, q_j = rows_at(b, j)
+    at = ops.where(j < b.k, j, j * 0 + b.k - 1)
+    x = ops.take(b.safe_ids, at)
+    none = (ops.take(p_j, x) <= 0)[:, None]
+    return p_j, ops.where(none, 0 * q_j, q_j)
+
+
+def _uint16_ids(w, u):
+    return inverse_cdf(w, u) & 0xFFFF
 
 
 residual_unnormalized = _kernel(recover=_unnormalized_recover)
@@ -330,6 +390,22 @@ KERNEL_MUTANTS: tuple[Mutant, ...] = tuple(
            "fallback), not p", "edge", _degenerate_residual("last-id")),
         _m("degenerate-residual-uniform", "an empty residual falls back to the uniform over V "
            "(vLLM V0's finfo.tiny clamp), not p", "edge", _degenerate_residual("uniform")),
+        _m("residual-p-when-p-zero", "a rejected draft with p(x) = 0 emits from p instead of "
+           "the residual max(p - q, 0) (the two differ where q overlaps p elsewhere)", "biased",
+           _kernel(rows=_p_when_draft_has_none), _RULE),
+        _m(f"batch-tile-{BATCH_TILE}-target", f"rows past a batch tile of {BATCH_TILE} read the "
+           f"target rows of row b - {BATCH_TILE} (exact at B <= {BATCH_TILE})", "biased",
+           _kernel(_target_from_previous_tile)),
+        _m(f"batch-tile-{BATCH_TILE}-coins", f"rows past a batch tile of {BATCH_TILE} reuse the "
+           f"coins of row b - {BATCH_TILE} (each row's own law exact; rows not independent)",
+           "biased", _kernel(_coins_from_previous_tile)),
+        _m(f"residual-top-{TOP_IDS}", f"residual max(p - q, 0) over the target's top {TOP_IDS} "
+           f"ids only (a truncation fast path; visible at V > {TOP_IDS} with mass outside them)",
+           "biased", _kernel(residual=_residual_over_top_ids), _RULE),
+        _m(f"bonus-row-off-by-one-at-k{BUGGY_K}", f"at k = {BUGGY_K} only, the bonus drawn from "
+           "target row k_b - 1 instead of k_b", "biased", _kernel(_bonus_row_early_at_k7), _RULE),
+        _m("ids-uint16-emitted", "the emitted token stored as uint16 (token & 0xFFFF): ids past "
+           "65,535 wrap (V > 65,536)", "biased", _kernel(recover=_uint16_ids, bonus=_uint16_ids)),
     ]
 )  # fmt: skip
 
@@ -345,4 +421,4 @@ KERNEL_CONTROLS: tuple[Mutant, ...] = (
        "sampling): exact, only one token per request is emitted", "exact", exponential_race),
 )  # fmt: skip
 
-__all__ = ["KERNEL_CONTROLS", "KERNEL_MUTANTS", "TARGET_TEMPERATURE", "TILE_WIDTHS"]
+__all__ = ["BATCH_TILE", "BUGGY_K", "KERNEL_CONTROLS", "KERNEL_MUTANTS", "TARGET_TEMPERATURE", "TILE_WIDTHS", "TOP_IDS"]

@@ -1,0 +1,182 @@
+"""The kernel battery's sweeps (``kernel_cases.sweep_cases``): dense and wide vocabularies, every
+k, batch rows past each tile and the pairwise test of a batch's rows, the value edges in each,
+the reach a budget has, and the kernel mutants only they catch.
+
+Every verdict here is an exact computation from explicit uniforms (no false-fail), except the
+pairwise test and the generator kernel's statistics: chi-squares at the budget's false-fail rate
+(1e-6 a battery; the pairwise test's share of it 2.5e-7, split over its offsets), fixed seeds."""
+
+from __future__ import annotations
+
+import re
+
+import kernel_subjects as ks
+import numpy as np
+import pytest
+
+from specverify.interfaces import kernel
+from specverify.interfaces import kernel_cases as kc
+from specverify.mutants import get
+from specverify.samplers.reference_kernel import reference_kernel
+
+STANDARD = kernel.get_budget("standard")
+
+
+@pytest.fixture(scope="module")
+def reference_standard():
+    """One standard battery of the reference kernel (about 20 s on 2 cores), asserted on below."""
+    return kernel.run(reference_kernel, "standard", 0)
+
+
+def _edge_notes(result):
+    return [f for f in result.findings if f.kind == "edge"]
+
+
+def _distribution(result):
+    return [f for f in result.findings if f.kind == "distribution"]
+
+
+# --------------------------------------------------------------------------- the reference
+
+
+def test_the_reference_is_exact_on_every_sweep(reference_standard):
+    r = reference_standard
+    assert r.exact is True and not r.findings and not r.shortfalls, (r.findings, r.shortfalls)
+    ran = "\n".join(r.ran)
+    for k in range(1, 9):
+        assert f"exact from uniforms: k sweep k={k}, V6" in ran
+    for V in (*STANDARD.dense_sweep, *STANDARD.binned_sweep):
+        assert re.search(rf"exact from uniforms: (dense|binned) sweep V{V}, k=1", ran), V
+    assert re.search(r"batch rows: .* 1024 rows, 16 calls each: 5,076 rows .*, 0 disagree", ran)
+    assert r.exact_tv_max < 1e-4  # the float32 rounding of V = 4096 cumulative sums at most
+
+
+def test_the_run_carries_its_reach(reference_standard):
+    assert reference_standard.reach == kernel.reach("standard")  # BatteryResult.reach: coverage.reach
+    assert reference_standard.ran[0] == "reach: dense V 4096, binned V 152064, k 8, batch 1024"
+    assert reference_standard.ran[0] == kernel.reach_line("standard")
+    origins = {c["name"]: c["origin"] for c in reference_standard.cases}
+    assert origins["batch rows V5, k=2"] == origins["dense sweep V4096, k=1"] == "sweep"
+    assert next(c for c in reference_standard.cases if c["name"] == "batch rows V5, k=2")["batches"][-1] == 1024
+
+
+def test_a_run_on_given_cases_reaches_what_they_reach():
+    cases = [kc.every_draft_case(), kc.wide_ids_case(), kc.batch_case((31,))]
+    got = kernel.run(reference_kernel, "quick", 0, cases=cases).reach
+    assert got == {"dense V": 5, "binned V": 33_024, "k": 2, "batch": 31}
+
+
+def test_the_pairwise_test_states_its_power_and_false_fail_rate(reference_standard):
+    line = next(x for x in reference_standard.ran if x.startswith("batch pairs:"))
+    assert "32 batches of 1024 identical rows" in line and "offsets 1, 32, 64, 128, 256, 512" in line
+    tv, rate = map(float, re.search(r"joint TV ([\d.e-]+) \(power 0.95, false-fail ([\d.e-]+) per", line).groups())
+    assert tv < 0.05 and rate == pytest.approx(STANDARD.false_fail_rate / kernel.PAIR_SHARE / 6, rel=0.02)
+
+
+# --------------------------------------------------------------------------- reach and budgets
+
+
+def test_reach_names_each_swept_dimensions_largest_value():
+    assert kernel.reach("quick") == {"dense V": 0, "binned V": 0, "k": 4, "batch": 65}
+    assert kernel.reach("standard") == {"dense V": 4096, "binned V": 152_064, "k": 8, "batch": 1024}
+    assert kernel.reach("thorough") == {"dense V": 32_768, "binned V": 152_064, "k": 16, "batch": 4096}
+    assert kernel.reach("standard", uniforms=False) == {"dense V": 256, "binned V": 33_024, "k": 8, "batch": 1024}
+    assert kernel.reach(kernel.get_budget("tv=0.01")) == kernel.reach("thorough")
+
+
+def test_the_standard_sweeps_straddle_every_tile():
+    sizes = set(STANDARD.batch_sweep)
+    assert all({t - 1, t, t + 1} <= sizes for t in kc.BATCH_TILES) and max(sizes) == 1024
+    assert STANDARD.scan_rows <= min(kc.BATCH_TILES)  # laws measured at rows below the first tile
+    names = [c.name for c in kc.sweep_cases(STANDARD)]
+    assert [n for n in names if n.startswith("k sweep")] == [f"k sweep k={k}, V6" for k in range(1, 9)]
+
+
+# --------------------------------------------------------------------------- value edges
+
+
+def test_value_edges_reach_every_sweep():
+    cases = kc.sweep_cases(STANDARD)
+    labels = " | ".join(" | ".join(c.labels) for c in cases if c.name.startswith("k sweep"))
+    assert all(edge in labels for edge in kc.VALUE_EDGES)
+    for prefix, edges in (
+        ("batch rows", ("p(x)=0<q(x)", "p=q", "one-hot p!=q", "disjoint supports")),
+        ("binned sweep V152064", ("p(x)=0<q(x)", "q(x)=0<p(x)", "disjoint supports")),
+        ("dense sweep V4096", ("p(x)=0<q(x)",)),
+    ):
+        case = next(c for c in cases if c.name.startswith(prefix))
+        assert all(any(e in label for label in case.labels) for e in edges), (prefix, case.labels)
+
+
+def test_a_rejected_p_zero_draft_has_a_residual_unlike_p():
+    """Where the value edge p(x) = 0 < q(x) is drafted (and so rejected), the residual
+    max(p - q, 0) is not p: a kernel that samples p there shows (kernel/residual-p-when-p-zero).
+    The dense sweep's is p on purpose (one scan of V cells)."""
+    seen = 0
+    for case in kc.sweep_cases(STANDARD):
+        for b in [b for b in range(case.n) if "p(x)=0<q(x)" in case.labels[b]]:
+            i = max(i for i, x in enumerate(case.drafts(b)) if case.p[b, i, x] == 0 < case.q[b, i, x])
+            residual = kc.emission_weights(case.p[b, i], case.q[b, i])
+            p = kc.emission_weights(case.p[b, i], None)
+            assert (0.5 * np.abs(residual - p).sum() > 0.1) != case.name.startswith("dense"), case.name
+            seen += 1
+    assert seen >= 6
+
+
+def test_the_wide_sweep_puts_mass_past_65535():
+    case = kc.binned_sweep_case(152_064)
+    assert case.drafts(0) == (152_063,)
+    assert case.p[0, 0, 65_536] > 0 and case.p[0, 1, 152_063] > 0  # the residual's and the bonus's
+    assert kc.top_ids(65_537) == (65_536, 65_535, 65_534, 32_768)
+
+
+# --------------------------------------------------------------------------- the new mutants
+
+
+NEW = {  # mutant -> the sweep case that catches it (the whole standard battery: tests/test_mutants.py)
+    "kernel/residual-p-when-p-zero": lambda: kc.batch_case(STANDARD.batch_sweep),
+    "kernel/batch-tile-256-target": lambda: kc.batch_case(STANDARD.batch_sweep),
+    "kernel/batch-tile-256-coins": lambda: kc.batch_case(STANDARD.batch_sweep),
+    "kernel/residual-top-512": lambda: kc.dense_sweep_case(1024),
+    "kernel/bonus-row-off-by-one-at-k7": lambda: kc.k_sweep_cases(8)[6],
+    "kernel/ids-uint16-emitted": lambda: kc.binned_sweep_case(65_537),
+}
+
+
+@pytest.mark.parametrize("mutant_id", NEW)
+def test_a_new_mutant_is_not_exact_by_its_sweep(mutant_id):
+    r = kernel.run(get(mutant_id).fn, "standard", 0, cases=[NEW[mutant_id]()])
+    assert r.exact is False and _distribution(r), r.findings
+    assert not [f for f in _edge_notes(r) if f.check == "measure-zero"], _edge_notes(r)
+
+
+def test_the_tile_256_kernel_is_not_exact_where_rows_sit():
+    """Rows past a batch tile of 256 read row b - 256's target: the rows there are judged against
+    their own law (TV 1 at row 256 of 257), never set aside as measure-zero or degenerate-residual
+    notes; the fixed cases' laws, measured below the first tile, stay exact."""
+    cases = [kc.every_draft_case(), kc.adversarial_case(), kc.batch_case(STANDARD.batch_sweep)]
+    r = kernel.run(get("kernel/batch-tile-256-target").fn, "standard", 0, cases=cases)
+    assert r.exact is False and not _edge_notes(r), _edge_notes(r)
+    found = _distribution(r)
+    assert found and all(re.search(r"row 25[67] of a batch of (25[7-9]|[3-9]\d\d|1\d{3})", f.message) for f in found)
+    assert found[0].evidence["tv"] > 0.5
+
+
+def test_an_edge_deviation_on_a_whole_cell_is_a_law_finding():
+    """A kernel whose rows past 32 read row b - 32's target passes the contract's 16 rows (the
+    first case's) and the scans (at most 32 rows a call), but its edge probes' batch has 74 rows:
+    the deviations there hold at interior uniforms of the same cells, so they are measured where
+    they sit (TV > 0.1), not filed as measure-zero events."""
+    cases = [kc.k_sweep_cases(1)[0], kc.every_draft_case()]
+    r = kernel.run(ks.tile_32_wrong_target, "standard", 0, cases=cases)
+    assert r.exact is False and not _edge_notes(r), _edge_notes(r)
+    found = _distribution(r)
+    assert found and all("edge probes" in f.message and f.evidence["tv"] > 0.1 for f in found)
+
+
+def test_rows_sharing_one_generator_row_fail_the_pairwise_test():
+    """A generator kernel that draws one row of uniforms for the whole batch: each row's law is
+    the rule's, so only the pairwise test sees it (false-fail 2.5e-7 over its offsets)."""
+    r = kernel.run(ks.generator_one_row, "quick", 0, cases=[kc.batch_case(kernel.get_budget("quick").batch_sweep)])
+    pairs = [f for f in _distribution(r) if f.check == "batch-pairs"]
+    assert r.exact is False and pairs and all(f.evidence["tv"] > 0.5 for f in pairs)
