@@ -170,7 +170,15 @@ def test_a_slow_sampler_stopped_by_the_time_limit_says_so_and_is_inconclusive(su
     # every run whatever the pace; only the user's time limit (4 s here, where the quick budget's
     # two cases would need minutes at this pace) stops it, and the report says after how many of
     # the planned runs. The API is what the command runs.
-    budget = dataclasses.replace(round_cases.BUDGETS["quick"], cases=(0, 4), generated=0, contract_calls=3)
+    budget = dataclasses.replace(
+        round_cases.BUDGETS["quick"],
+        cases=(0, 4),
+        generated=0,
+        engine_vocab=0,
+        sweep_context=0,
+        sweep_k=0,
+        contract_calls=3,
+    )
     result = specverify.check(f"{subjects}:slow_reseeded", budget=budget, time_limit=4.0, counterexample=False)
     report = result.to_dict()
     assert result.exit_code == 3 and report["exact"] is None and report["findings"] == []

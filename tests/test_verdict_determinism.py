@@ -57,9 +57,10 @@ def test_the_same_json_idle_and_beside_two_cpu_bound_processes(tmp_path):
             proc.kill()
             proc.wait()
     assert json.dumps(loaded, sort_keys=True) == json.dumps(idle, sort_keys=True)
-    # and the runs are the budget's: every case to the quick budget's n_max
+    # and the runs are the budget's: every case to the quick budget's n_max, a swept one to its
+    # sweep_runs
     assert idle["exact"] is True and idle["power"]
-    assert {row["runs"] for row in idle["power"]} == {4000}
+    assert {row["runs"] for row in idle["power"]} == {1000, 4000}
 
 
 def _reseeded(p_fn, q_fn, prefix, k, rng):
@@ -76,7 +77,7 @@ def test_the_same_result_with_one_worker_or_three():
     from specverify.interfaces import round as round_interface
     from specverify.interfaces import round_cases
 
-    budget = replace(round_cases.get_budget("quick"), cases=(0, 4), generated=0)
+    budget = replace(round_cases.get_budget("quick"), cases=(0, 4), generated=0, sweep_context=0, sweep_k=0)
     one, three = (round_interface.run_battery(_reseeded, budget, 5, workers=n).to_dict() for n in (1, 3))
     for report in (one, three):
         report.pop("seconds")
