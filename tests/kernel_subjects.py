@@ -117,3 +117,16 @@ def generator_one_row(draft_ids, draft_probs, target_probs, generator):
     law is the rule's, the rows are not independent."""
     u = generator.random((1, draft_ids.shape[1] + 1), dtype=np.float32)
     return loop_kernel(draft_ids, draft_probs, target_probs, np.repeat(u, draft_ids.shape[0], axis=0))
+
+
+def tile_256_wrong_target_at_long_drafts(draft_ids, draft_probs, target_probs, uniforms):
+    """The reference kernel, but with k >= 7 drafts rows past a batch tile of 256 read row b - 256's
+    target rows: wrong only where a batch of more than 256 rows meets long drafts (exact at every
+    k in batches of 256 rows or fewer, and at k <= 6 in any batch)."""
+    from specverify.samplers.reference_kernel import reference_kernel
+
+    B, k = draft_ids.shape
+    if k >= 7 and B > 256:
+        rows = np.arange(B)
+        target_probs = target_probs[np.where(rows >= 256, rows - 256, rows)]
+    return reference_kernel(draft_ids, draft_probs, target_probs, uniforms)

@@ -301,6 +301,7 @@ HELP_FORMS = [
     ("specverify", "bench", "kernel"),
     ("specverify", "bench", "hot-path"),
     ("specverify", "bench", "samplers"),
+    ("specverify", "bench", "sweep-cost"),
     ("specverify", "experiments"),
     ("specverify", "models"),
     ("specverify", "models", "measure"),

@@ -14,7 +14,7 @@ import kernel_subjects as ks
 import numpy as np
 import pytest
 
-from specverify.interfaces import kernel
+from specverify.interfaces import corners, kernel
 from specverify.interfaces import kernel_cases as kc
 from specverify.mutants import get
 from specverify.samplers.reference_kernel import reference_kernel
@@ -180,3 +180,37 @@ def test_rows_sharing_one_generator_row_fail_the_pairwise_test():
     r = kernel.run(ks.generator_one_row, "quick", 0, cases=[kc.batch_case(kernel.get_budget("quick").batch_sweep)])
     pairs = [f for f in _distribution(r) if f.check == "batch-pairs"]
     assert r.exact is False and pairs and all(f.evidence["tv"] > 0.5 for f in pairs)
+
+
+# --------------------------------------------------------------------------- the pairwise corners
+
+
+def test_only_thorough_has_the_corners_and_they_stay_in_the_box():
+    assert not corners.kernel_corner_cases(STANDARD) and not corners.kernel_corner_cases(kernel.get_budget("quick"))
+    thorough = kernel.get_budget("thorough")
+    names = [c.name for c in kernel.cases(thorough, 0) if c.name.startswith(corners.CORNER_PREFIX)]
+    assert names == ["corner k=16 x batch 4096, V6", "corner binned V152064 x k=16"]
+    assert kernel.cases_reach(corners.kernel_corner_cases(thorough)) == {**kernel.reach("thorough"), "dense V": 6}
+    assert "pairwise corners k=16 x batch 4096, binned V152064 x k=16" in kernel.coverage("thorough")
+
+
+FEWER_CALLS = {"batch_calls": 8, "pair_calls": 8, "rescans": 1}
+
+
+def test_a_tile_bug_at_long_drafts_only_shows_at_the_thorough_corner():
+    """Exact from uniforms (no false-fail) but for the pairwise test of the batch rows (its share of
+    the battery's 1e-6): standard's batch sweep has k = 2 and its k sweep runs in small batches,
+    so the kernel passes every standard sweep of k and batch; thorough's k x batch corner (k = 16,
+    every batch size to 4,096) finds row 256 of the first batch past the tile judged against its
+    own law where it sits (TV 0.998). The corner alone, 8 calls a batch size and 8 batches in the
+    pairwise test instead of 32 and 128, one law measured where it sits instead of 4: about 12 s
+    instead of 30 on 2 cores, the same finding."""
+    standard = [kc.batch_case(STANDARD.batch_sweep), *kc.k_sweep_cases(STANDARD.k_sweep)]
+    assert kernel.run(ks.tile_256_wrong_target_at_long_drafts, "standard", 0, cases=standard).exact is True
+    thorough = kernel.get_budget("thorough")
+    (corner, _) = corners.kernel_corner_cases(thorough)
+    assert corner.k == 16 and corner.batches == thorough.batch_sweep
+    r = kernel.run(ks.tile_256_wrong_target_at_long_drafts, thorough, 0, cases=[corner], **FEWER_CALLS)
+    assert r.exact is False and not _edge_notes(r), _edge_notes(r)
+    (found,) = _distribution(r)
+    assert "row 256 of a batch of 257" in found.message and found.evidence["tv"] > 0.5, found

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from specverify import api
+from specverify.interfaces import corners
 from specverify.interfaces.loop import reach, run_loop_battery, standard_cases
 from specverify.interfaces.loop_cases import (
     LOOP_BUDGETS,
@@ -330,3 +331,39 @@ def test_declared_cases_get_every_loop_check(loop, case, check):
     report = _check(loop, case)
     assert report.exact is False
     assert check in {f.check for f in report.findings} and all(f.case == case.name for f in report.findings)
+
+
+# ---------------------------------------------------------------------------- the pairwise corners
+
+
+def window_on_long_generations(target, draft, requests, k, rng):
+    """The reference loop, but in a batch with a request of max_tokens over 32 the target sees only
+    the last 1024 tokens of each context: wrong only where a long context meets a long generation
+    (every one-dimension sweep keeps one of them short)."""
+    if any(q.params.max_tokens > 32 for q in requests):
+        return ref.generate(lambda prefix: target(tuple(prefix)[-1024:]), draft, requests, k, rng)
+    return ref.generate(target, draft, requests, k, rng)
+
+
+def test_only_thorough_has_the_corners_and_they_stay_in_the_box():
+    assert not corners.loop_corner_cases("quick") and not corners.loop_corner_cases("standard")
+    found = corners.loop_corner_cases("thorough")
+    assert [c.sweep for c in found] == ["context x rounds", "context x max_tokens", "context x requests per batch"]
+    assert all(c.positions and c.kind == "sweep" and c.requests[0].prompt[0] == 0 for c in found)
+    assert {c.name for c in found} <= {c.name for c in standard_cases("thorough", 0)}
+    assert reach("thorough")["context"] == LOOP_BUDGETS["thorough"].sweep_context  # the corners stay in the box
+
+
+def test_a_window_on_long_generations_only_shows_at_the_thorough_corner():
+    """Standard's enumerated sweeps (no noise) pass it: the context sweep (to 512, max_tokens 3)
+    and the greedy max_tokens batch (to 64 tokens: the window on, every context short).
+    Thorough's context x rounds corner (prompt 1984, max_tokens 64, 1,000 runs) reads the rows of
+    another first token: TV 0.78 from the processed row at every position, where one position's
+    chi-square (at the battery's split of 1e-6) sees 0.13 with probability 0.95."""
+    standard = [c for c in sweep_loop_cases("standard") if c.sweep in ("context", "max_tokens") and not c.positions]
+    assert {c.sweep for c in standard} == {"context", "max_tokens"}
+    assert run_loop_battery(window_on_long_generations, "standard", 0, cases=standard).exact is True
+    (corner,) = [c for c in corners.loop_corner_cases("thorough") if c.sweep == "context x rounds"]
+    result = run_loop_battery(window_on_long_generations, "thorough", 0, cases=[corner], stop_on_first=True)
+    assert result.exact is False
+    assert "position-law" in {f.check for f in result.flagged(("distribution",))}, result.findings

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from specverify import speculative_step
+from specverify.interfaces import corners, round_cases
 from specverify.interfaces import round as round_interface
-from specverify.interfaces import round_cases
 from specverify.laws import exact
 from specverify.mutants import get
 
@@ -67,3 +67,43 @@ def test_the_reference_reaches_the_quick_budgets_box():
 def test_every_budget_sweeps(budget, context, k):
     b = round_cases.get_budget(budget)
     assert (b.sweep_context, b.sweep_k) == (context, k)
+
+
+# --------------------------------------------------------------------------- the pairwise corner
+
+
+def windowed_on_long_rounds(p_fn, q_fn, prefix, k, rng):
+    """The rule, but with a context past 2,048 tokens and k >= 9 the target sees only the last 16
+    tokens: a bug that needs both sizes at once (each sweep alone keeps one of them small)."""
+    if len(prefix) > 2048 and k >= 9:
+        return speculative_step(lambda ctx: p_fn(tuple(ctx)[-16:]), q_fn, prefix, k, rng)
+    return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+
+def _sweeps_only(budget: str):
+    """The budget with one fixed case, its sweeps and its corners: no drawn, wide or engine-scale
+    cases (statistics on one enumerated case, the cross-check)."""
+    return replace(
+        round_cases.get_budget(budget), cases=(0,), generated=0, engine_vocab=0, scale_cases=(), stat_cases=1
+    )
+
+
+def test_only_thorough_has_the_context_by_k_corner():
+    assert not corners.round_corner_cases("quick") and not corners.round_corner_cases("standard")
+    (corner,) = corners.round_corner_cases("thorough")
+    b = round_cases.get_budget("thorough")
+    assert corner.k == b.sweep_k and len(corner.prefix) + corner.m == b.sweep_context + 2  # the context sweep's
+    assert corner.prefix[0] == 0 and set(corner.prefix[1:]) == {1}
+    assert round_interface.reach("thorough")["context"] == b.sweep_context + 2  # the corner stays in the box
+
+
+def test_a_bug_at_a_long_context_and_a_large_k_only_shows_at_the_thorough_corner():
+    """Enumerated (no sampling on the swept cases), the one statistical test a cross-check of
+    fixed case 0 at the battery's false-fail rate (1e-6): standard's sweeps keep k <= 8 and
+    contexts <= 514, thorough's one-dimension sweeps keep k = 2 at long contexts and the empty
+    context at k = 10; only the corner (context 4087 x k = 10) reads the windowed rows."""
+    standard = round_interface.run_battery(windowed_on_long_rounds, _sweeps_only("standard"), 0)
+    assert standard.exact is True and not standard.findings, standard.findings
+    thorough = round_interface.run_battery(windowed_on_long_rounds, _sweeps_only("thorough"), 0)
+    assert thorough.exact is False
+    assert {f.case.split(":")[0] for f in thorough.flagged(("distribution",))} == {"corner context 4087 x k=10"}

@@ -19,6 +19,11 @@ interface.
 This module imports only the standard library, so that a command line can list the budget names
 and check ``--budget`` before NumPy, SciPy or a battery loads (a usage error within a second);
 what a budget covers (its cases) is each interface's ``coverage(budget)``.
+
+Every section sweeps each size dimension one at a time, the others small, so a sweep's cost stays
+linear in the number of dimensions; ``sweep_corners`` (thorough, and so ``tv=X``, only) adds the
+pairwise corners, the cases at the joint largest values of pairs of swept dimensions
+(``interfaces.corners``), where a bug that needs both sizes at once shows.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ class Budget:
     sweep_k: int = 8  # every k from 1 up to this, a window of k + 1 tokens
     sweep_runs: int = 1000  # runs of a swept case the enumerator cannot follow (its power stated)
     sweep_max_paths: int = 2000  # the most paths a swept case's enumeration may follow (past it: sampled)
+    sweep_corners: bool = False  # the pairwise corner: context x k at both largest values (corners.py)
     engine_vocab: int = 256  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
     # engine-scale cases judged by a binned chi-square per position (specverify.laws.scale): (V, k, side)
     scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
@@ -144,6 +150,7 @@ class LoopBudget:
     sweep_max_tokens: int = 64  # the largest max_tokens
     sweep_batch: int = 64  # the most requests in one batch
     sweep_runs: int = 300  # runs of each sampled sweep case (a sweep the enumerator cannot follow too)
+    sweep_corners: bool = False  # the pairwise corners, context x rounds / max_tokens / batch (corners.py)
 
 
 @dataclass(frozen=True)
@@ -195,6 +202,7 @@ class KernelBudget:
     batch_calls: int = 16  # calls per batch size, every row checked against its instance's function
     rescans: int = 2  # disagreeing rows a case (batch rows, edge probes) whose law is measured where they sit
     pair_calls: int = 32  # batches of identical rows (the largest batch size) in the pairwise test
+    sweep_corners: bool = False  # the pairwise corners, k x batch and binned V x k (corners.py)
 
 
 # --------------------------------------------------------------------------- the table
@@ -260,6 +268,7 @@ TABLE = {
             generated=12,
             sweep_context=4096,
             sweep_k=10,
+            sweep_corners=True,
             engine_vocab=512,
             scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
             scale_runs=4000,
@@ -285,6 +294,7 @@ TABLE = {
             sweep_max_tokens=128,
             sweep_batch=128,
             sweep_runs=1000,
+            sweep_corners=True,
         ),
         "kernel": KernelBudget(
             "thorough",
@@ -298,6 +308,7 @@ TABLE = {
             batch_calls=32,
             rescans=4,
             pair_calls=128,
+            sweep_corners=True,
         ),
     },
 }

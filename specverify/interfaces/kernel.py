@@ -42,7 +42,8 @@ How it is judged (``run``), the claimed rule being the token-wise one (Leviathan
    of ``batch_sweep`` sizes against its instance's function of its own uniforms (a row that
    disagrees is judged by its law where it sits), and rows of identical inputs tested pairwise
    for independence (``pairs``). The run's ``ran`` starts with the reach ("reach: dense V 4096,
-   ...").
+   ..."). At thorough the pairwise corners too (``corners.kernel_corner_cases``: the largest k
+   over every batch size, and over the widest binned V).
 
 Over 500 lines because the battery's steps (contract, scans, edges, batch rows, statistics) share
 one run's state (the accept points and pieces the scans find, the findings); the cases
@@ -69,6 +70,7 @@ from ..common.tables import counted
 from ..laws import stats
 from ..laws.uniform_cells import FLOAT32_ONE_MINUS, GRID_POINTS, probe_points, segments
 from . import kernel_cases as kc
+from .corners import CORNER_PREFIX, corner_words, kernel_corner_cases
 from .kernel_tasks import (
     GENERATOR_NAMES,
     as_round_sampler,
@@ -144,12 +146,13 @@ def kernel_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence
 
 
 def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
-    """The fixed cases, the sweeps (``kc.sweep_cases``: batch rows, every k, dense and wide V),
+    """The fixed cases, the sweeps (``kc.sweep_cases``: batch rows, every k, dense and wide V;
+    ``corners.kernel_corner_cases``: the pairwise corners where the budget has them),
     ``budget.generated`` drawn from ``kernel_stream(seed, "generated cases")``, with
     ``engine_scale`` one ``kc.sparse_engine_case`` drawn from ``"engine-scale case"`` (V from
     ``ENGINE_VOCABS``, k 1 to 8, either side), and with an ``interfaces.Aim`` the aimed cases from
     ``"aimed cases"`` (``KERNEL_STREAMS``)."""
-    sweeps = kc.sweep_cases(budget)
+    sweeps = kc.sweep_cases(budget) + kernel_corner_cases(budget)
     small = [c for c in sweeps if c.vocab_size < ENGINE_VOCABS[0]]  # batch rows, every k: cheap, first
     fixed = [kc.every_draft_case(), kc.adversarial_case(), kc.ragged_case(), *small]
     drawn = kc.generated_cases(kernel_stream(seed, "generated cases"), budget.generated)
@@ -206,6 +209,7 @@ def coverage(budget) -> str:
         f"(generator kernels) see TV {b.detect_tv:g} per instance, {max(b.detect_tv, b.detect_tv_large):g} "
         f"where a row exceeds {b.large_row_bytes // 1024} KiB; sweeps to "
         + ", ".join(f"{name} {value}" for name, value in reach(b).items() if value)
+        + corner_words([c.name.split(",")[0].removeprefix(CORNER_PREFIX + " ") for c in kernel_corner_cases(b)])
     )
 
 

@@ -462,8 +462,8 @@ def sweep_cases(budget) -> list[KernelCase]:
     return out + [binned_sweep_case(V) for V in budget.binned_sweep]
 
 
-SWEEPS = ("batch rows", "k sweep", "dense sweep", "binned sweep")
-"""Name prefixes of ``sweep_cases``' cases (their coverage origin is "sweep")."""
+SWEEPS = ("batch rows", "k sweep", "dense sweep", "binned sweep", "corner")
+"""Name prefixes of ``sweep_cases``' cases and the corners' (their coverage origin is "sweep")."""
 UNIFORMS_ONLY = ("dense sweep", "binned sweep")
 """Sweeps judged only from uniforms (statistics over V tokens, megabytes a row, see too little)."""
 

@@ -24,7 +24,9 @@ findings and runs per case on an idle machine and a loaded one. Clocks are hang 
 a shortfall that says "stopped by a guard". The sweeps (``loop_cases.sweep_loop_cases``) take
 one dimension at a time to engine scale, the others small: the context (prompt + output, on a
 target that reads the first token), rounds of an unseeded and of a seeded request, max_tokens and
-requests per batch (``reach``: each one's largest value). Checks, each a ``Finding.check``:
+requests per batch (``reach``: each one's largest value); at thorough the pairwise corners too
+(``corners.loop_corner_cases``: a long context with long rounds, max_tokens or batch). Checks, each
+a ``Finding.check``:
 
 - ``sequence-law`` (distribution): each request's exact output law against the DP, TV > 1e-9;
   ``loop-chi-square`` when the subject cannot be enumerated (pooled chi-square over sequences);
@@ -90,6 +92,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..battery.core import BatteryResult, run_in_subject
+from .corners import corner_words, loop_corner_cases
 from .loop_cases import (
     SCALE_KINDS,
     SWEEP_DIMENSIONS,
@@ -191,16 +194,22 @@ def get_budget(budget):
 
 def standard_cases(budget, seed: int = 0, aim=None) -> list[LoopCase]:
     """The cases a budget runs, in order: the fixed and edge cases, those drawn from the seed, the
-    seeded case, the sweeps (``sweep_loop_cases``' order), the engine-scale batches (the costly
+    seeded case, the sweeps (``swept_cases``' order), the engine-scale batches (the costly
     ones last)."""
     fixed = list(loop_cases())
     return (
         [c for c in fixed if not c.seeded]
         + generated_loop_cases(budget, seed)
         + [c for c in fixed if c.seeded]
-        + sweep_loop_cases(budget)
+        + swept_cases(budget)
         + scale_loop_cases(budget, seed, aim)
     )
+
+
+def swept_cases(budget) -> list[LoopCase]:
+    """The sweeps (``sweep_loop_cases``), then the pairwise corners the budget has
+    (``corners.loop_corner_cases``: thorough's)."""
+    return sweep_loop_cases(budget) + loop_corner_cases(budget)
 
 
 def _rounds(case: LoopCase) -> int:
@@ -251,7 +260,8 @@ def coverage(budget) -> str:
         f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
         f"{b.generated_paths} reference paths each); seeds replayed ({b.seeds}) and judged "
         f"by their law ({b.seed_law_runs} seeds); {len(sweeps)} sweeps, one dimension at a time "
-        f"({_swept_words(cases_reach(sweeps))}; {b.sweep_runs} runs where sampled); "
+        f"({_swept_words(cases_reach(sweeps))}; {b.sweep_runs} runs where sampled"
+        f"{corner_words([c.sweep for c in loop_corner_cases(b)])}); "
         + (
             f"one engine-scale batch (V {b.scale_vocab}, k {b.scale_k}, max_tokens "
             f"{b.scale_tokens}, binned chi-square per position over {b.scale_runs} runs); "
@@ -335,7 +345,7 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, 
         return shrink_binned_loop(subject, budget, seed, case, finding) if case is not None else None
     exact_ok = not any(f.check == "rng" for f in result.findings)
     if declared is None:
-        sweeps = sweep_loop_cases(budget)
+        sweeps = swept_cases(budget)
         small = list(small_loop_cases()) + [c for c in sweeps if not c.positions]
     else:
         sweeps = []
@@ -383,6 +393,7 @@ __all__ = [
     "standard_cases",
     "subject_cases",
     "sweep_counterexample",
+    "swept_cases",
     "units",
     "with_seeded_declared",
 ]

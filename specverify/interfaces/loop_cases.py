@@ -90,7 +90,7 @@ class LoopCase:
     # "declared" (by the subject, ``interfaces.loop.declared_cases``), "sweep" (sweep_loop_cases),
     # "scale" / "aimed" (SCALE_KINDS)
     side: str | None = None  # an engine-scale batch's ``scale.scale_pair`` side ("residual" / "draft")
-    sweep: str | None = None  # the dimension a sweep case reaches (a key of ``SWEEP_DIMENSIONS``)
+    sweep: str | None = None  # the dimension a sweep case reaches (a key of ``SWEEP_DIMENSIONS``; "a x b": a corner)
     positions: bool = False  # judged per position and by pairs of positions (a context-free target)
 
     @property

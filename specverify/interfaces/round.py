@@ -60,6 +60,7 @@ from ..battery.core import (
 )
 from ..laws import exact, scale, stats
 from . import round_cases
+from .corners import round_corner_cases
 from .round_cases import (
     SCALE_STREAMS,
     WIDE_VOCAB,
@@ -198,7 +199,7 @@ def reach(budget) -> dict:
     b = get_budget(budget)
     entries = [
         {"prefix": len(c.prefix), "tokens": c.m, "k": c.k, "vocab": c.model.vocab_size, "judged": "enumeration"}
-        for c in battery(b) + sweep_cases(b, 0)
+        for c in battery(b) + sweep_cases(b, 0) + round_corner_cases(b)
     ]
     if b.engine_vocab:
         entries.append({"prefix": 0, "tokens": 1, "k": 1, "vocab": b.engine_vocab, "judged": "enumeration"})
@@ -237,7 +238,7 @@ class RoundBattery(Battery):
         super().__init__(subject, budget, seed, deadline)
         self.aim = aim  # interfaces.Aim: aimed engine-scale cases (engine_scale_cases)
         self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
-        self.swept: set[str] = set()  # the names of the swept cases (round_cases.sweep_cases)
+        self.swept: set[str] = set()  # the names of the swept cases (round_cases.sweep_cases, corners)
         self.speed = Speed()  # the contract's rounds: the forecast's speed (never the verdict's)
 
     # -- contract ------------------------------------------------------------------------------
@@ -593,7 +594,8 @@ class RoundBattery(Battery):
     # -- all -----------------------------------------------------------------------------------
     def run(self, stop_on_first: bool) -> BatteryResult:
         b, r = self.budget, self.result
-        fixed, drawn, swept = battery(b), generated_cases(b, self.seed), sweep_cases(b, self.seed)
+        fixed, drawn = battery(b), generated_cases(b, self.seed)
+        swept = sweep_cases(b, self.seed) + round_corner_cases(b)
         big = engine_scale_cases(b, self.seed, self.aim)
         cases = fixed + drawn + swept
         self.swept = {c.name for c in swept}

@@ -60,6 +60,7 @@ def coverage(budget) -> str:
     extra += f" + one over {b.engine_vocab} ids" if b.engine_vocab else ""
     extra += f" + contexts swept to {b.sweep_context}" if b.sweep_context else ""
     extra += f" + k swept to {b.sweep_k}" if b.sweep_k else ""
+    extra += " + the pairwise corner context x k" if b.sweep_corners and b.sweep_context and b.sweep_k else ""
     extra += "".join(f" + V{v} k={k} binned" for v, k, _ in b.scale_cases)
     return (
         f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
