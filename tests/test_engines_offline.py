@@ -270,3 +270,103 @@ def test_replay_check():
         return reference_kernel(draft_ids, draft_probs, target_probs, u)
 
     assert not replays(BY_NAME["vllm-v0-rejection"], unseeded)
+
+
+# ----------------------------------------------------------------------------- vLLM V0 round wrapper
+
+
+def v0_convention_reference(
+    target_with_bonus_probs, bonus_token_ids, draft_probs, draft_token_ids, seeded_seqs=None, from_p=False
+):
+    """vLLM V0's ``RejectionSampler.forward`` signature and randomness (B = 1): coins by
+    ``torch.rand``, recovered tokens by the exponential race over clamp(p - q, min=tiny) (over p
+    with ``from_p``, a mutant), the caller's bonus; [1, k + 1], -1 padded."""
+    gen = seeded_seqs[0]
+    _, k, vocab = draft_probs.shape
+    target, ids = target_with_bonus_probs[:, :-1], draft_token_ids[0]
+    rows = torch.arange(k)
+    ratio = target[0, rows, ids] / draft_probs[0, rows, ids]
+    accepted = torch.rand(1, k, generator=gen) < torch.clamp(ratio, max=1.0)
+    f = target if from_p else torch.clamp(target - draft_probs, min=torch.finfo(torch.float32).tiny)
+    probs = (f / f.sum(dim=-1, keepdim=True)).reshape(k, vocab)
+    race = torch.empty_like(probs)
+    race.exponential_(1.0, generator=gen)
+    recovered = probs.div_(race).argmax(dim=1).view(1, k)
+    n = int(accepted.int().cumprod(dim=1).sum())
+    out = torch.full((1, k + 1), -1, dtype=torch.int64)
+    out[0, :n] = ids[:n]
+    out[0, n] = recovered[0, n] if n < k else bonus_token_ids[0, 0]
+    return out
+
+
+def test_vllm_v0_round_wrapper_is_exact_by_its_law_and_its_mutant_is_far():
+    from specverify.laws.chains import toy_chain
+    from specverify.laws.exact import exact_tv
+
+    model = toy_chain()
+    step = rounds.vllm_v0_round(v0_convention_reference)
+    assert exact_tv(step, model.p_fn, model.q_fn, (0,), 2, 2) < 1e-6  # float32 rounding
+    mutant = rounds.vllm_v0_round(lambda *a: v0_convention_reference(*a, from_p=True))
+    assert exact_tv(mutant, model.p_fn, model.q_fn, (0,), 2, 2) > 0.01
+
+
+def test_vllm_v0_round_wrapper_unread_draws_do_not_branch():
+    """Every round draws a bonus token and a recovered token per draft; only the one emitted is
+    decided: V = 5, k = 1 takes 5 drafts x (5 bonus + 5 recovered) = 50 paths, not 5 x 5 x 2 x 5."""
+    from specverify.laws.chains import iid_model
+    from specverify.laws.exact import enumerate_distribution, total_variation
+    from specverify.samplers.chain import speculative_step
+
+    model = iid_model([0.1, 0.2, 0.3, 0.15, 0.25], [0.3, 0.1, 0.2, 0.25, 0.15])
+    step = rounds.vllm_v0_round(v0_convention_reference)
+    law = enumerate_distribution(lambda rng: tuple(step(model.p_fn, model.q_fn, (), 1, rng)), max_paths=50)
+    want = enumerate_distribution(lambda rng: tuple(speculative_step(model.p_fn, model.q_fn, (), 1, rng)))
+    assert total_variation(law, want) < 1e-6
+
+
+def test_vllm_v0_round_wrapper_with_no_drafts_emits_the_bonus():
+    step = rounds.vllm_v0_round(v0_convention_reference)
+    assert step.verify([], [np.array([0.0, 1.0, 0.0])], [], None, 3) == [1]
+    assert step.verify([2], [np.array([0.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0])], [np.eye(3)[2]], None, 3) == [2, 0]
+
+
+def test_float32_rounding_is_told_from_a_bias():
+    from specverify.battery.core import Finding
+    from specverify.engines import rounding_bound, within_rounding
+
+    entries = {"c, k=1, 2 tokens": {"k": 1, "vocab": 3, "tokens": 2}}
+    assert rounding_bound(entries["c, k=1, 2 tokens"]) == pytest.approx(40 * 2.0**-24)
+
+    def tv(x, case="c, k=1, 2 tokens"):
+        return Finding("exact-tv", "distribution", f"TV {x}", case, {"exact_tv": x})
+
+    assert within_rounding(tv(3e-8), entries)
+    assert not within_rounding(tv(1e-3), entries) and not within_rounding(tv(3e-8, "other"), entries)
+    gap = Finding(
+        "tokens-per-round", "efficiency", "1.75 vs 1.75 (exact)", "c, k=1", {"measured": 1.75, "expected": 1.75 + 1e-8}
+    )
+    assert within_rounding(gap, entries)
+
+
+# ----------------------------------------------------------------------------- EAGLE-1 top-2 tree
+
+
+def test_eagle_top2_tree_drafts_two_distinct_first_tokens():
+    rng = np.random.default_rng(0)
+    q = np.array([0.5, 0.3, 0.2])
+    for _ in range(20):
+        paths, rows, second = rounds.draft_top2_tree(lambda ctx: q, (), 2, rng)
+        assert len(paths) == 2 and paths[0][0] != paths[1][0] and all(len(p) == 2 for p in paths)
+        assert second[0] == pytest.approx(q[paths[1][0]] / (1 - q[paths[0][0]]))
+    paths, _, second = rounds.draft_top2_tree(lambda ctx: np.array([0.0, 1.0, 0.0]), (), 2, rng)
+    assert paths == [[1, 1]] and second == []
+
+
+def test_eagle_tree_inputs_mask_the_first_sibling():
+    q = np.array([0.5, 0.3, 0.2])
+    p = np.array([0.2, 0.2, 0.6])
+    args = rounds.eagle_tree_inputs([[0, 1], [2, 0]], [[p, p, p], [p, p, p]], [[q, q], [q, q]], [0.4])
+    assert args["candidates"].tolist() == [[0, 0, 1], [0, 2, 0]]
+    assert args["cart_candidates_prob"][1, 1].item() == pytest.approx(0.4)
+    assert args["b_indices"][1][1] == [1] and args["tree_candidates"][0, 1].item() == 0
+    assert args["p_indices"] == [[0, 0, 0], [0, 0, 1]] and args["logits"].shape == (2, 3, 3)

@@ -315,3 +315,30 @@ print(sorted(enumerate_distribution(lazy).items()))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[(False, 0.75), (True, 0.25)]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Deferred choices: a categorical draw nobody reads costs no branch
+
+
+def test_an_unread_draw_does_not_branch_and_a_read_one_has_its_law():
+    w = torch.tensor([0.1, 0.2, 0.3, 0.4])
+
+    def program(rng):
+        g = generator(rng)
+        unread = torch.multinomial(w, 1, generator=g)  # noqa: F841 - drawn, never read
+        race = (w / torch.empty(4).exponential_(1.0, generator=g)).argmax()
+        kept = torch.where(torch.tensor(True), race, -1) * 1 + 0
+        assert bool((kept >= 0) & (kept < 4))  # every outcome answers alike: still deferred
+        return int(kept.tolist())
+
+    law = enumerate_distribution(program, max_paths=4)  # eager draws would need 16 paths
+    assert_law(law, {i: float(x) for i, x in enumerate(w.tolist())})
+
+
+def test_a_deferred_choice_cast_to_float_is_decided():
+    def program(rng):
+        x = torch.multinomial(torch.tensor([0.5, 0.5]), 1, generator=generator(rng))
+        return float(x.float()[0] * 2.0)
+
+    assert_law(enumerate_distribution(program), {0.0: 0.5, 2.0: 0.5})

@@ -263,6 +263,7 @@ MAX_LINES = 520
 LONG_MODULES = {
     "specverify.laws.stats",
     "specverify.laws.exact",
+    "specverify.laws.torch_random",
     "specverify.mutants.catalogue",
     "specverify.interfaces.kernel",
     "specverify.interfaces.round",

@@ -78,6 +78,53 @@ def sglang_chain_round(chain_speculative_sampling_triton, block_verification: bo
     return speculative_step
 
 
+# ----------------------------------------------------------------------------- vLLM V0
+
+
+def vllm_v0_inputs(drafts, ps, qs) -> tuple:
+    """``RejectionSampler.forward``'s tensors for one sequence (B = 1): target_with_bonus_probs
+    [1, k+1, V] and draft_probs [1, k, V] (float32, V0's ``probs_dtype``), draft_token_ids [1, k]
+    (int64)."""
+    target = torch.tensor(np.asarray(ps, np.float64), dtype=torch.float32)[None]
+    draft_probs = torch.tensor(np.asarray(qs, np.float64), dtype=torch.float32).reshape(
+        1, len(drafts), target.shape[-1]
+    )
+    return target, draft_probs, torch.tensor([list(drafts)], dtype=torch.int64)
+
+
+def vllm_v0_round(forward):
+    """A round sampler around vLLM V0's ``RejectionSampler.forward`` (vllm 0.8.5,
+    ``model_executor/layers/rejection_sampler.py``; the rule of Chen et al., arXiv 2302.01318,
+    in vLLM since vllm-project/vllm PR #2336), one round per call, B = 1.
+
+    Randomness as a seeded vLLM request has it: one ``torch.Generator`` per request, seeded from
+    ``rng`` (``torch.Generator().manual_seed(int(rng.integers(2**63)))``), passed as
+    ``seeded_seqs={0: generator}``. The engine does not sample the bonus token (its caller's
+    sampler does); the wrapper draws it first from the target's row k with the same generator
+    (``torch.multinomial``, as ``adapters.kernels.from_vllm_v0`` does). Then the engine draws the
+    coins (``torch.rand``) and the recovered tokens (an exponential race) from it. The round's
+    tokens are the output's leading entries that are not -1. With k = 0 (V0 verifies nothing) the
+    round is the bonus token."""
+
+    def verify(drafts, ps, qs, coins=None, seed: int = 0):
+        gen = torch.Generator().manual_seed(int(seed))
+        target, draft_probs, ids = vllm_v0_inputs(drafts, ps, qs)
+        bonus = torch.multinomial(target[0, len(drafts)], 1, generator=gen)[None]
+        if not drafts:
+            return bonus.reshape(-1).tolist()
+        out = forward(target, bonus, draft_probs, ids, {0: gen})
+        row = out[0].tolist()
+        return row[: row.index(-1)] if -1 in row else row
+
+    def speculative_step(p_fn, q_fn, prefix, k, rng):
+        prefix = tuple(prefix)
+        drafts, qs = draft(q_fn, prefix, k, rng)
+        return verify(drafts, targets(p_fn, prefix, drafts), qs, None, rng.integers(2**63))
+
+    speculative_step.verify = verify
+    return speculative_step
+
+
 # ----------------------------------------------------------------------------- EAGLE-1
 
 
@@ -152,6 +199,78 @@ def eagle_round(evaluate_posterior, module=None):
         return verify(drafts, ps, qs, None, int(rng.integers(1 << 62)))
 
     speculative_step.verify = verify
+    return speculative_step
+
+
+def draft_top2_tree(q_fn, prefix: tuple, k: int, rng) -> tuple[list[list[int]], list[list[np.ndarray]], list[float]]:
+    """A top-2 tree of depth k as EAGLE-1 samples it (its ``sample``: ``torch.multinomial(...,
+    replacement=False)``): two distinct first drafts from q without replacement, each continued
+    as a chain of k - 1 drafts from q. (paths, their q rows, the second first draft's probability
+    given the first's exclusion). A q row with one token in its support gives one path."""
+    q0 = np.asarray(q_fn(prefix), dtype=np.float64)
+    first = int(rng.choice(len(q0), p=q0))
+    rest = q0.copy()
+    rest[first] = 0.0
+    firsts = [first] + ([int(rng.choice(len(q0), p=rest / rest.sum()))] if rest.sum() > 0 else [])
+    paths, rows = [], []
+    for x in firsts:
+        tail, qs = draft(q_fn, prefix + (x,), k - 1, rng)
+        paths.append([x] + tail)
+        rows.append([q0] + qs)
+    second = [] if len(firsts) == 1 else [float(q0[firsts[1]] / (1.0 - q0[first]))]
+    return paths, rows, second
+
+
+def eagle_tree_inputs(paths, ps_by_path, qs_by_path, second: list[float], root: int = 0) -> dict:
+    """EAGLE-1 ``evaluate_posterior``'s arguments for a top-2 tree (``draft_top2_tree``): one
+    candidate row per path (``candidates`` [n, k+1]), ``logits`` [n, k+1, V] = log p along each
+    path, ``cart_candidates_prob`` = the probability each node was drafted with (the second
+    sibling's given the first's exclusion, as EAGLE's ``sample`` gives it), ``op[i]`` = the q rows
+    at depth i (row j: path j's; depth 0 is the shared root row), ``b_indices[1][1]`` = the first
+    sibling's place in ``tree_candidates`` (masked out of q when the second is judged)."""
+    n, k = len(paths), len(paths[0])
+    with np.errstate(divide="ignore"):
+        logits = torch.from_numpy(np.log(np.asarray(ps_by_path, np.float64)))
+    cand = torch.tensor([[root] + list(x) for x in paths], dtype=torch.long)
+    cart = [[1.0] + [float(qs_by_path[j][i][x]) for i, x in enumerate(paths[j])] for j in range(n)]
+    if n == 2:
+        cart[1][1] = second[0]
+    op = [torch.from_numpy(np.stack([np.asarray(qs_by_path[j][i], np.float64) for j in range(n)])) for i in range(k)]
+    b_indices = [[[] for _ in range(k + 1)] for _ in range(n)]
+    if n == 2:
+        b_indices[1][1] = [1]
+    return dict(
+        logits=logits,
+        candidates=cand,
+        logits_processor=identity_logits_processor,
+        cart_candidates_prob=torch.tensor(cart, dtype=torch.float64),
+        op=op,
+        p_indices=[[0] + [0 if i == 0 else j for i in range(k)] for j in range(n)],
+        tree_candidates=torch.tensor([[root] + [p[0] for p in paths]], dtype=torch.long),
+        b_indices=b_indices,
+    )
+
+
+def eagle_tree_round(evaluate_posterior, module=None):
+    """A round sampler around EAGLE-1's ``evaluate_posterior`` on a top-2 tree (``draft_top2_tree``;
+    SpecInfer's multi-draft rule as EAGLE-1 applies it, arXiv 2305.09781): the emitted tokens are
+    the accepted path's drafts, then ``torch.multinomial(sample_p)``. Randomness as ``eagle_round``."""
+    module = module if module is not None else SimpleNamespace(random=_random)
+
+    def speculative_step(p_fn, q_fn, prefix, k, rng):
+        prefix = tuple(prefix)
+        if k == 0:
+            return eagle_round(evaluate_posterior, module)(p_fn, q_fn, prefix, k, rng)
+        paths, rows, second = draft_top2_tree(q_fn, prefix, k, rng)
+        ps = [targets(p_fn, prefix, x) for x in paths]
+        seed = rng.integers(2**63)
+        with python_random(module, None, seed):
+            best, accept_length, sample_p = evaluate_posterior(**eagle_tree_inputs(paths, ps, rows, second))
+        n, b = int(accept_length), int(best)
+        gen = torch.Generator().manual_seed(int(seed))
+        token = int(torch.multinomial(sample_p.reshape(-1).double(), 1, generator=gen)[0])
+        return [int(x) for x in paths[b][:n]] + [token]
+
     return speculative_step
 
 

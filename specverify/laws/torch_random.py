@@ -16,6 +16,12 @@ tokens are the race (vllm-project/vllm, ``vllm/model_executor/layers/rejection_s
 ``multinomial`` (without replacement: in turn), ``randint(_like)`` and ``bernoulli(_)`` are ``choice``
 decisions. Overlays of storages (an id per element) keep symbolic elements through views, copies and
 in-place writes (``q[a:b].exponential_()``, ``probs.div_(q)``, ``x[i] = torch.rand(...)``).
+Categorical results (a race's argmax, ``multinomial`` with one sample or with replacement) are
+deferred choices: decided where first used otherwise than moved, selected (``where``), written,
+multiplied by 0 or 1, added to 0 or compared with an answer all outcomes give alike, and never
+decided when nothing reads them (an engine's bonus and recovered tokens for every position cost a
+branch only where one is emitted: deferring an independent draw leaves the law of what is read
+unchanged).
 
 Contract: any other use of a symbolic element (``item``, ``float``, ``tolist``, ``numpy``, sort, sum,
 softmax, two symbolic operands, symbolic indices, leaving the CPU, other random functions) raises
@@ -28,6 +34,11 @@ symbolic uniform once so seeded; the rest of ``random`` refuses. A constant, mis
 refuses (not independent draws), as does a seed used as a number or seeding no draw by the run's
 end (so NumPy's error at a negative seed is ``NotEnumerable``). Only ``int(seed)`` used both as a
 seed and in arithmetic escapes.
+
+It is over 600 lines because every operation on a random element (moves, writes, arithmetic,
+comparisons, selections, races, deferred choices) is one method of ``Interception`` reading the
+same per-run state (the uniforms' intervals, the expressions, the storages' overlays); split, each
+part would read another module's underscore names.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
 import random as pyrandom
 
 import numpy as np
@@ -67,13 +79,30 @@ _HANDLERS = {
         ("_move", "__getitem__ view view_as reshape reshape_as unsqueeze squeeze expand expand_as transpose swapaxes t "
          "permute movedim flatten unflatten contiguous clone narrow select detach index_select gather unbind split "
          "chunk flip roll repeat tile cat concat concatenate stack hstack vstack float double to type_as cpu"),
-        ("_write_op", "__setitem__ copy_ fill_ zero_"), ("_arith", " ".join(_ARITH)), ("_compare", " ".join(_BELOW)),
-        ("_argmax", "argmax argmin"), ("_symbolic_draw", "rand rand_like uniform_ exponential_"),
+        ("_write_op", "__setitem__ copy_ fill_ zero_"), ("_arith", " ".join(_ARITH)),
+        ("_compare", " ".join(_BELOW) + " eq __eq__ ne not_equal __ne__"),
+        ("_argmax", "argmax argmin"), ("_where", "where"), ("_symbolic_draw", "rand rand_like uniform_ exponential_"),
         ("_concrete_draw", "multinomial randint randint_like bernoulli bernoulli_"),
     )
     for name in names.split()
 }  # fmt: skip
 """What is modelled on symbolic tensors (``_move``: element moves without arithmetic), and the draws."""
+
+_ORDER = {
+    name: getattr(operator, op)
+    for op, names in (
+        ("lt", "lt less __lt__"), ("le", "le less_equal __le__"), ("gt", "gt greater __gt__"),
+        ("ge", "ge greater_equal __ge__"), ("eq", "eq __eq__"), ("ne", "ne not_equal __ne__"),
+    )
+    for name in names.split()
+}  # fmt: skip
+"""Comparisons of a deferred choice (an integer) with a constant: name -> the operator."""
+
+_CASTS = frozenset("float double to type_as cpu".split())
+_KEEPS_CHOICES = (frozenset(n for n, h in _HANDLERS.items() if h in ("_move", "_write_op", "_arith", "_compare", "_where"))
+                  | frozenset(_ORDER)) - _CASTS  # fmt: skip
+"""Operations after which a deferred choice stays deferred (moves, selections, writes, x * 1, x * 0,
+x + 0, comparisons every outcome answers alike); any other use decides it first."""
 
 _METADATA = frozenset(
     "__get__ size dim numel nelement stride storage_offset is_contiguous element_size is_floating_point is_complex "
@@ -140,6 +169,12 @@ def _race_form(steps: tuple):
     return (kind,) + (rest[-1][1:] if rest and rest[-1][0] == "aff" else (1.0, 0.0))
 
 
+def _neutral(op: str, c: float, left: bool) -> bool:
+    """Whether ``x op c`` (``left``) or ``c op x`` leaves a deferred choice x deferred: x * 1,
+    x * 0 (a constant 0), x + 0, x - 0."""
+    return (op == "mul" and c in (0, 1)) or (op == "add" and c == 0) or (op == "sub" and left and c == 0)
+
+
 def _race_weights(forms: list, others: list) -> np.ndarray | None:
     """The categorical weights of argmax over race entries and concrete values ``others`` that can
     never win; None when the row is no race (mixed forms, unequal offsets, a concrete rival)."""
@@ -184,7 +219,8 @@ class Interception(TorchFunctionMode):
         self.lo: list[float] = []  # per uniform: the interval [lo, hi) this path left it
         self.hi: list[float] = []
         self.spent: set[int] = set()  # uniforms an argmax race has conditioned
-        self.exprs: list[tuple] = []  # id -> (uniform, chain of steps)
+        self.exprs: list[tuple] = []  # id -> (uniform, chain of steps), or (None, (outcomes, weights)): a choice
+        self.values: dict[int, int] = {}  # deferred choices decided so far: id -> the outcome
         self.overlays: dict[int, tuple] = {}  # storage address -> (ids, element size, the storage)
         self.seeds: dict[int, set] = {}  # this run's seeds (as uint64) -> the uses left: torch, python
         self.markers: dict[int, tuple] = {}  # id(generator) -> (generator, the seed we left it with)
@@ -257,9 +293,51 @@ class Interception(TorchFunctionMode):
             if handler is None or not handler.endswith("_draw"):
                 if not self._symbolic(_tensors(args, kwargs)):
                     return func(*args, **kwargs)
+                if name not in _KEEPS_CHOICES and self._decide_choices(_tensors(args, kwargs)):
+                    return self.__torch_function__(func, types, args, kwargs)
                 if handler is None:
                     self.rng.refuse(f"torch {name} of a random tensor is not modelled by the exact enumerator")
             return getattr(self, handler)(func, name, args, kwargs)
+
+    def _choice(self, outcomes: list, weights: np.ndarray) -> int:
+        """A deferred categorical decision (an outcome of ``outcomes`` with probabilities
+        ``weights``, summing to 1): an expression id, decided where it is first used otherwise
+        than moved, selected or compared with an answer every outcome gives alike, and never
+        decided when nothing reads it. Deferring an independent draw to its first use, or
+        dropping one nothing uses, leaves the law of what is read unchanged; it spares a branch
+        per unread draw (engines draw every recovered and bonus token whether or not they emit it)."""
+        self.exprs.append((None, (outcomes, weights)))
+        return len(self.exprs) - 1
+
+    def _is_choice(self, e: int) -> bool:
+        return self.exprs[e][0] is None
+
+    def _choice_value(self, e: int) -> int:
+        if e not in self.values:
+            outcomes, weights = self.exprs[e][1]
+            self.values[e] = int(outcomes[int(self.rng.choice(len(outcomes), p=weights))])
+        return self.values[e]
+
+    def _decide_choices(self, tensors) -> bool:
+        """Decide the deferred choices these tensors hold and write their outcomes in place (their
+        elements become concrete); whether there were any."""
+        found = False
+        for t in tensors:
+            ids = self._ids(t)
+            flat = ids.reshape(-1).tolist() if ids is not None else []
+            where = [j for j, e in enumerate(flat) if e >= 0 and self._is_choice(e)]
+            if not where:
+                continue
+            found = True
+            values = torch.tensor([self._choice_value(flat[j]) for j in where], dtype=t.dtype)
+            if t.dim() == 0:
+                t.fill_(values[0])
+                ids.fill_(-1)
+                continue
+            index = tuple(torch.from_numpy(i) for i in np.unravel_index(where, t.shape))
+            t[index] = values
+            ids[index] = -1
+        return found
 
     def _ids(self, t: torch.Tensor, create: bool = False, concrete: bool = False) -> torch.Tensor | None:
         """The expression id of each element of t (-1: concrete), a view into its storage's overlay;
@@ -288,6 +366,7 @@ class Interception(TorchFunctionMode):
 
     def _concrete_rest(self, args, kwargs, data: tuple) -> None:
         rest = [a for i, a in enumerate(args) if i not in data] + list(kwargs.values())
+        self._decide_choices(_tensors(rest, {}))
         if self._symbolic(_tensors(rest, {})):
             self.rng.refuse("a random tensor as an index, size, probability or option is not modelled")
 
@@ -332,6 +411,8 @@ class Interception(TorchFunctionMode):
         if name == "multinomial":
             n, replace = _param(args, kwargs, 1, "num_samples", 1), _param(args, kwargs, 2, "replacement", False)
             rows = args[0].tolist() if args[0].dim() == 2 else [args[0].tolist()]
+            if n == 1 or replace:  # independent draws: deferred to their first use
+                return self._deferred_draws(out, rows, n)
             picks = [i for row in rows for i in self._categorical(row, n, replace)]
         elif name.startswith("randint"):
             ints = [int(a) for a in args if isinstance(a, int)]
@@ -344,6 +425,17 @@ class Interception(TorchFunctionMode):
             picks = [int(self.rng.choice(2, p=np.array([1.0 - w, w]))) for w in probs.reshape(-1).tolist()]
         out.copy_(torch.tensor(picks).reshape(out.shape))
         self._write(out, [-1] * out.numel(), {})  # bernoulli_ may overwrite random values
+        return out
+
+    def _deferred_draws(self, out: torch.Tensor, rows: list, n: int) -> torch.Tensor:
+        """n draws with replacement per row of torch.multinomial's weights, as deferred choices."""
+        ids = []
+        for row in rows:
+            p = np.asarray(row, dtype=np.float64)
+            support = np.flatnonzero(p)
+            ids += [self._choice(support.tolist(), p[support] / p.sum()) for _ in range(n)]
+        out.fill_(0)
+        self._write(out, ids, {})
         return out
 
     def _categorical(self, weights: list, n: int, replace: bool) -> list[int]:
@@ -417,11 +509,12 @@ class Interception(TorchFunctionMode):
         self.lo[var] = t
         return not below
 
-    def _race(self, ids: list, values: list, flip: bool) -> int:
-        """argmax (argmin with ``flip``) of one row: a categorical decision for a race."""
+    def _race(self, ids: list, values: list, flip: bool) -> tuple[int, int]:
+        """argmax (argmin with ``flip``) of one row: (its value, -1), or for a race (a placeholder,
+        the id of its deferred categorical decision)."""
         entries = [(j, e) for j, e in enumerate(ids) if e >= 0]
         if not entries:
-            return int(getattr(torch.tensor(values), "argmin" if flip else "argmax")())
+            return int(getattr(torch.tensor(values), "argmin" if flip else "argmax")()), -1
         uniforms = [self.exprs[e][0] for _, e in entries]
         forms = [_race_form(self.exprs[e][1] + ((("aff", -1.0, 0.0),) if flip else ())) for _, e in entries]
         fresh = all(v not in self.spent and (self.lo[v], self.hi[v]) == (0.0, 1.0) for v in uniforms)
@@ -430,7 +523,7 @@ class Interception(TorchFunctionMode):
         if weights is None:
             self.rng.refuse("argmax of random values that are not a fresh exponential race or Gumbel-max")
         self.spent.update(uniforms)
-        return entries[int(self.rng.choice(len(entries), p=weights / weights.sum()))][0]
+        return entries[0][0], self._choice([j for j, _ in entries], weights / weights.sum())
 
     def _move(self, func, name, args, kwargs):
         """The same operation on the ids gives the output's ids."""
@@ -439,15 +532,40 @@ class Interception(TorchFunctionMode):
         data = [self._ids(t, concrete=True) for t in args[0]] if isinstance(args[0], (list, tuple)) else None
         ids = func(data or self._ids(args[0], concrete=True), *args[1:], **kwargs)  # casts: exact below 2**24
         for o, i in zip(*((out, ids) if isinstance(out, (tuple, list)) else ((out,), (ids,)))):
-            if o.dtype not in (torch.float32, torch.float64) or o.device.type != "cpu":
-                self.rng.refuse(f"torch {name} of a random tensor to {o.dtype} on {o.device} is not modelled")
-            if self._ids(o) is None and i.numel() and int(i.max()) >= 0:  # not a view: fresh storage
-                self._ids(o, create=True).copy_(i)
+            self._adopt(o, i, name)
+        return out
+
+    def _adopt(self, out: torch.Tensor, ids: torch.Tensor, name: str) -> None:
+        """Give ``out`` the expression ids ``ids`` (a move's), unless it is a view that has them:
+        random values stay float32 / float64, deferred choices integers, on the CPU."""
+        live = set(ids[ids >= 0].tolist()) if ids.numel() else set()
+        choices = {self._is_choice(e) for e in live}
+        integer = not (out.is_floating_point() or out.is_complex() or out.dtype == torch.bool)
+        kind_ok = integer if choices == {True} else out.dtype in (torch.float32, torch.float64) and True not in choices
+        if live and (out.device.type != "cpu" or not kind_ok):
+            self.rng.refuse(f"torch {name} of a random tensor to {out.dtype} on {out.device} is not modelled")
+        if self._ids(out) is None and live:  # not a view: fresh storage
+            self._ids(out, create=True).copy_(ids)
+
+    def _where(self, func, name, args, kwargs):
+        """torch.where(condition, x, y) / x.where(condition, y) with a concrete condition: a selection."""
+        if kwargs or len(args) != 3:
+            self.rng.refuse(f"torch {name} of a random tensor with options is not modelled")
+        cond, x, y = (args[1], args[0], args[2]) if func is torch.Tensor.where else args
+        self._concrete_rest([cond], {}, ())
+        out = func(*args)
+
+        def ids(v):
+            return self._ids(v, concrete=True) if isinstance(v, torch.Tensor) else torch.tensor(-1)
+
+        self._adopt(out, torch.where(cond, ids(x), ids(y)), name)
         return out
 
     def _write_op(self, func, name, args, kwargs):
         self._concrete_rest(args, kwargs, {"__setitem__": (0, 2), "copy_": (0, 1)}.get(name, (0,)))
         value = args[2] if name == "__setitem__" else args[1] if name == "copy_" else None
+        if isinstance(value, torch.Tensor) and (args[0].is_floating_point() or args[0].dtype == torch.bool):
+            self._decide_choices([value])  # a choice written into a float or bool tensor: decided
         out = func(*args, **kwargs)
         src = self._ids(value) if isinstance(value, torch.Tensor) else None
         dst = self._ids(args[0], create=src is not None)
@@ -483,10 +601,13 @@ class Interception(TorchFunctionMode):
         op, swapped = _ARITH[name]
         x, y = (args[1], args[0]) if swapped else (args[0], args[1] if len(args) > 1 else 0.0)
         items, n = self._operands(name, x, y)
+        if any(self._is_choice(e) and not _neutral(op, c, left) for _, e, c, left in items):
+            self._decide_choices(_tensors(args, {}))
+            return self.__torch_function__(func, (), args, kwargs)
         out = func(*args)
         ids, constants = [-1] * n, {}
         for j, e, c, left in items:
-            r = self._step(e, op, c, left)
+            r = (e if op != "mul" or c == 1 else 0.0) if self._is_choice(e) else self._step(e, op, c, left)
             if isinstance(r, float):
                 constants[j] = r
             else:
@@ -498,11 +619,22 @@ class Interception(TorchFunctionMode):
         if kwargs or len(args) != 2:
             self.rng.refuse(f"torch {name} of a random tensor with options is not modelled")
         items, _ = self._operands(name, *args)
+        answers = {j: self._answers(name, e, c, left) for j, e, c, left in items if self._is_choice(e)}
+        if any(len(a) > 1 for a in answers.values()):
+            self._decide_choices(_tensors(args, {}))
+            return self.__torch_function__(func, (), args, kwargs)
+        if name not in _BELOW and len(answers) < len(items):
+            self.rng.refuse(f"torch {name} (equality) of a random value is not modelled")
         out = func(*args)
         flat = out.view(-1)
         for j, e, c, left in items:
-            flat[j] = self._below(e, c, _BELOW[name] == left)
+            flat[j] = answers[j].pop() if j in answers else self._below(e, c, _BELOW[name] == left)
         return out
+
+    def _answers(self, name: str, e: int, c: float, left: bool) -> set:
+        """The answers the outcomes of deferred choice e give to ``e name c`` (``c name e``)."""
+        order = _ORDER[name]
+        return {bool(order(o, c) if left else order(c, o)) for o in self.exprs[e][1][0]}
 
     def _argmax(self, func, name, args, kwargs):
         x, dim = args[0], _param(args, kwargs, 1, "dim", None)
@@ -513,5 +645,6 @@ class Interception(TorchFunctionMode):
             v.reshape(1, -1) if dim is None else v.movedim(dim, -1).reshape(-1, x.shape[dim]) for v in (ids, values)
         )
         picks = [self._race(i, v, name == "argmin") for i, v in zip(ids.tolist(), values.tolist())]
-        out.copy_(torch.tensor(picks).reshape(out.shape))
+        out.copy_(torch.tensor([v for v, _ in picks]).reshape(out.shape))
+        self._write(out, [e for _, e in picks], {})
         return out
