@@ -81,3 +81,12 @@ def test_invalid_override_values_are_refused_with_the_field_named(what, budget):
 def test_the_reference_loop_with_a_negative_call_limit_is_refused_not_called_inexact():
     with pytest.raises(ValueError, match="call_limit_s"):
         run_loop_battery(generate, "quick", 0, call_limit_s=-1)
+
+
+def test_no_statistics_case_is_a_budget_the_round_battery_runs():
+    """stat_cases=0 where every case is enumerated: the verdict rests on the exact laws alone
+    (no sampling, so no false-fail rate to state), and the report says nothing was sampled."""
+    small = dict(cases=(0,), generated=0, engine_vocab=0, sweep_context=0, sweep_k=0, scale_cases=(), stat_cases=0)
+    result = round_interface.run_battery(speculative_step, "quick", 0, **small)
+    assert result.exact is True and result.findings == []
+    assert any(line.startswith("chi-square: no case to sample") for line in result.ran)

@@ -354,6 +354,9 @@ class RoundBattery(Battery):
         ``round_stream(seed, "chi-square looks", i, j, l)``: the same whatever other cases are
         live, and whichever process draws them."""
         b, r = self.budget, self.result
+        if not cases:  # stat_cases=0 and every case enumerated: the laws are had, nothing to sample
+            r.ran.append("chi-square: no case to sample (every case enumerated, stat_cases=0)")
+            return
         sizes = looks(b.n_min, b.n_max)
         per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
         live = {i: [] for i in range(len(cases))}
