@@ -53,6 +53,7 @@ each piece a keyword parameter whose default is the reference's).
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -251,15 +252,26 @@ def _check_shape(name: str, x, shape: tuple):
 
 def _check_probs(name: str, x, used, tol: float):
     """x float64 [B, n, V] finite, >= 0, and rows used[b, i] sum to 1 within tol."""
-    finite = bool((x == x).all()) and bool((abs(x) != float("inf")).all())
-    if not finite:
-        raise ValueError(f"{name}: contains NaN or inf")
-    if bool((x < 0).any()):
-        raise ValueError(f"{name}: contains negative probabilities")
-    bad = (abs(x.sum(-1) - 1.0) > tol) & used
+    sums = x.sum(-1)
+    if not _finite_and_non_negative(x, sums):
+        finite = bool((x == x).all()) and bool((abs(x) != float("inf")).all())
+        if not finite:
+            raise ValueError(f"{name}: contains NaN or inf")
+        if bool((x < 0).any()):
+            raise ValueError(f"{name}: contains negative probabilities")
+    bad = (abs(sums - 1.0) > tol) & used
     if bool(bad.any()):
         b, i = (int(v) for v in (bad.nonzero() if _is_torch(bad) else np.argwhere(bad))[0])
         raise ValueError(f"{name}: row [{b}, {i}] sums to {float(x[b, i].sum()):.9g}, not 1 (tolerance {tol:g})")
+
+
+def _finite_and_non_negative(x, sums) -> bool:
+    """True when every entry of x is certainly finite and >= 0, from two reductions: a finite
+    total of the row sums and a non-negative minimum (a NaN fails the comparison, an inf makes the
+    total infinite); False means look entry by entry."""
+    if (x.numel() if _is_torch(x) else x.size) == 0:
+        return True
+    return math.isfinite(float(sums.sum())) and float(x.min()) >= 0
 
 
 def draw_uniforms(generator, batch: int, k: int, like=None):

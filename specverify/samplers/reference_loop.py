@@ -64,9 +64,53 @@ def fit_width(logits, vocab: int) -> np.ndarray:
     return z if z.size == vocab else np.concatenate([z, np.full(vocab - z.size, -np.inf)])
 
 
+ROW_CACHE_BYTES = 64 * 2**20
+"""The most bytes of logits and rows ``cached_step`` keeps (past them it starts afresh)."""
+
+_ROWS: dict = {}
+_ROW_BYTES = [0]
+
+
+def reads_no_tokens(params) -> bool:
+    """Whether the processing of a row ignores the prompt and output: no grammar, and every
+    penalty at its no-op value (``processing`` returns the logits unchanged there)."""
+    return (
+        params.allowed_tokens is None
+        and params.repetition_penalty == 1.0
+        and params.frequency_penalty == 0.0
+        and params.presence_penalty == 0.0
+    )
+
+
+def cached_step(logits, params, prompt: tuple, output: tuple, grammar_output: tuple) -> np.ndarray:
+    """``step_distribution(logits, params, prompt, output, grammar_output)``, memoized in this
+    process: a battery re-runs the loop along every enumerated path and for every sampled run,
+    over the same few contexts, and the processing (penalties, sorts for top-k / top-p) is most of
+    a loop call. Keyed on the params object (kept alive by the entry, so its id is not reused),
+    the logits' bytes and, unless the params read no tokens (``reads_no_tokens``), the token
+    tuples: ``allowed_tokens(output)`` is a function of the output (``SamplingParams``). A fresh
+    copy each time: a caller may write into it."""
+    z = np.asarray(logits)
+    key = (id(params), z.dtype.str, z.shape, z.tobytes()) + (
+        () if reads_no_tokens(params) else (prompt, output, grammar_output)
+    )
+    hit = _ROWS.get(key)
+    if hit is None:
+        row = step_distribution(z, params, prompt, output, grammar_output)
+        if _ROW_BYTES[0] > ROW_CACHE_BYTES:
+            _ROWS.clear()
+            _ROW_BYTES[0] = 0
+        hit = _ROWS[key] = (params, row)
+        _ROW_BYTES[0] += z.nbytes + row.nbytes
+    return hit[1].copy()
+
+
 def processed_row(state: State, logits, drafts, i: int, *, penalties=True, grammar=True, **change):
     """The request's step distribution after output + drafts[:i] (``change``: params replaced)."""
     params = state.params
+    if penalties and grammar and not change:
+        hist = tuple(state.penalty_tokens) + tuple(drafts[:i])
+        return cached_step(logits, params, state.request.prompt, hist, tuple(state.grammar_tokens) + tuple(drafts[:i]))
     if change or not penalties:
         from dataclasses import replace
 
