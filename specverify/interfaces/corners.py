@@ -42,8 +42,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..laws.chains import FirstTokenModel
-from ..laws.requests import ContextFreeLogits, FirstTokenLogits, Request, SamplingParams
+from ..laws.chains import FirstTokenModel, one_hot_draft_rows
+from ..laws.requests import FirstTokenLogits, Request, SamplingParams
 from . import kernel_cases, loop_cases, round_cases
 
 CORNER_SEED = 19
@@ -62,12 +62,8 @@ def first_token_chance_model(vocab: int, period: int, seed: int, chance: tuple[i
     the positions in ``chance`` and equal to the draft elsewhere (accepted with certainty there):
     the law depends on the first token however long the context, and at most ``len(chance)``
     coins of chance keep the enumeration small at any k."""
-    rng = np.random.default_rng(seed)
     rows = vocab * period
-    p = rng.dirichlet(np.ones(vocab), size=rows)
-    q = np.eye(vocab)[rng.integers(0, vocab, rows)]
-    keep = np.isin(np.arange(rows) // vocab, chance)
-    p = np.where(keep[:, None], p, q)
+    p, q = one_hot_draft_rows(vocab, rows, seed, np.isin(np.arange(rows) // vocab, chance))
     name = f"V{vocab}-first-token-one-hot-draft-period{period}-chance" + ",".join(map(str, chance))
     return FirstTokenModel(p, q, order=1, period=period, name=name)
 
@@ -112,8 +108,7 @@ def long_prompt(n: int) -> tuple:
 
 
 def loop_corner(name: str, requests: tuple, k: int, sweep: str) -> loop_cases.LoopCase:
-    target = first_token_only_target()
-    draft = ContextFreeLogits(np.array([0.5, -0.2, 0.1, -0.4]), "context-free draft V4")
+    target, (_, draft) = first_token_only_target(), loop_cases.context_free_pair()
     return loop_cases.LoopCase(
         f"{CORNER_PREFIX}: {name}; per position", target, draft, requests, k, kind="sweep", sweep=sweep, positions=True
     )

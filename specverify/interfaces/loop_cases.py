@@ -680,7 +680,7 @@ def greedy_max_tokens_case(largest: int) -> LoopCase | None:
     )
 
 
-def _context_free_pair(same: bool = False) -> tuple[ContextFreeLogits, ContextFreeLogits]:
+def context_free_pair(same: bool = False) -> tuple[ContextFreeLogits, ContextFreeLogits]:
     """A context-free target over 4 ids and its draft (the target itself when ``same``)."""
     target = ContextFreeLogits(np.array([0.0, 0.4, -0.3, 0.2]), "context-free target V4")
     if same:
@@ -708,7 +708,7 @@ def sampled_sweeps(b: LoopBudget) -> list[LoopCase]:
       the target itself (every draft accepted: exactly two tokens a round), over seeds 0..n-1;
     - max_tokens: one request of max_tokens ``sweep_max_tokens``, k = 4;
     - requests per batch: ``sweep_batch`` requests of max_tokens 2 (``BATCH_PARAMS``), k = 2."""
-    target, draft = _context_free_pair()
+    target, draft = context_free_pair()
     out = []
     if b.sweep_rounds:
         m = 2 * b.sweep_rounds
@@ -726,7 +726,7 @@ def sampled_sweeps(b: LoopBudget) -> list[LoopCase]:
         )
     if b.sweep_seeded_rounds:
         m = 2 * b.sweep_seeded_rounds
-        same, _ = _context_free_pair(same=True)
+        same, _ = context_free_pair(same=True)
         out.append(
             LoopCase(
                 f"sweep: a seeded request of {b.sweep_seeded_rounds} rounds (max_tokens {m}, k=1, draft = target: "
@@ -808,6 +808,7 @@ __all__ = [
     "SWEEP_DIMENSIONS",
     "boundary_values",
     "campaign_loop_budget",
+    "context_free_pair",
     "context_sweep",
     "drawn_grammar",
     "drawn_params",

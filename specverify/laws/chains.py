@@ -91,6 +91,17 @@ def first_token_model(vocab_size: int, period: int, seed: int | np.random.SeedSe
     return FirstTokenModel(p, q, order=1, period=period, name=f"V{vocab_size}-first-token-period{period}")
 
 
+def one_hot_draft_rows(
+    vocab_size: int, rows: int, seed: int | np.random.SeedSequence, chance: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(p, q) tables of ``rows`` rows: q one-hot in every row, p a random Dirichlet row where the
+    boolean mask ``chance`` is set (every row when None) and equal to q elsewhere."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(vocab_size), size=rows)
+    q = np.eye(vocab_size)[rng.integers(0, vocab_size, rows)]
+    return (p, q) if chance is None else (np.where(chance[:, None], p, q), q)
+
+
 def one_hot_draft_model(
     vocab_size: int, period: int, seed: int | np.random.SeedSequence = 0, chance: tuple[int, ...] | None = None
 ) -> TableModel:
@@ -100,12 +111,7 @@ def one_hot_draft_model(
     matters. The target is a random Dirichlet row at the positions in ``chance`` (every position
     when None) and equal to the draft elsewhere (an acceptance ratio of 1 there: the draft is
     accepted, no coin outcome to enumerate, whichever way a sampler draws its coins)."""
-    rng = np.random.default_rng(seed)
-    p = rng.dirichlet(np.ones(vocab_size), size=period)
-    q = np.eye(vocab_size)[rng.integers(0, vocab_size, period)]
-    if chance is not None:
-        keep = np.isin(np.arange(period), chance)
-        p = np.where(keep[:, None], p, q)
+    p, q = one_hot_draft_rows(vocab_size, period, seed, None if chance is None else np.isin(np.arange(period), chance))
     where = "" if chance is None else "-chance" + ",".join(map(str, chance))
     return TableModel(p, q, order=0, period=period, name=f"V{vocab_size}-one-hot-draft-period{period}{where}")
 
