@@ -72,11 +72,11 @@ def loop_rows(budget: str) -> list[tuple[str, int, float]]:
     from ..interfaces.loop_cases import SWEEP_DIMENSIONS, loop_cases, sweep_loop_cases
     from ..samplers.reference_loop import generate
 
+    sweeps = sweep_loop_cases(budget)
     groups = {"baseline (one fixed case)": [loop_cases()[0]]}
     for dimension in SWEEP_DIMENSIONS:
-        groups[dimension] = [c for c in sweep_loop_cases(budget) if c.sweep == dimension]
-    if corners.loop_corner_cases(budget):
-        groups["corners context x rounds / max_tokens / batch"] = corners.loop_corner_cases(budget)
+        groups[dimension] = [c for c in sweeps if c.sweep == dimension]
+    groups["corners context x rounds / max_tokens / batch"] = corners.loop_corner_cases(budget)
     return [
         (name, len(cases), _seconds(lambda cases=cases: run_loop_battery(generate, budget, 0, cases=cases)))
         for name, cases in groups.items()
@@ -95,8 +95,7 @@ def kernel_rows(budget: str) -> list[tuple[str, int, float]]:
     groups = {"baseline (one fixed case)": [kc.every_draft_case()]}
     for prefix, name in zip(kc.SWEEPS, ("batch", "k", "dense V", "binned V")):
         groups[name] = [c for c in sweeps if c.name.startswith(prefix)]
-    if corners.kernel_corner_cases(b):
-        groups["corners k x batch, binned V x k"] = corners.kernel_corner_cases(b)
+    groups["corners k x batch, binned V x k"] = corners.kernel_corner_cases(b)
     return [
         (name, len(cases), _seconds(lambda cases=cases: kernel.run(reference_kernel, b, 0, cases=cases)))
         for name, cases in groups.items()
