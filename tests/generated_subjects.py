@@ -1,4 +1,4 @@
-"""Round samplers wrong only where the fixed cases do not reach (issue 22): importable as
+"""Round samplers wrong only where the fixed cases do not reach: importable as
 TARGET strings (tests/generated_subjects.py:NAME) for tests/test_generated_cases.py."""
 
 import numpy as np

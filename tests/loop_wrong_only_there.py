@@ -1,6 +1,6 @@
-"""Loop subjects for tests/test_loop_generated.py (issue 22): each is the reference loop
-(``specverify.samplers.reference_loop``) wrong in one place that no case before issue 22 reached, so the old
-battery called each of them exact. Each is a few lines: ``loop_with`` with one step swapped, or a
+"""Loop subjects for tests/test_loop_generated.py: each is the reference loop
+(``specverify.samplers.reference_loop``) wrong in one place that the loop's core cases do not reach, so
+those cases alone call each of them exact. Each is a few lines: ``loop_with`` with one step swapped, or a
 wrapper that changes what one kind of request gets.
 
 Module-level functions, so that the battery's subject process can run them by fork or by name.
@@ -182,4 +182,4 @@ WRONG = {
     "wrong_at_prompt3": wrong_at_prompt3,
     "wrong_at_max_tokens4": wrong_at_max_tokens4,
 }
-"""Every subject, by name: each wrong only where issue 22 says no case reached."""
+"""Every subject, by name: each wrong only where the core cases do not reach."""

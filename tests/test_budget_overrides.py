@@ -1,4 +1,4 @@
-"""One budget contract for every interface (issue 21): ``tv=X`` works for the loop as for the
+"""One budget contract for every interface: ``tv=X`` works for the loop as for the
 round and kernel batteries, and an unknown or invalid override is an error naming it, never
 dropped or run on."""
 

@@ -1,5 +1,5 @@
-"""The one budget table (``specverify.battery.budgets``, issue 21) and the usage errors it makes quick
-(issue 25): a section for every interface under every name, the interface modules' tables as
+"""The one budget table (``specverify.battery.budgets``) and the usage errors it makes quick:
+a section for every interface under every name, the interface modules' tables as
 views of it, the one resolver ``section`` (a name, ``tv=X``, the interface's own object, another
 interface's object by its name, an unknown name), and no NumPy, SciPy, torch or battery loaded by
 the budgets module or by a ``check`` / ``bench`` command line that fails to parse.

@@ -302,6 +302,7 @@ HELP_FORMS = [
     ("specverify", "bench", "hot-path"),
     ("specverify", "bench", "samplers"),
     ("specverify", "bench", "sweep-cost"),
+    ("specverify", "bench", "determinism"),
     ("specverify", "experiments"),
     ("specverify", "models"),
     ("specverify", "models", "measure"),

@@ -1,4 +1,4 @@
-"""Properties of every exact sampler on Hypothesis-generated models (issue: verification engine §4).
+"""Properties of every exact sampler on Hypothesis-generated models.
 
 - Exact enumeration: the first m emitted tokens (m 1..4, k 1..5, windows past k so that bonus,
   residual and accepted tokens all appear) are distributed as the target's to 1e-9, on i.i.d.,

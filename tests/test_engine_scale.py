@@ -1,4 +1,4 @@
-"""Engine scale (issue 22): cases at vocabularies in the thousands to 152k, k up to 8, judged by a
+"""Engine scale: cases at vocabularies in the thousands to 152k, k up to 8, judged by a
 binned chi-square per output position (specverify.laws.scale), in the round and loop batteries, the
 user's configuration (--vocab / --k / --max-tokens) and the shrink of a binned finding.
 
@@ -206,8 +206,9 @@ def test_every_loop_budget_has_an_engine_scale_batch_and_aims_add_one_per_k():
     assert all(r.params.max_tokens == 16 for c in aimed[1:] for r in c.requests)
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_the_reference_loop_is_exact_on_its_engine_scale_batch_over_seeds_0_to_4(seed):
+@pytest.mark.parametrize("seed", range(1, 5))
+def test_the_reference_loop_is_exact_on_its_engine_scale_batch_over_seeds_1_to_4(seed):
+    """Seed 0 is tests/test_mutants.py's (loop-control/reference: the whole standard battery)."""
     case = scale_loop_cases("standard", seed)
     result = run_loop_battery(generate, "standard", seed, cases=case)  # every planned run
     assert result.exact is True, result.findings

@@ -370,3 +370,134 @@ def test_eagle_tree_inputs_mask_the_first_sibling():
     assert args["cart_candidates_prob"][1, 1].item() == pytest.approx(0.4)
     assert args["b_indices"][1][1] == [1] and args["tree_candidates"][0, 1].item() == 0
     assert args["p_indices"] == [[0, 0, 0], [0, 0, 1]] and args["logits"].shape == (2, 3, 3)
+
+
+# ----------------------------------------------------------------------------- Triton rows: sweeps and controlled uniforms
+
+
+def test_triton_rows_state_their_sweeps_and_the_table_prints_the_reach():
+    """Every Triton row's kernel budget carries ``TRITON_SWEEPS`` (fields of the kernel budget),
+    and the reach those give is what the table's ``how`` column prints."""
+    from specverify.engines import TRITON_SWEEPS, reach_text
+    from specverify.interfaces import kernel as KI
+
+    triton = [e for e in ENGINES if e.interface == "kernel" and "triton" in " ".join(e.needs)]
+    assert {e.name for e in triton} == {"vllm-v1-rejection", "sglang-chain", "sglang-block-kernel"}
+    for engine in triton:
+        for budget, sweeps in TRITON_SWEEPS.items():
+            spec = engine.budgets[budget]
+            assert all(spec[key] == value for key, value in sweeps.items())
+    standard = replace(KI.get_budget("quick"), **TRITON_SWEEPS["standard"])
+    reach = KI.reach(standard)
+    assert reach == {"dense V": 1024, "binned V": 152_064, "k": 5, "batch": 65}
+    assert reach_text(reach) == "reach: dense V <= 1,024, binned V <= 152,064, k <= 5, batch <= 65"
+    assert "reach: k <= 6" in render_table([_row(reach={"k": 6})])
+    round_row = next(e for e in ENGINES if e.name == "sglang-block-round")
+    for spec in round_row.budgets.values():  # fields of the round budget (judge() replaces them)
+        rb = replace(round_cases.get_budget(spec["base"]), **{k: v for k, v in spec.items() if k != "base"})
+        assert rb.sweep_k <= 4 and rb.sweep_context <= 4 and rb.generated == 0
+
+
+def test_controlled_draws_answer_v1s_two_draws_and_refuse_any_other():
+    from specverify.engines.vllm import ControlledDraws
+
+    coins, noise = torch.tensor([0.25, 0.5]), torch.tensor([[1.0, 2.0, 3.0]])
+    with ControlledDraws(coins, noise) as mode:
+        got = torch.rand((2,), dtype=torch.float32)
+        q = torch.empty((1, 3))
+        q.exponential_()
+        with pytest.raises(RuntimeError, match="randn"):
+            torch.randn(3)
+    assert torch.equal(got, coins) and torch.equal(q, noise) and mode.answered == ["rand", "exponential_"]
+
+
+def test_race_noise_makes_the_race_pick_the_inverse_cdf_token():
+    """argmax(w / E) with E = ``race_noise`` is the inverse-CDF token of w at the final uniform,
+    at every uniform of a fine grid and at each piece's edges; an empty residual keeps E = 1."""
+    from specverify.adapters.kernels import check_canonical_inputs
+    from specverify.engines.vllm import RACE_MARGIN, inverse_cdf, race_noise
+
+    q = np.array([[[0.5, 0.1, 0.0, 0.4]], [[0.25, 0.25, 0.25, 0.25]]], np.float32)
+    p = np.array([[[0.1, 0.3, 0.2, 0.4], [1, 0, 0, 0]], [[0.25, 0.25, 0.25, 0.25], [1, 0, 0, 0]]], np.float32)
+    ids = np.zeros((2, 1), np.int64)
+    w = np.clip(p[0, 0] - q[0, 0], 0, None)  # [0, 0.2, 0.2, 0]: tokens 1 and 2, half each
+    edge = np.float32(np.cumsum(w.astype(np.float64))[1] / w.sum())
+    grid = [*np.linspace(0, 1, 257, dtype=np.float32)[:-1], np.nextafter(edge, np.float32(0)), edge]
+    for u in grid:
+        batch = check_canonical_inputs(ids, q, p, np.array([[0.9, u], [0.9, u]], np.float32))
+        noise = race_noise(batch, torch.zeros(2, dtype=torch.int64), batch.uniforms[:, -1])
+        want = int(inverse_cdf(torch.from_numpy(w)[None], torch.tensor([u]))[0])
+        assert int(torch.argmax(torch.from_numpy(w) / noise[0])) == want
+        assert want == 1 if u < 0.49 else want == 2 if u > 0.51 else want in (1, 2)
+        assert torch.equal(noise[1], torch.ones(4))  # p = q: the residual is empty
+    assert RACE_MARGIN == 2.0**-8
+
+
+def v1_module():
+    """vLLM V1's rejection_sampler module from the cache (skip when its wheel or triton is not)."""
+    from specverify.engines import BY_NAME, is_cached
+    from specverify.engines import vllm as V
+
+    if not is_cached(BY_NAME["vllm-v1-rejection"]):
+        pytest.skip("vllm 0.8.5 is not cached (python -m specverify.engines --engine vllm-v1-rejection fetches it)")
+    try:
+        return V.load_v1(download=False)
+    except loader.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_v1_with_controlled_uniforms_is_the_rule_row_by_row():
+    """V1's own code with its draws answered from the uniforms (``v1_uniforms_kernel``) gives the
+    token-wise rule's output on random rows (ragged too), as a function of the uniforms alone."""
+    from specverify.engines import vllm as V
+
+    kernel = V.v1_uniforms_kernel(v1_module())
+    rng = np.random.default_rng(3)
+    B, k, vocab = 24, 2, 5
+    q = rng.dirichlet(np.ones(vocab), (B, k)).astype(np.float32)
+    p = rng.dirichlet(np.ones(vocab), (B, k + 1)).astype(np.float32)
+    ids = np.array([[rng.choice(vocab, p=q[b, i] / q[b, i].sum()) for i in range(k)] for b in range(B)])
+    ids[:3, 1] = -1
+    u = rng.random((B, k + 1), dtype=np.float32)
+    u[u == 0] = 0.5  # V1 accepts p(x) = 0 at u = 0 (p / q >= u), the rule does not: a probe's business
+    out, nacc = kernel(ids, q, p, u)
+    want_out, want_nacc = reference_kernel(ids, q, p, u)
+    np.testing.assert_array_equal(nacc, want_nacc)
+    np.testing.assert_array_equal(out, want_out)
+    again = kernel(ids, q, p, u)
+    np.testing.assert_array_equal(again[0], out)
+
+
+def test_v1_row_probes_from_explicit_uniforms():
+    """The V1 row's probes force the coin through the uniforms: V1 accepts a p(x) = 0 draft at
+    u = 0 (``p / q >= u``, rejection_sampler.py:524) and emits token 0 from an empty residual."""
+    from specverify.engines import vllm as V
+
+    kernel = V.v1_uniforms_kernel(v1_module())
+    facts = run_probes(kernel_probe(kernel, explicit=True), ONE_MINUS_F32, n=8)
+    assert facts["p0_u0"]["accept_rate"] == 1.0
+    assert facts["pq_u1"]["accept_rate"] == 1.0
+    assert facts["empty_residual"]["emitted_after_rejection"] == [0]
+
+
+def test_a_row_that_stops_at_its_first_finding_claims_only_the_cases_it_ran():
+    """A stop-on-first row's reach is the box of the cases run, with a note; a row that runs its
+    budget through prints the battery's reach (its budget's sweeps)."""
+    from specverify.engines import Engine, judge, reach_text, row_reach
+
+    def coins_always_zero(draft_ids, draft_probs, target_probs, uniforms):
+        """Accepts every draft with p(x) > 0: not the rule's law."""
+        return reference_kernel(draft_ids, draft_probs, target_probs, np.zeros_like(uniforms))
+
+    spec = {"base": "quick", "generated": 0, "k_sweep": 2, "batch_sweep": (3,)}
+    stopping = Engine(
+        "t", "pkg", "1", "f", "kernel", "different-rule", "", budgets={"quick": {**spec, "stop_on_first": True}}
+    )
+    report = judge(stopping, coins_always_zero, "quick")
+    box, note = row_reach(stopping, "quick", report)
+    assert report.exact is False and note == "run until its first finding: 1 case"
+    assert box == {"k": 2, "V": 3, "batch": 0}
+    assert reach_text(box, note) == "reach (run until its first finding: 1 case): k <= 2, V <= 3"
+    through = Engine("t", "pkg", "1", "f", "kernel", "exact", "", budgets={"quick": spec})
+    report = judge(through, reference_kernel, "quick")
+    assert row_reach(through, "quick", report) == ({"dense V": 0, "binned V": 0, "k": 2, "batch": 3}, "")

@@ -33,6 +33,7 @@ from specverify.laws.exact import (
     AffineUniform,
     EnumeratingRng,
     NotEnumerable,
+    SubrunMemo,
     SymbolicUniform,
     enumerate_distribution,
     exact_tv,
@@ -398,3 +399,84 @@ def test_round_length_matches_theory_on_handout_iid():
     for i in range(5):
         at_least = sum(w for n, w in lengths.items() if n >= i + 1)
         assert at_least == pytest.approx(0.8**i, abs=TOL)
+
+
+# ---------------------------------------------------------------------------------------------
+# SubrunMemo: a sub-run shared across paths and enumerations keeps the law bit for bit
+
+
+def keyed_subrun(key: int, rng) -> tuple:
+    """Decisions that depend on the key: a choice over key + 2 outcomes, then a coin."""
+    x = int(rng.choice(key + 2, p=np.arange(1, key + 3) / sum(range(1, key + 3))))
+    return (x, bool(rng.random() < 0.25 + 0.1 * key))
+
+
+def memo_round(memo, calls: list):
+    def fn(rng):
+        key = int(rng.choice(2, p=[0.3, 0.7]))
+
+        def thunk():
+            calls.append(key)
+            return keyed_subrun(key, rng)
+
+        out = memo.run(rng, lambda: key, thunk) if memo is not None else thunk()
+        return (key, *out, bool(rng.random() < 0.5))
+
+    return fn
+
+
+def test_a_memoized_subrun_gives_the_same_law_bit_for_bit_and_runs_once_per_path():
+    plain = enumerate_distribution(memo_round(None, []))
+    memo, calls = SubrunMemo(), []
+    first = enumerate_distribution(memo_round(memo, calls))
+    runs = len(calls)
+    second = enumerate_distribution(memo_round(memo, calls))
+    assert first == plain and list(first) == list(plain)  # same floats, same order
+    assert second == plain and list(second) == list(plain)
+    assert len(calls) == runs  # the second enumeration replayed every sub-run
+    assert runs == 2 * 2 + 3 * 2  # one run per (key, sub-run path), not per path (twice that)
+
+
+def test_a_memo_outside_enumeration_runs_the_thunk():
+    memo, rng = SubrunMemo(), np.random.default_rng(0)
+    assert [memo.run(rng, lambda: "k", lambda: rng.integers(10**6)) for _ in range(2)] == list(
+        np.random.default_rng(0).integers(10**6, size=2)
+    )
+
+
+def test_a_subrun_that_is_not_a_function_of_its_key_refuses():
+    memo, flip = SubrunMemo(), [0]
+
+    def fn(rng):
+        flip[0] += 1
+        return memo.run(rng, lambda: "same key", lambda: int(rng.choice(2 + flip[0] % 2)))
+
+    with pytest.raises(NotEnumerable, match="different"):
+        enumerate_distribution(fn)
+    memo, key = SubrunMemo(), [2]  # a tree left partial (max_paths), then another sub-run
+    with pytest.raises(NotEnumerable, match="max_paths"):
+        enumerate_distribution(lambda rng: memo.run(rng, lambda: "k", lambda: int(rng.choice(key[0]))), max_paths=1)
+    key[0] = 3
+    with pytest.raises(NotEnumerable, match="different"):
+        enumerate_distribution(lambda rng: memo.run(rng, lambda: "k", lambda: int(rng.choice(key[0]))))
+
+
+def test_a_refused_path_records_nothing():
+    memo, calls = SubrunMemo(), []
+
+    def swallowing(rng):
+        def thunk():
+            calls.append(1)
+            try:
+                float(rng.random())
+            except NotEnumerable:
+                pass
+            return 0
+
+        return memo.run(rng, lambda: "key", thunk)
+
+    with pytest.raises(NotEnumerable):
+        enumerate_distribution(swallowing)
+    with pytest.raises(NotEnumerable):  # not replayed from a refused run: it refuses again
+        enumerate_distribution(swallowing)
+    assert len(calls) == 2

@@ -22,12 +22,14 @@ from specverify.interfaces.round_tasks import enumerate_task
 from specverify.laws.chains import handout_iid, iid_model, toy_chain
 from specverify.laws.exact import (
     NotEnumerable,
+    SubrunMemo,
     enumerate_distribution,
     exact_tv,
     sampler_distribution,
     sequence_distribution,
     total_variation,
 )
+from specverify.laws.torch_random import decide_deferred, read_deferred
 from specverify.samplers.chain import draft, speculative_step
 
 FLOAT32 = 1e-6
@@ -342,3 +344,97 @@ def test_a_deferred_choice_cast_to_float_is_decided():
         return float(x.float()[0] * 2.0)
 
     assert_law(enumerate_distribution(program), {0.0: 0.5, 2.0: 0.5})
+
+
+# ---------------------------------------------------------------------------------------------
+# Deferred choices handed out undecided (read_deferred), and sub-runs shared across paths
+
+
+def row_program(read: bool):
+    """A coin, two multinomial draws and a race cut into one row, read by ``tolist`` or handed
+    out undecided and decided after (``read_deferred`` / ``decide_deferred``)."""
+    w = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.5, 0.0, 0.25, 0.25]])
+
+    def fn(rng):
+        g = generator(rng)
+        coin = bool(torch.rand(1, generator=g) < 0.3)
+        picks = torch.multinomial(w, 1, generator=g).view(-1)
+        race = (w[1] / torch.empty(4).exponential_(1.0, generator=g)).argmax().view(1)
+        row = torch.cat([picks, torch.tensor([-1]), race, picks[:1]])
+        return (coin, *(decide_deferred(read_deferred(row), rng) if read else row.tolist()))
+
+    return fn
+
+
+def test_a_choice_decided_after_the_read_has_the_same_law_bit_for_bit():
+    plain, handed = enumerate_distribution(row_program(False)), enumerate_distribution(row_program(True))
+    assert plain == handed and list(plain) == list(handed)  # same decisions, same floats, same order
+    assert read_deferred(torch.tensor([3, -1])) == [3, -1]  # outside enumeration: tolist
+
+
+def test_a_choice_handed_out_and_then_used_by_torch_refuses():
+    def fn(rng):
+        x = torch.multinomial(torch.tensor([0.5, 0.5]), 1, generator=generator(rng))
+        read_deferred(x)
+        return int(x[0])
+
+    with pytest.raises(NotEnumerable, match="handed out"):
+        enumerate_distribution(fn)
+
+
+def memoized(sampler, memo):
+    """``sampler``'s round, with the torch part after the drafts' seed shared per (prefix, k)."""
+
+    def step(p_fn, q_fn, prefix, k, rng):
+        return list(memo.run(rng, lambda: (tuple(prefix), k), lambda: tuple(sampler(p_fn, q_fn, prefix, k, rng))))
+
+    return step
+
+
+def test_a_memoized_torch_round_has_the_same_law_and_replays_across_enumerations():
+    model, memo, runs = toy_chain(), SubrunMemo(), [0]
+
+    def counted(*args):
+        runs[0] += 1
+        return torch_round()(*args)
+
+    plain = sampler_distribution(torch_round(), model.p_fn, model.q_fn, (0,), 2, 3)
+    first = sampler_distribution(memoized(counted, memo), model.p_fn, model.q_fn, (0,), 2, 3)
+    n = runs[0]
+    again = sampler_distribution(memoized(counted, memo), model.p_fn, model.q_fn, (0,), 2, 3)
+    assert first == plain and again == plain and list(again) == list(plain)
+    assert runs[0] == n  # every path of the second one replayed
+
+
+def test_the_engine_round_wrappers_replay_with_the_same_law():
+    from specverify.engines import rounds
+
+    model, runs = toy_chain(), [0]
+
+    def engine(*args):
+        runs[0] += 1
+        return vllm_style_forward(*args)
+
+    step = rounds.vllm_v0_round(engine)
+    first = sampler_distribution(step, model.p_fn, model.q_fn, (0,), 2, 3)
+    n = runs[0]
+    assert sampler_distribution(step, model.p_fn, model.q_fn, (0,), 2, 3) == first
+    assert runs[0] == n
+    assert total_variation(first, sequence_distribution(model.p_fn, (0,), 3)) < FLOAT32
+
+
+def vllm_style_forward(target, bonus, draft_probs, ids, seeded_seqs):
+    """vLLM V0's ``RejectionSampler.forward`` convention (B = 1) in a few torch lines: coins by
+    ``rand``, recovered tokens by the exponential race, -1 after the first rejection."""
+    g, k = seeded_seqs[0], ids.shape[1]
+    pos = torch.arange(k)
+    ratio = target[0, pos, ids[0]] / draft_probs[0, pos, ids[0]]
+    accepted = torch.rand(k, generator=g) < torch.clamp(ratio, max=1)
+    f = torch.clamp(target[0, :k] - draft_probs[0], min=torch.finfo(torch.float32).tiny)
+    e = torch.empty_like(f).exponential_(1.0, generator=g)
+    recovered = (f / f.sum(-1, keepdim=True)).div_(e).argmax(dim=1)
+    n = int(accepted.int().cumprod(0).sum())
+    out = torch.full((1, k + 1), -1, dtype=torch.int64)
+    out[0, :n] = ids[0, :n]
+    out[0, n] = recovered[n] if n < k else bonus[0, 0]
+    return out

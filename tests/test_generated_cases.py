@@ -1,4 +1,4 @@
-"""Cases drawn from the check's seed (issue 22): reproducible, exact for the reference, and able
+"""Cases drawn from the check's seed: reproducible, exact for the reference, and able
 to catch a bug no fixed case reaches. Verdicts below are exact enumerations (no sampling noise)."""
 
 import generated_subjects

@@ -1,5 +1,5 @@
 """What a hostile subject, user or machine does to the files specverify writes and to the
-processes it starts (issue #25): the writer never replaces a device, a FIFO or a folder, writes
+processes it starts: the writer never replaces a device, a FIFO or a folder, writes
 through a symbolic link, never over the subject's own source; no process the subject started, no
 capture file is left behind; the subject cannot signal the checker; Ctrl-C keeps the verdicts
 already reached; lone surrogates and a C locale do not crash the reports.

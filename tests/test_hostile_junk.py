@@ -1,4 +1,4 @@
-"""Junk from a subject is a contract finding, never a crash of ours (issue 25).
+"""Junk from a subject is a contract finding, never a crash of ours.
 
 Loops and round samplers that return objects which raise when read (``__len__``, ``__iter__``,
 ``tolist``, ``__getattr__``, ``__int__``), values of the wrong type (None, strings, NaN counts),

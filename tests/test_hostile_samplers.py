@@ -271,3 +271,25 @@ def test_ctrl_c_stops_the_report_and_its_workers_within_2_s(tmp_path):
     time.sleep(0.5)
     assert processes_with(marker) == []
     assert sorted(p.name for p in tmp_path.glob("specverify-subject-*")) == []
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_limit_whose_alarm_lands_in_a_finalizer_still_stops_the_body():
+    """Python ignores an exception raised in a ``__del__`` (or a garbage-collector callback), where
+    a limit's alarm may land: the limit raises again until its body has stopped. Here the first
+    alarm lands, for certain, in a finalizer that outlasts the limit; the body would run 5 s."""
+    from specverify.battery.core import GuardStopped, time_limit
+
+    class SlowToFinalize:
+        def __del__(self):
+            end = time.monotonic() + 0.2
+            while time.monotonic() < end:
+                pass
+
+    start = time.monotonic()
+    with pytest.raises(GuardStopped, match="body did not return within 0.05 s"):
+        with time_limit(0.05, "body", GuardStopped):
+            SlowToFinalize()  # finalized at once, holding the alarm for 0.2 s
+            while time.monotonic() - start < 5.0:
+                pass
+    assert time.monotonic() - start < 2.0

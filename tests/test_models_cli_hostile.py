@@ -299,7 +299,7 @@ def test_full_disk_under_out_keeps_the_measurement(tmp_path, monkeypatch, capsys
     assert repr(str(saved)) in err and saved.name.startswith("specverify-measure-")
     result = json.loads(saved.read_text())
     assert [r["drafter"] for r in result["rows"]] == ["model", "model k=4"]
-    # the human table (issue 5): readable at 100 columns, no polars frame
+    # the human table: readable at 100 columns, no polars frame
     lines = captured.out.splitlines()
     assert lines and all(len(line) <= 100 for line in lines), max(map(len, lines))
     assert "shape:" not in captured.out and "┌" not in captured.out and "│" not in captured.out

@@ -1,4 +1,4 @@
-"""The cost model of issue 16 and the loops that act on it, on the tiny random Qwen2 pair.
+"""The cost model (draft and target costs per pass) and the loops that act on it, on the tiny random Qwen2 pair.
 
 Checks ``theory.speedup_with_costs`` / ``best_k_with_costs``, the measured ``StepCosts``, the
 ``KPolicy`` that chooses k in 0..K per round, and that the loop stays exact when k changes

@@ -117,7 +117,7 @@ def test_a_subject_that_cannot_load_leaves_its_units_unused():
 
 
 def test_a_chi_square_look_draws_the_same_runs_whatever_else_is_live():
-    """Issue 21: case i's runs at look j come from their own stream (``round_cases.ROUND_STREAMS``),
+    """Case i's runs at look j come from their own stream (``round_cases.ROUND_STREAMS``),
     so the first case's looks give the same p-value beside a case that draws few numbers per run
     (k = 1, two tokens) and beside one that draws many (k = 4, five tokens): each (case,
     look) is an independent unit. With the one rng threaded through every live case that these
@@ -141,7 +141,7 @@ def test_a_chi_square_look_draws_the_same_runs_whatever_else_is_live():
 
 def test_a_stream_is_the_node_spawn_hands_out():
     """``battery.stream(seed, *path)`` is ``SeedSequence(seed).spawn``'s child path[0], its child
-    path[1], ...: the streams drawn by spawn before issue 21 (generated and engine-scale cases)
+    path[1], ...: the streams drawn by spawn (generated and engine-scale cases)
     kept their numbers; a node given as the seed is extended."""
     from specverify.battery.core import stream
 

@@ -1,4 +1,4 @@
-"""Usage errors and readable output (issue 25, part): every command line's usage error is one line
+"""Usage errors and readable output: every command line's usage error is one line
 on stderr and exit 2 within seconds (check, mutants, engines, bench, bench_kernel, bench_hot_path,
 compare_samplers, experiments; a bad --executor address too); ``python -m specverify --help``
 exits 0; the pytest marker refuses what it would otherwise ignore; ``check(interface=3)`` names

@@ -9,15 +9,11 @@ the rng), so every case is judged by sampled runs: the part that used to stop at
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from specverify.bench import determinism
 
 SUBJECT = """\
 import numpy as np
@@ -27,40 +23,38 @@ def reseeded(p_fn, q_fn, prefix, k, rng):
     return speculative_step(p_fn, q_fn, prefix, k, np.random.default_rng(int(rng.integers(2**63))))
 """
 
-BUSY = "while True: pass"
-
-
-def _check(target: str) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "specverify", "check", target, "--budget", "quick", "--seed", "3", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout)
-    report.pop("seconds")
-    return report
-
 
 def test_the_same_json_idle_and_beside_two_cpu_bound_processes(tmp_path):
+    """Through ``specverify bench determinism``'s comparison (every field but the timings)."""
     path = tmp_path / "reseeded.py"
     path.write_text(SUBJECT)
-    target = f"{path}:reseeded"
-    idle = _check(target)
-    busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(2)]
-    try:
-        loaded = _check(target)
-    finally:
-        for proc in busy:
-            proc.kill()
-            proc.wait()
-    assert json.dumps(loaded, sort_keys=True) == json.dumps(idle, sort_keys=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "specverify",
+        "check",
+        f"{path}:reseeded",
+        "--budget",
+        "quick",
+        "--seed",
+        "3",
+        "--json",
+    ]
+    result = determinism.compare(argv, busy=2)
+    assert result["identical"] is True, result["differs"]
     # and the runs are the budget's: every case to the quick budget's n_max, a swept one to its
     # sweep_runs
+    idle = result["report"]
     assert idle["exact"] is True and idle["power"]
     assert {row["runs"] for row in idle["power"]} == {1000, 4000}
+
+
+def test_the_comparison_names_what_differs_and_ignores_timings():
+    a = {"exact": True, "seconds": 3.0, "power": [{"runs": 1000, "seconds": 1.0}]}
+    b = {"exact": True, "seconds": 9.0, "power": [{"runs": 900, "seconds": 2.0}]}
+    assert determinism.differing_keys(determinism.timing_free(a), determinism.timing_free(b)) == ["power[0].runs"]
+    assert determinism.differing_keys(determinism.timing_free(a), determinism.timing_free(a)) == []
+    assert determinism.differing_keys({"x": 1}, {"y": 1}) == ["x", "y"]
 
 
 def _reseeded(p_fn, q_fn, prefix, k, rng):

@@ -234,7 +234,15 @@ class BatteryResult:
 _DEADLINES: list[tuple[float, str, type]] = []  # nested time limits, innermost last
 
 
+REFIRE_S = 0.01
+"""Seconds after which an expired limit raises again while its body is still running: Python
+ignores an exception raised in a garbage-collector callback or a ``__del__`` (where the alarm
+may land), so one alarm alone could let an overrunning body run to its end."""
+
+
 def _arm() -> None:
+    if not _DEADLINES:  # the last limit ended while the alarm was being handled
+        return
     remaining = min(d for d, _, _ in _DEADLINES) - time.monotonic()
     signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-4))
 
@@ -243,6 +251,7 @@ def _on_alarm(signum, frame):
     now = time.monotonic()
     for deadline, what, exc in _DEADLINES:  # the outermost expired limit wins
         if deadline <= now + 1e-3:
+            signal.setitimer(signal.ITIMER_REAL, REFIRE_S)  # again, should this raise be swallowed
             raise exc(what)
     _arm()
 

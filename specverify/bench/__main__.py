@@ -1,4 +1,4 @@
-"""``specverify bench [suite|kernel|hot-path|samplers|pace|sweep-cost] ...`` (``python -m specverify.bench``):
+"""``specverify bench [suite|kernel|hot-path|samplers|pace|sweep-cost|determinism] ...`` (``python -m specverify.bench``):
 the benchmarks, each printing its ratios side by side in one run. Without a name, the suite."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ COMMANDS = {
     "samplers": ("specverify.bench.compare_samplers", "tokens per round and modelled speedup of the samplers"),
     "pace": ("specverify.bench.round_pace", "runs per second: NumPy, torch one round per call, torch batched, workers"),
     "sweep-cost": ("specverify.bench.sweep_cost", "seconds per swept dimension of each interface's NumPy reference"),
+    "determinism": ("specverify.bench.determinism", "one check idle and beside busy processes: the same JSON"),
 }
 """Benchmark -> (its module, its one line in ``--help``)."""
 

@@ -255,11 +255,12 @@ def _vllm_v1(download: bool = True):
     from . import vllm as V
 
     module = V.load_v1(download=download)
-    kernel = V.v1_kernel(module)
+    kernel = V.v1_uniforms_kernel(module)
     return Built(
         kernel,
-        kernel_probe(kernel, lambda c: V.v1_coins(module, c)),
-        "RNG injection: the module's generate_uniform_probs returns the coin",
+        kernel_probe(kernel, explicit=True),
+        "controlled uniforms: V1's torch.rand and exponential row answered from the explicit uniforms "
+        "(vllm.ControlledDraws)",
     )
 
 
@@ -321,8 +322,49 @@ def _medusa(download: bool = True):
     return Built(step, round_probe(step.verify), "none needed (deterministic)")
 
 
+TRITON_SWEEPS = {
+    "quick": {
+        "k_sweep": 3,
+        "batch_sweep": (15, 16, 17, 31, 32, 33),
+        "dense_sweep": (),
+        "binned_sweep": (65_537,),
+        "batch_calls": 4,
+        "pair_calls": 8,
+        "spot_rows": 32,
+    },
+    "standard": {
+        "k_sweep": 5,
+        "batch_sweep": (2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65),
+        "dense_sweep": (1024,),
+        "binned_sweep": (65_537, 152_064),
+        "batch_calls": 4,
+        "pair_calls": 8,
+        "spot_rows": 64,
+    },
+}
+"""The sweeps of a Triton row (``KernelBudget``'s sweep fields), sized to what the CPU interpreter
+allows: each row within about ten minutes at standard on 2 shared cores. Under
+``TRITON_INTERPRET=1`` every row of a call is a program run in Python (measured on 2 shared cores:
+SGLang's chain kernel about 24 ms a row plus 16 ms a call at V <= 4096, 0.2 s a row at V = 152,064;
+vLLM V1's about 13 ms a row plus 10 ms a call), and the scans from explicit uniforms take about
+22,000 rows at quick's plain sweeps (SGLang: 520 s). So the Triton rows sweep k to 3 / 5 (the
+battery's own: 4 / 8), batch rows to 33 / 65 (its own: 65 / 1024, where one call of 1024 rows takes
+about 13 s), dense V to none / 1024 (its own: none / 4096, whose scan needs a row per breakpoint:
+about 12,500 rows), and binned V to 65,537 / 152,064 (sparse rows, about 200 rows each: within
+budget); 4 uniform sets per batch size, 8 batches in the pairwise test, and 32 / 64 random rows per
+instance in the spot check of the factorization (its own: 256). What a row's "exact" covers is its
+reach, printed in the table's ``how`` column (``reach_text``)."""
+
 TRITON_KERNEL = {
-    "quick": {"base": "quick", "generated": 0, "n_min": 2000, "n_max": 8000, "detect_tv": 0.1, "call_limit_s": 300.0},
+    "quick": {
+        "base": "quick",
+        "generated": 0,
+        "n_min": 2000,
+        "n_max": 8000,
+        "detect_tv": 0.1,
+        "call_limit_s": 300.0,
+        **TRITON_SWEEPS["quick"],
+    },
     "standard": {
         "base": "quick",
         "generated": 1,
@@ -330,26 +372,57 @@ TRITON_KERNEL = {
         "n_max": 32000,
         "detect_tv": 0.05,
         "call_limit_s": 600.0,
+        **TRITON_SWEEPS["standard"],
     },
 }
+"""A Triton row's kernel budget: the quick section with fewer generated cases, statistics sized
+for the interpreter (for instances whose output is not a function of the first rejection and the
+final uniform, as block verification's) and ``TRITON_SWEEPS``."""
 FAST_KERNEL = {"quick": {"base": "quick"}, "standard": {"base": "standard"}}
 FAST_ROUND = {"quick": {"base": "quick"}, "standard": {"base": "standard"}}
 SLOW_ROUND = {
     "quick": {
         "base": "quick",
         "cases": (0,),
+        "n_min": 300,
         "n_max": 2000,
         "detect_tv": 0.15,
         "call_limit_s": 30.0,
+        "generated": 0,
+        "engine_vocab": 0,
+        "contract_calls": 10,
+        "sweep_context": 0,
+        "sweep_k": 3,
+        "sweep_runs": 300,
+        "round_length_runs": 600,
+        "detect_tokens": 0.75,
     },
     "standard": {
         "base": "quick",
-        "cases": (0, 4),
+        "cases": (0,),
+        "n_min": 300,
         "n_max": 4000,
         "detect_tv": 0.1,
         "call_limit_s": 30.0,
+        "generated": 0,
+        "engine_vocab": 0,
+        "contract_calls": 10,
+        "sweep_context": 4,
+        "sweep_k": 4,
+        "sweep_runs": 300,
+        "round_length_runs": 1200,
     },
 }
+"""The round budget of a row whose every round is one interpreted Triton call (up to about 40
+ms at B = 1 on a shared machine) and whose coins come from ``rng.integers`` over the float32 grid, which the enumerator
+does not follow (2^24 outcomes a coin): every case is judged by statistics, one round a call.
+The round battery's own quick section makes about 70,000 calls there (context sweep to 128, k to
+8, 1,000 runs each: about 50 minutes), so this one judges the toy chain (case 0) to see TV 0.15 /
+0.1, sweeps context to none / 4 and k to 3 / 4 at 300 runs each (their power stated), and
+measures tokens per round on 600 / 1,200 rounds per case (a shortfall of 0.75 / 0.5 tokens):
+about 6,000 / 12,000 calls (standard measured: 222 s on 2 cores with little else running,
+690 s on a loaded machine). No generated case and no V = 128 case
+(a chi-square over 128 ids needs more runs than this allows)."""
 
 NEEDS_TRITON = (
     "torch",
@@ -402,7 +475,9 @@ ENGINES = [
         "rejection_sample (v1/sample/rejection_sampler.py, Triton)",
         "kernel",
         "exact",
-        "torch.rand + one exponential row per request, from sampling_metadata.generators",
+        "torch.rand + one exponential row per request (sampling_metadata.generators), here answered from "
+        "the explicit uniforms: the coins, and an exponential row whose race picks the final uniform's "
+        "inverse-CDF token of max(p - q, 0) (margin 2^-8; vllm.race_noise)",
         _vllm_v1,
         TRITON_KERNEL,
         files=pins.VLLM_V1_FILES,
@@ -694,6 +769,33 @@ def how_text(report, interface: str) -> str:
     return "; ".join(words) or "none (not judged)"
 
 
+def reach_text(reach: dict, note: str = "") -> str:
+    """The reach box of a row's run in words (``interfaces.reach_words``: each swept dimension's
+    largest value, e.g. ``k <= 6, batch <= 65, dense V <= 1,024``): what its "exact" covers;
+    ``note`` (``row_reach``'s) says when the box is that of the cases run, not the budget's."""
+    from ..interfaces import reach_words
+
+    words = reach_words(reach or {})
+    return f"reach{f' ({note})' if note else ''}: {words}" if words else ""
+
+
+def row_reach(engine: Engine, budget: str, report) -> tuple[dict, str]:
+    """(reach box, note) of a row's run: the battery's reach (its budget's sweeps), or, for a row
+    that stops at its first finding (its budget's ``stop_on_first``), the box of the cases it
+    ran (largest k, V and batch of the coverage entries) with a note saying so: the budget's
+    sweeps past the first finding were not run, so they are not claimed."""
+    coverage = report.to_dict()["coverage"]
+    if not engine.budgets.get(budget, {}).get("stop_on_first"):
+        return coverage["reach"], ""
+    cases = coverage["cases"]
+    box = {
+        "k": max((c.get("k", 0) for c in cases), default=0),
+        "V": max((c.get("vocab", 0) for c in cases), default=0),
+        "batch": max((b for c in cases for b in c.get("batches", [])), default=0),
+    }
+    return box, f"run until its first finding: {len(cases)} case{'s' if len(cases) != 1 else ''}"
+
+
 def power_text(result) -> str:
     if result.power:
         worst = max(p.get("min_tv", p.get("min_detectable_tv", float("nan"))) for p in result.power)
@@ -799,6 +901,7 @@ def run_engine(
     except Exception as exc:  # noqa: BLE001
         replay = f"replay check failed ({type(exc).__name__})"
     r = report.result
+    reach, reach_note = row_reach(engine, budget, report)
     return {
         **row,
         "expected": engine.expected,
@@ -806,6 +909,8 @@ def run_engine(
         "exact": report.exact,
         "power": power_text(r),
         "how": how_text(report, engine.interface),
+        "reach": reach,
+        "reach_note": reach_note,
         "rounding": rounding,
         "efficiency": efficiency_text(r),
         "measure_zero": mz,
@@ -856,7 +961,15 @@ def render_table(rows: list[dict]) -> str:
                     r["function"],
                     r["verdict"],
                     r["power"],
-                    " ".join(x for x in (r.get("how", ""), r.get("rounding", "")) if x),
+                    "; ".join(
+                        x
+                        for x in (
+                            r.get("how", ""),
+                            reach_text(r.get("reach", {}), r.get("reach_note", "")),
+                            r.get("rounding", ""),
+                        )
+                        if x
+                    ),
                     r["efficiency"],
                     mz,
                     r["disagreements"],
@@ -911,6 +1024,7 @@ __all__ = [
     "BUDGET_NAMES",
     "BY_NAME",
     "ENGINES",
+    "TRITON_SWEEPS",
     "Built",
     "Engine",
     "describe_probes",
@@ -920,10 +1034,12 @@ __all__ = [
     "listing",
     "missing_torch",
     "probe_cases",
+    "reach_text",
     "render_findings",
     "render_listing",
     "render_table",
     "round_probe",
+    "row_reach",
     "run",
     "run_engine",
     "run_probes",

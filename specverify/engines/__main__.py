@@ -35,8 +35,9 @@ def parser():
         "--budget",
         default="quick",
         choices=BUDGET_NAMES,
-        help="how hard each row is judged: quick (default; the whole table in minutes, the Triton rows a few "
-        "minutes each) or standard (the full budgets with engine-scale cases; Triton rows tens of minutes)",
+        help="how hard each row is judged: quick (default; the Triton rows a few minutes each) or standard "
+        "(the full budgets with engine-scale cases; the Triton rows sweep as far as the CPU interpreter allows, "
+        "TRITON_SWEEPS, up to about 10 minutes each); each row prints its reach",
     )
     ap.add_argument("--seed", type=seed_argument, default=0, help="the battery's seed, an integer >= 0 (default 0)")
     ap.add_argument("--json", action="store_true", help="print the rows (or, with --list, the list) as JSON")

@@ -7,6 +7,13 @@ tokens) that drafts k tokens from q with ``rng``, builds the engine's tensors fo
 argument: the engine's own (loaded from its package) or, in the offline tests, the project's
 reference written in the engine's convention. Each also exposes ``verify(drafts, ps, qs, coins)``
 (``speculative_step.verify``): the engine call on given drafts, for the behaviour probes.
+
+While ``laws.exact`` enumerates a torch wrapper (vLLM V0, EAGLE-1), the engine call is a
+``laws.exact.SubrunMemo`` sub-run keyed by its drafts and rows (``call_key``; it draws its own
+seed), and it hands its emitted token out undecided (``laws.torch_random.read_deferred``), decided
+after the call (``decide_deferred``): the engine's code runs once per path of its coins for each
+distinct call, not once per path of the enumeration, and the law is the same bit for bit. The
+engine must be a function of its inputs and its draws (no state carried between calls).
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+
+from ..laws.exact import SubrunMemo
+from ..laws.torch_random import decide_deferred, read_deferred
 
 GRID = 1 << 24
 """torch.rand's float32 grid: uniforms are multiples of 2^-24 in [0, 1)."""
@@ -35,6 +45,18 @@ def draft(q_fn, prefix: tuple, k: int, rng) -> tuple[list[int], list[np.ndarray]
 
 def targets(p_fn, prefix: tuple, drafts: list[int]) -> list[np.ndarray]:
     return [np.asarray(p_fn(prefix + tuple(drafts[:i])), dtype=np.float64) for i in range(len(drafts) + 1)]
+
+
+def call_key(drafts, *rows) -> tuple:
+    """What an engine call on these drafts and probability rows is a function of, for a
+    ``SubrunMemo``: the drafts and each list of rows, as shape and bytes (float64)."""
+    arrays = [np.asarray(r, np.float64) for r in rows]
+    return (tuple(int(x) for x in drafts), *((a.shape, a.tobytes()) for a in arrays))
+
+
+def leading_tokens(row: list) -> list:
+    """A vLLM output row's emitted tokens: the entries before the first -1."""
+    return row[: row.index(-1)] if -1 in row else row
 
 
 def grid_uniforms(rng, n: int) -> np.ndarray:
@@ -106,20 +128,27 @@ def vllm_v0_round(forward):
     tokens are the output's leading entries that are not -1. With k = 0 (V0 verifies nothing) the
     round is the bonus token."""
 
-    def verify(drafts, ps, qs, coins=None, seed: int = 0):
+    def engine_row(drafts, ps, qs, seed) -> tuple:
+        """The engine's output row (``read_deferred``: its recovered / bonus draw undecided while
+        enumerated); with k = 0, the bonus token alone."""
         gen = torch.Generator().manual_seed(int(seed))
         target, draft_probs, ids = vllm_v0_inputs(drafts, ps, qs)
         bonus = torch.multinomial(target[0, len(drafts)], 1, generator=gen)[None]
         if not drafts:
-            return bonus.reshape(-1).tolist()
-        out = forward(target, bonus, draft_probs, ids, {0: gen})
-        row = out[0].tolist()
-        return row[: row.index(-1)] if -1 in row else row
+            return tuple(read_deferred(bonus.reshape(-1)))
+        return tuple(read_deferred(forward(target, bonus, draft_probs, ids, {0: gen})[0]))
+
+    def verify(drafts, ps, qs, coins=None, seed: int = 0):
+        return leading_tokens(decide_deferred(engine_row(drafts, ps, qs, seed), None))
+
+    memo = SubrunMemo()
 
     def speculative_step(p_fn, q_fn, prefix, k, rng):
         prefix = tuple(prefix)
         drafts, qs = draft(q_fn, prefix, k, rng)
-        return verify(drafts, targets(p_fn, prefix, drafts), qs, None, rng.integers(2**63))
+        ps = targets(p_fn, prefix, drafts)
+        row = memo.run(rng, lambda: call_key(drafts, ps, qs), lambda: engine_row(drafts, ps, qs, rng.integers(2**63)))
+        return leading_tokens(decide_deferred(row, rng))
 
     speculative_step.verify = verify
     return speculative_step
@@ -182,21 +211,28 @@ def eagle_round(evaluate_posterior, module=None):
     ``update_inference_inputs``, with a generator seeded from ``rng``."""
     module = module if module is not None else SimpleNamespace(random=_random)
 
-    def verify(drafts, ps, qs, coins=None, seed: int = 0):
+    def engine_tokens(drafts, ps, qs, coins, seed) -> tuple:
+        """The round's tokens (``read_deferred``: the emitted token undecided while enumerated)."""
         args = eagle_chain_inputs(drafts, ps, qs)
         value = None if coins is None else float(coins)
         with python_random(module, value, seed):
             best, accept_length, sample_p = evaluate_posterior(**args)
         n = int(accept_length)
         gen = torch.Generator().manual_seed(seed)
-        token = int(torch.multinomial(sample_p.reshape(-1).double(), 1, generator=gen)[0])
-        return [int(x) for x in drafts[:n]] + [token]
+        token = read_deferred(torch.multinomial(sample_p.reshape(-1).double(), 1, generator=gen))
+        return tuple(int(x) for x in drafts[:n]) + tuple(token)
+
+    def verify(drafts, ps, qs, coins=None, seed: int = 0):
+        return decide_deferred(engine_tokens(drafts, ps, qs, coins, seed), None)
+
+    memo = SubrunMemo()
 
     def speculative_step(p_fn, q_fn, prefix, k, rng):
         prefix = tuple(prefix)
         drafts, qs = draft(q_fn, prefix, k, rng)
         ps = targets(p_fn, prefix, drafts)
-        return verify(drafts, ps, qs, None, int(rng.integers(1 << 62)))
+        call = lambda: engine_tokens(drafts, ps, qs, None, int(rng.integers(1 << 62)))  # noqa: E731
+        return decide_deferred(memo.run(rng, lambda: call_key(drafts, ps, qs), call), rng)
 
     speculative_step.verify = verify
     return speculative_step
@@ -256,20 +292,27 @@ def eagle_tree_round(evaluate_posterior, module=None):
     SpecInfer's multi-draft rule as EAGLE-1 applies it, arXiv 2305.09781): the emitted tokens are
     the accepted path's drafts, then ``torch.multinomial(sample_p)``. Randomness as ``eagle_round``."""
     module = module if module is not None else SimpleNamespace(random=_random)
+    chain = eagle_round(evaluate_posterior, module)
+    memo = SubrunMemo()
 
-    def speculative_step(p_fn, q_fn, prefix, k, rng):
-        prefix = tuple(prefix)
-        if k == 0:
-            return eagle_round(evaluate_posterior, module)(p_fn, q_fn, prefix, k, rng)
-        paths, rows, second = draft_top2_tree(q_fn, prefix, k, rng)
-        ps = [targets(p_fn, prefix, x) for x in paths]
-        seed = rng.integers(2**63)
+    def engine_tokens(paths, ps, rows, second, seed) -> tuple:
+        """The round's tokens (``read_deferred``: the emitted token undecided while enumerated)."""
         with python_random(module, None, seed):
             best, accept_length, sample_p = evaluate_posterior(**eagle_tree_inputs(paths, ps, rows, second))
         n, b = int(accept_length), int(best)
         gen = torch.Generator().manual_seed(int(seed))
-        token = int(torch.multinomial(sample_p.reshape(-1).double(), 1, generator=gen)[0])
-        return [int(x) for x in paths[b][:n]] + [token]
+        token = read_deferred(torch.multinomial(sample_p.reshape(-1).double(), 1, generator=gen))
+        return tuple(int(x) for x in paths[b][:n]) + tuple(token)
+
+    def speculative_step(p_fn, q_fn, prefix, k, rng):
+        prefix = tuple(prefix)
+        if k == 0:
+            return chain(p_fn, q_fn, prefix, k, rng)
+        paths, rows, second = draft_top2_tree(q_fn, prefix, k, rng)
+        ps = [targets(p_fn, prefix, x) for x in paths]
+        key = lambda: call_key([x for path in paths for x in path], ps, rows, second)  # noqa: E731
+        call = lambda: engine_tokens(paths, ps, rows, second, int(rng.integers(2**63)))  # noqa: E731
+        return decide_deferred(memo.run(rng, key, call), rng)
 
     return speculative_step
 

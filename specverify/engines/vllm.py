@@ -13,6 +13,33 @@ Stand-ins (nothing else of vLLM is imported):
   ``vllm.v1.spec_decode.metadata.SpecDecodeMetadata``, and
   ``vllm.v1.sample.ops.topk_topp_sampler.apply_top_k_top_p`` (used by ``compute_probs`` only,
   which the adapter does not call; the stand-in raises if it ever is).
+
+V1 with controlled uniforms (``v1_uniforms_kernel``): V1 draws its randomness through torch in
+Python (``generate_uniform_probs``' ``torch.rand`` for the coins, ``sample_recovered_tokens``'
+``q.exponential_()`` for one exponential row per request, rejection_sampler.py:368, :409) and
+compares inside the Triton kernels, where no symbolic value can follow. ``ControlledDraws`` (a
+``TorchFunctionMode`` around the call) answers those two draws with values taken from the
+canonical kernel's explicit uniforms, so the kernel battery judges the row exactly from its
+uniforms, as it judges SGLang's. How the uniforms select the outputs:
+
+* the coins: ``torch.rand((N,))`` returns the drafts' coins, row by row (column i of row b for
+  its i-th draft), compared by V1's own kernel (``p / q >= u``, :524);
+* the bonus token (a caller's input in V1): inverse CDF of the bonus row at the final uniform;
+* the recovered token, ``argmax(w / E)`` over the vocabulary with w = max(p - q, 0) at the
+  rejected position (:618-624): the exponential row E of a request that V1 rejects at position j
+  is ``race_noise``: E = w where w > 0, +inf where w = 0, and w / (1 + RACE_MARGIN) at t*, the
+  token the final uniform selects by inverse CDF of w (float64 cumulative sums of the float32
+  row). Then w / E is 1 + RACE_MARGIN at t*, exactly 1 elsewhere on w's support and 0 off it, so
+  t* wins whenever the engine's residual is max(p - q, 0) of that position up to a common scale.
+  Resolution: the pieces along the final uniform are those of the inverse CDF, found on the
+  float32 grid of u (2^-24); a residual whose ratios to w differ between two tokens by more than
+  RACE_MARGIN (2^-8) moves the winner and is seen; mass the engine puts off w's support is not
+  (E = +inf there), and an empty residual (w = 0) keeps E = 1, so V1's own fallback (argmax of
+  zeros: token 0) shows. That E turns argmax(w / E) into a sample from norm(w) is the exponential
+  race's law (a property of the noise, not of the engine's code) and is not what this judges.
+* the position j is the engine's: V1's acceptance reads the coins only, so the call is made
+  with E built for the rule's first rejection and made again, for the rows where V1 accepted a
+  different count, with E built for V1's.
 """
 
 from __future__ import annotations
@@ -22,8 +49,9 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 
 import torch
+from torch.overrides import TorchFunctionMode
 
-from ..adapters.kernels import from_vllm_v0, from_vllm_v1
+from ..adapters.kernels import check_canonical_inputs, from_vllm_v0, vllm_v1_sampling_metadata
 from . import loader
 from .pins import VLLM, VLLM_V0_FILES, VLLM_V1_FILES
 
@@ -153,25 +181,159 @@ def load_v1(root=None, download: bool = True):
     return loader.load("vllm.v1.sample.rejection_sampler", root, v1_standins())
 
 
-def v1_kernel(module):
-    kernel = from_vllm_v1(module.rejection_sample)
+# ----------------------------------------------------------------------------- V1, controlled uniforms
 
-    def draft_ids_kernel(draft_ids, draft_probs, target_probs, generator):
-        return kernel(draft_ids, draft_probs, target_probs, generator)
+RACE_MARGIN = 2.0**-8
+"""How much the selected token's w / E exceeds every other token's (1 exactly) in ``race_noise``:
+a residual off by more than this ratio between two tokens moves the exponential race's winner."""
 
-    return draft_ids_kernel
+RANDOM_DRAWS = (
+    torch.rand,
+    torch.rand_like,
+    torch.randn,
+    torch.randn_like,
+    torch.randint,
+    torch.randint_like,
+    torch.randperm,
+    torch.multinomial,
+    torch.bernoulli,
+    torch.normal,
+    torch.poisson,
+    torch.Tensor.uniform_,
+    torch.Tensor.exponential_,
+    torch.Tensor.normal_,
+    torch.Tensor.random_,
+    torch.Tensor.bernoulli_,
+    torch.Tensor.geometric_,
+    torch.Tensor.cauchy_,
+    torch.Tensor.log_normal_,
+)
+"""The torch functions that draw randomness; inside ``ControlledDraws`` only the two V1 makes are
+answered, any other is an error (randomness the controlled uniforms would not cover)."""
 
 
-@contextmanager
-def v1_coins(module, value: float):
-    """RNG injection: the module's ``generate_uniform_probs`` returns ``value`` for every draft."""
-    original = module.generate_uniform_probs
+class ControlledDraws(TorchFunctionMode):
+    """During one ``rejection_sample`` call: ``torch.rand`` of ``coins``' shape returns ``coins``
+    (once: ``generate_uniform_probs``, rejection_sampler.py:368), ``Tensor.exponential_`` on a
+    tensor of ``noise``' shape fills it with ``noise`` (once: ``sample_recovered_tokens``, :409);
+    any other draw raises RuntimeError naming it. ``answered`` lists the draws answered."""
 
-    def coins(num_tokens, num_draft_tokens, generators, device):
-        return torch.full((num_tokens,), value, dtype=torch.float32, device=device)
+    def __init__(self, coins: torch.Tensor, noise: torch.Tensor):
+        super().__init__()
+        self.coins, self.noise = coins, noise
+        self.answered: list[str] = []
 
-    module.generate_uniform_probs = coins
-    try:
-        yield
-    finally:
-        module.generate_uniform_probs = original
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.rand and "rand" not in self.answered and self.shape_of(args, kwargs) == self.coins.shape:
+            self.answered.append("rand")
+            return self.coins.clone()
+        if (
+            func is torch.Tensor.exponential_
+            and "exponential_" not in self.answered
+            and args[0].shape == self.noise.shape
+        ):
+            self.answered.append("exponential_")
+            return args[0].copy_(self.noise)
+        if func in RANDOM_DRAWS:
+            name = getattr(func, "__name__", str(func))
+            raise RuntimeError(f"vLLM V1 drew {name} beyond the controlled uniforms (answered: {self.answered})")
+        return func(*args, **kwargs)
+
+    @staticmethod
+    def shape_of(args, kwargs) -> torch.Size:
+        """The size ``torch.rand(*args, **kwargs)`` asks for."""
+        size = kwargs.get("size", args[0] if len(args) == 1 else args)
+        return torch.Size(size if isinstance(size, (tuple, list, torch.Size)) else (size,))
+
+
+def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Per row of ``weights`` [n, V] (non-negative): the token the uniform ``u`` [n] selects by
+    inverse CDF in vocabulary order (float64 cumulative sums; the last id for an all-zero row)."""
+    c = torch.cumsum(weights.double(), dim=1)
+    at = (u.double() * c[:, -1]).unsqueeze(1)
+    return torch.searchsorted(c, at, right=True).squeeze(1).clamp(max=weights.shape[1] - 1)
+
+
+def residual_rows(batch, position: torch.Tensor) -> torch.Tensor:
+    """max(p - q, 0) in float32 at each row's ``position`` (clipped to its drafts), as V1's
+    ``sample_recovered_tokens_kernel`` forms it (:615)."""
+    rows = torch.arange(batch.draft_ids.shape[0])
+    at = torch.minimum(position, (batch.counts - 1).clamp(min=0))
+    return torch.clamp(batch.target_probs[rows, at] - batch.draft_probs[rows, at], min=0)
+
+
+def race_noise(batch, position: torch.Tensor, final: torch.Tensor) -> torch.Tensor:
+    """The exponential rows E [B, V] that make V1's race at each row's ``position`` pick the token
+    ``final`` selects by inverse CDF of the residual there (module docstring); rows with every
+    draft accepted (``position`` = k_b) or an empty residual get E = 1."""
+    w = residual_rows(batch, position)
+    chosen = inverse_cdf(w, final)
+    noise = torch.where(w > 0, w, torch.full_like(w, float("inf")))
+    rows = torch.arange(w.shape[0])
+    noise[rows, chosen] = w[rows, chosen] / (1 + RACE_MARGIN)
+    plain = (position >= batch.counts) | (w.sum(dim=1) == 0)
+    noise[plain] = 1.0
+    return noise
+
+
+def rule_position(batch) -> torch.Tensor:
+    """The token-wise rule's first rejection per row (k_b when all are accepted): accept draft i
+    iff q(x) > 0 and u q(x) < p(x); only a first guess at V1's (``v1_uniforms_kernel``)."""
+    b, k, _ = batch.shape
+    ids = batch.draft_ids.clamp(min=0).unsqueeze(2)
+    qx = torch.gather(batch.draft_probs, 2, ids).squeeze(2)
+    px = torch.gather(batch.target_probs[:, :k], 2, ids).squeeze(2)
+    accept = (qx > 0) & (batch.uniforms[:, :k] * qx < px) & (batch.draft_ids >= 0)
+    return accept.to(torch.int64).cumprod(dim=1).sum(dim=1)
+
+
+def accepted_count(out: torch.Tensor) -> torch.Tensor:
+    """Accepted drafts per row of V1's -1 padded output: its leading non -1 entries, minus one."""
+    return (out != -1).to(torch.int64).cumprod(dim=1).sum(dim=1) - 1
+
+
+def v1_uniforms_kernel(module):
+    """Canonical kernel with explicit uniforms around V1's ``rejection_sample`` (module
+    docstring): ``(draft_ids, draft_probs, target_probs, uniforms) -> (output_ids,
+    num_accepted)``, NumPy in, NumPy out (torch in, torch out). The call runs inside
+    ``ControlledDraws``; no request has a generator (``generators = {}``), so V1's draws are the
+    one ``torch.rand`` and the one ``exponential_`` those answer."""
+    rejection_sample = module.rejection_sample
+
+    def call(batch, bonus, noise):
+        b, k, _ = batch.shape
+        present = batch.draft_ids >= 0
+        metadata = vllm_v1_sampling_metadata(b, None, batch.target_probs.device)
+        metadata.generators = {}
+        with ControlledDraws(batch.uniforms[:, :k][present].contiguous(), noise):
+            out = rejection_sample(
+                batch.draft_ids[present].to(torch.int32).contiguous(),
+                batch.counts.tolist(),
+                k,
+                torch.cumsum(batch.counts, 0).to(torch.int32),
+                batch.draft_probs[present].contiguous(),
+                batch.target_probs[:, :k][present].contiguous(),
+                bonus.to(torch.int32).unsqueeze(1).contiguous(),
+                metadata,
+            )
+        return torch.as_tensor(out).to(torch.int64)
+
+    def uniforms_kernel(draft_ids, draft_probs, target_probs, uniforms):
+        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
+        if batch.uniforms is None:
+            raise ValueError("uniforms: this kernel takes explicit uniforms [B, k + 1], not a generator")
+        rows = torch.arange(batch.draft_ids.shape[0])
+        final = batch.uniforms[:, -1]
+        bonus = inverse_cdf(batch.target_probs[rows, batch.counts], final)
+        guess = rule_position(batch)
+        out = call(batch, bonus, race_noise(batch, guess, final))
+        acc = accepted_count(out)
+        if bool((acc != guess).any()):  # V1 rejected elsewhere: its race at its own position
+            out = call(batch, bonus, race_noise(batch, acc, final))
+            acc = accepted_count(out)
+        if batch.numpy_out:
+            return out.numpy(), acc.numpy()
+        return out, acc
+
+    return uniforms_kernel

@@ -626,7 +626,10 @@ class RoundBattery(Battery):
             self.engine_scale(big, half / 2)
         elif big:
             r.ran.append("engine scale: skipped (a finding on the cases before)")
-        if not r.flagged(("contract",)):
+        if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
+            # fail-fast: the verdict stands; tokens per round could only add an efficiency finding
+            r.ran.append("tokens per round: skipped (fail-fast: a finding that decides the verdict came first)")
+        elif not r.flagged(("contract",)):
             self.tokens_per_round(round_length_cases(), half / 2)
         self.cover_cases(fixed, drawn, swept, big, fallback)
         r.reach = round_reach(r.cases)

@@ -26,6 +26,12 @@ While torch is imported (never by this module), each run follows torch's random 
 the same rng, and ``rng.integers`` over more than ``max_branching`` outcomes, refused otherwise, is
 then a seed that may only seed torch (``int(rng.integers(2**63))`` for a ``torch.Generator``).
 
+``SubrunMemo`` shares a sub-run across paths and enumerations (an engine's verification call on
+the same drafts and rows, reached from many prefixes): a recorded sub-run is replayed by taking
+its decisions again, with the same weights in the same order, so every path keeps its probability
+bit for bit, and the sub-run's code runs once per path of its own decision tree, not once per path
+of the enumeration.
+
 ``sampler_distribution`` composes rounds: the state between rounds is the prefix alone (a sampler
 draws all randomness from the rng it is given), so each round is enumerated once per prefix and
 memoized, and ``max_paths`` bounds the total number of paths over all rounds.
@@ -33,7 +39,8 @@ memoized, and ``max_paths`` bounds the total number of paths over all rounds.
 It is over 500 lines because the symbolic uniform, the enumerating rng and the depth-first
 re-execution are one protocol over private state: a uniform's comparison branches through the
 rng's ``_decide`` and refuses through its ``_refuse``, and ``_enumerate`` replays and backtracks
-the rng's decision trace (``_chosen``, ``_weights``, ``_probs``, ``_run``); the round
+the rng's decision trace (``_chosen``, ``_weights``, ``_probs``, ``_run``), which ``SubrunMemo``
+rewinds and records too; the round
 compositions after them (``sampler_distribution`` and the rest, about 120 lines) spend the one
 path budget (``_Budget``) through ``_enumerate``. Split, each part would read another module's
 underscore names.
@@ -284,6 +291,7 @@ class EnumeratingRng:
         self._active = False
         self._choice_cache: dict = {}
         self._torch = None  # the run's laws.torch_random.Interception while torch is followed
+        self._memo_runs: list[tuple] = []  # this path's SubrunMemo runs: (memo, key, first, end, value)
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -440,6 +448,81 @@ class EnumeratingRng:
 
 
 # ----------------------------------------------------------------------------------------------
+# Memoized sub-runs
+
+
+class _Node:
+    """One decision of a memoized sub-run (its branch weights, the nodes after each branch taken),
+    or its end (``weights`` None, ``value`` what the sub-run returned)."""
+
+    __slots__ = ("weights", "after", "value")
+
+    def __init__(self):
+        self.weights: tuple | None = None
+        self.after: dict[int, _Node] = {}
+        self.value = _UNSET
+
+
+_UNSET = object()
+
+
+class SubrunMemo:
+    """Sub-runs shared across paths and enumerations: ``memo.run(rng, key, thunk)``.
+
+    Re-execution runs a sampler whole on every path (Wingate et al., AISTATS 2011), while most
+    of it is often the same call on the same arguments (an engine's verification of the same
+    drafts and rows, reached from several prefixes and paths). Contract: ``thunk()`` is a function
+    of ``key()`` and of the decisions it takes from ``rng`` alone: every random draw it makes goes
+    through ``rng`` (or the torch layer following it), anything it needs that ``rng`` provides
+    outside decisions (a seed for torch) it draws itself, and nothing carries from one call to
+    the next but its return value, which the caller does not mutate.
+
+    Under enumeration (an active ``EnumeratingRng``), a call walks the decision tree recorded
+    for ``key()``: it takes each recorded decision again through ``rng``, with the same branch
+    weights in the same order, so each path keeps its probability bit for bit (the law is the
+    one the thunk's own runs give), and returns the recorded value at the end. Where the tree has
+    no such path yet, ``thunk()`` runs (taking the decisions walked so far again), and what it
+    decided is recorded once the whole path has ended without a refusal (a run the enumerator
+    refuses records nothing). A recorded node whose weights a later run contradicts raises
+    NotEnumerable (the thunk is not a function of its key). Outside enumeration: ``thunk()``.
+    """
+
+    def __init__(self, max_keys: int = 100_000):
+        self.max_keys = check_int("max_keys", max_keys, 1)
+        self._trees: dict = {}
+
+    def run(self, rng, key, thunk):
+        """thunk(), or the value its recorded run along this path returned (class docstring).
+        ``key()`` gives what thunk is a function of (hashable); it is called under enumeration only."""
+        if not isinstance(rng, EnumeratingRng) or not rng._active:
+            return thunk()
+        first, key = rng._pos, key()
+        node = self._trees.get(key)
+        while node is not None and node.weights is not None:
+            node = node.after.get(rng._decide(node.weights))
+        if node is not None and node.value is not _UNSET:
+            return node.value
+        rng._pos = first  # the decisions walked are taken again by the thunk, as on any replay
+        value = thunk()
+        rng._memo_runs.append((self, key, first, rng._pos, value))
+        return value
+
+    def _record(self, key, weights: list, chosen: list, value) -> None:
+        if key not in self._trees and len(self._trees) >= self.max_keys:
+            self._trees.clear()
+        node = self._trees.setdefault(key, _Node())
+        for w, c in zip(weights, chosen):
+            fresh = node.weights is None and node.value is _UNSET
+            if not fresh and node.weights != w:
+                raise NotEnumerable("a memoized sub-run took different decisions for the same key")
+            node.weights = w
+            node = node.after.setdefault(c, _Node())
+        if node.weights is not None or (node.value is not _UNSET and node.value != value):
+            raise NotEnumerable("a memoized sub-run gave different results for the same key and decisions")
+        node.value = value
+
+
+# ----------------------------------------------------------------------------------------------
 # Enumeration
 
 
@@ -482,6 +565,7 @@ def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
         budget.spend()
         rng._run += 1
         rng._pos, rng._refusal, rng._active = 0, None, True
+        rng._memo_runs.clear()
         try:
             outcome = _run(fn, rng)
         except NotEnumerable:
@@ -495,6 +579,8 @@ def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
             raise NotEnumerable(rng._refusal)
         if rng._pos != len(chosen):
             raise NotEnumerable("fn made fewer random calls on replay; it must depend only on its rng")
+        for memo, key, first, end, value in rng._memo_runs:  # the path is complete: its sub-runs count
+            memo._record(key, weights[first:end], chosen[first:end], value)
         try:
             dist[outcome] += probs[-1] if probs else 1.0
         except TypeError:

@@ -21,7 +21,10 @@ deferred choices: decided where first used otherwise than moved, selected (``whe
 multiplied by 0 or 1, added to 0 or compared with an answer all outcomes give alike, and never
 decided when nothing reads them (an engine's bonus and recovered tokens for every position cost a
 branch only where one is emitted: deferring an independent draw leaves the law of what is read
-unchanged).
+unchanged). ``read_deferred`` hands a caller (an engine's wrapper reading the engine's output)
+the undecided choices of a 1-D integer tensor, and ``decide_deferred`` decides them after, with the
+very decisions the layer would take where the tensor is read; what a ``laws.exact.SubrunMemo``
+records then ends before the choices, so it replays them rather than re-running per outcome.
 
 Contract: any other use of a symbolic element (``item``, ``float``, ``tolist``, ``numpy``, sort, sum,
 softmax, two symbolic operands, symbolic indices, leaving the CPU, other random functions) raises
@@ -48,6 +51,7 @@ import itertools
 import math
 import operator
 import random as pyrandom
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -55,6 +59,7 @@ from torch.overrides import TorchFunctionMode
 
 NAN = float("nan")
 _SEEDS = itertools.count()  # seeds and generator markers, unique in the process
+_ACTIVE: list = []  # the Interceptions entered and not yet exited, innermost last
 
 
 _ARITH = {
@@ -189,6 +194,53 @@ def _race_weights(forms: list, others: list) -> np.ndarray | None:
     return None
 
 
+@functools.cache
+def _python_random_names() -> tuple[str, ...]:
+    """The functions of Python's ``random`` module that are methods of its hidden ``Random``
+    (the ones a followed run replaces), as the module first had them."""
+    return tuple(
+        name
+        for name in getattr(pyrandom, "__all__", ())
+        if isinstance(getattr(getattr(pyrandom, name), "__self__", None), pyrandom.Random)
+    )
+
+
+class DeferredChoice(NamedTuple):
+    """A categorical draw the layer deferred (module docstring), handed out undecided by
+    ``read_deferred``: one of ``outcomes`` with probabilities ``weights``; ``draw`` identifies it in
+    its run (two elements with the same ``draw`` are one draw, decided once)."""
+
+    draw: int
+    outcomes: tuple
+    weights: tuple
+
+
+def read_deferred(t: torch.Tensor) -> list:
+    """``t.tolist()`` of a 1-D integer tensor, except that, while a run is followed, each element
+    that is a deferred choice not decided yet is a ``DeferredChoice`` rather than decided. The
+    choice is then the caller's to decide, with ``decide_deferred``, and torch may not use it again
+    in this run (NotEnumerable). Any other random element refuses. Outside a followed run: tolist."""
+    return _ACTIVE[-1].read_deferred(t) if _ACTIVE else t.tolist()
+
+
+def decide_deferred(values, rng) -> list:
+    """``values`` with each ``DeferredChoice`` replaced by its outcome, decided by
+    ``rng.choice(len(outcomes), p=weights)`` in the order of first appearance, once per draw: the
+    call, order and weights the layer itself uses where a deferred choice is first read
+    (``tolist`` of the tensor), so the decisions, and the law, are the same. Values without a
+    ``DeferredChoice`` need no ``rng`` (None is fine)."""
+    decided: dict[int, int] = {}
+    out = []
+    for v in values:
+        if isinstance(v, DeferredChoice):
+            if v.draw not in decided:
+                pick = int(rng.choice(len(v.outcomes), p=np.array(v.weights, dtype=np.float64)))
+                decided[v.draw] = v.outcomes[pick]
+            v = decided[v.draw]
+        out.append(v)
+    return out
+
+
 class TorchSeed:
     """A seed for torch or ``random.seed`` (module docstring): ``int()`` gives it; no arithmetic,
     comparison or index (their TypeError, the seed unused, ends the run as NotEnumerable)."""
@@ -224,20 +276,24 @@ class Interception(TorchFunctionMode):
         self.overlays: dict[int, tuple] = {}  # storage address -> (ids, element size, the storage)
         self.seeds: dict[int, set] = {}  # this run's seeds (as uint64) -> the uses left: torch, python
         self.markers: dict[int, tuple] = {}  # id(generator) -> (generator, the seed we left it with)
+        self.handed: set[int] = set()  # deferred choices handed out undecided (read_deferred)
 
     def __enter__(self):
         self.saved_state = torch.default_generator.get_state()  # our markers reseed it: restored after
-        for name in getattr(pyrandom, "__all__", ()):
-            fn = getattr(pyrandom, name)
-            if isinstance(getattr(fn, "__self__", None), pyrandom.Random):
-                self.saved[name] = fn
-                what = f"Python's random.{name} is not modelled by the exact enumerator"
-                refuse = lambda *args, what=what, **kwargs: self.rng.refuse(what)  # noqa: E731
-                setattr(pyrandom, name, {"seed": self.python_seed, "random": self.python_uniform}.get(name, refuse))
+        stand_ins = {"seed": self.python_seed, "random": self.python_uniform}
+        for name in _python_random_names():
+            self.saved[name] = getattr(pyrandom, name)
+            setattr(pyrandom, name, stand_ins.get(name) or functools.partial(self.python_refusal, name))
+        _ACTIVE.append(self)
         return super().__enter__()
+
+    def python_refusal(self, name: str, *args, **kwargs):
+        """Python's ``random.<name>`` other than ``seed`` and ``random`` while followed: refused."""
+        self.rng.refuse(f"Python's random.{name} is not modelled by the exact enumerator")
 
     def __exit__(self, exc_type, exc, tb):
         super().__exit__(exc_type, exc, tb)
+        _ACTIVE.remove(self)
         for name, fn in self.saved.items():
             setattr(pyrandom, name, fn)
         torch.default_generator.set_state(self.saved_state)
@@ -313,6 +369,8 @@ class Interception(TorchFunctionMode):
         return self.exprs[e][0] is None
 
     def _choice_value(self, e: int) -> int:
+        if e in self.handed:
+            self.rng.refuse("a deferred choice handed out undecided (read_deferred) was used again by torch")
         if e not in self.values:
             outcomes, weights = self.exprs[e][1]
             self.values[e] = int(outcomes[int(self.rng.choice(len(outcomes), p=weights))])
@@ -338,6 +396,26 @@ class Interception(TorchFunctionMode):
             t[index] = values
             ids[index] = -1
         return found
+
+    def read_deferred(self, t: torch.Tensor) -> list:
+        """``read_deferred`` (the module function) while this run is the innermost one."""
+        with torch._C.DisableTorchFunction():
+            if t.dim() != 1 or t.is_floating_point() or t.is_complex():
+                self.rng.refuse(f"read_deferred of a {t.dim()}-dimensional {t.dtype} tensor (1-D integers only)")
+            values, ids = t.tolist(), self._ids(t)
+            return values if ids is None else [self._handed_out(v, e) for v, e in zip(values, ids.tolist())]
+
+    def _handed_out(self, value, e: int):
+        """Element ``value`` with expression id e (-1: concrete) as ``read_deferred`` gives it."""
+        if e < 0:
+            return value
+        if not self._is_choice(e):
+            self.rng.refuse("read_deferred of a random value that is not a deferred choice")
+        if e in self.values:
+            return self.values[e]
+        self.handed.add(e)
+        outcomes, weights = self.exprs[e][1]
+        return DeferredChoice(e, tuple(int(o) for o in outcomes), tuple(np.asarray(weights, np.float64).tolist()))
 
     def _ids(self, t: torch.Tensor, create: bool = False, concrete: bool = False) -> torch.Tensor | None:
         """The expression id of each element of t (-1: concrete), a view into its storage's overlay;

@@ -380,9 +380,15 @@ def residual_weights(p, q):
     The residual distribution of Leviathan et al. (arXiv 2211.17192); the all-zero fallback is
     ``specverify.samplers.chain.residual``'s choice (a rejection there had probability 0).
     """
-    ops = _TorchOps if _is_torch(p) else _NumpyOps
-    r = ops.maximum0(p - q)
-    return ops.where((r.sum(-1) > 0)[..., None], r, p)
+    if _is_torch(p):
+        r = (p - q).clamp_(min=0.0)
+        return _torch().where((r.sum(-1) > 0)[..., None], r, p)
+    r = np.subtract(p, q)
+    np.maximum(r, 0.0, out=r)
+    empty = ~(r.sum(-1) > 0)
+    if empty.any():  # a rejection of probability 0: p itself on those rows
+        r[empty] = p[empty]
+    return r
 
 
 def inverse_cdf(weights, u):
@@ -448,10 +454,33 @@ def verify_batch(
     rejected = j < batch.lengths
     p_j, q_j = rows(batch, j)
     u_rec = batch.final if recover_uniform is None else recover_uniform(batch, j)
+    own = residual is residual_weights and recover is inverse_cdf and bonus is inverse_cdf
+    if own and batch.p.shape[-1] >= WIDE_ROWS:
+        return assemble(batch, j, _reference_tokens(batch, j, rejected, p_j, q_j, u_rec))
     recovered = recover(residual(p_j, q_j), u_rec)
     emitted = bonus(ops.take_row(batch.p, j), batch.final)
     token = ops.where(rejected, ops.to_int64(recovered), ops.to_int64(emitted))
     return assemble(batch, j, token)
+
+
+def _reference_tokens(batch: Batch, j, rejected, p_j, q_j, u_rec):
+    """[B] the emitted tokens of the reference's own pieces, each computed only on the rows that
+    emit it: the recovered token on the rejected rows, the bonus on the others. The pieces are
+    rowwise, so the tokens are those of computing both on every row and choosing (the general
+    path of ``verify_batch``, which a replaced piece takes), at about half the work."""
+    ops = batch.ops
+    token = ops.to_int64(j * 0)
+    if bool(rejected.any()):
+        token[rejected] = ops.to_int64(inverse_cdf(residual_weights(p_j[rejected], q_j[rejected]), u_rec[rejected]))
+    kept = (~rejected).nonzero()[0] if ops is _NumpyOps else (~rejected).nonzero()[:, 0]
+    if len(kept):
+        token[kept] = ops.to_int64(inverse_cdf(batch.p[kept, j[kept]], batch.final[kept]))
+    return token
+
+
+WIDE_ROWS = 64
+"""From this vocabulary on, ``verify_batch`` computes each emitted token only on the rows that
+emit it (``_reference_tokens``); below it, indexing the rows costs more than it saves."""
 
 
 def reference_kernel(draft_ids, draft_probs, target_probs, uniforms):
