@@ -362,6 +362,17 @@ def test_eagle_top2_tree_drafts_two_distinct_first_tokens():
     assert paths == [[1, 1]] and second == []
 
 
+def test_the_second_siblings_probability_is_clamped_to_one_as_eagles_sample_clamps_it():
+    """Where two first drafts share all of q's mass, q(second) / (1 - q(first)) rounds above 1 in
+    float64; EAGLE-1's ``sample`` clamps it to 1 (cnets.py), and so must the wrapper: unclamped,
+    EAGLE's acceptance ratio falls below 1 by a rounding and the enumerator follows a rejection
+    that EAGLE's own drafts never make (an empty residual, then nan in ``sample_p``)."""
+    q = np.array([0.43484648584183183, 0.5651535141581683])
+    assert q[0] / (1.0 - q[1]) > 1.0  # the rounding this guards against
+    assert rounds.conditional_draft_probability(q, 1, 0) == 1.0
+    assert rounds.conditional_draft_probability(np.array([0.5, 0.3, 0.2]), 0, 2) == pytest.approx(0.4)
+
+
 def test_eagle_tree_inputs_mask_the_first_sibling():
     q = np.array([0.5, 0.3, 0.2])
     p = np.array([0.2, 0.2, 0.6])

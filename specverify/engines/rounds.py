@@ -253,8 +253,17 @@ def draft_top2_tree(q_fn, prefix: tuple, k: int, rng) -> tuple[list[list[int]], 
         tail, qs = draft(q_fn, prefix + (x,), k - 1, rng)
         paths.append([x] + tail)
         rows.append([q0] + qs)
-    second = [] if len(firsts) == 1 else [float(q0[firsts[1]] / (1.0 - q0[first]))]
-    return paths, rows, second
+    return paths, rows, [] if len(firsts) == 1 else [conditional_draft_probability(q0, first, firsts[1])]
+
+
+def conditional_draft_probability(q0: np.ndarray, first: int, second: int) -> float:
+    """The second sibling's drafting probability given the first's exclusion, as EAGLE-1's
+    ``sample`` forms it (eagle/model/cnets.py: ``sampled_probs / (1 - cumulative_sum)``, then
+    clamped to [0, 1]): q(second) / (1 - q(first)) in float64, which rounds above 1 when the two
+    share all of q's mass (V = 2: 0.565... / (1 - 0.434...) = 1.0000000000000002). Unclamped,
+    EAGLE's acceptance ratio p / that falls just below 1, the enumerator follows the rejection of
+    probability ~2e-16, and EAGLE's residual is then empty (0 / 0 in ``sample_p``)."""
+    return min(1.0, max(0.0, float(q0[second] / (1.0 - q0[first]))))
 
 
 def eagle_tree_inputs(paths, ps_by_path, qs_by_path, second: list[float], root: int = 0) -> dict:
