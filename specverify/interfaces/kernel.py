@@ -52,6 +52,8 @@ one run's state (the accept points and pieces the scans find, the findings); the
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..battery import budgets, runner
@@ -62,6 +64,7 @@ from ..battery.core import (
     BatteryResult,
     ContractBreach,
     Finding,
+    announce,
     run_in_subject,
     stopping_kinds,
     stream,
@@ -74,6 +77,7 @@ from .corners import CORNER_PREFIX, corner_words, kernel_corner_cases
 from .kernel_tasks import (
     GENERATOR_NAMES,
     as_round_sampler,
+    case_task,
     check_device,
     kernel_batches_task,
     kernel_counts_task,
@@ -250,6 +254,61 @@ def detect_tv_for(case: kc.KernelCase, budget: KernelBudget) -> float:
     )
 
 
+PREFLIGHT_ROW_BYTES = 1 << 20
+"""From this row size on (inputs of one batch row), the forecast times one call of one row of the
+widest case before the cases start (``KernelBattery.forecast``)."""
+
+
+BISECTION_ROWS = 3
+"""Rows a scan spends on each breakpoint of the rule besides its probes (``segments``' bisection
+to the kernel's own float32 threshold next to the rule's float64 one): about 3 on the reference
+kernel's emission scans (V 65,536, k 8: 3,503 rows for 1,866 probes of about 600 breakpoints)."""
+
+
+def scan_rows(breakpoints, grid: int) -> int:
+    """About the rows one scan along a uniform takes: its probes and ``BISECTION_ROWS`` for each
+    breakpoint inside (0, 1)."""
+    b = np.asarray(breakpoints, dtype=np.float64).ravel()
+    inside = np.unique(b[np.isfinite(b) & (b > 0) & (b < 1)])
+    return len(probe_points(b, grid)) + BISECTION_ROWS * len(inside)
+
+
+TASKS_PER_SCAN = 8
+"""About the tasks one scan along a uniform takes (its probes, then the bisection rounds to the
+kernel's float32 thresholds), for the forecast: each sends the case to the subject's process."""
+
+
+def case_bytes(case: kc.KernelCase) -> int:
+    """The bytes of a case's p and q rows (what a task sends to the subject's process)."""
+    return int(case.p.nbytes + case.q.nbytes)
+
+
+def planned_rows(case: kc.KernelCase, budget: KernelBudget, statistical: bool) -> int:
+    """About how many batch rows judging ``case`` takes, for a forecast and for a time limit's
+    words (never for a verdict). From uniforms: every instance's scans along each coin and each
+    final uniform (``scan_rows``: an exact kernel's; a biased one bisects more), the
+    edges, the spot check and the batch rows and pairs. By statistics: ``n_max`` rows an
+    instance, the most its looks take."""
+    if statistical:
+        return case.n * budget.n_max
+    g, n = grid_points(case), 0
+    for b in range(case.n):
+        xs, emitting = case.drafts(b), []  # the positions an emission is scanned at
+        for i, x in enumerate(xs):
+            accept = kc.acceptance(case.p[b, i], case.q[b, i], x)
+            n += scan_rows([accept], g) + 2  # its coin's scan and edges (u = 0, 1 - 2^-24)
+            emitting += [i] if accept < 1 else []
+            if accept <= 0:  # never accepted: the positions after it are not reached
+                break
+        else:
+            emitting.append(len(xs))  # the bonus
+        n += sum(scan_rows(kc.emission_breakpoints(case, b, j), g) + 2 for j in emitting)
+    n += case.n * min(budget.spot_rows, max(32, budget.spot_bytes // row_bytes(case)))
+    if case.batches:
+        n += sum(case.batches) * budget.batch_calls + max(case.batches) * budget.pair_calls
+    return n
+
+
 def planned_looks(
     want: dict, budget: KernelBudget, checks: int, detect_tv: float | None = None
 ) -> tuple[list[int], float]:
@@ -290,6 +349,7 @@ class KernelBattery(Battery):
         self.stat_checks = 1  # instances the statistics' false-fail rate is split over (set by run)
         self.pinned = None  # (rows [N], uniforms [N, k + 1], position): rows() then varies that row only
         self.scan_batch = budget.scan_rows  # rows per call of the scans (1 while measuring again)
+        self.runs_before_costs = 0  # rows done before the forecast's timing calls (not planned rows)
 
     def chunk_rows(self, case: kc.KernelCase) -> int:
         per_row = 4 * (2 * case.k + 1) * case.vocab_size + 8 * (2 * case.k + 1)
@@ -328,6 +388,7 @@ class KernelBattery(Battery):
         )
         if got[0] == "breach":
             raise ContractBreach(got[1])
+        self.runs_done += len(inst)
         out, nacc = np.empty_like(got[1]), np.empty_like(got[2])
         out[order], nacc[order] = got[1], got[2]
         return out, nacc
@@ -347,6 +408,7 @@ class KernelBattery(Battery):
         )
         if got[0] == "breach":
             raise ContractBreach(got[1])
+        self.runs_done += int(np.asarray(got[2]).size)
         return got[1], got[2]
 
     def pinned_rows(self, case: kc.KernelCase, uniforms):
@@ -1015,9 +1077,11 @@ class KernelBattery(Battery):
     # -- all -------------------------------------------------------------------------------------
     def run(self, stop_on_first: bool = False, only=None) -> BatteryResult:
         all_cases = cases(self.budget, self.seed, self.aim) if only is None else list(only)
+        started = time.perf_counter()
         if not self.contract(all_cases[0]):
             self.result.ran.append("contract: breached; the remaining checks skipped")
             return self.result
+        contract_pace = (time.perf_counter() - started) / max(1, self.runs_done)
         if only is None:  # the budget's cases: its sweeps' reach, those a generator kernel can be judged on
             self.result.reach = reach(self.budget, uniforms=not self.statistical)
             self.result.ran.insert(0, reach_line(self.budget, uniforms=not self.statistical))
@@ -1025,6 +1089,7 @@ class KernelBattery(Battery):
         else:
             self.result.reach = cases_reach(all_cases)
         self.stat_checks = sum(c.n for c in all_cases)
+        self.forecast(all_cases, contract_pace)
         for i, case in enumerate(all_cases):
             self.case_index = i
             try:
@@ -1041,6 +1106,67 @@ class KernelBattery(Battery):
             if stop_on_first and self.result.flagged(stopping_kinds(stop_on_first)):
                 break
         return self.result
+
+    def forecast(self, all_cases: list, seconds_per_small_row: float) -> None:
+        """Plan the cases' rows (``planned_rows``) and announce about how long they take, before
+        they start: at the contract's pace per row, and, for cases whose rows exceed
+        ``PREFLIGHT_ROW_BYTES``, at the costs timed here on the widest case (``wide_costs``: per
+        row, per task), scaled by the bytes of each. Words for a progress line only: no result
+        depends on a clock."""
+        rows = {id(c): planned_rows(c, self.budget, self.statistical) for c in all_cases}
+        self.plan(sum(rows.values()))
+        widest = max(all_cases, key=row_bytes)
+        per_row_byte = per_case_byte = 0.0
+        if row_bytes(widest) > PREFLIGHT_ROW_BYTES:
+            self.runs_before_costs = self.runs_done  # the timing calls are not planned rows
+            per_row, per_task = self.wide_costs(widest)
+            per_row_byte, per_case_byte = per_row / row_bytes(widest), per_task / case_bytes(widest)
+
+        def seconds(case) -> float:
+            if row_bytes(case) <= PREFLIGHT_ROW_BYTES or not per_row_byte:
+                return rows[id(case)] * seconds_per_small_row
+            tasks = TASKS_PER_SCAN * (2 * case.n * (case.k + 1)) + 2
+            return rows[id(case)] * per_row_byte * row_bytes(case) + tasks * per_case_byte * case_bytes(case)
+
+        total = sum(seconds(c) for c in all_cases)
+        words = f"about {sum(rows.values()):,} kernel rows, about {total:,.0f} s at the pace of the first calls"
+        if per_row_byte:
+            words += (
+                f"; {widest.name}: about {rows[id(widest)]:,} rows of {row_bytes(widest) / 2**20:,.0f} MiB, "
+                f"about {seconds(widest):,.0f} s"
+            )
+        announce(words)
+
+    def wide_costs(self, case: kc.KernelCase) -> tuple[float, float]:
+        """(seconds per row, seconds per task) of ``case``'s calls: a task that only sends the case
+        to the subject's process (``case_task``), then one that calls the kernel on one row (its
+        first instance at uniforms 0.5), each the faster of two. Outputs unused; no rng drawn (no
+        shuffle); a breach is left to the case's own calls to report (costs 0)."""
+        u = None if self.statistical else np.full((1, case.k + 1), 0.5, dtype=np.float32)
+        one = np.zeros(1, dtype=np.int64)
+
+        def fastest(fn) -> float:
+            times = []
+            for _ in range(2):
+                start = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - start)
+            return min(times)
+
+        try:
+            per_task = fastest(lambda: self.call(case_task, case, seconds=self.budget.call_limit_s))
+            task_and_row = fastest(lambda: self.rows(case, one, u, generators=self.generators, order=one))
+        except ContractBreach:
+            return 0.0, 0.0
+        finally:
+            self.runs_done = self.runs_before_costs
+        return max(0.0, task_and_row - per_task), per_task
+
+    def stopped_words(self) -> str:
+        """What a time limit stopped, in rows (a kernel's plan is an estimate: ``planned_rows``)."""
+        if self.runs_planned:
+            return f"stopped by the time limit after {self.runs_done:,} of about {self.runs_planned:,} kernel rows"
+        return "stopped by the time limit before the planned rows"
 
     def cover(self, case) -> None:
         """The case's ``coverage_entry``: origin from its name (aimed, generated, sweep, else

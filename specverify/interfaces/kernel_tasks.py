@@ -156,6 +156,12 @@ def _chunks(
         yield checked
 
 
+def case_task(kernel, case: kc.KernelCase) -> int:
+    """In the subject's process: nothing but receiving ``case`` (its vocabulary size back): what
+    every task on the case costs besides its kernel calls, for a forecast."""
+    return int(case.vocab_size)
+
+
 def kernel_rows_task(
     kernel,
     case: kc.KernelCase,
