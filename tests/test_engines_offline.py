@@ -252,6 +252,48 @@ def test_eagle_round_wrapper_around_the_reference_is_exact():
     assert report.exact is True, report.text()
 
 
+def ngram_convention_reference(draft_ids, num_draft_tokens, max_spec_len, cu, draft_probs, target_probs, bonus, meta):
+    """vLLM V1's ``rejection_sample`` in n-gram mode (``draft_probs`` None) for one request, in a
+    few torch lines and its two draws: ``torch.rand`` coins (accept x when p(x) >= u), then one
+    exponential row, whose race argmax(w / E) over p with the rejected draft removed recovers."""
+    assert draft_probs is None and len(num_draft_tokens) == 1
+    k = num_draft_tokens[0]
+    coins = torch.rand((k,), dtype=torch.float32)
+    e = torch.empty((1, target_probs.shape[1]), dtype=torch.float32)
+    e.exponential_()
+    out = torch.full((1, max_spec_len + 1), -1, dtype=torch.int32)
+    for i in range(k):
+        x = int(draft_ids[i])
+        if float(target_probs[i, x]) >= float(coins[i]):
+            out[0, i] = x
+            continue
+        w = target_probs[i].clone()
+        w[x] = 0
+        out[0, i] = int((w / e[0]).argmax())
+        return out
+    out[0, k] = int(bonus[0, 0])
+    return out
+
+
+def test_vllm_v1_ngram_round_wrapper_around_the_reference_is_exact_and_its_draws_are_answered():
+    from types import SimpleNamespace
+
+    from specverify.engines import vllm as V
+
+    assert V.greedy_drafts(
+        lambda ctx: np.array([0.2, 0.5, 0.3]) if len(ctx) < 2 else np.array([0.6, 0.2, 0.2]), (0,), 3
+    ) == [1, 0, 0]
+    e = V.exponential_row(np.array([0.0, 0.5, 1 - 2**-24], np.float32))
+    assert torch.isfinite(e).all() and (e > 0).all() and abs(float(e[1]) - np.log(2)) < 1e-6
+    step = V.v1_ngram_round(SimpleNamespace(rejection_sample=ngram_convention_reference))
+    report = api.check(step, budget=TINY, interface="round", counterexample=False)
+    assert report.exact is True, report.text()
+    wrong = V.v1_ngram_round(
+        SimpleNamespace(rejection_sample=lambda *a: ngram_convention_reference(*a[:5], a[5].flip(1), *a[6:]))
+    )
+    assert api.check(wrong, budget=TINY, interface="round", counterexample=False).exact is False
+
+
 def test_medusa_round_wrapper_calls_accepting_everything_not_exact():
     step = rounds.medusa_round(medusa_convention_accept_all, medusa_generate_candidates)
     assert step.verify([1, 0], [np.array([0.2, 0.8]), np.array([0.9, 0.1]), np.array([0.3, 0.7])]) == [1, 0, 1]

@@ -264,6 +264,12 @@ def _vllm_v1(download: bool = True):
     )
 
 
+def _vllm_v1_ngram(download: bool = True):
+    from . import vllm as V
+
+    return Built(V.v1_ngram_round(V.load_v1(download=download)), None, "")
+
+
 def _sglang(block: bool, download: bool = True):
     from functools import partial
 
@@ -480,6 +486,20 @@ ENGINES = [
         "inverse-CDF token of max(p - q, 0) (margin 2^-8; vllm.race_noise)",
         _vllm_v1,
         TRITON_KERNEL,
+        files=pins.VLLM_V1_FILES,
+        needs=NEEDS_TRITON,
+    ),
+    Engine(
+        "vllm-v1-ngram-round",
+        *pins.VLLM,
+        "rejection_sample(draft_probs=None) (v1/sample/rejection_sampler.py, Triton), n-gram mode: "
+        "a deterministic proposer's drafts, marginal law (round wrapper, B = 1)",
+        "round",
+        "exact",
+        "torch.rand + one exponential row per request, here answered from the round's rng (grid uniforms; "
+        "vllm.ControlledDraws)",
+        _vllm_v1_ngram,
+        SLOW_ROUND,
         files=pins.VLLM_V1_FILES,
         needs=NEEDS_TRITON,
     ),

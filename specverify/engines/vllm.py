@@ -48,12 +48,14 @@ import logging
 from contextlib import contextmanager
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
 from ..adapters.kernels import check_canonical_inputs, from_vllm_v0, vllm_v1_sampling_metadata
 from . import loader
 from .pins import VLLM, VLLM_V0_FILES, VLLM_V1_FILES
+from .rounds import grid_uniforms, leading_tokens, targets
 
 PACKAGE, VERSION = VLLM
 V0_FILES, V1_FILES = VLLM_V0_FILES, VLLM_V1_FILES
@@ -337,3 +339,66 @@ def v1_uniforms_kernel(module):
         return out, acc
 
     return uniforms_kernel
+
+
+# ----------------------------------------------------------------------------- V1, n-gram mode
+
+
+def greedy_drafts(q_fn, prefix: tuple, k: int) -> list[int]:
+    """k drafts of a deterministic proposer (an n-gram or prompt-lookup drafter): each the most
+    probable token of q after the drafts before it (lowest id on ties). A deterministic proposer's
+    q is one-hot at its draft, which is what V1 assumes when ``draft_probs`` is None."""
+    drafts: list[int] = []
+    for _ in range(k):
+        drafts.append(int(np.argmax(np.asarray(q_fn(prefix + tuple(drafts)), dtype=np.float64))))
+    return drafts
+
+
+def exponential_row(u) -> torch.Tensor:
+    """Exp(1) variates from uniforms on the float32 grid, -log(1 - u) moved half a grid step
+    inwards (never 0, never inf), as float32."""
+    u = np.asarray(u, dtype=np.float64)
+    return torch.from_numpy(-np.log1p(-(u + 2.0**-25))).to(torch.float32)
+
+
+def v1_ngram_round(module):
+    """A round sampler around V1's ``rejection_sample`` in n-gram mode (``draft_probs`` None,
+    rejection_sampler.py:135; ``NO_DRAFT_PROBS``: accept draft x when p(x) >= u, recover from p
+    with x removed): drafts from ``greedy_drafts``, one request (B = 1). V1's two draws are
+    answered by ``ControlledDraws`` from the round's rng (grid uniforms: the enumerator refuses
+    integers, so the round battery judges by statistics): the k coins, and the exponential row
+    from V more uniforms (``exponential_row``), so the race is V1's own over genuine Exp(1)
+    noise; the bonus token (V1's input) is the inverse CDF of p_k at the final uniform. The marginal
+    law of the emitted tokens must be p's whatever the proposer, so the row is judged as any round
+    sampler; its tokens per round are a greedy proposer's, not the token-wise rule's with q."""
+    rejection_sample = module.rejection_sample
+
+    def verify(drafts, ps, coins, noise) -> list[int]:
+        k = len(drafts)
+        bonus = inverse_cdf(torch.from_numpy(np.asarray(ps[k:], np.float64)), torch.tensor(coins[k:]))
+        if k == 0:
+            return [int(bonus[0])]
+        metadata = vllm_v1_sampling_metadata(1, None)
+        metadata.generators = {}
+        with ControlledDraws(torch.tensor(coins[:k], dtype=torch.float32), noise[None]):
+            out = rejection_sample(
+                torch.tensor(drafts, dtype=torch.int32),
+                [k],
+                k,
+                torch.tensor([k], dtype=torch.int32),
+                None,
+                torch.from_numpy(np.asarray(ps[:k], np.float32)).contiguous(),
+                bonus.to(torch.int32).reshape(1, 1),
+                metadata,
+            )
+        return leading_tokens([int(t) for t in out[0].tolist()])
+
+    def speculative_step(p_fn, q_fn, prefix, k, rng):
+        prefix = tuple(prefix)
+        drafts = greedy_drafts(q_fn, prefix, k)
+        ps = targets(p_fn, prefix, drafts)
+        u = grid_uniforms(rng, k + 1 + len(ps[0]))
+        return verify(drafts, ps, [float(x) for x in u[: k + 1]], exponential_row(u[k + 1 :]))
+
+    speculative_step.verify = verify
+    return speculative_step
