@@ -521,6 +521,32 @@ def test_v1_with_controlled_uniforms_is_the_rule_row_by_row():
     np.testing.assert_array_equal(again[0], out)
 
 
+def test_v0_with_controlled_uniforms_is_the_rule_row_by_row():
+    """V0's own ``RejectionSampler.forward`` with its draws answered from the uniforms
+    (``v0_uniforms_kernel``) gives the token-wise rule's output on random rows, ragged ones
+    included, as a function of the uniforms alone."""
+    from specverify.engines import BY_NAME, is_cached
+    from specverify.engines import vllm as V
+
+    if not is_cached(BY_NAME["vllm-v0-rejection"]):
+        pytest.skip("vllm 0.8.5 is not cached (python -m specverify.engines --engine vllm-v0-rejection fetches it)")
+    rs, _ = V.load_v0(download=False)
+    kernel = V.v0_uniforms_kernel(rs)
+    rng = np.random.default_rng(4)
+    B, k, vocab = 24, 3, 5
+    q = rng.dirichlet(np.ones(vocab), (B, k)).astype(np.float32)
+    p = rng.dirichlet(np.ones(vocab), (B, k + 1)).astype(np.float32)
+    ids = np.array([[rng.choice(vocab, p=q[b, i] / q[b, i].sum()) for i in range(k)] for b in range(B)])
+    ids[:4, 2] = -1
+    ids[4:6, 1:] = -1
+    u = rng.random((B, k + 1), dtype=np.float32)
+    out, nacc = kernel(ids, q, p, u)
+    want_out, want_nacc = reference_kernel(ids, q, p, u)
+    np.testing.assert_array_equal(nacc, want_nacc)
+    np.testing.assert_array_equal(out, want_out)
+    np.testing.assert_array_equal(kernel(ids, q, p, u)[0], out)
+
+
 def test_v1_row_probes_from_explicit_uniforms():
     """The V1 row's probes force the coin through the uniforms: V1 accepts a p(x) = 0 draft at
     u = 0 (``p / q >= u``, rejection_sampler.py:524) and emits token 0 from an empty residual."""

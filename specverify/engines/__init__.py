@@ -213,18 +213,12 @@ def _vllm_v0_rejection(download: bool = True):
     from . import vllm as V
 
     rs, _ = V.load_v0(download=download)
-    sampler = V.v0_rejection_sampler(rs)
-    from ..adapters.kernels import from_vllm_v0
-
-    canon = from_vllm_v0(sampler.forward)
-
-    def kernel(draft_ids, draft_probs, target_probs, generator):
-        return canon(draft_ids, draft_probs, target_probs, generator)
-
+    kernel = V.v0_uniforms_kernel(rs)
     return Built(
         kernel,
-        kernel_probe(kernel, lambda c: V.v0_coins(sampler, c)),
-        "RNG injection: RejectionSampler._create_uniform_samples returns the coin",
+        kernel_probe(kernel, explicit=True),
+        "controlled uniforms: V0's torch.rand and exponential rows answered from the explicit uniforms "
+        "(vllm.ControlledDraws)",
     )
 
 
@@ -446,7 +440,9 @@ ENGINES = [
         "RejectionSampler.forward (model_executor/layers/rejection_sampler.py)",
         "kernel",
         "exact",
-        "torch.rand / exponential_ with the request's torch.Generator (seeded_seqs); unseeded rows: torch's global RNG",
+        "torch.rand / exponential_ with the request's torch.Generator (seeded_seqs; unseeded rows: torch's "
+        "global RNG), here answered from the explicit uniforms: the coins, and an exponential row per position "
+        "whose race picks the final uniform's inverse-CDF token of max(p - q, 0) (vllm.v0_uniforms_kernel)",
         _vllm_v0_rejection,
         FAST_KERNEL,
         files=pins.VLLM_V0_FILES,

@@ -34,8 +34,8 @@ uniforms, as it judges SGLang's. How the uniforms select the outputs:
   Resolution: the pieces along the final uniform are those of the inverse CDF, found on the
   float32 grid of u (2^-24); a residual whose ratios to w differ between two tokens by more than
   RACE_MARGIN (2^-8) moves the winner and is seen; mass the engine puts off w's support is not
-  (E = +inf there), and an empty residual (w = 0) keeps E = 1, so V1's own fallback (argmax of
-  zeros: token 0) shows. That E turns argmax(w / E) into a sample from norm(w) is the exponential
+  (E = +inf there), and an empty residual (w = 0) keeps E = 1 but at the id the final uniform
+  selects uniformly, so V1's own fallback (argmax of zeros: token 0) shows, as V0's (a uniform id) does. That E turns argmax(w / E) into a sample from norm(w) is the exponential
   race's law (a property of the noise, not of the engine's code) and is not what this judges.
 * the position j is the engine's: V1's acceptance reads the coins only, so the call is made
   with E built for the rule's first rejection and made again, for the rows where V1 accepted a
@@ -118,6 +118,50 @@ def v0_rejection_kernel(rs_module):
 
     kernel = from_vllm_v0(sampler.forward)
     return draft_ids_kernel
+
+
+def v0_uniforms_kernel(rs_module):
+    """Canonical kernel with explicit uniforms around V0's ``RejectionSampler.forward``, as
+    ``v1_uniforms_kernel`` is around V1's: the call runs unseeded (``seeded_seqs`` None) inside
+    ``ControlledDraws``, which answers V0's two draws from the uniforms: ``torch.rand(n, k)``
+    (``_create_uniform_samples``, rejection_sampler.py:230) returns the coins, and the exponential
+    rows of ``_multinomial`` (:390, one per row and position over ``clamp(p - q, tiny)``) are
+    ``race_noise`` at every position, so whichever position V0 rejects at, its race picks the
+    token the final uniform selects by inverse CDF of max(p - q, 0) there (the module docstring's
+    resolution). The bonus token (V0's input) is the inverse CDF of the bonus row at the final
+    uniform. Rows are grouped by k_b (V0 verifies a fixed k); k_b = 0 rows emit the bonus."""
+    from ..adapters.kernels import _accepted_from_output, _by_draft_count, _engine_output, _finish
+
+    forward = v0_rejection_sampler(rs_module).forward
+
+    def uniforms_kernel(draft_ids, draft_probs, target_probs, uniforms):
+        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
+        if batch.uniforms is None:
+            raise ValueError("uniforms: this kernel takes explicit uniforms [B, k + 1], not a generator")
+        final = batch.uniforms[:, -1]
+        every = torch.arange(batch.draft_ids.shape[0])
+        bonus = inverse_cdf(batch.target_probs[every, batch.counts], final)
+        k = batch.draft_ids.shape[1]
+        noise = torch.stack([race_noise(batch, torch.full_like(batch.counts, j), final) for j in range(k)], 1)
+
+        def run(rows, kb):
+            if kb == 0:
+                return bonus[rows].unsqueeze(1), torch.zeros(len(rows), dtype=torch.int64)
+            coins = batch.uniforms[rows, :kb].contiguous()
+            with ControlledDraws(coins, noise[rows, :kb].reshape(len(rows) * kb, -1).contiguous()):
+                out = forward(
+                    batch.target_probs[rows, : kb + 1].contiguous(),
+                    bonus[rows].unsqueeze(1),
+                    batch.draft_probs[rows, :kb].contiguous(),
+                    batch.draft_ids[rows, :kb].contiguous(),
+                    None,
+                )
+            out = _engine_output(out, "RejectionSampler.forward", (len(rows), kb + 1))
+            return out, _accepted_from_output(out)
+
+        return _finish(batch, *_by_draft_count(batch, run))
+
+    return uniforms_kernel
 
 
 def v0_typical_kernel(typ_module):
@@ -268,14 +312,22 @@ def residual_rows(batch, position: torch.Tensor) -> torch.Tensor:
 def race_noise(batch, position: torch.Tensor, final: torch.Tensor) -> torch.Tensor:
     """The exponential rows E [B, V] that make V1's race at each row's ``position`` pick the token
     ``final`` selects by inverse CDF of the residual there (module docstring); rows with every
-    draft accepted (``position`` = k_b) or an empty residual get E = 1."""
+    draft accepted (``position`` = k_b) get E = 1. An empty residual (w = 0) gets E = 1 but at
+    the id ``final`` selects uniformly over the vocabulary, 1 / (1 + RACE_MARGIN): an engine whose
+    fallback weights every id alike (V0's ``clamp(p - q, tiny)``) then emits what it emits under
+    real noise, a uniform id, and one that races zeros (V1's argmax of 0 / E) emits token 0."""
     w = residual_rows(batch, position)
     chosen = inverse_cdf(w, final)
     noise = torch.where(w > 0, w, torch.full_like(w, float("inf")))
     rows = torch.arange(w.shape[0])
     noise[rows, chosen] = w[rows, chosen] / (1 + RACE_MARGIN)
-    plain = (position >= batch.counts) | (w.sum(dim=1) == 0)
-    noise[plain] = 1.0
+    noise[position >= batch.counts] = 1.0
+    empty = (position < batch.counts) & (w.sum(dim=1) == 0)
+    if bool(empty.any()):
+        V = w.shape[1]
+        uniform_id = (final[empty].double() * V).long().clamp(max=V - 1)
+        noise[empty] = 1.0
+        noise[torch.nonzero(empty).squeeze(1), uniform_id] = 1.0 / (1 + RACE_MARGIN)
     return noise
 
 
