@@ -466,7 +466,8 @@ def test_controlled_draws_answer_v1s_two_draws_and_refuse_any_other():
 
 def test_race_noise_makes_the_race_pick_the_inverse_cdf_token():
     """argmax(w / E) with E = ``race_noise`` is the inverse-CDF token of w at the final uniform,
-    at every uniform of a fine grid and at each piece's edges; an empty residual keeps E = 1."""
+    at every uniform of a fine grid and at each piece's edges; an empty residual keeps E = 1 but at
+    the id the final uniform selects uniformly over the vocabulary."""
     from specverify.adapters.kernels import check_canonical_inputs
     from specverify.engines.vllm import RACE_MARGIN, inverse_cdf, race_noise
 
@@ -482,7 +483,9 @@ def test_race_noise_makes_the_race_pick_the_inverse_cdf_token():
         want = int(inverse_cdf(torch.from_numpy(w)[None], torch.tensor([u]))[0])
         assert int(torch.argmax(torch.from_numpy(w) / noise[0])) == want
         assert want == 1 if u < 0.49 else want == 2 if u > 0.51 else want in (1, 2)
-        assert torch.equal(noise[1], torch.ones(4))  # p = q: the residual is empty
+        lowered = torch.ones(4)  # p = q: the residual is empty; E is 1 but at the id u selects uniformly
+        lowered[min(int(float(u) * 4), 3)] = 1 / (1 + RACE_MARGIN)
+        assert torch.equal(noise[1], lowered)
     assert RACE_MARGIN == 2.0**-8
 
 

@@ -1116,8 +1116,9 @@ class KernelBattery(Battery):
         rows = {id(c): planned_rows(c, self.budget, self.statistical) for c in all_cases}
         self.plan(sum(rows.values()))
         widest = max(all_cases, key=row_bytes)
+        wide = row_bytes(widest) > PREFLIGHT_ROW_BYTES
         per_row_byte = per_case_byte = 0.0
-        if row_bytes(widest) > PREFLIGHT_ROW_BYTES:
+        if wide:
             self.runs_before_costs = self.runs_done  # the timing calls are not planned rows
             per_row, per_task = self.wide_costs(widest)
             per_row_byte, per_case_byte = per_row / row_bytes(widest), per_task / case_bytes(widest)
@@ -1130,7 +1131,7 @@ class KernelBattery(Battery):
 
         total = sum(seconds(c) for c in all_cases)
         words = f"about {sum(rows.values()):,} kernel rows, about {total:,.0f} s at the pace of the first calls"
-        if per_row_byte:
+        if wide:
             words += (
                 f"; {widest.name}: about {rows[id(widest)]:,} rows of {row_bytes(widest) / 2**20:,.0f} MiB, "
                 f"about {seconds(widest):,.0f} s"
@@ -1160,7 +1161,8 @@ class KernelBattery(Battery):
             return 0.0, 0.0
         finally:
             self.runs_done = self.runs_before_costs
-        return max(0.0, task_and_row - per_task), per_task
+        per_row = task_and_row - per_task
+        return (per_row if per_row > 0 else task_and_row), per_task  # a noisy clock: the whole task a row
 
     def stopped_words(self) -> str:
         """What a time limit stopped, in rows (a kernel's plan is an estimate: ``planned_rows``)."""
