@@ -48,7 +48,7 @@ k_b; V0 and TRT-LLM never run verification for k_b = 0, so those rows get the ad
 
 It is over 700 lines because the five engines' ``from_`` / ``to_`` pairs are written over the
 same private conversions (``_tensor``, ``_uniforms``, ``_draw`` for the bonus token,
-``_by_draft_count`` for engines without ragged rows, ``_engine_output``, ``_finish``) and are
+``by_draft_count`` for engines without ragged rows, ``engine_output``, ``finish_canonical``) and are
 compared in the one table above: a module per engine would make those conversions a public API
 shared by five files and split the table from the code it describes.
 """
@@ -65,6 +65,10 @@ import torch
 __all__ = [
     "CanonicalBatch",
     "check_canonical_inputs",
+    "accepted_from_output",
+    "by_draft_count",
+    "engine_output",
+    "finish_canonical",
     "torch_generator",
     "vllm_v1_sampling_metadata",
     "from_vllm_v0",
@@ -191,19 +195,21 @@ def _draw(probs: torch.Tensor, gen: torch.Generator | None) -> torch.Tensor:
     return torch.multinomial(probs.double(), 1, generator=gen).squeeze(1)
 
 
-def _accepted_from_output(out: torch.Tensor) -> torch.Tensor:
+def accepted_from_output(out: torch.Tensor) -> torch.Tensor:
     """Accepted drafts per row of a -1 padded output: its leading non -1 entries, minus one."""
     return (out != -1).to(torch.int64).cumprod(dim=1).sum(dim=1) - 1
 
 
-def _engine_output(out, name: str, shape: tuple) -> torch.Tensor:
+def engine_output(out, name: str, shape: tuple) -> torch.Tensor:
+    """An engine's output ``out`` as a tensor of ``shape``; ValueError naming the engine function
+    ``name`` when it has another shape."""
     out = _tensor(out, name)
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{name} returned shape {list(out.shape)}, expected {list(shape)}")
     return out.to(torch.int64)
 
 
-def _by_draft_count(batch: CanonicalBatch, run_group) -> tuple[torch.Tensor, torch.Tensor]:
+def by_draft_count(batch: CanonicalBatch, run_group) -> tuple[torch.Tensor, torch.Tensor]:
     """Call ``run_group(rows, k_b)`` per group of rows with equal k_b; assemble canonical output.
 
     ``run_group`` returns (output_ids [n, k_b + 1], num_accepted [n]) for the group's rows.
@@ -219,7 +225,8 @@ def _by_draft_count(batch: CanonicalBatch, run_group) -> tuple[torch.Tensor, tor
     return out, acc
 
 
-def _finish(batch: CanonicalBatch, out: torch.Tensor, acc: torch.Tensor):
+def finish_canonical(batch: CanonicalBatch, out: torch.Tensor, acc: torch.Tensor):
+    """The canonical kernel's (output_ids, num_accepted), as NumPy arrays when its inputs were."""
     if batch.numpy_out:
         return out.cpu().numpy(), acc.cpu().numpy()
     return out, acc
@@ -271,10 +278,10 @@ def from_vllm_v0(forward: Callable) -> Kernel:
                 batch.draft_ids[rows, :kb].contiguous(),
                 {i: gen for i in range(len(rows))},
             )
-            out = _engine_output(out, "RejectionSampler.forward", (len(rows), kb + 1))
-            return out, _accepted_from_output(out)
+            out = engine_output(out, "RejectionSampler.forward", (len(rows), kb + 1))
+            return out, accepted_from_output(out)
 
-        return _finish(batch, *_by_draft_count(batch, run))
+        return finish_canonical(batch, *by_draft_count(batch, run))
 
     return kernel
 
@@ -369,8 +376,8 @@ def from_vllm_v1(rejection_sample: Callable) -> Kernel:
             bonus.contiguous(),
             vllm_v1_sampling_metadata(b, gen, batch.target_probs.device),
         )
-        out = _engine_output(out, "rejection_sample", (b, k + 1))
-        return _finish(batch, out, _accepted_from_output(out))
+        out = engine_output(out, "rejection_sample", (b, k + 1))
+        return finish_canonical(batch, out, accepted_from_output(out))
 
     return kernel
 
@@ -480,10 +487,10 @@ def from_flashinfer(chain_speculative_sampling: Callable) -> Kernel:
                 generator=gen,
             )
             out = result[0] if isinstance(result, tuple) else result
-            out = _engine_output(out, "chain_speculative_sampling", (len(rows), kb + 1))
-            return out, _accepted_from_output(out)
+            out = engine_output(out, "chain_speculative_sampling", (len(rows), kb + 1))
+            return out, accepted_from_output(out)
 
-        return _finish(batch, *_by_draft_count(batch, run))
+        return finish_canonical(batch, *by_draft_count(batch, run))
 
     return kernel
 
@@ -595,7 +602,7 @@ def from_sglang_chain(chain_speculative_sampling_triton: Callable, block_verific
             )
             return predicts.view(n, slots).to(torch.int64), accept_token_num.to(torch.int64)
 
-        return _finish(batch, *_by_draft_count(batch, run))
+        return finish_canonical(batch, *by_draft_count(batch, run))
 
     return kernel
 
@@ -695,7 +702,7 @@ def from_trtllm(get_rejected_indices: Callable, sample_rejected: Callable) -> Ke
             out[row, :n] = batch.draft_ids[row, :n]
             out[row, n] = token
             acc[row] = n
-        return _finish(batch, out, acc)
+        return finish_canonical(batch, out, acc)
 
     return kernel
 

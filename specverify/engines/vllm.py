@@ -130,7 +130,7 @@ def v0_uniforms_kernel(rs_module):
     token the final uniform selects by inverse CDF of max(p - q, 0) there (the module docstring's
     resolution). The bonus token (V0's input) is the inverse CDF of the bonus row at the final
     uniform. Rows are grouped by k_b (V0 verifies a fixed k); k_b = 0 rows emit the bonus."""
-    from ..adapters.kernels import _accepted_from_output, _by_draft_count, _engine_output, _finish
+    from ..adapters.kernels import accepted_from_output, by_draft_count, engine_output, finish_canonical
 
     forward = v0_rejection_sampler(rs_module).forward
 
@@ -156,10 +156,10 @@ def v0_uniforms_kernel(rs_module):
                     batch.draft_ids[rows, :kb].contiguous(),
                     None,
                 )
-            out = _engine_output(out, "RejectionSampler.forward", (len(rows), kb + 1))
-            return out, _accepted_from_output(out)
+            out = engine_output(out, "RejectionSampler.forward", (len(rows), kb + 1))
+            return out, accepted_from_output(out)
 
-        return _finish(batch, *_by_draft_count(batch, run))
+        return finish_canonical(batch, *by_draft_count(batch, run))
 
     return uniforms_kernel
 
