@@ -502,26 +502,34 @@ def v1_module():
         pytest.skip(str(exc))
 
 
+def random_batch(seed: int, B: int, k: int, vocab: int):
+    """(draft_ids, q, p, u) of B random rows: Dirichlet q and p rows, drafts drawn from q, uniforms."""
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.ones(vocab), (B, k)).astype(np.float32)
+    p = rng.dirichlet(np.ones(vocab), (B, k + 1)).astype(np.float32)
+    ids = np.array([[rng.choice(vocab, p=q[b, i] / q[b, i].sum()) for i in range(k)] for b in range(B)])
+    return ids, q, p, rng.random((B, k + 1), dtype=np.float32)
+
+
+def assert_the_rule_row_by_row(kernel, ids, q, p, u):
+    """The kernel's output is the token-wise rule's (``reference_kernel``) on every row, and the
+    same again: a function of the uniforms alone."""
+    out, nacc = kernel(ids, q, p, u)
+    want_out, want_nacc = reference_kernel(ids, q, p, u)
+    np.testing.assert_array_equal(nacc, want_nacc)
+    np.testing.assert_array_equal(out, want_out)
+    np.testing.assert_array_equal(kernel(ids, q, p, u)[0], out)
+
+
 def test_v1_with_controlled_uniforms_is_the_rule_row_by_row():
     """V1's own code with its draws answered from the uniforms (``v1_uniforms_kernel``) gives the
     token-wise rule's output on random rows (ragged too), as a function of the uniforms alone."""
     from specverify.engines import vllm as V
 
-    kernel = V.v1_uniforms_kernel(v1_module())
-    rng = np.random.default_rng(3)
-    B, k, vocab = 24, 2, 5
-    q = rng.dirichlet(np.ones(vocab), (B, k)).astype(np.float32)
-    p = rng.dirichlet(np.ones(vocab), (B, k + 1)).astype(np.float32)
-    ids = np.array([[rng.choice(vocab, p=q[b, i] / q[b, i].sum()) for i in range(k)] for b in range(B)])
+    ids, q, p, u = random_batch(3, 24, 2, 5)
     ids[:3, 1] = -1
-    u = rng.random((B, k + 1), dtype=np.float32)
     u[u == 0] = 0.5  # V1 accepts p(x) = 0 at u = 0 (p / q >= u), the rule does not: a probe's business
-    out, nacc = kernel(ids, q, p, u)
-    want_out, want_nacc = reference_kernel(ids, q, p, u)
-    np.testing.assert_array_equal(nacc, want_nacc)
-    np.testing.assert_array_equal(out, want_out)
-    again = kernel(ids, q, p, u)
-    np.testing.assert_array_equal(again[0], out)
+    assert_the_rule_row_by_row(V.v1_uniforms_kernel(v1_module()), ids, q, p, u)
 
 
 def test_v0_with_controlled_uniforms_is_the_rule_row_by_row():
@@ -534,20 +542,10 @@ def test_v0_with_controlled_uniforms_is_the_rule_row_by_row():
     if not is_cached(BY_NAME["vllm-v0-rejection"]):
         pytest.skip("vllm 0.8.5 is not cached (python -m specverify.engines --engine vllm-v0-rejection fetches it)")
     rs, _ = V.load_v0(download=False)
-    kernel = V.v0_uniforms_kernel(rs)
-    rng = np.random.default_rng(4)
-    B, k, vocab = 24, 3, 5
-    q = rng.dirichlet(np.ones(vocab), (B, k)).astype(np.float32)
-    p = rng.dirichlet(np.ones(vocab), (B, k + 1)).astype(np.float32)
-    ids = np.array([[rng.choice(vocab, p=q[b, i] / q[b, i].sum()) for i in range(k)] for b in range(B)])
+    ids, q, p, u = random_batch(4, 24, 3, 5)
     ids[:4, 2] = -1
     ids[4:6, 1:] = -1
-    u = rng.random((B, k + 1), dtype=np.float32)
-    out, nacc = kernel(ids, q, p, u)
-    want_out, want_nacc = reference_kernel(ids, q, p, u)
-    np.testing.assert_array_equal(nacc, want_nacc)
-    np.testing.assert_array_equal(out, want_out)
-    np.testing.assert_array_equal(kernel(ids, q, p, u)[0], out)
+    assert_the_rule_row_by_row(V.v0_uniforms_kernel(rs), ids, q, p, u)
 
 
 def test_v1_row_probes_from_explicit_uniforms():

@@ -71,6 +71,7 @@ __all__ = [
     "finish_canonical",
     "torch_generator",
     "vllm_v1_sampling_metadata",
+    "vllm_v1_ragged_inputs",
     "from_vllm_v0",
     "to_vllm_v0",
     "from_vllm_v1",
@@ -340,6 +341,24 @@ def vllm_v1_sampling_metadata(batch_size: int, generator: torch.Generator, devic
     )
 
 
+def vllm_v1_ragged_inputs(batch: CanonicalBatch, bonus: torch.Tensor) -> tuple:
+    """V1 ``rejection_sample``'s arguments before ``sampling_metadata`` for a canonical batch, in
+    its ragged layout (v1/sample/rejection_sampler.py:135-150): every row's present drafts and
+    their q and p rows flattened, the rows' draft counts, k, their cumulative sums, and ``bonus``
+    [B] as the bonus token ids [B, 1] int32."""
+    k = batch.shape[1]
+    present = batch.draft_ids >= 0
+    return (
+        batch.draft_ids[present].to(torch.int32).contiguous(),
+        batch.counts.tolist(),
+        k,
+        torch.cumsum(batch.counts, 0).to(torch.int32),
+        batch.draft_probs[present].contiguous(),
+        batch.target_probs[:, :k][present].contiguous(),
+        bonus.to(torch.int32).reshape(-1, 1).contiguous(),
+    )
+
+
 def from_vllm_v1(rejection_sample: Callable) -> Kernel:
     """Canonical kernel from vLLM V1's ragged ``rejection_sample`` (a generator kernel).
 
@@ -363,18 +382,9 @@ def from_vllm_v1(rejection_sample: Callable) -> Kernel:
         batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, generator)
         gen = _require_generator(batch, "vLLM V1 rejection_sample")
         b, k, _ = batch.shape
-        present = batch.draft_ids >= 0
-        rows = torch.arange(b)
-        bonus = _draw(batch.target_probs[rows, batch.counts], gen).to(torch.int32).unsqueeze(1)
+        bonus = _draw(batch.target_probs[torch.arange(b), batch.counts], gen)
         out = rejection_sample(
-            batch.draft_ids[present].to(torch.int32).contiguous(),
-            batch.counts.tolist(),
-            k,
-            torch.cumsum(batch.counts, 0).to(torch.int32),
-            batch.draft_probs[present].contiguous(),
-            batch.target_probs[:, :k][present].contiguous(),
-            bonus.contiguous(),
-            vllm_v1_sampling_metadata(b, gen, batch.target_probs.device),
+            *vllm_v1_ragged_inputs(batch, bonus), vllm_v1_sampling_metadata(b, gen, batch.target_probs.device)
         )
         out = engine_output(out, "rejection_sample", (b, k + 1))
         return finish_canonical(batch, out, accepted_from_output(out))

@@ -52,7 +52,12 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..adapters.kernels import check_canonical_inputs, from_vllm_v0, vllm_v1_sampling_metadata
+from ..adapters.kernels import (
+    check_canonical_inputs,
+    from_vllm_v0,
+    vllm_v1_ragged_inputs,
+    vllm_v1_sampling_metadata,
+)
 from . import loader
 from .pins import VLLM, VLLM_V0_FILES, VLLM_V1_FILES
 from .rounds import grid_uniforms, leading_tokens, targets
@@ -357,20 +362,10 @@ def v1_uniforms_kernel(module):
 
     def call(batch, bonus, noise):
         b, k, _ = batch.shape
-        present = batch.draft_ids >= 0
         metadata = vllm_v1_sampling_metadata(b, None, batch.target_probs.device)
         metadata.generators = {}
-        with ControlledDraws(batch.uniforms[:, :k][present].contiguous(), noise):
-            out = rejection_sample(
-                batch.draft_ids[present].to(torch.int32).contiguous(),
-                batch.counts.tolist(),
-                k,
-                torch.cumsum(batch.counts, 0).to(torch.int32),
-                batch.draft_probs[present].contiguous(),
-                batch.target_probs[:, :k][present].contiguous(),
-                bonus.to(torch.int32).unsqueeze(1).contiguous(),
-                metadata,
-            )
+        with ControlledDraws(batch.uniforms[:, :k][batch.draft_ids >= 0].contiguous(), noise):
+            out = rejection_sample(*vllm_v1_ragged_inputs(batch, bonus), metadata)
         return torch.as_tensor(out).to(torch.int64)
 
     def uniforms_kernel(draft_ids, draft_probs, target_probs, uniforms):
