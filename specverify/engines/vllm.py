@@ -53,7 +53,11 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..adapters.kernels import (
+    accepted_from_output,
+    by_draft_count,
     check_canonical_inputs,
+    engine_output,
+    finish_canonical,
     from_vllm_v0,
     vllm_v1_ragged_inputs,
     vllm_v1_sampling_metadata,
@@ -114,17 +118,6 @@ def v0_typical_sampler(typ_module):
     return sampler
 
 
-def v0_rejection_kernel(rs_module):
-    """Canonical generator kernel around ``RejectionSampler.forward`` (adapters.from_vllm_v0)."""
-    sampler = v0_rejection_sampler(rs_module)
-
-    def draft_ids_kernel(draft_ids, draft_probs, target_probs, generator):
-        return kernel(draft_ids, draft_probs, target_probs, generator)
-
-    kernel = from_vllm_v0(sampler.forward)
-    return draft_ids_kernel
-
-
 def v0_uniforms_kernel(rs_module):
     """Canonical kernel with explicit uniforms around V0's ``RejectionSampler.forward``, as
     ``v1_uniforms_kernel`` is around V1's: the call runs unseeded (``seeded_seqs`` None) inside
@@ -135,8 +128,6 @@ def v0_uniforms_kernel(rs_module):
     token the final uniform selects by inverse CDF of max(p - q, 0) there (the module docstring's
     resolution). The bonus token (V0's input) is the inverse CDF of the bonus row at the final
     uniform. Rows are grouped by k_b (V0 verifies a fixed k); k_b = 0 rows emit the bonus."""
-    from ..adapters.kernels import accepted_from_output, by_draft_count, engine_output, finish_canonical
-
     forward = v0_rejection_sampler(rs_module).forward
 
     def uniforms_kernel(draft_ids, draft_probs, target_probs, uniforms):
@@ -259,15 +250,17 @@ RANDOM_DRAWS = (
     torch.Tensor.cauchy_,
     torch.Tensor.log_normal_,
 )
-"""The torch functions that draw randomness; inside ``ControlledDraws`` only the two V1 makes are
+"""The torch functions that draw randomness; inside ``ControlledDraws`` only the two vLLM makes are
 answered, any other is an error (randomness the controlled uniforms would not cover)."""
 
 
 class ControlledDraws(TorchFunctionMode):
-    """During one ``rejection_sample`` call: ``torch.rand`` of ``coins``' shape returns ``coins``
-    (once: ``generate_uniform_probs``, rejection_sampler.py:368), ``Tensor.exponential_`` on a
-    tensor of ``noise``' shape fills it with ``noise`` (once: ``sample_recovered_tokens``, :409);
-    any other draw raises RuntimeError naming it. ``answered`` lists the draws answered."""
+    """During one engine call (V1's ``rejection_sample``, V0's ``RejectionSampler.forward``):
+    ``torch.rand`` of ``coins``' shape returns ``coins`` (once: V1's ``generate_uniform_probs``,
+    v1/sample/rejection_sampler.py:368; V0's ``_create_uniform_samples``), ``Tensor.exponential_``
+    on a tensor of ``noise``' shape fills it with ``noise`` (once: V1's ``sample_recovered_tokens``,
+    :409; V0's ``_multinomial``); any other draw raises RuntimeError naming it. ``answered`` lists
+    the draws answered."""
 
     def __init__(self, coins: torch.Tensor, noise: torch.Tensor):
         super().__init__()
@@ -288,7 +281,7 @@ class ControlledDraws(TorchFunctionMode):
             return args[0].copy_(self.noise)
         if func in RANDOM_DRAWS:
             name = getattr(func, "__name__", str(func))
-            raise RuntimeError(f"vLLM V1 drew {name} beyond the controlled uniforms (answered: {self.answered})")
+            raise RuntimeError(f"the engine drew {name} beyond the controlled uniforms (answered: {self.answered})")
         return func(*args, **kwargs)
 
     @staticmethod
@@ -347,11 +340,6 @@ def rule_position(batch) -> torch.Tensor:
     return accept.to(torch.int64).cumprod(dim=1).sum(dim=1)
 
 
-def accepted_count(out: torch.Tensor) -> torch.Tensor:
-    """Accepted drafts per row of V1's -1 padded output: its leading non -1 entries, minus one."""
-    return (out != -1).to(torch.int64).cumprod(dim=1).sum(dim=1) - 1
-
-
 def v1_uniforms_kernel(module):
     """Canonical kernel with explicit uniforms around V1's ``rejection_sample`` (module
     docstring): ``(draft_ids, draft_probs, target_probs, uniforms) -> (output_ids,
@@ -377,13 +365,11 @@ def v1_uniforms_kernel(module):
         bonus = inverse_cdf(batch.target_probs[rows, batch.counts], final)
         guess = rule_position(batch)
         out = call(batch, bonus, race_noise(batch, guess, final))
-        acc = accepted_count(out)
+        acc = accepted_from_output(out)
         if bool((acc != guess).any()):  # V1 rejected elsewhere: its race at its own position
             out = call(batch, bonus, race_noise(batch, acc, final))
-            acc = accepted_count(out)
-        if batch.numpy_out:
-            return out.numpy(), acc.numpy()
-        return out, acc
+            acc = accepted_from_output(out)
+        return finish_canonical(batch, out, acc)
 
     return uniforms_kernel
 

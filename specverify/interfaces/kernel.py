@@ -255,8 +255,8 @@ def detect_tv_for(case: kc.KernelCase, budget: KernelBudget) -> float:
 
 
 PREFLIGHT_ROW_BYTES = 1 << 20
-"""From this row size on (inputs of one batch row), the forecast times one call of one row of the
-widest case before the cases start (``KernelBattery.forecast``)."""
+"""From this row size on (inputs of one batch row), the forecast times the widest case's calls
+before the cases start (``KernelBattery.wide_costs``), and prices such cases by their bytes."""
 
 
 BISECTION_ROWS = 3
@@ -349,7 +349,6 @@ class KernelBattery(Battery):
         self.stat_checks = 1  # instances the statistics' false-fail rate is split over (set by run)
         self.pinned = None  # (rows [N], uniforms [N, k + 1], position): rows() then varies that row only
         self.scan_batch = budget.scan_rows  # rows per call of the scans (1 while measuring again)
-        self.runs_before_costs = 0  # rows done before the forecast's timing calls (not planned rows)
 
     def chunk_rows(self, case: kc.KernelCase) -> int:
         per_row = 4 * (2 * case.k + 1) * case.vocab_size + 8 * (2 * case.k + 1)
@@ -1119,7 +1118,6 @@ class KernelBattery(Battery):
         wide = row_bytes(widest) > PREFLIGHT_ROW_BYTES
         per_row_byte = per_case_byte = 0.0
         if wide:
-            self.runs_before_costs = self.runs_done  # the timing calls are not planned rows
             per_row, per_task = self.wide_costs(widest)
             per_row_byte, per_case_byte = per_row / row_bytes(widest), per_task / case_bytes(widest)
 
@@ -1145,6 +1143,7 @@ class KernelBattery(Battery):
         shuffle); a breach is left to the case's own calls to report (costs 0)."""
         u = None if self.statistical else np.full((1, case.k + 1), 0.5, dtype=np.float32)
         one = np.zeros(1, dtype=np.int64)
+        planned_so_far = self.runs_done  # the timing calls are not planned rows
 
         def fastest(fn) -> float:
             times = []
@@ -1160,7 +1159,7 @@ class KernelBattery(Battery):
         except ContractBreach:
             return 0.0, 0.0
         finally:
-            self.runs_done = self.runs_before_costs
+            self.runs_done = planned_so_far
         per_row = task_and_row - per_task
         return (per_row if per_row > 0 else task_and_row), per_task  # a noisy clock: the whole task a row
 

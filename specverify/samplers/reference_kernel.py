@@ -472,8 +472,8 @@ def _reference_tokens(batch: Batch, j, rejected, p_j, q_j, u_rec):
     token = ops.to_int64(j * 0)
     if bool(rejected.any()):
         token[rejected] = ops.to_int64(inverse_cdf(residual_weights(p_j[rejected], q_j[rejected]), u_rec[rejected]))
-    kept = (~rejected).nonzero()[0] if ops is _NumpyOps else (~rejected).nonzero()[:, 0]
-    if len(kept):
+    kept = ~rejected
+    if bool(kept.any()):
         token[kept] = ops.to_int64(inverse_cdf(batch.p[kept, j[kept]], batch.final[kept]))
     return token
 
