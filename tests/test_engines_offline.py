@@ -1,6 +1,13 @@
 """specverify.engines without any download: the loader's stand-ins, the probes, the table, and
 the round wrappers around the project's reference written in each engine's calling convention
-(SGLang's chain kernel, EAGLE-1's and Medusa 0.1's ``evaluate_posterior``)."""
+(SGLang's chain kernel, EAGLE-1's and Medusa 0.1's ``evaluate_posterior``, vLLM V1's n-gram
+mode).
+
+The wrappers' verdicts run ``TINY`` (the quick round budget on the toy chain, at most 2,000 runs,
+seed 0): a false-fail rate of 1e-6 per check (the battery's) on the exact ones, whose laws are
+enumerated where the enumerator follows them; a sampled case sees TV 0.15 with probability 0.95.
+The wrong wrappers (everything accepted, a reversed target) are caught at seed 0, a fixed seed,
+so each verdict is deterministic."""
 
 from __future__ import annotations
 
