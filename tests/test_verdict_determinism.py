@@ -77,3 +77,34 @@ def test_the_same_result_with_one_worker_or_three():
         report.pop("seconds")
     assert one == three
     assert one["exact"] is True and {row["runs"] for row in one["power"]} == {budget.n_max}
+
+
+def _lossy(p_fn, q_fn, prefix, k, rng):
+    """Accepts every draft: enumerable, and not exact (its findings must not depend on workers)."""
+    drafts = []
+    for _ in range(k):
+        q = np.asarray(q_fn(tuple(prefix) + tuple(drafts)), dtype=np.float64)
+        drafts.append(int(rng.choice(len(q), p=q)))
+    p = np.asarray(p_fn(tuple(prefix) + tuple(drafts)), dtype=np.float64)
+    return drafts + [int(rng.choice(len(p), p=p))]
+
+
+def test_the_same_result_with_enumerations_shared_among_two_workers():
+    """With two workers the enumerations (each case's law and the tokens-per-round laws) are
+    shared out too: the report is the one a single process gives, for an exact subject and for
+    one that is not, and the laws were had by enumeration, not sampled."""
+    from dataclasses import replace
+
+    from specverify import speculative_step
+    from specverify.interfaces import round as round_interface
+    from specverify.interfaces import round_cases
+
+    budget = replace(round_cases.get_budget("quick"), cases=(0, 1, 4), generated=1, sweep_context=2, sweep_k=2)
+    for subject, exact in ((speculative_step, True), (_lossy, False)):
+        one, two = (round_interface.run_battery(subject, budget, 2, workers=n).to_dict() for n in (1, 2))
+        for report in (one, two):
+            report.pop("seconds")
+        assert one == two
+        assert one["exact"] is exact
+        assert sum(line.startswith("exact: ") and "TV" in line for line in one["ran"]) >= 3
+        assert any(line.startswith("tokens per round:") and "(exact)" in line for line in one["ran"])

@@ -689,8 +689,10 @@ def render_listing(rows: list[dict]) -> str:
 # ----------------------------------------------------------------------------- judging
 
 
-def judge(engine: Engine, subject, budget: str, seed: int = 0):
-    """The engine's Report under budget ``budget`` (its per-engine overrides applied)."""
+def judge(engine: Engine, subject, budget: str, seed: int = 0, workers: int = 1):
+    """The engine's Report under budget ``budget`` (its per-engine overrides applied). ``workers``:
+    processes of a round row's subject that share its enumerations and sampled runs (the report
+    is the same with 1 or N); a kernel row runs in one."""
     from .. import api
     from ..interfaces import kernel as KI
     from ..interfaces import round_cases
@@ -719,6 +721,7 @@ def judge(engine: Engine, subject, budget: str, seed: int = 0):
         counterexample=counterexample,
         target=engine.name,
         progress=False,  # the engines command reports its own progress
+        workers=workers,
     )
 
 
@@ -871,11 +874,17 @@ def command(engine: Engine, budget: str) -> str:
 
 
 def run_engine(
-    engine: Engine, budget: str = "quick", seed: int = 0, download: bool = True, stage: Callable | None = None
+    engine: Engine,
+    budget: str = "quick",
+    seed: int = 0,
+    download: bool = True,
+    stage: Callable | None = None,
+    workers: int = 1,
 ) -> dict:
     """One row (a dict): the verdict and everything the table shows, or a skip line. ``download``
     False: the cache only (a row whose wheel is not cached is a skip line, nothing is fetched).
-    ``stage(engine name, what it does now)`` is called as each stage starts."""
+    ``stage(engine name, what it does now)`` is called as each stage starts; ``workers``:
+    ``judge``'s."""
     say = (lambda words: stage(engine.name, words)) if stage else (lambda words: None)
     row = {
         "engine": engine.name,
@@ -900,7 +909,7 @@ def run_engine(
         return {**row, "skipped": f"{engine.name}: {exc}"}
     load_s = time.perf_counter() - t0
     say(f"judging ({engine.interface} battery, budget {budget})")
-    report = judge(engine, built.subject, budget, seed)
+    report = judge(engine, built.subject, budget, seed, workers)
     rounding = judge_float32(report) if engine.float32 else ""
     say("probing the measure-zero events and disagreements")
     facts = (
@@ -1020,16 +1029,17 @@ def run(
     download: bool = True,
     progress: Callable | None = None,
     stage: Callable | None = None,
+    workers: int = 1,
 ) -> list[dict]:
     """Rows for ``names`` (all engines when None), in table order. ``download`` False: the cache
     only. ``stage(engine name, words)`` as each stage of a row starts; ``progress(row)`` as each
-    row ends."""
+    row ends; ``workers``: processes per round row (``judge``)."""
     if budget not in BUDGET_NAMES:
         raise ValueError(f"budget: one of {', '.join(BUDGET_NAMES)}, got {budget!r}")
     chosen = ENGINES if not names else [BY_NAME[n] for n in names]
     rows = []
     for engine in chosen:
-        row = run_engine(engine, budget, seed, download, stage)
+        row = run_engine(engine, budget, seed, download, stage, workers)
         if progress:
             progress(row)
         rows.append(row)

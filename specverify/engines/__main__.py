@@ -6,6 +6,7 @@ extra). The table (or JSON) goes to stdout, progress to stderr."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -18,10 +19,22 @@ EPILOG = (
 )
 
 
+DEFAULT_WORKERS_MAX = 4
+"""The most processes a round row uses by default (``--workers``)."""
+
+
+def default_workers() -> int:
+    """This machine's usable cores (``os.sched_getaffinity`` where it exists), 1 to
+    ``DEFAULT_WORKERS_MAX``."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(DEFAULT_WORKERS_MAX, cores))
+
+
 def parser():
     """The command's parser; every option has a help line."""
     from ..common.command_line import OneLineParser
     from ..common.validation import seed_argument
+    from ..surface.check_command import workers_argument
 
     ap = OneLineParser(prog="specverify engines", description=__doc__, epilog=EPILOG)
     ap.add_argument(
@@ -40,6 +53,14 @@ def parser():
         "TRITON_SWEEPS, up to about 10 minutes each); each row prints its reach",
     )
     ap.add_argument("--seed", type=seed_argument, default=0, help="the battery's seed, an integer >= 0 (default 0)")
+    ap.add_argument(
+        "--workers",
+        type=workers_argument,
+        default=default_workers(),
+        help="processes per round row, sharing its enumerations and sampled runs (the verdict is the same "
+        f"with 1 or N; default: this machine's usable cores, up to {DEFAULT_WORKERS_MAX}, here "
+        f"{default_workers()}); the kernel rows run in one",
+    )
     ap.add_argument("--json", action="store_true", help="print the rows (or, with --list, the list) as JSON")
     ap.add_argument(
         "--offline",
@@ -94,6 +115,7 @@ def run_and_print(args, chosen: list) -> int:
             download=not args.offline,
             progress=progress.finished,
             stage=progress.stage,
+            workers=args.workers,
         )
     if args.json:
         print(json.dumps(rows, indent=1, default=str))

@@ -240,6 +240,7 @@ class RoundBattery(Battery):
         self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
         self.swept: set[str] = set()  # the names of the swept cases (round_cases.sweep_cases, corners)
         self.speed = Speed()  # the contract's rounds: the forecast's speed (never the verdict's)
+        self.lengths_ahead: dict = {}  # round-length laws enumerated ahead (enumerate_ahead)
 
     # -- contract ------------------------------------------------------------------------------
     def contract_rounds(self, case, rng) -> tuple[dict, object]:
@@ -303,17 +304,20 @@ class RoundBattery(Battery):
     # -- exact ---------------------------------------------------------------------------------
     def exact(self, cases, stop_on_first: bool) -> list[Case]:
         """Exact TV per case; returns the cases left to statistics."""
-        b, r = self.budget, self.result
+        r = self.result
         if any(f.check == "rng" for f in r.findings):
             r.ran.append("exact: skipped (the sampler does not draw from rng)")
             return list(cases)
         fallback = []
-        for case in cases:
+        outcomes = self.enumerate_ahead(cases, stop_on_first)
+        for i, case in enumerate(cases):
             if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
                 r.ran.append("exact: stopped after the first finding")
                 break
-            paths = replace(b, max_paths=b.sweep_max_paths) if case.name in self.swept else b
-            status, value = self.call(enumerate_task, case, paths, seconds=b.enumeration_guard_s + b.call_limit_s)
+            if outcomes is not None:
+                status, value = outcomes[i]
+            else:
+                status, value = self.call(enumerate_task, *self.enumeration_args(case), seconds=self.enumeration_s())
             if status == "guard":
                 r.ran.append(f"exact: {case.name}: {value}; statistics instead")
                 r.shortfalls.append(f"exact: {case.name}: {value}")
@@ -341,6 +345,39 @@ class RoundBattery(Battery):
                     )
                 )
         return fallback
+
+    def enumeration_args(self, case: Case, lengths: bool = False) -> tuple:
+        """``enumerate_task``'s arguments for ``case``: a swept case's paths capped at
+        ``sweep_max_paths``; ``lengths``: its round-length law rather than its window's."""
+        b = self.budget
+        paths = replace(b, max_paths=b.sweep_max_paths) if case.name in self.swept and not lengths else b
+        return (case, paths, True) if lengths else (case, paths)
+
+    def enumeration_s(self) -> float:
+        """One enumeration's guard: ``enumeration_guard_s`` plus one call's limit."""
+        return self.budget.enumeration_guard_s + self.budget.call_limit_s
+
+    def enumerate_ahead(self, cases, stop_on_first: bool) -> list | None:
+        """With several workers, every case's enumeration, and the tokens-per-round cases'
+        round-length laws (kept in ``self.lengths_ahead`` for ``tokens_per_round``), shared among
+        the subject's processes (``map_calls``), in the cases' order; None (enumerate one by one,
+        here) with one worker, with ``stop_on_first`` (the first finding ends enumeration) or
+        when enumerations are served from elsewhere. An enumeration draws nothing from the
+        battery's streams and reads no state another leaves (a ``SubrunMemo`` only saves time),
+        so each outcome is the one the single process gets (a process that dies, or the time
+        limit, sends the battery back to one by one, where it meets them in order); the longest, a round-length law
+        of up to 2k + 1 draws, go first so that the processes end together."""
+        if self.workers <= 1 or stop_on_first or type(self).call is not RoundBattery.call:
+            return None
+        lengths = round_length_cases()
+        calls = [(enumerate_task, self.enumeration_args(c, True)) for c in lengths]
+        calls += [(enumerate_task, self.enumeration_args(c)) for c in cases]
+        try:
+            out = self.map_calls(calls, [self.enumeration_s()] * len(calls), stop=lambda result: False)
+        except (ContractBreach, OutOfTime):  # a process died or time ran out: one by one, as one process meets it
+            return None
+        self.lengths_ahead = {c.name: outcome for c, outcome in zip(lengths, out)}
+        return out[len(lengths) :]
 
     # -- statistics ----------------------------------------------------------------------------
     def statistics(self, cases, fallback, false_fail_rate: float) -> None:
@@ -551,8 +588,12 @@ class RoundBattery(Battery):
         for i, case in enumerate(cases):
             want = expected_round_length(case)
             status, value = "not-enumerable", None
-            if not skip_exact:
-                status, value = self.call(enumerate_task, case, b, True, seconds=b.enumeration_guard_s + b.call_limit_s)
+            if not skip_exact and case.name in self.lengths_ahead:
+                status, value = self.lengths_ahead[case.name]
+            elif not skip_exact:
+                status, value = self.call(
+                    enumerate_task, *self.enumeration_args(case, True), seconds=self.enumeration_s()
+                )
             if status == "ok":
                 got = sum(length * w for length, w in value.items())
                 differs, how = abs(got - want) > 1e-9, "exact"
