@@ -295,9 +295,10 @@ def check(
     are the same on any machine at any load; a battery the limit stops reports so ("stopped by
     the time limit after N of M runs") and is INCONCLUSIVE unless a finding came first.
 
-    ``workers``: how many processes of a round subject share its sampled runs (1 to 256; the
-    runs come in blocks, each from its own stream, so the report is the same with 1 or N); the
-    loop and kernel batteries run in one process.
+    ``workers``: how many processes of a round subject share its enumerations and sampled runs
+    (1 to 256; the runs come in blocks, each from its own stream, and an enumeration draws
+    nothing, so the report is the same with 1 or N); the loop and kernel batteries run in one
+    process.
     """
     if not isinstance(fail_fast, bool):
         raise TypeError(f"fail_fast: must be True or False, got {fail_fast!r}")

@@ -400,13 +400,20 @@ class RoundBattery(Battery):
         last_p: dict = {}
         last = {i: self.last_look(c, fallback, sizes) for i, c in enumerate(cases)}
         for look, n in enumerate(sizes):
+            wanted = [i for i in live if n <= last[i]]
+            fetched = dict(
+                zip(
+                    wanted,
+                    self.sample_many([(cases[i], n - len(live[i]), ("chi-square looks", i, look)) for i in wanted]),
+                )
+            )
             for i in list(live):
                 case, samples = cases[i], live[i]
                 if n > last[i]:
                     self._judged(case, samples, last_p[i], per_check, self.judged_only_here(case, fallback), "passed")
                     del live[i]
                     continue
-                got, breach = self.sample_blocks(case, n - len(samples), ("chi-square looks", i, look))
+                got, breach = fetched[i]
                 samples += got
                 if breach:
                     self.breach(breach, case)
@@ -465,7 +472,18 @@ class RoundBattery(Battery):
         """n runs of ``case`` in blocks of ``RUN_BLOCK``, block l from
         ``round_stream(seed, *where, l)``; (runs, breach or None). The blocks are independent
         units: the runs are the same however they are shared out."""
-        b = budget or self.budget
+        calls, limits = self.block_calls(case, n, where, budget or self.budget, run)
+        out: list = []
+        for got, breach, _ in self.map_calls(calls, limits, stop=lambda result: result[1] is not None):
+            out += got
+            self.runs_done += len(got)
+            if breach:
+                return out, breach
+        return out, None
+
+    def block_calls(self, case: Case, n: int, where: tuple, b: Budget, run=None) -> tuple[list, list]:
+        """The ``sample_task`` calls of n runs of ``case`` in blocks of ``RUN_BLOCK`` (block l
+        from ``round_stream(seed, *where, l)``) and each one's guard."""
         purpose, *path = where
         extra = () if run is None else (run,)
         sizes = run_blocks(n)
@@ -476,14 +494,31 @@ class RoundBattery(Battery):
             )
             for block, size in enumerate(sizes)
         ]
-        limits = [sample_guard_s(case, size, b) for size in sizes]
-        out: list = []
-        for got, breach, _ in self.map_calls(calls, limits, stop=lambda result: result[1] is not None):
-            out += got
-            self.runs_done += len(got)
-            if breach:
-                return out, breach
-        return out, None
+        return calls, [sample_guard_s(case, size, b) for size in sizes]
+
+    def sample_many(self, requests: list[tuple[Case, int, tuple]]) -> list[tuple[list, str | None]]:
+        """``sample_blocks(case, n, where)`` for each request, with every block of every request
+        shared among the workers at once (one look of several cases). The runs are the same (each
+        block draws from its own stream) and each request's are cut at its first breach, as
+        ``sample_blocks`` cuts them; a process that dies, or the time limit, sends it back to one
+        request at a time, where the battery meets them in order."""
+        if self.workers <= 1 or len(requests) <= 1:
+            return [self.sample_blocks(*request) for request in requests]
+        calls, limits, owner = [], [], []
+        for j, (case, n, where) in enumerate(requests):
+            more, guards = self.block_calls(case, n, where, self.budget)
+            calls, limits, owner = calls + more, limits + guards, owner + [j] * len(more)
+        try:
+            results = self.map_calls(calls, limits, stop=lambda result: False)
+        except (ContractBreach, OutOfTime):
+            return [self.sample_blocks(*request) for request in requests]
+        out: list[tuple[list, str | None]] = [([], None) for _ in requests]
+        for j, (got, breach, _) in zip(owner, results):
+            if out[j][1] is None:
+                out[j][0].extend(got)
+                self.runs_done += len(got)
+                out[j] = (out[j][0], breach)
+        return out
 
     def _judged(self, case, samples, p, per_check, judged_only_here: bool, how: str) -> None:
         """Record a case the chi-square passed: its power, and a shortfall when statistics alone
@@ -794,8 +829,9 @@ def run_battery(
     computed elsewhere (specverify.interfaces.round_units, the Ray executor), replayed by ``_PrefetchedBattery``:
     the same result as without them. ``aim``: an ``interfaces.Aim`` (the user's --vocab, --k,
     --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
-    ``workers``: processes of the subject that share the sampled runs' blocks
-    (``Battery.map_calls``); the result is the same with 1 or N.
+    ``workers``: processes of the subject that share the sampled runs' blocks and, without
+    ``stop_on_first``, the enumerations (``Battery.map_calls``, ``RoundBattery.enumerate_ahead``);
+    the result is the same with 1 or N.
     """
     from ..common.validation import check_seed, check_workers, with_overrides
 

@@ -434,12 +434,16 @@ class Interception(TorchFunctionMode):
         return entry[0].as_strided(t.shape, t.stride(), t.storage_offset())
 
     def _symbolic(self, tensors) -> bool:
-        found = False
+        """Whether any of ``tensors`` holds a random element (every one is checked for a symbolic
+        tensor of another run). On every torch call: a storage without an overlay is skipped
+        before any view of its ids is made."""
+        found, overlays = False, self.overlays
         for t in tensors:
             if isinstance(t, SymbolicTensor) and t.layer is not self:
                 self.rng.refuse("a random torch tensor was kept from an earlier run and reused")
-            ids = self._ids(t) if self.overlays and not found else None
-            found = found or (ids is not None and int(ids.max()) >= 0)
+            if found or not overlays or not t.numel() or t.untyped_storage().data_ptr() not in overlays:
+                continue
+            found = int(self._ids(t).max()) >= 0
         return found
 
     def _concrete_rest(self, args, kwargs, data: tuple) -> None:

@@ -147,8 +147,9 @@ def parse_args(argv):
         type=workers_argument,
         default=1,
         metavar="N",
-        help="processes of a round subject that share its sampled runs (default 1; the report is "
-        "the same with any N: each block of runs draws from its own stream)",
+        help="processes of a round subject that share its enumerations and sampled runs (default 1; "
+        "the report is the same with any N: each block of runs draws from its own stream, and an "
+        "enumeration draws nothing)",
     )
     ap.add_argument(
         "--fail-fast",
