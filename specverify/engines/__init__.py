@@ -421,7 +421,8 @@ The round battery's own quick section makes about 70,000 calls there (context sw
 0.1, sweeps context to none / 4 and k to 3 / 4 at 300 / 2,400 runs each, and measures tokens per
 round on 600 / 1,200 rounds per case (a shortfall of 0.75 / 0.5 tokens). At ``standard`` every
 case then sees TV 0.1, the power the standard budget asks of a case the enumerator cannot follow
-(the NumPy reference's too): about 40,000 calls, shared by ``--workers``. No generated case and
+(the NumPy reference's too): 24,000 windows and 3,600 rounds for tokens per round, shared by
+``--workers``. No generated case and
 no V = 128 case (a chi-square over 128 ids needs more runs than this allows)."""
 
 NEEDS_TRITON = (

@@ -401,12 +401,8 @@ class RoundBattery(Battery):
         last = {i: self.last_look(c, fallback, sizes) for i, c in enumerate(cases)}
         for look, n in enumerate(sizes):
             wanted = [i for i in live if n <= last[i]]
-            fetched = dict(
-                zip(
-                    wanted,
-                    self.sample_many([(cases[i], n - len(live[i]), ("chi-square looks", i, look)) for i in wanted]),
-                )
-            )
+            requests = [(cases[i], n - len(live[i]), ("chi-square looks", i, look)) for i in wanted]
+            fetched = dict(zip(wanted, self.sample_many(requests)))
             for i in list(live):
                 case, samples = cases[i], live[i]
                 if n > last[i]:
@@ -504,21 +500,26 @@ class RoundBattery(Battery):
         request at a time, where the battery meets them in order."""
         if self.workers <= 1 or len(requests) <= 1:
             return [self.sample_blocks(*request) for request in requests]
-        calls, limits, owner = [], [], []
+        calls: list = []
+        limits: list = []
+        owner: list[int] = []  # the request each call's block belongs to
         for j, (case, n, where) in enumerate(requests):
             more, guards = self.block_calls(case, n, where, self.budget)
-            calls, limits, owner = calls + more, limits + guards, owner + [j] * len(more)
+            calls += more
+            limits += guards
+            owner += [j] * len(more)
         try:
             results = self.map_calls(calls, limits, stop=lambda result: False)
         except (ContractBreach, OutOfTime):
             return [self.sample_blocks(*request) for request in requests]
-        out: list[tuple[list, str | None]] = [([], None) for _ in requests]
+        runs: list[list] = [[] for _ in requests]
+        breaches: list[str | None] = [None] * len(requests)
         for j, (got, breach, _) in zip(owner, results):
-            if out[j][1] is None:
-                out[j][0].extend(got)
+            if breaches[j] is None:  # a request's blocks after its first breach are dropped
+                runs[j] += got
                 self.runs_done += len(got)
-                out[j] = (out[j][0], breach)
-        return out
+                breaches[j] = breach
+        return list(zip(runs, breaches))
 
     def _judged(self, case, samples, p, per_check, judged_only_here: bool, how: str) -> None:
         """Record a case the chi-square passed: its power, and a shortfall when statistics alone
