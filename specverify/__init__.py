@@ -18,10 +18,10 @@ __version__ = "0.1.0"
 # before NumPy or SciPy load. ``specverify.check`` and the rest load NumPy and SciPy, never
 # polars, matplotlib, rich or torch.
 _LAZY = {
-    "check": "api",
-    "assert_exact": "api",
-    "Report": "api",
-    "campaign_runs": "api",
+    "check": "surface.api",
+    "assert_exact": "surface.api",
+    "Report": "surface.api",
+    "campaign_runs": "surface.api",
     "SAMPLERS": "samplers",
     "get_sampler": "samplers",
     "register": "samplers",
@@ -31,8 +31,9 @@ _LAZY = {
     "break_even_cost": "laws.theory",
     "expected_speedup": "laws.theory",
     "expected_tokens": "laws.theory",
-    "strategies": None,
-    "api": None,
+    "strategies": "surface.strategies",
+    "api": "surface.api",
+    "errors": None,
 }
 
 
@@ -44,7 +45,7 @@ def __getattr__(name: str) -> Any:
 
     if name in _LAZY:
         module = importlib.import_module(f".{_LAZY[name] or name}", __name__)
-        value = module if _LAZY[name] is None else getattr(module, name)
+        value = module if _LAZY[name] is None or _LAZY[name].endswith("." + name) else getattr(module, name)
     elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         value = importlib.import_module(f".{name}", __name__)
     else:

@@ -17,8 +17,9 @@ from specverify import cli
 from specverify.adapters import hf
 from specverify.adapters import hf_generate as hg
 from specverify.battery import core as battery_core
-from specverify.interfaces import round as round_interface
-from specverify.interfaces import round_cases, round_tasks
+from specverify.interfaces.round import battery as round_interface
+from specverify.interfaces.round import cases as round_cases
+from specverify.interfaces.round import tasks as round_tasks
 from specverify.laws import exact, stats
 from specverify.laws.chains import toy_chain
 from specverify.models.decoding import process_logits
@@ -181,8 +182,8 @@ def test_contexts_restore_everything(pair):
 
 def _empty_report():
     """A check report with nothing in it yet, for hf_generate.add_to_report to fill."""
-    from specverify import api
     from specverify.battery.core import BatteryResult
+    from specverify.surface import api
 
     return api.Report(
         target="hf-generate", seed=0, budget="-", coverage="nothing", false_fail_rate=0.0, result=BatteryResult()
@@ -199,7 +200,7 @@ def test_tiny_qwen_check_adds_well_formed_rows_and_findings_to_the_report(pair):
     rows, that the findings land in the one report whose verdict and exit code are api's, and
     that at T = 1 the engine's processed rows equal ours (no statistics involved).
     """
-    from specverify import api
+    from specverify.surface import api
 
     report = _empty_report()
     raw = hg.add_to_report(report, n=50, seed=0, n_acceptance=3, control=False, pair=pair)
@@ -265,7 +266,7 @@ def test_cli_usage_errors_exit_2(capsys):
 # --------------------------------------------------------------------------- generate as a loop subject
 
 from specverify.adapters import hf_loop as hl  # noqa: E402
-from specverify.interfaces.loop_tasks import contract_problem  # noqa: E402
+from specverify.interfaces.loop.tasks import contract_problem  # noqa: E402
 from specverify.laws.requests import LogitTable, Request, SamplingParams, sequence_law  # noqa: E402
 
 
@@ -352,7 +353,7 @@ def test_transformers_drafting_at_t_squared_is_not_efficient_on_its_declared_cas
     with probability 0.95 (stated in ``ran``, asserted below 0.5); torch seeds from numpy seed 0."""
     from dataclasses import replace
 
-    from specverify import api
+    from specverify.surface import api
 
     near = next(s for s in hl.LOOP_SETTINGS if s.draft is hl.NEAR_DRAFT).case()
     budget = replace(hl.budget(400, 0.5), seeds=2, seed_law_runs=50)
@@ -398,7 +399,7 @@ def cli_run(tmp_path_factory):
 
 
 def test_default_check_hf_generate_is_checks_report_exact_with_its_exit_code(cli_run):
-    from specverify import api
+    from specverify.surface import api
 
     code, d, junit = cli_run
     assert d["exact"] is True and code == api.EXIT_CODES[d["exact"]] == 0  # transformers 5.x: EXACT
@@ -438,7 +439,7 @@ def test_check_of_the_generate_target_runs_its_declared_cases_inconclusive_when_
     """``check specverify.adapters.hf_loop:generate`` (a TARGET string: the cases are read in the
     subject's process) at n = 3: no case can see TV 0.9 (each sees only TV 1), so the verdict is
     INCONCLUSIVE (exit 3, api's mapping), never a contract finding on cases it cannot run."""
-    from specverify import api
+    from specverify.surface import api
 
     report = api.check(hl.GENERATE_TARGET, budget=hl.budget(3, CLI_TV), counterexample=False)
     assert report.findings == [] and report.exact is None and report.exit_code == api.EXIT_CODES[None] == 3

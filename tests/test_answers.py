@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from specverify import api, interfaces
+from specverify import interfaces
 from specverify.battery.core import BatteryResult, Finding
-from specverify.battery.environment import EnvironmentProblem, environment_problem
+from specverify.battery.environment import environment_problem
 from specverify.common.command_line import EXIT_ENVIRONMENT, EXIT_USAGE
+from specverify.errors import EnvironmentProblem
 from specverify.mutants.report import Status, judge
+from specverify.surface import api
 
 pytest_plugins = ["pytester"]
 

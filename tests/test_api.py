@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import specverify
-from specverify import api
-from specverify.interfaces import round_cases
+from specverify.interfaces.round import cases as round_cases
 from specverify.mutants import get
+from specverify.surface import api
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -32,7 +32,7 @@ def cli(*args, module="specverify", env=ENV, timeout=300):
 
 def test_the_api_imports_only_what_it_needs():
     code = (
-        "import sys, specverify, specverify.api, specverify.surface.check_run; specverify.check; "
+        "import sys, specverify, specverify.surface.api, specverify.surface.check_run; specverify.check; "
         "specverify.assert_exact; specverify.Report; "
         "print(sorted(m for m in ('polars', 'matplotlib', 'rich', 'torch', 'ray', 'transformers') "
         "if m in sys.modules))"
@@ -204,12 +204,12 @@ def test_a_survivor_is_a_junit_failure_carrying_why():
 
 
 def test_readme_property_example():
-    """docs/API.md's example of a user's own @given test over specverify.strategies."""
+    """docs/API.md's example of a user's own @given test over specverify.surface.strategies."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from specverify import strategies as sst
     from specverify.laws import exact
+    from specverify.surface import strategies as sst
 
     @settings(max_examples=20, deadline=None)
     @given(model=sst.table_models(vocab_size=(2, 3), order=(0, 1)), k=st.integers(1, 3))
@@ -223,7 +223,7 @@ def test_readme_property_example():
 
 
 def test_strategies_stay_public():
-    assert specverify.strategies.table_models is not None
+    assert specverify.surface.strategies.table_models is not None
 
 
 def test_a_campaign_budget_reaches_the_report_without_its_overrides():

@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from hypothesis_labels import label_model
 from scipy import stats
 
-from specverify import strategies as sst
 from specverify.laws.chains import TableModel, handout_iid, toy_chain
 from specverify.laws.exact import enumerate_distribution, sequence_distribution
 from specverify.samplers import SAMPLERS, batched
@@ -38,6 +37,7 @@ from specverify.samplers.batched import (
     simulate_tokens,
 )
 from specverify.samplers.chain import speculative_step
+from specverify.surface import strategies as sst
 
 FALSE_FAIL = 1e-6  # per chi-square assertion
 N_RUNS = 200_000

@@ -7,10 +7,11 @@ import pytest
 
 from specverify import interfaces
 from specverify.common.validation import check_overrides
-from specverify.interfaces import kernel, round_cases
-from specverify.interfaces import round as round_interface
-from specverify.interfaces.loop import run_loop_battery
-from specverify.interfaces.loop_cases import campaign_loop_budget, loop_cases
+from specverify.interfaces.kernel import battery as kernel
+from specverify.interfaces.loop.battery import run_loop_battery
+from specverify.interfaces.loop.cases import campaign_loop_budget, loop_cases
+from specverify.interfaces.round import battery as round_interface
+from specverify.interfaces.round import cases as round_cases
 from specverify.samplers.chain import speculative_step
 from specverify.samplers.reference_kernel import reference_kernel
 from specverify.samplers.reference_loop import generate

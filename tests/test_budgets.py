@@ -19,7 +19,9 @@ from specverify import interfaces
 from specverify.battery import budgets
 from specverify.battery import core as battery
 from specverify.common import validation
-from specverify.interfaces import kernel, loop_cases, round_cases
+from specverify.interfaces.kernel import battery as kernel
+from specverify.interfaces.loop import cases as loop_cases
+from specverify.interfaces.round import cases as round_cases
 from specverify.laws import stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,11 +30,11 @@ HEAVY = (
     "scipy",
     "torch",
     "specverify.battery.core",
-    "specverify.api",
+    "specverify.surface.api",
     "specverify.surface.check_run",
-    "specverify.interfaces.round_cases",
-    "specverify.interfaces.loop_cases",
-    "specverify.interfaces.kernel",
+    "specverify.interfaces.round.cases",
+    "specverify.interfaces.loop.cases",
+    "specverify.interfaces.kernel.battery",
 )
 """Modules a usage error must not wait for."""
 

@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from specverify.interfaces.round_counterexample import find_counterexample
+from specverify.interfaces.round.counterexample import find_counterexample
 from specverify.mutants import ALL, get
 from specverify.surface.check_run import check
 

@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from hypothesis_labels import label_model
 
 from specverify import acceptance_rate, expected_tokens, get_sampler
-from specverify import strategies as sst
 from specverify.laws.chains import TableModel, toy_chain
 from specverify.laws.exact import (
     NotEnumerable,
@@ -35,6 +34,7 @@ from specverify.laws.exact import (
 from specverify.laws.stats import chi_square_test
 from specverify.samplers.batched import simulate_tokens
 from specverify.samplers.chain import residual
+from specverify.surface import strategies as sst
 
 EXACT_SAMPLERS = [
     "chain",

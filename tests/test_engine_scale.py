@@ -25,10 +25,10 @@ import specverify
 from specverify import interfaces
 from specverify.battery import core as battery_core
 from specverify.battery.core import Finding
-from specverify.interfaces import round as round_interface
-from specverify.interfaces import round_cases
-from specverify.interfaces.loop import run_loop_battery
-from specverify.interfaces.loop_cases import scale_loop_cases
+from specverify.interfaces.loop.battery import run_loop_battery
+from specverify.interfaces.loop.cases import scale_loop_cases
+from specverify.interfaces.round import battery as round_interface
+from specverify.interfaces.round import cases as round_cases
 from specverify.laws import scale
 from specverify.samplers.chain import speculative_step
 from specverify.samplers.reference_loop import generate
@@ -231,7 +231,7 @@ def test_a_binned_loop_finding_is_shrunk_to_the_first_vocabulary_that_shows_it()
     each): a residual that drops each 1024-id tile's last id first shows at V = 1025, k = 1
     (binned chi-square at 1e-6 split over the candidates' positions, seeded): on any machine at
     any load, since the search's candidates and their runs come from the budget."""
-    from specverify.interfaces.loop_cases import get_loop_budget
+    from specverify.interfaces.loop.cases import get_loop_budget
 
     budget = get_loop_budget("standard")
     report = specverify.check(wrong.wrong_past_vocab1024, budget=budget, interface="loop")
@@ -248,7 +248,7 @@ def test_a_binned_loop_finding_no_smaller_batch_shows_is_its_own_counterexample(
     """When no smaller batch shows it, the batch the finding was made on is the counterexample:
     here the reference loop (exact: no candidate flags it, false-fail 1e-6 over all of them) and a
     finding handed to the shrink as a loop wrong only at the quick batch's shape would give."""
-    from specverify.interfaces.loop_counterexample import shrink_binned_loop
+    from specverify.interfaces.loop.counterexample import shrink_binned_loop
 
     case = scale_loop_cases("quick", 0)[0]
     finding = Finding(

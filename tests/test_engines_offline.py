@@ -22,7 +22,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from specverify import api
 from specverify.adapters.kernels import to_sglang_chain  # noqa: E402
 from specverify.engines import (
     ENGINES,
@@ -37,8 +36,9 @@ from specverify.engines import (
     run_probes,
 )
 from specverify.engines.__main__ import main, matches  # noqa: E402
-from specverify.interfaces import round_cases  # noqa: E402
+from specverify.interfaces.round import cases as round_cases  # noqa: E402
 from specverify.samplers.chain import residual  # noqa: E402
+from specverify.surface import api
 
 TINY = replace(
     round_cases.get_budget("quick"), name="tiny", cases=(0,), n_max=2000, engine_vocab=0
@@ -439,7 +439,7 @@ def test_triton_rows_state_their_sweeps_and_the_table_prints_the_reach():
     """Every Triton row's kernel budget carries ``TRITON_SWEEPS`` (fields of the kernel budget),
     and the reach those give is what the table's ``how`` column prints."""
     from specverify.engines import TRITON_SWEEPS, reach_text
-    from specverify.interfaces import kernel as KI
+    from specverify.interfaces.kernel import battery as KI
 
     triton = [e for e in ENGINES if e.interface == "kernel" and "triton" in " ".join(e.needs)]
     assert {e.name for e in triton} == {"vllm-v1-rejection", "sglang-chain", "sglang-block-kernel"}

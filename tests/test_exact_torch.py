@@ -17,8 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from specverify.interfaces.round_cases import get_budget, reference_case
-from specverify.interfaces.round_tasks import enumerate_task
+from specverify.interfaces.round.cases import get_budget, reference_case
+from specverify.interfaces.round.tasks import enumerate_task
 from specverify.laws.chains import handout_iid, iid_model, toy_chain
 from specverify.laws.exact import (
     NotEnumerable,

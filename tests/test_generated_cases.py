@@ -7,8 +7,8 @@ import pytest
 
 import specverify
 from specverify.battery import core as battery_core
-from specverify.interfaces import round as round_interface
-from specverify.interfaces import round_cases
+from specverify.interfaces.round import battery as round_interface
+from specverify.interfaces.round import cases as round_cases
 from specverify.laws import exact
 from specverify.mutants import ALL
 from specverify.samplers.chain import speculative_step

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from specverify import acceptance_rate, expected_speedup, expected_tokens, speculative_step
-from specverify.interfaces.round_tasks import first_tokens
+from specverify.interfaces.round.tasks import first_tokens
 from specverify.laws.chains import handout_iid, toy_chain
 
 RUNS = 30_000

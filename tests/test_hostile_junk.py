@@ -25,8 +25,10 @@ import pytest
 import specverify
 from specverify.battery import core as battery_core
 from specverify.battery import runner
-from specverify.interfaces import loop as loop_interface
-from specverify.interfaces import loop_tasks, round_cases, round_tasks
+from specverify.interfaces.loop import battery as loop_interface
+from specverify.interfaces.loop import tasks as loop_tasks
+from specverify.interfaces.round import cases as round_cases
+from specverify.interfaces.round import tasks as round_tasks
 from specverify.laws.requests import Output
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -330,6 +332,6 @@ def test_command_line_exits_1_with_json(subjects, name, words):
 
 def _load(path: str, name: str):
     """A subject of the module file, loaded here (handed to its process by fork)."""
-    from specverify.api import load_target
+    from specverify.surface.api import load_target
 
     return load_target(f"{path}:{name}")

@@ -20,7 +20,7 @@ import pytest
 from process_probes import processes_with
 
 import specverify
-from specverify.interfaces import round_cases
+from specverify.interfaces.round import cases as round_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 

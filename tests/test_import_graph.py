@@ -148,12 +148,12 @@ def test_no_import_cycle_among_specverify_modules():
 
 
 LAYERS = (
-    ("common", ("specverify.common",)),
+    ("common", ("specverify.common", "specverify.errors")),
     ("laws", ("specverify.laws",)),
     ("samplers", ("specverify.samplers",)),
     ("battery", ("specverify.battery",)),
     ("interfaces", ("specverify.interfaces",)),
-    ("surface", ("specverify.surface", "specverify.api", "specverify.strategies", "specverify.pytest_plugin")),
+    ("surface", ("specverify.surface",)),
     ("models", ("specverify.models",)),
     ("adapters", ("specverify.adapters",)),
     ("mutants", ("specverify.mutants",)),
@@ -169,13 +169,11 @@ exactly one layer (a module of a prefix, or under it)."""
 ROOT_MODULES = {
     "specverify",
     "specverify.__main__",
-    "specverify.api",
     "specverify.cli",
-    "specverify.pytest_plugin",
-    "specverify.strategies",
+    "specverify.errors",
 }
-"""The package root: what users import or run (``import specverify``, ``specverify.api``, the
-pytest plugin's entry point, the Hypothesis strategies, the ``specverify`` command), nothing else."""
+"""The package root: the lazy public names (``import specverify``), the ``specverify`` command
+(``cli``, ``__main__``) and the one errors module; everything else users touch is in surface/."""
 
 
 def layer_of(module: str) -> int | None:
@@ -216,12 +214,20 @@ def test_the_package_root_holds_only_the_public_modules():
     assert root == ROOT_MODULES
 
 
+INTERFACE_PACKAGES = re.compile(r"^specverify\.interfaces\.(\w+)\.(\w+)$")
+"""A module of an interface package (``interfaces.round.cases``): the interfaces hold the same
+parts (battery, cases, tasks, checks, counterexample), so such a module is named by its package
+and its part (``round.cases``), as readers and imports name it."""
+
+
 def test_no_two_modules_share_a_name():
-    """``interfaces.loop`` is the only ``loop``: a name says which module it is, in any layer."""
+    """``interfaces.loop`` is the only ``loop``: a name says which module it is, in any layer (an
+    interface package's parts by ``interface.part``)."""
     names: dict[str, list[str]] = {}
     for m in MODULES:
         if m != "specverify" and not m.endswith("__main__") and MODULES[m].name != "__init__.py":
-            names.setdefault(m.rsplit(".", 1)[1], []).append(m)
+            part = INTERFACE_PACKAGES.match(m)
+            names.setdefault(".".join(part.groups()) if part else m.rsplit(".", 1)[1], []).append(m)
     assert {n: ms for n, ms in names.items() if len(ms) > 1} == {}
 
 
@@ -265,8 +271,8 @@ LONG_MODULES = {
     "specverify.laws.exact",
     "specverify.laws.torch_random",
     "specverify.mutants.catalogue",
-    "specverify.interfaces.kernel",
-    "specverify.interfaces.round",
+    "specverify.interfaces.kernel.battery",
+    "specverify.interfaces.round.battery",
     "specverify.adapters.kernels",
     "specverify.models.medusa",
     "specverify.battery.runner",
@@ -274,8 +280,8 @@ LONG_MODULES = {
     "specverify.battery.core",
     "specverify.bench.compare_samplers",
     "specverify.engines",
-    "specverify.interfaces.loop_cases",
-    "specverify.interfaces.loop_checks",
+    "specverify.interfaces.loop.cases",
+    "specverify.interfaces.loop.checks",
     "specverify.models.measure",
     "specverify.mutants.report",
 }

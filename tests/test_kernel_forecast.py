@@ -9,8 +9,8 @@ import numpy as np
 
 import specverify
 from specverify.battery.core import listening
-from specverify.interfaces import kernel
-from specverify.interfaces import kernel_cases as kc
+from specverify.interfaces.kernel import battery as kernel
+from specverify.interfaces.kernel import cases as kc
 from specverify.samplers.reference_kernel import reference_kernel
 
 

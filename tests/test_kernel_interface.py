@@ -16,12 +16,12 @@ import pytest
 
 import specverify
 from specverify import interfaces
-from specverify.api import UsageError
-from specverify.interfaces import kernel
-from specverify.interfaces import kernel_cases as kc
-from specverify.interfaces.kernel_tasks import uses_generator
+from specverify.interfaces.kernel import battery as kernel
+from specverify.interfaces.kernel import cases as kc
+from specverify.interfaces.kernel.tasks import uses_generator
 from specverify.laws.uniform_cells import FLOAT32_ONE_MINUS, probe_points, segments
 from specverify.mutants import ALL
+from specverify.surface.api import UsageError
 
 SUBJECTS = "tests/kernel_subjects.py"
 
@@ -246,7 +246,7 @@ def test_cli_judges_kernels_by_exit_code():
     "subject, verdict", [(ks.loop_kernel, True), (ks.resample_from_p, False), (ks.generator_kernel, True)]
 )
 def test_a_kernel_and_its_round_wrapper_get_the_same_verdict(subject, verdict):
-    from specverify.interfaces import round as round_interface
+    from specverify.interfaces.round import battery as round_interface
 
     assert kernel.run(subject, "quick", 0).exact is verdict
     # the round battery cannot enumerate through a kernel's arrays: its chi-square judges it

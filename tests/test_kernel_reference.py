@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from specverify.interfaces import kernel as kernel_interface
-from specverify.interfaces.kernel_tasks import uses_generator
+from specverify.interfaces.kernel import battery as kernel_interface
+from specverify.interfaces.kernel.tasks import uses_generator
 from specverify.mutants.kernel_mutants import KERNEL_CONTROLS, KERNEL_MUTANTS
 from specverify.samplers import chain
 from specverify.samplers.reference_kernel import reference_generator_kernel, reference_kernel

@@ -14,8 +14,9 @@ import kernel_subjects as ks
 import numpy as np
 import pytest
 
-from specverify.interfaces import corners, kernel
-from specverify.interfaces import kernel_cases as kc
+from specverify.interfaces import corners
+from specverify.interfaces.kernel import battery as kernel
+from specverify.interfaces.kernel import cases as kc
 from specverify.mutants import get
 from specverify.samplers.reference_kernel import reference_kernel
 

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 
-from specverify import strategies as sst
-from specverify.interfaces.loop import run_loop_battery
-from specverify.interfaces.loop_cases import NO_SWEEPS, loop_cases
-from specverify.interfaces.loop_counterexample import LAW_CHECKS, find_loop_counterexample, small_loop_cases
-from specverify.interfaces.loop_tasks import contract_problem
+from specverify.interfaces.loop.battery import run_loop_battery
+from specverify.interfaces.loop.cases import NO_SWEEPS, loop_cases
+from specverify.interfaces.loop.counterexample import LAW_CHECKS, find_loop_counterexample, small_loop_cases
+from specverify.interfaces.loop.tasks import contract_problem
 from specverify.laws import exact
 from specverify.laws import processing as pr
 from specverify.laws.requests import (
@@ -28,6 +27,7 @@ from specverify.laws.requests import (
 from specverify.mutants import ALL
 from specverify.mutants.loop_mutants import LOOP_CONTROLS, LOOP_MUTANTS
 from specverify.samplers.reference_loop import fit_width, generate, target_only
+from specverify.surface import strategies as sst
 
 
 def marginals(dist: dict, n: int) -> list[dict]:
@@ -306,7 +306,7 @@ def test_loop_counterexample_is_small_and_genuine(mutant_id, checks):
     ce = find_loop_counterexample(loop, "quick", 0, checks)
     assert ce is not None and ce["method"] == "exact" and ce["check"] in checks
     assert ce["vocab_size"] == 2 and ce["window"] <= 3 and ce["k"] <= 2 and len(ce["requests"]) == 1
-    from specverify.api import counterexample_lines
+    from specverify.surface.api import counterexample_lines
 
     text = "\n".join(counterexample_lines(ce))
     assert "request 0: prompt [0]" in text and f"shows [{ce['kind']}] {ce['check']}" in text
@@ -360,7 +360,7 @@ def test_loop_counterexample_by_statistics_when_the_loop_cannot_be_enumerated():
 def _declared_pair():
     """Two small cases the reference loop can run: a logit bias (which loop-bias/bonus-only gets
     wrong at the bonus position) with max_tokens 2, and a plain request with max_tokens 1."""
-    from specverify.interfaces.loop_cases import LoopCase, seeded_logits
+    from specverify.interfaces.loop.cases import LoopCase, seeded_logits
 
     target = LogitTable(seeded_logits(302, 1, 2, 2, 1.0), "target V2")
     draft = LogitTable(seeded_logits(312, 1, 2, 2, 1.0), "draft V2")
@@ -374,8 +374,8 @@ def test_check_runs_exactly_the_cases_a_loop_subject_declares():
     """Exact enumeration (TV tolerance 1e-9, no sampling): the reference loop is exact on the two
     declared cases, a loop mutant not; the report says the cases were the subject's, not the
     standard coverage, and the counterexample is the smallest declared case that shows the bias."""
-    from specverify import api
     from specverify.mutants import get
+    from specverify.surface import api
 
     cases = _declared_pair()
     report = api.check(generate, budget="quick", cases=cases)
@@ -401,8 +401,8 @@ def test_check_runs_exactly_the_cases_a_loop_subject_declares():
 
 
 def test_declared_cases_usage_errors():
-    from specverify import api
     from specverify.samplers.chain import speculative_step
+    from specverify.surface import api
 
     cases = _declared_pair()
     with pytest.raises(api.UsageError, match="round interface runs its own cases"):
@@ -417,7 +417,7 @@ def test_declared_cases_usage_errors():
 def test_a_report_is_inconclusive_when_its_control_is_not_flagged():
     """Report.add_control: a control that must be NOT EXACT but came out exact makes the report
     inconclusive (exit 3, api's mapping); a flagged one leaves the verdict as it was."""
-    from specverify import api
+    from specverify.surface import api
 
     report = api.check(generate, budget="quick", cases=_declared_pair()[1:])
     report.add_control("a control", "biased by design", False, [{"check": "x"}])

@@ -15,8 +15,8 @@ import loop_wrong_only_there as wrong
 import numpy as np
 import pytest
 
-from specverify.interfaces.loop import run_loop_battery
-from specverify.interfaces.loop_cases import (
+from specverify.interfaces.loop.battery import run_loop_battery
+from specverify.interfaces.loop.cases import (
     LOOP_BUDGETS,
     NO_SWEEPS,
     SEED_STREAMS,
@@ -25,7 +25,7 @@ from specverify.interfaces.loop_cases import (
     loop_cases,
     seed_stream,
 )
-from specverify.interfaces.loop_counterexample import find_loop_counterexample
+from specverify.interfaces.loop.counterexample import find_loop_counterexample
 from specverify.laws import exact
 from specverify.laws.requests import sequence_law
 from specverify.mutants.loop_mutants import LOOP_CONTROLS

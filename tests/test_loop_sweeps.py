@@ -24,10 +24,9 @@ import loop_wrong_only_there as wrong
 import numpy as np
 import pytest
 
-from specverify import api
 from specverify.interfaces import corners
-from specverify.interfaces.loop import reach, run_loop_battery, standard_cases
-from specverify.interfaces.loop_cases import (
+from specverify.interfaces.loop.battery import reach, run_loop_battery, standard_cases
+from specverify.interfaces.loop.cases import (
     LOOP_BUDGETS,
     NO_SWEEPS,
     SWEEP_DIMENSIONS,
@@ -39,11 +38,12 @@ from specverify.interfaces.loop_cases import (
     sweep_loop_cases,
     tokens_per_pass_rates,
 )
-from specverify.interfaces.loop_tasks import read_outcome
+from specverify.interfaces.loop.tasks import read_outcome
 from specverify.laws import exact
 from specverify.laws.requests import LogitTable, Request, SamplingParams
 from specverify.mutants import get
 from specverify.samplers import reference_loop as ref
+from specverify.surface import api
 
 STANDARD_REACH = {
     "context": 512,

@@ -18,9 +18,9 @@ import pytest
 from specverify.battery import budgets
 from specverify.battery.core import ContractBreach, describe_exception
 from specverify.common import tables
-from specverify.interfaces import kernel
-from specverify.interfaces import kernel_cases as kc
-from specverify.interfaces.kernel_tasks import validate_outputs
+from specverify.interfaces.kernel import battery as kernel
+from specverify.interfaces.kernel import cases as kc
+from specverify.interfaces.kernel.tasks import validate_outputs
 from specverify.mutants import report
 from specverify.mutants.command import main, parse_args
 from specverify.surface.report_text import counterexample_lines, human

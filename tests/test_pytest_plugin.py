@@ -31,10 +31,10 @@ def test_inverted_ratio_is_exact(specverify_check):
 
 
 def plugin_args() -> list[str]:
-    """``-p specverify.pytest_plugin`` unless the installed distribution's pytest11 entry point
+    """``-p specverify.surface.pytest_plugin`` unless the installed distribution's pytest11 entry point
     already loads it (an editable install of another checkout may lack the entry point)."""
-    registered = any(ep.value == "specverify.pytest_plugin" for ep in entry_points(group="pytest11"))
-    return [] if registered else ["-p", "specverify.pytest_plugin"]
+    registered = any(ep.value == "specverify.surface.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return [] if registered else ["-p", "specverify.surface.pytest_plugin"]
 
 
 def test_the_fixture_as_a_user_runs_it(pytester, monkeypatch):

@@ -2,7 +2,7 @@
 here (``ray.init(num_cpus=2)``): the same verdicts as the local executor for the same seed.
 Skipped with one line when the ray extra is not installed (``pip install -e '.[ray]'``).
 
-On Ray each case enumeration of a round subject is its own task (specverify.interfaces.round_units) and the
+On Ray each case enumeration of a round subject is its own task (specverify.interfaces.round.units) and the
 subject's task replays them with its seeded detectors run in order, as in a local worker:
 verdicts at fixed seeds and a false-fail rate of 1e-6 are deterministic (a look's runs are
 bounded by time, so an exact subject's p-values may differ on a loaded machine, not its verdict).
@@ -107,8 +107,8 @@ def compared(result) -> dict:
 
 def battery_dict(mutant_id: str, budget, seed: int, stop_on_first: bool, *got) -> dict:
     """A Ray task: the subject's battery with its units (``got``) replayed."""
-    from specverify.interfaces import round as round_interface
-    from specverify.interfaces import round_units as units
+    from specverify.interfaces.round import battery as round_interface
+    from specverify.interfaces.round import units
 
     return compared(
         round_interface.run_battery(
@@ -126,9 +126,9 @@ SPLIT_SUBJECTS = (
 
 def test_the_per_case_split_on_ray_gives_the_local_battery_results(local_ray):
     from specverify.battery.executors import ray_map
-    from specverify.interfaces import round as round_interface
-    from specverify.interfaces import round_cases
-    from specverify.interfaces import round_units as units
+    from specverify.interfaces.round import battery as round_interface
+    from specverify.interfaces.round import cases as round_cases
+    from specverify.interfaces.round import units
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not importable there
     b = replace(round_cases.get_budget("quick"), **report.REPORT_OVERRIDES)

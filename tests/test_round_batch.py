@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 
 from specverify import speculative_step
-from specverify.interfaces import round as round_interface
-from specverify.interfaces import round_cases
+from specverify.interfaces.round import battery as round_interface
+from specverify.interfaces.round import cases as round_cases
 
 # the quick budget on two fixed cases, no sweeps: every case sampled (the subjects reseed)
 BUDGET = replace(round_cases.get_budget("quick"), cases=(0, 4), generated=0, engine_vocab=0, sweep_context=0, sweep_k=0)

@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 
 from specverify import speculative_step
-from specverify.interfaces import corners, round_cases
-from specverify.interfaces import round as round_interface
+from specverify.interfaces import corners
+from specverify.interfaces.round import battery as round_interface
+from specverify.interfaces.round import cases as round_cases
 from specverify.laws import exact
 from specverify.mutants import get
 

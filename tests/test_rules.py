@@ -11,9 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from specverify import get_sampler
-from specverify import strategies as sst
-from specverify.interfaces.round_cases import all_cases, expected_round_length
-from specverify.interfaces.round_optimum import optimum_tokens_per_round
+from specverify.interfaces.round.cases import all_cases, expected_round_length
+from specverify.interfaces.round.optimum import optimum_tokens_per_round
 from specverify.laws.chains import handout_iid, iid_model, toy_chain
 from specverify.laws.exact import (
     NotEnumerable,
@@ -26,6 +25,7 @@ from specverify.laws.optimal_acceptance import draft_sets, optimal_acceptance
 from specverify.mutants import ALL
 from specverify.mutants.catalogue import match_target_sample
 from specverify.mutants.rules import RULE_MUTANTS, match_target_sample_emit_draft
+from specverify.surface import strategies as sst
 
 TOL = 1e-9
 
@@ -160,7 +160,7 @@ def test_draft_set_laws_sum_to_one():
 
 
 def test_optimum_tokens_per_round_is_block_on_the_tokens_per_round_cases():
-    from specverify.interfaces.round_cases import round_length_cases
+    from specverify.interfaces.round.cases import round_length_cases
 
     for case in round_length_cases():
         opt = optimum_tokens_per_round(case)
@@ -186,8 +186,8 @@ def test_compare_rules_block_never_loses_and_gains_where_the_paper_says(monkeypa
 
 
 def test_nodewise_optimum_is_the_chain_at_width_one_and_above_the_tree_rules():
-    from specverify.interfaces.round_cases import Case
-    from specverify.interfaces.round_optimum import nodewise_optimum_tokens_per_round
+    from specverify.interfaces.round.cases import Case
+    from specverify.interfaces.round.optimum import nodewise_optimum_tokens_per_round
 
     case = Case("toy chain k=2", toy_chain(), (0,), 2, 1)
     assert nodewise_optimum_tokens_per_round(case, width=1) == pytest.approx(expected_round_length(case), abs=1e-9)
@@ -230,8 +230,8 @@ def test_nodewise_optimum_closed_form_on_iid_models_matches_enumeration():
     """On an i.i.d. model every node is alike: the closed form sum(a^i) equals the enumerated
     canonical rule's tokens per round on the same model written as period 2 (which takes the
     enumeration route). Exact, no sampling."""
-    from specverify.interfaces import round_cases
-    from specverify.interfaces import round_optimum as optimum_tokens
+    from specverify.interfaces.round import cases as round_cases
+    from specverify.interfaces.round import optimum as optimum_tokens
     from specverify.laws import optimal_acceptance as optimal
     from specverify.laws.chains import TableModel
 
@@ -353,8 +353,8 @@ def test_traversal_against_the_tree_rules_and_the_nodewise_optimum():
     sequence-level acceptance can beat node-by-node optimal transport (the nodewise figure is only
     greedy there; optimum_tokens.nodewise_optimum_tokens_per_round's docstring says so)."""
     from specverify.bench.compare_samplers import context_varying_chain
-    from specverify.interfaces.round_cases import Case
-    from specverify.interfaces.round_optimum import nodewise_optimum_tokens_per_round
+    from specverify.interfaces.round.cases import Case
+    from specverify.interfaces.round.optimum import nodewise_optimum_tokens_per_round
 
     cases = [
         (handout_iid(), (0,), (2.5996, 2.6276, 3.0)),

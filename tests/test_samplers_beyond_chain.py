@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis_labels import label_model
 
-from specverify import strategies as sst
 from specverify.bench.compare_samplers import copy_heavy_chain, copy_heavy_prompt, exact_long_run, simulate
 from specverify.laws.chains import TableModel, handout_iid, toy_chain
 from specverify.laws.exact import (
@@ -32,6 +31,7 @@ from specverify.samplers.chain import speculative_step
 from specverify.samplers.greedy import greedy_step
 from specverify.samplers.prompt_lookup import lookup_drafts, prompt_lookup_step
 from specverify.samplers.tree import tree_nodes, tree_step
+from specverify.surface import strategies as sst
 
 TOL = 1e-9  # exact TV of a correct sampler is float rounding, ~1e-16
 EXACT_SAMPLERS = [

@@ -11,8 +11,8 @@ from hypothesis import find as _find
 from hypothesis import strategies as st
 from hypothesis_labels import label_model
 
-from specverify import strategies as sst
 from specverify.common.validation import check_prob_vector
+from specverify.surface import strategies as sst
 
 
 def _label_vector(v: np.ndarray) -> None:

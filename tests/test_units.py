@@ -1,4 +1,4 @@
-"""The battery's independent units (specverify.interfaces.round_units) without Ray: each case's enumeration in its
+"""The battery's independent units (specverify.interfaces.round.units) without Ray: each case's enumeration in its
 own subject process, replayed by ``run_battery(prefetched=...)``, gives the local battery's
 verdict, findings and run log for the same seed; the clock is charged with the units' seconds;
 a subject that dies in a unit is a finding, as in one process."""
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from specverify.battery import core as battery_core
-from specverify.interfaces import round as round_interface
-from specverify.interfaces import round_cases
-from specverify.interfaces import round_units as units
+from specverify.interfaces.round import battery as round_interface
+from specverify.interfaces.round import cases as round_cases
+from specverify.interfaces.round import units
 from specverify.mutants import report
 from specverify.samplers import chain as chain_sampler
 

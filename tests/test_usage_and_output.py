@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from specverify import api, speculative_step
+from specverify import speculative_step
 from specverify.mutants import get
+from specverify.surface import api
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["pytester"]
@@ -142,8 +143,8 @@ def test_mutant_fails(specverify_check):
 def plugin_args() -> list[str]:
     from importlib.metadata import entry_points
 
-    registered = any(ep.value == "specverify.pytest_plugin" for ep in entry_points(group="pytest11"))
-    return [] if registered else ["-p", "specverify.pytest_plugin"]
+    registered = any(ep.value == "specverify.surface.pytest_plugin" for ep in entry_points(group="pytest11"))
+    return [] if registered else ["-p", "specverify.surface.pytest_plugin"]
 
 
 def test_the_marker_refuses_what_it_would_ignore_and_hides_assert_exact(pytester, monkeypatch):
@@ -167,7 +168,7 @@ def test_the_marker_refuses_what_it_would_ignore_and_hides_assert_exact(pytester
     assert "PASSED test_user.py::test_seed_none_keeps_the_option" in out
     # the traceback ends at the test's own call: neither assert_exact nor the fixture's frame
     assert "raise AssertionError(failure_message(report))" not in out
-    assert "specverify/api.py" not in out and "specverify/pytest_plugin.py" not in out
+    assert "specverify/surface/api.py" not in out and "specverify/surface/pytest_plugin.py" not in out
 
 
 @pytest.mark.parametrize("bad", [3, [1]])

@@ -68,8 +68,8 @@ def test_the_same_result_with_one_worker_or_three():
     give the result one gives (the quick budget on two fixed cases, every case sampled)."""
     from dataclasses import replace
 
-    from specverify.interfaces import round as round_interface
-    from specverify.interfaces import round_cases
+    from specverify.interfaces.round import battery as round_interface
+    from specverify.interfaces.round import cases as round_cases
 
     budget = replace(round_cases.get_budget("quick"), cases=(0, 4), generated=0, sweep_context=0, sweep_k=0)
     one, three = (round_interface.run_battery(_reseeded, budget, 5, workers=n).to_dict() for n in (1, 3))
@@ -96,8 +96,8 @@ def test_the_same_result_with_enumerations_shared_among_two_workers():
     from dataclasses import replace
 
     from specverify import speculative_step
-    from specverify.interfaces import round as round_interface
-    from specverify.interfaces import round_cases
+    from specverify.interfaces.round import battery as round_interface
+    from specverify.interfaces.round import cases as round_cases
 
     budget = replace(round_cases.get_budget("quick"), cases=(0, 1, 4), generated=1, sweep_context=2, sweep_k=2)
     for subject, exact in ((speculative_step, True), (_lossy, False)):

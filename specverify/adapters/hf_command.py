@@ -1,6 +1,6 @@
 """``python -m specverify check-hf-generate``: transformers' assisted ``generate`` judged by ``check``.
 
-A front end of ``specverify.api.check``, nothing more: ``hf_loop.check`` runs ``api.check`` on
+A front end of ``specverify.surface.api.check``, nothing more: ``hf_loop.check`` runs ``api.check`` on
 ``hf_loop.generate`` (``generate(assistant_model=draft, do_sample=True)`` as a loop subject) on the
 cases it declares (``hf_loop.LOOP_SETTINGS``), ``--n`` runs each, with transformers'
 ``assistant_ensemble_weight=0.5`` as the control that must come out NOT EXACT (else the report is

@@ -1,7 +1,7 @@
 """transformers' ``generate(assistant_model=draft, do_sample=True)`` as a loop subject.
 
 ``generate(target, draft, requests, k, rng)`` has the loop interface of ``specverify.laws.requests``: the
-loop battery (``specverify.interfaces.loop.run_loop_battery``) judges it against the exact law of
+loop battery (``specverify.interfaces.loop.battery.run_loop_battery``) judges it against the exact law of
 target-only sampling (``loop.sequence_law``), with its own statistics when, as here, the
 enumerator cannot follow torch's randomness.
 
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..battery.core import POWER_FALSE_PASS_RATE
-from ..interfaces.loop_cases import LoopBudget, LoopCase
+from ..interfaces.loop.cases import LoopBudget, LoopCase
 from ..laws import stats
 from ..laws.requests import LogitTable, Output, Request, SamplingParams, check_requests
 from ..models.loading import torch_modules
@@ -387,8 +387,8 @@ def check(
     ``api.Report`` (verdict, JSON, exit code as ``python -m specverify check``'s). With
     ``control``, ``ensemble_generate`` on ``LOOP_CONTROL`` at the same budget, which must come out
     NOT EXACT (``Report.require_flagged``: else the report is inconclusive)."""
-    from .. import api
     from ..common.validation import check_seed
+    from ..surface import api
 
     check_seed(seed)
     b = budget(n, detect_tv, false_fail_rate)

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..common.validation import DEFAULT_FALSE_FAIL_RATE, InterfaceError
+from ..common.validation import DEFAULT_FALSE_FAIL_RATE
+from ..errors import InterfaceError
 
 CAMPAIGN_SECONDS = 7 * 24 * 3600.0
 """A campaign budget's time limits (``--budget tv=X``, every interface): a week per subject,

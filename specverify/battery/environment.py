@@ -31,11 +31,6 @@ EXTRAS = {"torch": "models", "transformers": "models", "accelerate": "models", "
 """Packages specverify's extras install: ``pip install 'specverify[EXTRA]'``."""
 
 
-class EnvironmentProblem(Exception):
-    """The subject cannot run in this environment; the message says what to install or where
-    to run it (exit ``EXIT_ENVIRONMENT``)."""
-
-
 def missing_package_advice(module: str) -> str:
     """What to install for the missing ``module`` (its top-level package)."""
     package = module.split(".")[0]
@@ -63,4 +58,4 @@ def environment_problem(message: str, own_module: str | None = None) -> str | No
     return None
 
 
-__all__ = ["CUDA_SIGNS", "EnvironmentProblem", "environment_problem", "missing_package_advice"]
+__all__ = ["CUDA_SIGNS", "environment_problem", "missing_package_advice"]

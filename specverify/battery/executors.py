@@ -4,14 +4,14 @@
 local Ray instance started for the run) or ``--executor ray://HOST:PORT`` (Ray Client).
 
 Units of work on Ray: a subject (``mutants report``: a mutant; ``check T1 T2 ...``: a target) and,
-within a round subject, one task per case enumeration (specverify.interfaces.round_units): the enumerations are
+within a round subject, one task per case enumeration (specverify.interfaces.round.units): the enumerations are
 independent of each other and draw no random numbers, so each runs in its own task, in its own
 subject process. The seeded part of the battery (the contract, the sequential chi-square's looks,
 sampled tokens per round) runs in order in the subject's own task, which starts once its
 enumeration tasks are done and replays the battery with their results
 (``interfaces.round.run_battery(prefetched=...)``): verdicts and findings are the local executor's for
 the same seed. A look of the sequential test is not a unit: its samples continue the rng stream
-every earlier look and case drew from (specverify.interfaces.round_units says why).
+every earlier look and case drew from (specverify.interfaces.round.units says why).
 
 Ray is an optional extra (``pip install -e '.[ray]'``) imported only when asked for; without it
 ``--executor ray`` is a usage error naming the extra. ``ray://`` needs the Ray Client as well

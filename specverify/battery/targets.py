@@ -18,12 +18,9 @@ import sys
 from collections.abc import Callable
 from functools import partial
 
+from ..errors import EnvironmentProblem, TargetError
 from . import runner
-from .environment import EnvironmentProblem, environment_problem
-
-
-class UsageError(Exception):
-    pass
+from .environment import environment_problem
 
 
 def load_target(target: str) -> Callable:
@@ -40,26 +37,26 @@ def load_target(target: str) -> Callable:
         advice = environment_problem(why, own_module=None if where.endswith(".py") else where)
         if advice:
             raise EnvironmentProblem(f"TARGET {target!r}: cannot import {where!r}: {advice} ({why})") from None
-        raise UsageError(f"TARGET {target!r}: cannot import {where!r} ({why})") from None
+        raise TargetError(f"TARGET {target!r}: cannot import {where!r} ({why})") from None
     fn = getattr(module, name, None)
     if fn is None:
-        raise UsageError(f"TARGET {target!r}: {where!r} has no attribute {name!r}")
+        raise TargetError(f"TARGET {target!r}: {where!r} has no attribute {name!r}")
     if not callable(fn):
-        raise UsageError(f"TARGET {target!r}: {name!r} is a {type(fn).__name__}, not callable")
+        raise TargetError(f"TARGET {target!r}: {name!r} is a {type(fn).__name__}, not callable")
     if isinstance(fn, type):
-        raise UsageError(f"TARGET {target!r}: {name!r} is a class, not a function; name the function to check")
+        raise TargetError(f"TARGET {target!r}: {name!r} is a class, not a function; name the function to check")
     return fn
 
 
 def split_target(target: str) -> tuple[str, str]:
     """(module or file, function name), checked in the parent before anything is imported."""
     if ":" not in target:
-        raise UsageError(f"TARGET {target!r}: expected 'package.module:function' or 'path/file.py:function'")
+        raise TargetError(f"TARGET {target!r}: expected 'package.module:function' or 'path/file.py:function'")
     where, _, name = target.rpartition(":")
     if not where or not name:
-        raise UsageError(f"TARGET {target!r}: missing module or function name")
+        raise TargetError(f"TARGET {target!r}: missing module or function name")
     if where.endswith(".py") and not os.path.isfile(where):
-        raise UsageError(f"TARGET: no such file {where!r}")
+        raise TargetError(f"TARGET: no such file {where!r}")
     return where, name
 
 
@@ -79,4 +76,4 @@ def start_target(target: str, start_method: str | None = None) -> runner.Runner:
     try:
         return runner.Runner(partial(load_target, target), start_method=start_method).start()
     except runner.SubjectFailed as exc:
-        raise UsageError(f"TARGET {target!r}: loading it failed: {exc}") from None
+        raise TargetError(f"TARGET {target!r}: loading it failed: {exc}") from None

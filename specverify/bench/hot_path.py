@@ -65,8 +65,9 @@ def measure(seconds: float = 0.3) -> dict:
     ``seconds`` (three times, the best kept; the enumeration for ``3 * seconds``)."""
     import numpy as np
 
-    from specverify.interfaces import round_cases, round_tasks
-    from specverify.interfaces.loop_cases import loop_cases
+    from specverify.interfaces.loop.cases import loop_cases
+    from specverify.interfaces.round import cases as round_cases
+    from specverify.interfaces.round import tasks as round_tasks
     from specverify.samplers.chain import sample, speculative_step
 
     exact = _module("specverify.laws.exact", "specverify.exact")

@@ -39,9 +39,10 @@ def bench_rates(seconds: float) -> dict:
     """Rows judged per second through each interface, and the TV a minute of them sees."""
     import numpy as np
 
-    from ..interfaces import kernel_cases as kc
-    from ..interfaces import round_cases, round_tasks
-    from ..interfaces.kernel_tasks import kernel_counts_task
+    from ..interfaces.kernel import cases as kc
+    from ..interfaces.kernel.tasks import kernel_counts_task
+    from ..interfaces.round import cases as round_cases
+    from ..interfaces.round import tasks as round_tasks
     from ..laws import exact
     from ..samplers.chain import speculative_step
     from ..samplers.reference_kernel import reference_generator_kernel
@@ -80,8 +81,8 @@ def bench_rates(seconds: float) -> dict:
 
 def bench_to_tv(tv: float) -> dict:
     """The kernel battery's statistics on the every-draft case at budget tv=X."""
-    from ..interfaces import kernel
-    from ..interfaces import kernel_cases as kc
+    from ..interfaces.kernel import battery as kernel
+    from ..interfaces.kernel import cases as kc
     from ..samplers.reference_kernel import reference_generator_kernel
 
     t0 = time.perf_counter()
@@ -99,8 +100,8 @@ def bench_to_tv(tv: float) -> dict:
 
 def bench_exact(sizes) -> list[dict]:
     """Wall time of the exact law on one instance of V, k (plus the battery's contract call)."""
-    from ..interfaces import kernel
-    from ..interfaces import kernel_cases as kc
+    from ..interfaces.kernel import battery as kernel
+    from ..interfaces.kernel import cases as kc
     from ..samplers.reference_kernel import reference_kernel
 
     out = []

@@ -27,7 +27,7 @@ import numpy as np
 
 def _rate(sampler, case, runs: int, budget) -> float:
     """Runs per second of ``sample_task`` on ``sampler`` (in this process)."""
-    from ..interfaces.round_tasks import sample_task
+    from ..interfaces.round.tasks import sample_task
 
     t0 = time.perf_counter()
     got, breach, _ = sample_task(sampler, case, runs, np.random.default_rng(0), budget)
@@ -39,7 +39,7 @@ def _rate(sampler, case, runs: int, budget) -> float:
 def _shared_rate(sampler, case, runs: int, budget, workers: int) -> tuple[float, list]:
     """Runs per second of the battery's block sampling with ``workers`` processes, and the runs."""
     from ..battery.core import run_in_subject
-    from ..interfaces.round import RoundBattery
+    from ..interfaces.round.battery import RoundBattery
 
     out: dict = {}
 
@@ -56,7 +56,7 @@ def _shared_rate(sampler, case, runs: int, budget, workers: int) -> tuple[float,
 def measure(runs: int = 2000) -> dict:
     """Every row of the benchmark: subject -> runs per second (and the workers' comparison)."""
     from .. import speculative_step
-    from ..interfaces import round_cases
+    from ..interfaces.round import cases as round_cases
     from ..samplers import torch_reference
 
     case, budget = round_cases.all_cases()[0], round_cases.get_budget("standard")

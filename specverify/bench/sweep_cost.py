@@ -41,8 +41,9 @@ def _seconds(run) -> float:
 def round_rows(budget: str) -> list[tuple[str, int, float]]:
     """(dimension, cases, seconds) of the round reference: the baseline, each sweep, the corner."""
     from .. import speculative_step
-    from ..interfaces import corners, round_cases
-    from ..interfaces.round import run_battery
+    from ..interfaces import corners
+    from ..interfaces.round import cases as round_cases
+    from ..interfaces.round.battery import run_battery
 
     full = round_cases.get_budget(budget)
     base = replace(full, cases=full.cases[:1], generated=0, engine_vocab=0, scale_cases=(), stat_cases=1)
@@ -68,8 +69,8 @@ def round_rows(budget: str) -> list[tuple[str, int, float]]:
 def loop_rows(budget: str) -> list[tuple[str, int, float]]:
     """(dimension, cases, seconds) of the loop reference: the baseline, each sweep, the corners."""
     from ..interfaces import corners
-    from ..interfaces.loop import run_loop_battery
-    from ..interfaces.loop_cases import SWEEP_DIMENSIONS, loop_cases, sweep_loop_cases
+    from ..interfaces.loop.battery import run_loop_battery
+    from ..interfaces.loop.cases import SWEEP_DIMENSIONS, loop_cases, sweep_loop_cases
     from ..samplers.reference_loop import generate
 
     sweeps = sweep_loop_cases(budget)
@@ -86,8 +87,9 @@ def loop_rows(budget: str) -> list[tuple[str, int, float]]:
 
 def kernel_rows(budget: str) -> list[tuple[str, int, float]]:
     """(dimension, cases, seconds) of the kernel reference: the baseline, each sweep, the corners."""
-    from ..interfaces import corners, kernel
-    from ..interfaces import kernel_cases as kc
+    from ..interfaces import corners
+    from ..interfaces.kernel import battery as kernel
+    from ..interfaces.kernel import cases as kc
     from ..samplers.reference_kernel import reference_kernel
 
     b = kernel.get_budget(budget)

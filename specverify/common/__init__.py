@@ -1,7 +1,7 @@
 """The floor: what every layer may use and that knows nothing of speculative decoding's checks.
 
 - ``validation``: argument checks whose errors name the argument (the one validation module),
-  the default false-fail rate, ``InterfaceError``;
+  the default false-fail rate;
 - ``files``: atomic report writing; ``network``: a TCP probe with a deadline;
 - ``command_line``: one-line usage errors, exit codes, subcommand dispatch;
 - ``tables``: fixed-width text tables.

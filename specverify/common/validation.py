@@ -32,12 +32,6 @@ DEFAULT_FALSE_FAIL_RATE = 1e-6
 every budget in ``battery.budgets``. It lives here, at the floor, because both import it."""
 
 
-class InterfaceError(ValueError):
-    """A usage error about a subject's interface or a budget: the interface could not be told from
-    the subject, its name or a budget's is unknown, an interface argument is out of range.
-    ``specverify.interfaces`` re-exports it."""
-
-
 def check_prob_vector(name: str, v) -> np.ndarray:
     """Return ``v`` as a 1-D float64 array renormalized to sum exactly 1, or raise ValueError."""
     import numpy as np  # here, not above: the command lines' argument types load no NumPy

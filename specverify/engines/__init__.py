@@ -144,7 +144,7 @@ def replays(engine: Engine, subject) -> bool:
                 ]
             )
         else:
-            from ..interfaces.kernel import uses_generator
+            from ..interfaces.kernel.battery import uses_generator
 
             arg = torch.Generator().manual_seed(11) if uses_generator(subject) else u
             out, nacc = subject(ids, q, p, arg)
@@ -694,9 +694,9 @@ def judge(engine: Engine, subject, budget: str, seed: int = 0, workers: int = 1)
     """The engine's Report under budget ``budget`` (its per-engine overrides applied). ``workers``:
     processes of a round row's subject that share its enumerations and sampled runs (the report
     is the same with 1 or N); a kernel row runs in one."""
-    from .. import api
-    from ..interfaces import kernel as KI
-    from ..interfaces import round_cases
+    from ..interfaces.kernel import battery as KI
+    from ..interfaces.round import cases as round_cases
+    from ..surface import api
 
     spec = dict(engine.budgets.get(budget, {"base": budget}))
     base = spec.pop("base", budget)

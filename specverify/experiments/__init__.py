@@ -8,7 +8,7 @@ NAME.png, NAME.md (caption, figure and tables) and one CSV per table, and prints
 - temperature, speedup-surface, power: closed form or exact (specverify.experiments.analytic).
 
 Every detector-like number (exact TV, samples, power) comes from the round battery
-(specverify.interfaces.round_cases, round_tasks), specverify.laws.exact and specverify.laws.stats;
+(specverify.interfaces.round.cases, round_tasks), specverify.laws.exact and specverify.laws.stats;
 nothing here re-implements a detector.
 
 The experiments' modules (matplotlib, polars, SciPy, the battery) load on first use: ``python -m

@@ -24,7 +24,8 @@ from scipy.special import softmax
 
 from .. import mutants
 from ..battery.core import DEFAULT_FALSE_FAIL_RATE
-from ..interfaces import round_cases, round_tasks
+from ..interfaces.round import cases as round_cases
+from ..interfaces.round import tasks as round_tasks
 from ..laws import exact, stats, theory
 from ..laws.chains import toy_chain
 from .output import Table, figure, write_outputs

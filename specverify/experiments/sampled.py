@@ -1,7 +1,7 @@
 """The handout's CPU experiments that sample: noise versus bias, the greedy drafter, and
 non-i.i.d. acceptance on the toy chain.
 
-Every number comes from the round battery's own pieces (specverify.interfaces.round_cases and
+Every number comes from the round battery's own pieces (specverify.interfaces.round.cases and
 round_tasks): the case is ``round_cases.reference_case()`` (the handout's toy chain, k = 2,
 prefix (0,), a 2-token window), samples come from ``round_tasks.sample_first_tokens`` (mutants
 run through their Python function, round by round) or from the batched simulator
@@ -24,7 +24,8 @@ import polars as pl
 from scipy import stats as sps
 
 from .. import mutants
-from ..interfaces import round_cases, round_tasks
+from ..interfaces.round import cases as round_cases
+from ..interfaces.round import tasks as round_tasks
 from ..laws import exact, stats, theory
 from ..laws.chains import toy_chain
 from ..samplers.batched import simulate_tokens

@@ -28,17 +28,18 @@ import inspect
 import re
 from dataclasses import dataclass
 
-from ..common.validation import InterfaceError
+from ..errors import InterfaceError
 
 NAMES = ("round", "loop", "kernel")
 """Every registered interface, in the order ``--interface`` lists them."""
 
 
 def get(name: str):
-    """The interface module called ``name``; InterfaceError naming the known ones otherwise."""
+    """The interface called ``name`` (its package's ``battery`` module: its parameters, budgets,
+    and ``run``); InterfaceError naming the known ones otherwise."""
     if not isinstance(name, str) or name not in NAMES:
         raise InterfaceError(f"interface: must be one of {', '.join(NAMES)}, got {name!r}")
-    return importlib.import_module(f"{__name__}.{name}")
+    return importlib.import_module(f"{__name__}.{name}.battery")
 
 
 def _leading_names(fn) -> tuple[str, ...] | None:

@@ -44,7 +44,9 @@ import numpy as np
 
 from ..laws.chains import FirstTokenModel, one_hot_draft_rows
 from ..laws.requests import FirstTokenLogits, Request, SamplingParams
-from . import kernel_cases, loop_cases, round_cases
+from .kernel import cases as kernel_cases
+from .loop import cases as loop_cases
+from .round import cases as round_cases
 
 CORNER_SEED = 19
 """The seed of every corner's tables: the same corners for every check's seed."""

@@ -16,7 +16,7 @@ solved here with scipy.optimize.linprog (HiGHS) on the small vocabularies of the
 m = 1 it is alpha = sum min(p, q) (the maximal coupling).
 
 The optimum tokens per round of a whole round (block verification's for a chain, the LP at every
-node of a tree) needs the samplers and the enumerator: it is ``specverify.interfaces.round_optimum``, a
+node of a tree) needs the samplers and the enumerator: it is ``specverify.interfaces.round.optimum``, a
 floor above. This module imports no sampler (``samplers.transport`` imports it).
 """
 

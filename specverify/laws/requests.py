@@ -20,7 +20,7 @@ target's logits processed with the request's params given its output so far
 only), ending at the first stop token (kept) or after ``max_tokens`` tokens.
 
 The reference implementation is ``specverify.samplers.reference_loop.generate``; the checks are
-``specverify.interfaces.loop.run_loop_battery``.
+``specverify.interfaces.loop.battery.run_loop_battery``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The mutant catalogue: every known way to get speculative sampling wrong, and the negative
 controls that are exact but less efficient. ``python -m specverify.mutants report`` runs them all
-through the detector battery (specverify.interfaces.round).
+through the detector battery (specverify.interfaces.round.battery).
 
 - catalogue.py: the single-chain mutants and the controls (handout §5 and real engines' bugs);
 - multi_draft.py: tree, adaptive-k and greedy-verification mutants;

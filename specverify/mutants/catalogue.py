@@ -70,7 +70,7 @@ INTERFACES = (
     "round",
     "loop",
     "kernel",
-)  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.laws.requests's generate; kernel: specverify.interfaces.kernel
+)  # round: fn(p_fn, q_fn, prefix, k, rng); loop: specverify.laws.requests's generate; kernel: specverify.interfaces.kernel.battery
 _ID_PATTERN = re.compile(r"^[a-z0-9-]+/[a-z0-9-]+$")
 
 DRAFT_TEMPERATURE = 0.7  # draft/temperature-draft-only

@@ -4,7 +4,7 @@ Every entry has the kernel signature ``fn(draft_ids, draft_probs, target_probs, 
 (output_ids, num_accepted)`` (the contract in ``specverify.samplers.reference_kernel``) and reads as
 "``reference_kernel`` but X": it validates its inputs with ``prepare`` and runs ``verify_batch``
 with one piece swapped (a hook) or one input transformed, so it is a few lines from the
-reference. ``interface="kernel"``: the kernel battery (``specverify.interfaces.kernel``) judges
+reference. ``interface="kernel"``: the kernel battery (``specverify.interfaces.kernel.battery``) judges
 them, not the round detectors.
 
 Effects (as in ``specverify.mutants.catalogue``): ``biased`` (the law of the batch's output

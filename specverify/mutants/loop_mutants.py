@@ -3,7 +3,7 @@
 Every entry has the loop interface ``generate(target, draft, requests, k, rng)`` and reads as
 "``specverify.samplers.reference_loop.generate`` but X": it is ``loop_with`` with one step (hook) swapped,
 or the reference behind a few lines that change what one step sees (the target's context, the batch
-it is handed), a few lines each. The loop battery (specverify.interfaces.loop) must kill every mutant; the controls
+it is handed), a few lines each. The loop battery (specverify.interfaces.loop.battery) must kill every mutant; the controls
 (effect "exact") are loops that look different but are exact and must pass.
 
 References: public engine issues and PRs (``owner/repo#number``) that report the same class of

@@ -4,7 +4,7 @@ accuse no correct sampler.
 Shaped after mutation-testing tools (mutmut, cosmic-ray): stable ids, a baseline run first (the
 reference sampler must pass every detector), a forced-fail sanity check (the detectors must be
 able to fail), then every mutant with killed / survived / error / timeout, and a non-zero exit
-naming the culprits. Every row comes from ``specverify.interfaces.round.run_battery``: the report only
+naming the culprits. Every row comes from ``specverify.interfaces.round.battery.run_battery``: the report only
 renders what the one detector battery found.
 
 It is over 550 lines because one run of the report (the subjects over worker processes or Ray, its
@@ -34,8 +34,8 @@ from ..common import tables
 from ..common.command_line import is_terminal
 from ..common.files import write_atomically
 from ..common.validation import with_overrides
-from ..interfaces import round_cases
-from ..interfaces.round_units import merge_output, prefetched
+from ..interfaces.round import cases as round_cases
+from ..interfaces.round.units import merge_output, prefetched
 from ..samplers.chain import draft, speculative_step
 from ..surface.campaign_cost import campaign_table
 from . import ALL, Mutant, get
@@ -136,7 +136,7 @@ def stops_on_first(effect: str) -> bool | tuple[str, ...]:
 
 def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: float, *units) -> tuple:
     """Run one subject in a worker; returns (status, detail, BatteryResult dict or None, seconds).
-    ``units``: its enumerations, computed by other workers (specverify.interfaces.round_units; Ray), replayed."""
+    ``units``: its enumerations, computed by other workers (specverify.interfaces.round.units; Ray), replayed."""
     fn, kind = subject_fn(mutant_id), interfaces.get(interface_of(mutant_id))
     t0 = time.perf_counter()
     try:
@@ -160,7 +160,7 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
 
 def report_budget(budget: str) -> tuple:
     """(budget, overrides) of one subject's battery: a named budget with the report's overrides,
-    or a campaign ``tv=X`` (specverify.api.campaign_budget) as it is: every case by statistics
+    or a campaign ``tv=X`` (specverify.surface.api.campaign_budget) as it is: every case by statistics
     up to the run count that sees TV X (set --timeout to match: see README, Scale out)."""
     if budget.startswith("tv="):
         from ..surface.campaign_cost import resolve_budget
@@ -170,7 +170,7 @@ def report_budget(budget: str) -> tuple:
 
 
 def subject_units(mutant_id: str, effect: str, budget: str) -> list[tuple]:
-    """The subject's independent units as ``(unit function, args)`` pairs (specverify.interfaces.round_units;
+    """The subject's independent units as ``(unit function, args)`` pairs (specverify.interfaces.round.units;
     none where its interface's battery runs whole)."""
     b, overrides = report_budget(budget)
     kind = interfaces.get(interface_of(mutant_id))

@@ -3,7 +3,7 @@
 The rule is Leviathan, Kalman, Matias 2023 (arXiv 2211.17192, Algorithm 1) and Chen et al. 2023
 (arXiv 2302.01318); notation p = target, q = draft, k = drafted tokens per row.
 
-Contract (the kernel interface; ``specverify.interfaces.kernel`` judges kernels against it)::
+Contract (the kernel interface; ``specverify.interfaces.kernel.battery`` judges kernels against it)::
 
     kernel(draft_ids, draft_probs, target_probs, uniforms) -> (output_ids, num_accepted)
 

@@ -1,5 +1,5 @@
-"""What users touch, below the public modules at the package root (``specverify.api``,
-``specverify.pytest_plugin``, ``specverify.strategies``, the ``specverify`` command):
+"""What users touch, below the public modules at the package root (``specverify.surface.api``,
+``specverify.surface.pytest_plugin``, ``specverify.surface.strategies``, the ``specverify`` command):
 
 - ``check_command``: ``specverify check``'s command line, parsed before anything heavy loads;
 - ``check_run``: that command's run over its targets (executors, reports, JUnit);

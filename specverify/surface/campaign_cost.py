@@ -5,13 +5,14 @@ campaign that sees TV X on every case: ``interfaces.round_cases.campaign_budget`
 ``campaign_runs`` (``round_cases``) counts the sampler runs it needs; ``campaign_table`` is the
 README's campaign line ("Scale out"): N subjects x M cases = R runs and their hours on one
 machine and on W workers, at the rate ``measure_runs_per_second`` measures on the reference
-sampler. ``specverify.api`` re-exports these names.
+sampler. ``specverify.surface.api`` re-exports these names.
 """
 
 from __future__ import annotations
 
-from ..interfaces import round_cases, round_tasks
-from ..interfaces.round_cases import campaign_runs
+from ..interfaces.round import cases as round_cases
+from ..interfaces.round import tasks as round_tasks
+from ..interfaces.round.cases import campaign_runs
 from ..samplers.chain import speculative_step
 
 

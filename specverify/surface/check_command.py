@@ -52,7 +52,7 @@ def budget_help() -> str:
     coverage = "; ".join(f"{name}: {rounds.coverage(name)}" for name in budgets.NAMES)
     return (
         f"how much to run ({coverage}; tv=X: every case by statistics until a TV "
-        f"of X is seen, see specverify.api.campaign_runs)"
+        f"of X is seen, see specverify.surface.api.campaign_runs)"
     )
 
 

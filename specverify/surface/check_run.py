@@ -7,10 +7,10 @@ draft_probs, target_probs, uniforms)`` (specverify.interfaces: told by the param
 ``--interface``; ``--device cuda`` runs a kernel's tensors on a GPU). The target is
 imported and run only in its own process (specverify.battery.runner); this module runs the command line
 (``run``; it is parsed by ``specverify.surface.check_command`` before this module loads) over
-``specverify.api.check`` (``interfaces.round.run_battery`` and
+``specverify.surface.api.check`` (``interfaces.round.run_battery`` and
 ``interfaces.round_counterexample.find_counterexample``);
 ``--junit-xml FILE`` writes one JUnit test case per target, ``--executor ray`` runs one Ray task
-per target and one per case enumeration (specverify.battery.executors, specverify.interfaces.round_units).
+per target and one per case enumeration (specverify.battery.executors, specverify.interfaces.round.units).
 
 Exit codes: 0 exact, 1 not exact (a distribution or contract finding), 2 usage error (one line on
 stderr: a bad TARGET, a target whose signature does not fit its interface), 3 inconclusive (no
@@ -26,13 +26,14 @@ from __future__ import annotations
 import json
 import sys
 
-from .. import api, interfaces
+from .. import interfaces
 from ..battery import runner
 from ..battery.core import BatteryResult
-from ..battery.environment import EnvironmentProblem
-from ..battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
+from ..battery.targets import load_target, split_target, start_target  # noqa: F401 - re-exported
 from ..common.command_line import EXIT_ENVIRONMENT, EXIT_USAGE, OneLineParser, emit, is_terminal  # noqa: F401 - re-exported for older callers
 from ..common.files import json_default
+from ..errors import EnvironmentProblem, UsageError
+from . import api
 from .campaign_cost import resolve_budget
 from .report_text import VERDICT_WORDS, failure_message, human, run_lines  # noqa: F401 - re-exported
 
@@ -96,7 +97,7 @@ def check_target(
     (a Ray task; ``aim``: the user's --vocab / --k / --max-tokens; ``fail_fast``: --fail-fast;
     ``time_limit``: --time-limit; ``workers``: --workers;
     ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
-    from ..interfaces.round_units import merge_output, prefetched
+    from ..interfaces.round.units import merge_output, prefetched
 
     try:
         report = check(

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..battery.core import (
+from ...battery.core import (
     PASSED_THROUGH,
     ContractBreach,
     GuardStopped,
@@ -44,8 +44,8 @@ from ..battery.core import (
     token_id,
     type_name,
 )
-from ..laws import exact
-from ..laws.requests import Output, Request, as_output, step_distribution
+from ...laws import exact
+from ...laws.requests import Output, Request, as_output, step_distribution
 
 READ_LIMIT = 10_000
 """The most tokens (or logprobs) of one request read from a subject's result; more is a breach."""

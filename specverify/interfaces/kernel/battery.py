@@ -56,9 +56,9 @@ import time
 
 import numpy as np
 
-from ..battery import budgets, runner
-from ..battery.budgets import KernelBudget
-from ..battery.core import (
+from ...battery import budgets, runner
+from ...battery.budgets import KernelBudget
+from ...battery.core import (
     POWER_FALSE_PASS_RATE,
     Battery,
     BatteryResult,
@@ -69,12 +69,12 @@ from ..battery.core import (
     stopping_kinds,
     stream,
 )
-from ..common.tables import counted
-from ..laws import stats
-from ..laws.uniform_cells import FLOAT32_ONE_MINUS, GRID_POINTS, probe_points, segments
-from . import kernel_cases as kc
-from .corners import CORNER_PREFIX, corner_words, kernel_corner_cases
-from .kernel_tasks import (
+from ...common.tables import counted
+from ...laws import stats
+from ...laws.uniform_cells import FLOAT32_ONE_MINUS, GRID_POINTS, probe_points, segments
+from ..corners import CORNER_PREFIX, corner_words, kernel_corner_cases
+from . import cases as kc
+from .tasks import (
     GENERATOR_NAMES,
     as_round_sampler,
     case_task,
@@ -1229,7 +1229,7 @@ def run(
     budget's; ``aim``: an ``interfaces.Aim`` adds cases at the user's vocabulary and k); never
     raises for a broken subject. ``overrides`` replace fields of the kernel budget; an unknown
     one is a ValueError naming it."""
-    from ..common.validation import check_seed, with_overrides
+    from ...common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_budget(budget)

@@ -10,7 +10,7 @@ joint law of its identical requests, tokens per pass by a mean test, the contrac
 Sample sizes are the budget's counts; a task its hang guard stops leaves its case not judged (a
 shortfall in the guard's words), never judged on fewer runs.
 
-A module of its own, not part of ``interfaces/loop.py``: the interface (``run``) and the
+A module of its own, not part of ``interfaces/loop/battery.py``: the interface (``run``) and the
 counterexample search (``loop_counterexample``) both drive it, and the interface calls the search,
 so the search cannot import the interface without an import circle.
 
@@ -27,10 +27,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
-from ..laws import exact, stats
-from ..laws.requests import independence_tv, lag_pairs, sequence_law, step_distribution
-from .loop_cases import (
+from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
+from ...laws import exact, stats
+from ...laws.requests import independence_tv, lag_pairs, sequence_law, step_distribution
+from .cases import (
     CORE_KINDS,
     MAX_LAG,
     SCALE_KINDS,
@@ -41,7 +41,7 @@ from .loop_cases import (
     tokens_per_pass_rates,
     tokens_per_pass_test,
 )
-from .loop_tasks import (
+from .tasks import (
     contract_problem,
     guard_words,
     loop_enumerate_task,
@@ -608,7 +608,7 @@ class LoopBattery(Battery):
         that reached it) against its processed row by a binned chi-square (``scale.judge_columns``,
         at least ``MIN_COLUMN`` tokens per position) at ``per_check``; returns the rng after.
         Context-free processing: a position's law is the row."""
-        from ..laws.scale import binning_words, judge_columns, min_detectable_tv
+        from ...laws.scale import binning_words, judge_columns, min_detectable_tv
 
         b, r = self.budget, self.result
         before = len(r.findings)

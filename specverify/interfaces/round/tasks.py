@@ -8,7 +8,7 @@ The tasks the parent's battery (``interfaces.round.RoundBattery``) sends: ``cont
 case's first rounds), ``enumerate_task`` (a case's exact distribution, or its round length's, by
 ``specverify.laws.exact``), ``sample_task`` (sampled runs for the chi-square, the binned chi-square and
 tokens per round); ``enumeration_key`` says when two enumerations are the same call (the units of
-``specverify.interfaces.round_units`` are served by it). ``first_tokens``, ``exact_case`` and
+``specverify.interfaces.round.units`` are served by it). ``first_tokens``, ``exact_case`` and
 ``sample_first_tokens`` are the same pieces for the experiments and benchmarks.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..battery.core import (
+from ...battery.core import (
     PASSED_THROUGH,
     ContractBreach,
     GuardStopped,
@@ -32,9 +32,9 @@ from ..battery.core import (
     token_id,
     type_name,
 )
-from ..laws import exact
-from ..laws.chains import TableModel
-from .round_cases import Budget, Case
+from ...laws import exact
+from ...laws.chains import TableModel
+from .cases import Budget, Case
 
 
 def validate_round(out, k: int, vocab_size: int) -> list[int]:

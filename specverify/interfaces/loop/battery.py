@@ -91,9 +91,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..battery.core import BatteryResult, run_in_subject
-from .corners import corner_words, loop_corner_cases
-from .loop_cases import (
+from ...battery.core import BatteryResult, run_in_subject
+from ..corners import corner_words, loop_corner_cases
+from .cases import (
     SCALE_KINDS,
     SWEEP_DIMENSIONS,
     LoopCase,
@@ -103,8 +103,8 @@ from .loop_cases import (
     scale_loop_cases,
     sweep_loop_cases,
 )
-from .loop_checks import LoopBattery
-from .loop_counterexample import (
+from .checks import LoopBattery
+from .counterexample import (
     counterexample_checks,
     describe_binned_loop,
     find_loop_counterexample,
@@ -131,7 +131,7 @@ def declared_cases(cases) -> tuple[LoopCase, ...]:
     """A subject's (or caller's) cases as the battery runs them: a non-empty sequence of
     ``LoopCase``, each of kind "declared" (an engine-scale or aimed batch keeps its kind, judged
     binned); InterfaceError (a usage error) naming ``cases`` otherwise."""
-    from . import InterfaceError
+    from ...errors import InterfaceError
 
     if isinstance(cases, (str, bytes, LoopCase)) or not hasattr(cases, "__iter__"):
         raise InterfaceError(f"cases: expected a sequence of LoopCase, got {type(cases).__name__}")
@@ -317,7 +317,7 @@ def run_loop_battery(
     ``round_cases.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields
     (``validation.with_overrides``: an unknown field or a bad value is an error).
     ``aim``: an ``interfaces.Aim`` adds aimed engine-scale batches (``scale_loop_cases``)."""
-    from ..common.validation import check_seed, with_overrides
+    from ...common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)

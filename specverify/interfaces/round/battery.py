@@ -45,8 +45,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..battery import runner
-from ..battery.core import (
+from ...battery import runner
+from ...battery.core import (
     EXACT_TV_TOL,
     POWER_FALSE_PASS_RATE,
     Battery,
@@ -58,10 +58,10 @@ from ..battery.core import (
     run_in_subject,
     stopping_kinds,
 )
-from ..laws import exact, scale, stats
-from . import round_cases
-from .corners import round_corner_cases
-from .round_cases import (
+from ...laws import exact, scale, stats
+from ..corners import round_corner_cases
+from . import cases as round_cases
+from .cases import (
     SCALE_STREAMS,
     WIDE_VOCAB,
     Budget,
@@ -81,15 +81,8 @@ from .round_cases import (
     too_slow,
     tree_optimum_tokens_per_round,
 )
-from .round_counterexample import describe_case, find_counterexample, shrink_engine_scale
-from .round_tasks import (
-    contract_task,
-    enumerate_task,
-    enumeration_key,
-    round_length_run,
-    sample_guard_s,
-    sample_task,
-)
+from .counterexample import describe_case, find_counterexample, shrink_engine_scale
+from .tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_guard_s, sample_task
 
 NAME = "round"
 PARAMETERS = ("p_fn", "q_fn", "prefix", "k", "rng")
@@ -159,8 +152,8 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) 
 
 
 def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
-    """The battery's case enumerations as ``(specverify.interfaces.round_units.enumeration_unit, args)`` pairs."""
-    from .round_units import enumeration_calls, enumeration_unit
+    """The battery's case enumerations as ``(specverify.interfaces.round.units.enumeration_unit, args)`` pairs."""
+    from .units import enumeration_calls, enumeration_unit
 
     b = get_budget(budget)
     return [(enumeration_unit, (load, b, lengths, i)) for lengths, i in enumeration_calls(b, stop_on_first)]
@@ -752,7 +745,7 @@ class RoundBattery(Battery):
 
 class _PrefetchedBattery(RoundBattery):
     """A battery whose enumerations were computed elsewhere, each in its own subject process
-    (specverify.interfaces.round_units: one Ray task per case), and are replayed here in the battery's order.
+    (specverify.interfaces.round.units: one Ray task per case), and are replayed here in the battery's order.
 
     ``prefetched`` maps ``enumeration_key`` to ``{"outcome": ("ok", value) | ("failed", why)
     | ("error", traceback), "seconds": s}``. An enumeration is a deterministic function of the
@@ -827,14 +820,14 @@ def run_battery(
     ``time.monotonic()`` value: a time limit, a guard) ends the run with ``timed_out`` set and
     says after how many of the planned runs (``Battery.stopped_words``); ``stop_on_first`` stops
     enumeration at the first biased case (enough to kill a mutant). ``prefetched``: enumerations
-    computed elsewhere (specverify.interfaces.round_units, the Ray executor), replayed by ``_PrefetchedBattery``:
+    computed elsewhere (specverify.interfaces.round.units, the Ray executor), replayed by ``_PrefetchedBattery``:
     the same result as without them. ``aim``: an ``interfaces.Aim`` (the user's --vocab, --k,
     --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
     ``workers``: processes of the subject that share the sampled runs' blocks and, without
     ``stop_on_first``, the enumerations (``Battery.map_calls``, ``RoundBattery.enumerate_ahead``);
     the result is the same with 1 or N.
     """
-    from ..common.validation import check_seed, check_workers, with_overrides
+    from ...common.validation import check_seed, check_workers, with_overrides
 
     seed = check_seed(seed)
     workers = check_workers(workers)
@@ -856,7 +849,7 @@ def run_statistics(
     subject, cases: list[Case], seed: int = 0, budget: str | Budget = "standard", **overrides
 ) -> BatteryResult:
     """The chi-square detector alone on ``cases`` (the budget's whole false-fail rate)."""
-    from ..common.validation import with_overrides
+    from ...common.validation import with_overrides
 
     b = get_budget(budget)
     b = with_overrides("round", b, overrides)

@@ -16,11 +16,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..battery import runner
-from ..battery.core import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, stream, subject_process
-from ..laws import exact, scale, stats
-from .round_cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
-from .round_tasks import enumerate_task, sample_guard_s, sample_task
+from ...battery import runner
+from ...battery.core import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, stream, subject_process
+from ...laws import exact, scale, stats
+from .cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
+from .tasks import enumerate_task, sample_guard_s, sample_task
 
 COUNTEREXAMPLE_MAX_PATHS = 20_000
 
@@ -34,7 +34,7 @@ def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 
     empirical distribution). None when no candidate shows it (or ``counterexample_guard_s``
     stopped a search that hung).
     """
-    from ..common.validation import with_overrides
+    from ...common.validation import with_overrides
 
     b = with_overrides("round", get_budget(budget), overrides)
     deadline = time.monotonic() + b.counterexample_guard_s

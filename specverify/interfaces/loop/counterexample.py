@@ -16,11 +16,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..battery.core import BatteryResult, Finding, run_in_subject
-from ..laws import exact, stats
-from ..laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law, step_distribution
-from .loop_cases import LoopCase, get_loop_budget, scale_loop_case, seed_stream, seeded_logits
-from .loop_checks import LoopBattery
+from ...battery.core import BatteryResult, Finding, run_in_subject
+from ...laws import exact, stats
+from ...laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law, step_distribution
+from .cases import LoopCase, get_loop_budget, scale_loop_case, seed_stream, seeded_logits
+from .checks import LoopBattery
 
 LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation", "joint-law", "position-law")
 """The checks that judge a request's output law: one family for the counterexample search."""
@@ -207,7 +207,7 @@ def describe_binned_loop(case: LoopCase, finding: Finding, method: str = "binned
     vocabulary, length or batch), p / q the heaviest ids of the processed target row and the
     draft's softmax, the position and binned TV that failed; no per-sequence law
     (``distributions`` is empty)."""
-    from ..laws.scale import heaviest
+    from ...laws.scale import heaviest
 
     i = int(finding.evidence.get("request", 0))
     req = case.requests[i]
@@ -247,7 +247,7 @@ def shrink_binned_loop(subject, budget, seed: int, case: LoopCase, finding: Find
     ``scale_runs`` runs and the binned chi-square at the false-fail rate split over every
     candidate's positions. The case's own batch (``describe_binned_loop`` of ``finding``) when no
     smaller one shows it."""
-    from ..laws.scale import shrink_shapes
+    from ...laws.scale import shrink_shapes
 
     b = get_loop_budget(budget)
     side = case.side or "residual"
@@ -305,7 +305,7 @@ def find_loop_counterexample(
     At most ``counterexample_candidates`` candidates are judged, in order (a count, not a time).
     None when none of them shows it, or the subject breaks the search; ``judged``, when a list,
     receives the name of every candidate judged to the end."""
-    from ..common.validation import check_seed, with_overrides
+    from ...common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)

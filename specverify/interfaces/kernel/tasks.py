@@ -16,9 +16,9 @@ import inspect
 
 import numpy as np
 
-from ..battery.core import ContractBreach, call_subject, message_of, reading, stream
-from ..common.tables import counted
-from . import kernel_cases as kc
+from ...battery.core import ContractBreach, call_subject, message_of, reading, stream
+from ...common.tables import counted
+from . import cases as kc
 
 GENERATOR_NAMES = ("generator", "rng", "gen")
 
@@ -282,7 +282,7 @@ def as_round_sampler(kernel):
     k drafts from q with ``rng`` (their q rows kept), the k + 1 target rows, k + 1 float32
     uniforms from ``rng`` (or a generator seeded from it), one kernel call; the accepted drafts
     and the emitted token. Lets the round battery judge a kernel as it judges any round."""
-    from ..samplers.chain import draft
+    from ...samplers.chain import draft
 
     generator = uses_generator(kernel)
 

@@ -23,11 +23,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..battery import budgets
-from ..battery.budgets import Budget
-from ..battery.core import POWER_FALSE_PASS_RATE, stream
-from ..laws import exact, scale, stats
-from ..laws.chains import (
+from ...battery import budgets
+from ...battery.budgets import Budget
+from ...battery.core import POWER_FALSE_PASS_RATE, stream
+from ...laws import exact, scale, stats
+from ...laws.chains import (
     TableModel,
     first_token_model,
     handout_iid,
@@ -36,8 +36,8 @@ from ..laws.chains import (
     random_model,
     toy_chain,
 )
-from ..samplers.chain import speculative_step
-from . import round_optimum
+from ...samplers.chain import speculative_step
+from . import optimum as round_optimum
 
 # --------------------------------------------------------------------------- budgets and cases
 

@@ -47,11 +47,11 @@ import numpy as np
 from hypothesis import strategies as st
 from numpy.typing import ArrayLike, NDArray
 
-from .common.validation import check_alpha, check_prob_vector
-from .laws.chains import TableModel
-from .laws.processing import check_sampling, process_logits
-from .laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams
-from .samplers.prompt_lookup import one_hot
+from ..common.validation import check_alpha, check_prob_vector
+from ..laws.chains import TableModel
+from ..laws.processing import check_sampling, process_logits
+from ..laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams
+from ..samplers.prompt_lookup import one_hot
 
 DEFAULT_VOCAB_SIZE = (1, 8)
 """Vocabulary sizes drawn when ``vocab_size=None``."""

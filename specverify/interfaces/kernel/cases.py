@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..battery.core import stream
-from ..laws.chains import random_model
+from ...battery.core import stream
+from ...laws.chains import random_model
 
 
 @dataclass(frozen=True, eq=False)
@@ -282,7 +282,7 @@ def sparse_engine_case(rng, V: int, k: int, side: str, name: str, instances: int
     engine's width while the exact law stays cheap (its cost grows with the support). ``side``
     "residual": p holds the edge ids' mass that q lacks (rejections land there); "draft": q holds
     it (drafts at the edges, judged by their ratio). Drafts drawn from q."""
-    from ..laws.scale import HEAD_IDS, edge_ids
+    from ...laws.scale import HEAD_IDS, edge_ids
 
     edges = edge_ids(V)
     head = rng.choice(np.setdiff1d(np.arange(V), edges), min(HEAD_IDS, V - len(edges)), replace=False)
@@ -309,7 +309,7 @@ def aimed_cases(seed_sequence: np.random.SeedSequence, vocab: int | None, ks: tu
     per k (k = 4 when none is given) at ``vocab`` (4096 when None), sides alternating, one child
     of ``seed_sequence`` each. Measured on the reference (2 cores): V = 32000, k = 1..8 adds
     about 55 s to the standard budget's 6.5 s."""
-    from ..laws.scale import SIDES
+    from ...laws.scale import SIDES
 
     V = vocab or 4096
     out = []

@@ -1,6 +1,6 @@
 """The battery's independent units, for executors that spread one subject over several workers.
 
-A round subject's battery (specverify.interfaces.round) makes two kinds of calls into the subject's
+A round subject's battery (specverify.interfaces.round.battery) makes two kinds of calls into the subject's
 process:
 
 - **enumerations** (``enumerate_task``: one case's exact distribution, or its round-length
@@ -29,9 +29,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..battery import runner
-from ..battery.core import BatteryResult
-from . import round_cases, round_tasks
+from ...battery import runner
+from ...battery.core import BatteryResult
+from . import cases as round_cases
+from . import tasks as round_tasks
 
 
 def enumeration_calls(budget: round_cases.Budget, stop_on_first: bool = False) -> list[tuple[bool, int]]:

@@ -16,11 +16,11 @@ which ``laws`` (imported by ``samplers``) must not.
 
 from __future__ import annotations
 
-from ..common.validation import check_k
-from ..laws.exact import round_length_distribution
-from ..laws.optimal_acceptance import optimal_acceptance
-from ..samplers.block import block_step
-from ..samplers.transport import canonical_step
+from ...common.validation import check_k
+from ...laws.exact import round_length_distribution
+from ...laws.optimal_acceptance import optimal_acceptance
+from ...samplers.block import block_step
+from ...samplers.transport import canonical_step
 
 
 def block_expected_tokens(p_fn, q_fn, prefix, k: int, max_paths: int = 200_000) -> float:

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .common.command_line import is_terminal
+from ..common.command_line import is_terminal
 
 if TYPE_CHECKING:
+    from ..battery.runner import Runner
+    from ..interfaces.round.cases import Budget
     from .api import Report
-    from .battery.runner import Runner
-    from .interfaces.round_cases import Budget
 
 DEFAULT_BUDGET = "standard"
 DEFAULT_SEED = 0
@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     budget = config.getoption("--specverify-budget")
     if budget is not None:
-        from .surface.campaign_cost import resolve_budget
+        from .campaign_cost import resolve_budget
 
         try:
             resolve_budget(budget)
@@ -107,8 +107,8 @@ def marker_keywords(node: pytest.Item | pytest.Collector) -> dict[str, Any]:
         )
     given = {k: v for k, v in marker.kwargs.items() if v is not None}
     if "budget" in given:
-        from .interfaces.round_cases import Budget
-        from .surface.campaign_cost import resolve_budget
+        from ..interfaces.round.cases import Budget
+        from .campaign_cost import resolve_budget
 
         try:
             if not isinstance(given["budget"], (str, Budget)):
@@ -148,7 +148,7 @@ def specverify_check(request: pytest.FixtureRequest) -> Callable[..., Report]:
         for key in ("interface", "allow_inconclusive"):
             if kwargs.get(key) is None and key in marked:
                 kwargs[key] = marked[key]
-        from .battery.environment import EnvironmentProblem
+        from ..errors import EnvironmentProblem
 
         with status_line_through_capture(config, kwargs):
             try:

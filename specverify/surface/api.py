@@ -1,7 +1,7 @@
 """The Python API: ``specverify.check(sampler)`` and ``specverify.assert_exact(sampler)``.
 
 This is what the ``check`` command line (specverify.surface.check_run) and the pytest plugin
-(specverify.pytest_plugin) are thin layers over. It imports only what the battery needs (NumPy,
+(specverify.surface.pytest_plugin) are thin layers over. It imports only what the battery needs (NumPy,
 SciPy through specverify.laws.stats); the sampler runs in its own process (specverify.battery.runner).
 
     import specverify
@@ -31,23 +31,18 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
-from . import interfaces
-from .battery import runner
-from .battery.core import BatteryResult, Finding, listening
-from .battery.environment import EnvironmentProblem
-from .battery.targets import UsageError, load_target, split_target, start_target  # noqa: F401 - re-exported
-from .common.command_line import EXIT_ENVIRONMENT
-from .common.files import json_default
-from .interfaces import round_cases
-from .interfaces.round_cases import campaign_budget, campaign_runs  # noqa: F401 - re-exported
-from .surface.campaign_cost import (
-    campaign_table,
-    duration,
-    measure_runs_per_second,
-    resolve_budget,
-)
-from .surface.progress import StatusLine
-from .surface.report_text import (
+from .. import interfaces
+from ..battery import runner
+from ..battery.core import BatteryResult, Finding, listening
+from ..battery.targets import load_target, split_target, start_target  # noqa: F401 - re-exported
+from ..common.command_line import EXIT_ENVIRONMENT
+from ..common.files import json_default
+from ..errors import EnvironmentProblem, UsageError
+from ..interfaces.round import cases as round_cases
+from ..interfaces.round.cases import campaign_budget, campaign_runs  # noqa: F401 - re-exported
+from .campaign_cost import campaign_table, duration, measure_runs_per_second, resolve_budget
+from .progress import StatusLine
+from .report_text import (
     VERDICT_WORDS,
     counterexample_lines,
     coverage_words,
@@ -58,7 +53,7 @@ from .surface.report_text import (
 )
 
 if TYPE_CHECKING:
-    from .interfaces.loop_cases import LoopCase
+    from ..interfaces.loop.cases import LoopCase
 
 EXIT_CODES = {True: 0, False: 1, None: 3}
 """The exit code of each verdict (``exact``); an environment error is ``EXIT_ENVIRONMENT``."""
@@ -264,7 +259,7 @@ def check(
     ``EnvironmentProblem``, and a sampler whose signature does not fit its interface
     ``UsageError`` (with the signature expected). A subject that fails for want of something
     this machine lacks (CUDA) is a report whose ``environment`` says so, ``exact`` None.
-    ``prefetched``: the round battery's enumerations computed elsewhere (specverify.interfaces.round_units; the Ray
+    ``prefetched``: the round battery's enumerations computed elsewhere (specverify.interfaces.round.units; the Ray
     executor), replayed. ``device``: "cuda" / "cuda:N" runs a kernel (``interface="kernel"``,
     ``kernel(draft_ids, draft_probs, target_probs, uniforms)``) on torch tensors on that device,
     in a spawned subject process (CUDA cannot start in a forked one). ``progress``: a status line
@@ -306,7 +301,7 @@ def check(
         isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not 0 < time_limit < float("inf")
     ):
         raise ValueError(f"time_limit: must be a number of seconds > 0 or None, got {time_limit!r}")
-    from .common.validation import check_workers
+    from ..common.validation import check_workers
 
     workers = check_workers(workers)
     try:

@@ -45,11 +45,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..battery import budgets
-from ..battery.budgets import LoopBudget
-from ..battery.core import stream
-from ..laws import exact
-from ..laws.requests import (
+from ...battery import budgets
+from ...battery.budgets import LoopBudget
+from ...battery.core import stream
+from ...laws import exact
+from ...laws.requests import (
     ContextFreeLogits,
     FirstTokenLogits,
     LastTokenGrammar,
@@ -58,7 +58,7 @@ from ..laws.requests import (
     SamplingParams,
     sequence_law,
 )
-from .loop_tasks import read_outcome
+from .tasks import read_outcome
 
 LOOP_BUDGETS = budgets.view("loop")
 """The loop sections of the named budgets (``budgets.TABLE``), by name."""
@@ -419,7 +419,7 @@ def _drawn_case(rng, name: str, m_max: int) -> LoopCase:
 
 
 def _reference_law(case: LoopCase, max_paths: int) -> dict:
-    from ..samplers.reference_loop import generate
+    from ...samplers.reference_loop import generate
 
     return exact.enumerate_distribution(
         lambda rng: read_outcome(
@@ -468,7 +468,7 @@ _REFERENCE_RATES: dict = {}
 
 def reference_rates(case: LoopCase) -> list[float]:
     """The reference loop's tokens per target pass on the case, enumerated in the parent."""
-    from ..samplers.reference_loop import generate
+    from ...samplers.reference_loop import generate
 
     key = id(case)
     if key not in _REFERENCE_RATES:
@@ -529,7 +529,7 @@ def scale_loop_case(vocab: int, k: int, max_tokens: int, rng, name: str, kind: s
     prompt at temperature 1, and a 7-token prompt (ids at the edges) with temperature 0.8, top-k
     (half the vocabulary), top-p 0.95, min-p 1e-4, a logit bias on the last id and a stop id at
     V - 2. Context-free processing: every position's law is the processed row."""
-    from ..laws.scale import scale_pair
+    from ...laws.scale import scale_pair
 
     pair = scale_pair(vocab, side, rng)
     p, q = pair.p_table[0], pair.q_table[0]
