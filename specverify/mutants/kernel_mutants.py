@@ -27,12 +27,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..samplers.kernel_batch import PAD, draw_uniforms, prepare
 from ..samplers.reference_kernel import (
-    PAD,
     accept_mask,
-    draw_uniforms,
     inverse_cdf,
-    prepare,
     reference_kernel,
     residual_weights,
     rows_at,
