@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+from specverify.laws import scalar_tests as ST
 from specverify.laws import stats as S
 from specverify.laws.chains import toy_chain
 from specverify.laws.theory import expected_tokens
@@ -113,7 +114,7 @@ def test_mean_bound_false_fail_rate():
     assert math.isclose(float(lengths @ probs), expected_tokens(0.8, 4))
     values = np.random.default_rng(15).choice(lengths, p=probs, size=(4000, 200))
     mu = expected_tokens(0.8, 4)
-    fails = sum(not S.mean_bound_test(v, mu, 1, 5, 0.05).passed for v in values)
+    fails = sum(not ST.mean_bound_test(v, mu, 1, 5, 0.05).passed for v in values)
     assert fails <= max_failures(4000, 0.05)
 
 
@@ -124,7 +125,7 @@ def test_binomial_false_fail_rate_exact_and_measured():
     test never exceeds its rate). Measured over 20,000 draws (seed 16): 0.0469.
     """
     trials, p = 400, 0.8**2
-    fails_at = np.array([not S.binomial_test(s, trials, p, 0.05).passed for s in range(trials + 1)])
+    fails_at = np.array([not ST.binomial_test(s, trials, p, 0.05).passed for s in range(trials + 1)])
     exact_rate = float(sps.binom.pmf(np.arange(trials + 1), trials, p)[fails_at].sum())
     assert exact_rate <= 0.05
     draws = np.random.default_rng(16).binomial(trials, p, size=20_000)
@@ -187,15 +188,15 @@ def test_mean_bound_design(sign):
     (n = 521; 0 / 2,000 failures) and a two-point law on {1, 5} (the largest variance) whose
     mean is off by +-0.5 fails (misses 0.005 and 0.009 of 2,000), seeds 26 and 27."""
     mu = expected_tokens(0.8, 4)
-    n = S.min_num_samples_mean(0.5, 1, 5, 0.01, 0.05)
+    n = ST.min_num_samples_mean(0.5, 1, 5, 0.01, 0.05)
     rng = np.random.default_rng(26 if sign > 0 else 27)
     lengths, probs = round_length_distribution(0.8, 4)
     exact = rng.choice(lengths, p=probs, size=(2000, n))
-    fails = sum(not S.mean_bound_test(v, mu, 1, 5, 0.01).passed for v in exact)
+    fails = sum(not ST.mean_bound_test(v, mu, 1, 5, 0.01).passed for v in exact)
     assert fails <= max_failures(2000, 0.01)
     upper_share = (mu + sign * 0.5 - 1) / 4
     wrong = np.where(rng.random((2000, n)) < upper_share, 5, 1)
-    misses = sum(S.mean_bound_test(v, mu, 1, 5, 0.01).passed for v in wrong)
+    misses = sum(ST.mean_bound_test(v, mu, 1, 5, 0.01).passed for v in wrong)
     assert misses <= max_failures(2000, 0.05)
 
 
@@ -237,11 +238,11 @@ def test_chi_square_round_trip_and_monotone(d, expected, ffr, fpr):
 
 @given(d=st.floats(1e-3, 10.0), width=st.floats(0.5, 20.0), ffr=rates, fpr=rates)
 def test_mean_round_trip_and_monotone(d, width, ffr, fpr):
-    n = S.min_num_samples_mean(d, 1.0, 1.0 + width, ffr, fpr)
-    assert S.min_discrepancy_mean(n, 1.0, 1.0 + width, ffr, fpr) <= d
-    assert n == 1 or S.min_discrepancy_mean(n - 1, 1.0, 1.0 + width, ffr, fpr) > d
-    assert S.min_num_samples_mean(d, 1.0, 2.0 + width, ffr, fpr) >= n
-    assert S.min_num_samples_mean(d / 2, 1.0, 1.0 + width, ffr, fpr) >= n
+    n = ST.min_num_samples_mean(d, 1.0, 1.0 + width, ffr, fpr)
+    assert ST.min_discrepancy_mean(n, 1.0, 1.0 + width, ffr, fpr) <= d
+    assert n == 1 or ST.min_discrepancy_mean(n - 1, 1.0, 1.0 + width, ffr, fpr) > d
+    assert ST.min_num_samples_mean(d, 1.0, 2.0 + width, ffr, fpr) >= n
+    assert ST.min_num_samples_mean(d / 2, 1.0, 1.0 + width, ffr, fpr) >= n
 
 
 def test_chi_square_min_discrepancy_exceeds_the_pooled_mass():
@@ -311,13 +312,13 @@ def test_tv_bound_reports_the_empirical_tv():
 
 
 def test_binomial_matches_scipy():
-    result = S.binomial_test(30, 100, 0.5, 0.01)
+    result = ST.binomial_test(30, 100, 0.5, 0.01)
     assert result.p_value == pytest.approx(sps.binomtest(30, 100, 0.5).pvalue)
     assert not result.passed and result.statistic == 0.3 and result.threshold == 0.01
 
 
 def test_mean_bound_value_outside_bounds_fails_outright():
-    result = S.mean_bound_test([1, 2, 3, 7], 2.0, 1, 5)
+    result = ST.mean_bound_test([1, 2, 3, 7], 2.0, 1, 5)
     assert not result.passed and result.p_value == 0.0 and "outside" in result.detail
 
 
@@ -348,17 +349,17 @@ BAD_INPUT = [
     (lambda: S.min_discrepancy_tv(10, 9, 0.01, 0.0), "false_pass_rate"),
     (lambda: S.min_num_samples_chi_square(1.5, PAIRS, 0.01, 0.05), "discrepancy"),
     (lambda: S.min_discrepancy_chi_square(10, {0: 2.0}, 0.01, 0.05), "expected"),
-    (lambda: S.mean_bound_test([], 2.0, 1, 5), "values"),
-    (lambda: S.mean_bound_test([1.0, float("nan")], 2.0, 1, 5), "values"),
-    (lambda: S.mean_bound_test([2.0], 7.0, 1, 5), "expected_mean"),
-    (lambda: S.mean_bound_test([2.0], 2.0, 5, 1), "lower, upper"),
-    (lambda: S.min_num_samples_mean(-0.1, 1, 5, 0.01, 0.05), "discrepancy"),
-    (lambda: S.min_discrepancy_mean(0, 1, 5, 0.01, 0.05), "n: must be >= 1"),
-    (lambda: S.binomial_test(5, 4, 0.5), "successes"),
-    (lambda: S.binomial_test(-1, 4, 0.5), "successes"),
-    (lambda: S.binomial_test(1, 0, 0.5), "trials"),
-    (lambda: S.binomial_test(1, 4, 1.2), "expected_p"),
-    (lambda: S.binomial_test(1, 4, 0.5, -0.1), "false_fail_rate"),
+    (lambda: ST.mean_bound_test([], 2.0, 1, 5), "values"),
+    (lambda: ST.mean_bound_test([1.0, float("nan")], 2.0, 1, 5), "values"),
+    (lambda: ST.mean_bound_test([2.0], 7.0, 1, 5), "expected_mean"),
+    (lambda: ST.mean_bound_test([2.0], 2.0, 5, 1), "lower, upper"),
+    (lambda: ST.min_num_samples_mean(-0.1, 1, 5, 0.01, 0.05), "discrepancy"),
+    (lambda: ST.min_discrepancy_mean(0, 1, 5, 0.01, 0.05), "n: must be >= 1"),
+    (lambda: ST.binomial_test(5, 4, 0.5), "successes"),
+    (lambda: ST.binomial_test(-1, 4, 0.5), "successes"),
+    (lambda: ST.binomial_test(1, 0, 0.5), "trials"),
+    (lambda: ST.binomial_test(1, 4, 1.2), "expected_p"),
+    (lambda: ST.binomial_test(1, 4, 0.5, -0.1), "false_fail_rate"),
 ]
 
 

@@ -19,20 +19,14 @@ Tests and their bounds
 * ``tv_bound_test``: distribution-free. Bretagnolle-Huber-Carol in the form of Weissman et al.
   (2003, HPL-2003-97, Thm 2.1): P(||p_hat - p||_1 >= eps) <= (2^K - 2) exp(-n eps^2 / 2), or
   McDiarmid on E[TV] <= sqrt((K - 1) / n) / 2, whichever threshold is smaller.
-* ``mean_bound_test``: two-sided Hoeffding for a variable bounded in [lower, upper].
-* ``binomial_test``: exact two-sided binomial (scipy.stats.binomtest).
+
+The tests of one scalar (the mean of a bounded variable, a proportion) are
+``specverify.laws.scalar_tests``.
 
 How these compare with the handout's fixed TV < 0.015 test, with the figures: docs/STATISTICS.md.
 
 Error budget: a run that performs m checks gives each ``split_budget(total, m)`` (Bonferroni),
 so the probability that any check fails a correct implementation is at most ``total``.
-
-It is over 500 lines because each test sits beside the two functions that state its power
-(``min_discrepancy_*`` inverts that test's own threshold, ``tv_threshold`` or the Hoeffding
-radius, and every ``min_num_samples_*`` searches n with the one ``_smallest_n``), and the tests
-share their input checks, support split and pooling (``_counts``, ``_split_support``,
-``pooled_cells``): a module per test would make those private helpers a cross-module API and put
-a test's threshold and its stated power in different files.
 """
 
 from __future__ import annotations
@@ -47,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
-from ..common.validation import DEFAULT_FALSE_FAIL_RATE, check_discrepancy, check_finite, check_int, check_rate
+from ..common.validation import DEFAULT_FALSE_FAIL_RATE, check_discrepancy, check_int, check_rate
 
 PROB_SUM_TOL = 1e-9  # expected-probability dicts must sum to 1 within this (absolute)
 MIN_EXPECTED_COUNT = 5.0  # chi-square cells below this expected count are pooled
@@ -315,10 +309,10 @@ def min_num_samples_chi_square(discrepancy, expected: dict, false_fail_rate, fal
     expected = check_probability_dict("expected", expected)
     check_rate("false_fail_rate", false_fail_rate)
     check_rate("false_pass_rate", false_pass_rate)
-    return _smallest_n(lambda n: min_discrepancy_chi_square(n, expected, false_fail_rate, false_pass_rate), d)
+    return smallest_n(lambda n: min_discrepancy_chi_square(n, expected, false_fail_rate, false_pass_rate), d)
 
 
-def _smallest_n(min_discrepancy_at, discrepancy: float) -> int:
+def smallest_n(min_discrepancy_at, discrepancy: float) -> int:
     """Smallest integer n >= 1 with min_discrepancy_at(n) <= discrepancy (non-increasing in n)."""
     if min_discrepancy_at(1) <= discrepancy:
         return 1
@@ -429,7 +423,7 @@ def min_discrepancy_tv(n, n_cells, false_fail_rate, false_pass_rate) -> float:
     """
     n = check_int("n", n, 1)
     fpr = check_rate("false_pass_rate", false_pass_rate)
-    shortfall = _hoeffding_radius(n, 1.0, math.log(1.0 / fpr))  # of p_hat(A) below r(A)
+    shortfall = hoeffding_radius(n, 1.0, math.log(1.0 / fpr))  # of p_hat(A) below r(A)
     return tv_threshold(n, n_cells, false_fail_rate) + shortfall
 
 
@@ -439,121 +433,10 @@ def min_num_samples_tv(discrepancy, n_cells, false_fail_rate, false_pass_rate) -
     check_int("n_cells", n_cells, 1)
     check_rate("false_fail_rate", false_fail_rate)
     check_rate("false_pass_rate", false_pass_rate)
-    return _smallest_n(lambda n: min_discrepancy_tv(n, n_cells, false_fail_rate, false_pass_rate), d)
+    return smallest_n(lambda n: min_discrepancy_tv(n, n_cells, false_fail_rate, false_pass_rate), d)
 
 
-# ------------------------------------------------------------------------------ mean bound
-
-
-def _check_bounds(lower, upper) -> tuple[float, float]:
-    lo, hi = check_finite("lower", lower), check_finite("upper", upper)
-    if not lo < hi:
-        raise ValueError(f"lower, upper: need lower < upper, got {lo!r} and {hi!r}")
-    return lo, hi
-
-
-def _hoeffding_radius(n: int, width: float, log_inverse_rate: float) -> float:
+def hoeffding_radius(n: int, width: float, log_inverse_rate: float) -> float:
+    """Hoeffding's deviation for the mean of n values in an interval of ``width``: the t with
+    exp(-2 n t^2 / width^2) = exp(-log_inverse_rate)."""
     return width * math.sqrt(log_inverse_rate / (2.0 * n))
-
-
-def mean_bound_test(values, expected_mean, lower, upper, false_fail_rate=DEFAULT_FALSE_FAIL_RATE) -> TestResult:
-    """Two-sided Hoeffding test of the mean of a variable bounded in [lower, upper].
-
-    Fails when |mean - expected_mean| > threshold = (upper - lower) sqrt(ln(2/rate) / (2 n)),
-    since P(|mean - mu| >= t) <= 2 exp(-2 n t^2 / (upper - lower)^2). A value outside
-    [lower, upper] is impossible under the null and fails outright (p_value 0). ``p_value`` is
-    the Hoeffding bound at the observed deviation. Example: round lengths lie in [1, k + 1].
-    Measured false-fail rate: 0.00075 at nominal 0.05 over 4,000 trials (round lengths,
-    alpha 0.8, k = 4, n = 200, seed 15); Hoeffding ignores the variance (1.60^2 here vs the
-    worst case 2^2 on [1, 5]), hence conservative.
-    """
-    rate = check_rate("false_fail_rate", false_fail_rate)
-    lo, hi = _check_bounds(lower, upper)
-    mu = check_finite("expected_mean", expected_mean)
-    if not lo <= mu <= hi:
-        raise ValueError(f"expected_mean: {mu!r} lies outside [lower, upper] = [{lo!r}, {hi!r}]")
-    try:
-        arr = np.asarray(values, dtype=np.float64).ravel()
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"values: not numeric ({exc})") from None
-    n = int(arr.size)
-    if n < 1:
-        raise ValueError("values: no samples (n < 1)")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("values: contains NaN or inf")
-    threshold = _hoeffding_radius(n, hi - lo, math.log(2.0 / rate))
-    mean = float(arr.mean())
-    outside = arr[(arr < lo) | (arr > hi)]
-    if outside.size:
-        return TestResult(
-            "mean-bound",
-            False,
-            mean,
-            threshold,
-            0.0,
-            n,
-            rate,
-            f"{outside.size} value(s) outside [{lo:g}, {hi:g}], e.g. {outside[0]:g}",
-        )
-    deviation = abs(mean - mu)
-    p_value = min(1.0, 2.0 * math.exp(-2.0 * n * deviation**2 / (hi - lo) ** 2))
-    passed = deviation <= threshold
-    detail = (
-        f"mean {mean:.5g} vs {mu:.5g}: |diff| {deviation:.3g} {'<=' if passed else '>'} "
-        f"{threshold:.3g} (Hoeffding on [{lo:g}, {hi:g}], n = {n})"
-    )
-    return TestResult("mean-bound", passed, mean, threshold, p_value, n, rate, detail)
-
-
-def min_discrepancy_mean(n, lower, upper, false_fail_rate, false_pass_rate) -> float:
-    """Smallest |true mean - expected_mean| that ``mean_bound_test`` detects w.p. >= 1 - fpr.
-
-    If the true mean is off by d, passing needs the sample mean to move d - t towards the
-    expected mean, which one-sided Hoeffding bounds by exp(-2 n (d - t)^2 / w^2); so
-    d = w (sqrt(ln(2/ffr) / (2n)) + sqrt(ln(1/fpr) / (2n))), with w = upper - lower.
-    """
-    n = check_int("n", n, 1)
-    lo, hi = _check_bounds(lower, upper)
-    ffr = check_rate("false_fail_rate", false_fail_rate)
-    fpr = check_rate("false_pass_rate", false_pass_rate)
-    return _hoeffding_radius(n, hi - lo, math.log(2.0 / ffr)) + _hoeffding_radius(n, hi - lo, math.log(1.0 / fpr))
-
-
-def min_num_samples_mean(discrepancy, lower, upper, false_fail_rate, false_pass_rate) -> int:
-    """Smallest n with ``min_discrepancy_mean(n, ...) <= discrepancy`` (units of the values)."""
-    d = check_finite("discrepancy", discrepancy)
-    if d <= 0:
-        raise ValueError(f"discrepancy: must be > 0, got {d!r}")
-    _check_bounds(lower, upper)
-    check_rate("false_fail_rate", false_fail_rate)
-    check_rate("false_pass_rate", false_pass_rate)
-    return _smallest_n(lambda n: min_discrepancy_mean(n, lower, upper, false_fail_rate, false_pass_rate), d)
-
-
-# -------------------------------------------------------------------------------- binomial
-
-
-def binomial_test(successes, trials, expected_p, false_fail_rate=DEFAULT_FALSE_FAIL_RATE) -> TestResult:
-    """Exact two-sided binomial test (scipy.stats.binomtest); fails when p_value < rate.
-
-    For acceptance counts such as P(at least i drafts accepted) = alpha**i. ``statistic`` is
-    the observed proportion and ``threshold`` the p-value cut-off (= false_fail_rate). The
-    exact test is conservative: its false-fail rate is <= the nominal rate for every p.
-    Measured false-fail rate: 0.0469 at nominal 0.05 over 20,000 draws (p = 0.64, 400 trials
-    each, seed 16); exact rate for that p and n: 0.0479.
-    """
-    rate = check_rate("false_fail_rate", false_fail_rate)
-    trials = check_int("trials", trials, 1)
-    successes = check_int("successes", successes, minimum=0)
-    if successes > trials:
-        raise ValueError(f"successes: {successes} exceeds trials ({trials})")
-    p = check_finite("expected_p", expected_p)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"expected_p: must lie in [0, 1], got {p!r}")
-    p_value = float(stats.binomtest(successes, trials, p, alternative="two-sided").pvalue)
-    passed = p_value >= rate
-    detail = (
-        f"{successes}/{trials} = {successes / trials:.4g} vs {p:.4g}: "
-        f"p = {p_value:.3g} {'>=' if passed else '<'} {rate:.3g} (exact binomial)"
-    )
-    return TestResult("binomial", passed, successes / trials, rate, p_value, trials, rate, detail)

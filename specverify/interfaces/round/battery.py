@@ -58,7 +58,7 @@ from ...battery.core import (
     run_in_subject,
     stopping_kinds,
 )
-from ...laws import exact, scale, stats
+from ...laws import exact, scalar_tests, scale, stats
 from ..corners import round_corner_cases
 from . import cases as round_cases
 from .cases import (
@@ -638,9 +638,9 @@ class RoundBattery(Battery):
                 if breach:
                     self.breach(breach, case)
                     continue
-                test = stats.mean_bound_test(lengths, want, 1, case.k + 1, false_fail_rate=per_check)
+                test = scalar_tests.mean_bound_test(lengths, want, 1, case.k + 1, false_fail_rate=per_check)
                 got, differs, how = float(np.mean(lengths)), not test.passed, f"sampled n={len(lengths)}"
-                power = stats.min_discrepancy_mean(len(lengths), 1, case.k + 1, per_check, POWER_FALSE_PASS_RATE)
+                power = scalar_tests.min_discrepancy_mean(len(lengths), 1, case.k + 1, per_check, POWER_FALSE_PASS_RATE)
                 if not differs and power > b.detect_tokens:
                     r.shortfalls.append(
                         f"tokens per round: {case.name}: {len(lengths)} rounds see a shortfall of "
