@@ -30,11 +30,9 @@ from scipy import stats
 
 from specverify.laws.chains import TableModel, handout_iid, toy_chain
 from specverify.laws.exact import (
-    AffineUniform,
     EnumeratingRng,
     NotEnumerable,
     SubrunMemo,
-    SymbolicUniform,
     enumerate_distribution,
     exact_tv,
     round_length_distribution,
@@ -42,6 +40,7 @@ from specverify.laws.exact import (
     sequence_distribution,
     total_variation,
 )
+from specverify.laws.symbolic_uniform import AffineUniform, SymbolicUniform
 from specverify.samplers.chain import accepts, draft, model_output, residual, speculative_step
 
 TOL = 1e-12

@@ -150,7 +150,7 @@ class Measurement:
 
 def exact_long_run(sampler, model: TableModel, prompt, k: int, fixed_calls=None) -> Measurement:
     """Long-run tokens and draft calls per round of a stateless sampler (see module docstring)."""
-    from ..laws.exact import round_transition
+    from ..laws.round_chain import round_transition
 
     states, kernel, tokens, calls = round_transition(sampler, model, k, max_paths=MAX_PATHS)
     if fixed_calls is not None:
@@ -183,7 +183,7 @@ def simulate(
     rounds: int = ROUNDS,
 ) -> Measurement:
     """Mean tokens and draft calls per round over independent sequences from ``prompt``."""
-    from ..laws.exact import counted_round
+    from ..laws.round_chain import counted_round
 
     rng = np.random.default_rng(seed)
     per_sequence, all_calls = [], []

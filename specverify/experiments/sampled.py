@@ -26,7 +26,7 @@ from scipy import stats as sps
 from .. import mutants
 from ..interfaces.round import cases as round_cases
 from ..interfaces.round import tasks as round_tasks
-from ..laws import exact, stats, theory
+from ..laws import exact, round_chain, stats, theory
 from ..laws.chains import toy_chain
 from ..samplers.batched import simulate_tokens
 from ..samplers.chain import speculative_step
@@ -238,7 +238,7 @@ def round_boundary_chain(model, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(T, L) for a first-order chain: T[c, c'] = P(a round from context c ends on token c'),
     L[c] = its exact mean length. In a long decode the next round starts from c', so the
     long-run tokens per round is sum_c pi_T(c) L(c), pi_T the stationary distribution of T."""
-    _, transition, lengths, _ = exact.round_transition(speculative_step, model, k, max_paths=MAX_PATHS)
+    _, transition, lengths, _ = round_chain.round_transition(speculative_step, model, k, max_paths=MAX_PATHS)
     return transition, lengths
 
 

@@ -12,14 +12,12 @@ sampling noise, so a correct speculative sampler (Leviathan et al., arXiv 2211.1
 arXiv 2302.01318) shows a total-variation distance of ~1e-16 from the target, and a bug shows its
 true bias rather than bias plus noise.
 
-A symbolic uniform u ~ U(0, 1) carries the interval [lo, hi) that earlier comparisons on this path
-left it. ``u < t`` with lo < t < hi branches: True with weight (t - lo) / (hi - lo), narrowing the
-interval to [lo, t), False with the rest, narrowing it to [t, hi). Re-comparing the same u is
-therefore consistent (a sampler that shares one uniform across positions gets the exact,
-correlated probabilities). Affine transforms a*u + b with constant a, b map their comparisons back
-to u. Anything else (float(u), np.log(u), comparing two symbolic values, an rng method that is not
-modelled, too many outcomes, too many paths) raises ``NotEnumerable``, never a wrong number; even a
-sampler that swallows that exception is caught, because the refusal is remembered for the run.
+A symbolic uniform (``laws.symbolic_uniform``) carries the interval that earlier comparisons on
+this path left it, and branches through the rng when a comparison splits it. Anything the
+enumerator cannot follow (float(u), np.log(u), comparing two symbolic values, an rng method that
+is not modelled, too many outcomes, too many paths) raises ``NotEnumerable``, never a wrong
+number; even a sampler that swallows that exception is caught, because the refusal is remembered
+for the run.
 
 While torch is imported (never by this module), each run follows torch's random functions too:
 ``laws.torch_random`` routes ``torch.rand``, ``exponential_``, ``multinomial`` and the rest through
@@ -36,19 +34,11 @@ of the enumeration.
 draws all randomness from the rng it is given), so each round is enumerated once per prefix and
 memoized, and ``max_paths`` bounds the total number of paths over all rounds.
 
-It is over 500 lines because the symbolic uniform, the enumerating rng and the depth-first
-re-execution are one protocol over private state: a uniform's comparison branches through the
-rng's ``_decide`` and refuses through its ``_refuse``, and ``_enumerate`` replays and backtracks
-the rng's decision trace (``_chosen``, ``_weights``, ``_probs``, ``_run``), which ``SubrunMemo``
-rewinds and records too; the round
-compositions after them (``sampler_distribution`` and the rest, about 120 lines) spend the one
-path budget (``_Budget``) through ``_enumerate``. Split, each part would read another module's
-underscore names.
+The round-start chain of a stateless sampler (``round_transition``) is ``laws.round_chain``.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import numbers
 import operator
@@ -59,6 +49,7 @@ import numpy as np
 
 from ..common.validation import check_int, check_k, check_prob_vector
 from .stats import total_variation  # noqa: F401  (re-exported: exact.total_variation)
+from .symbolic_uniform import Interval, SymbolicUniform, as_constant
 
 MAX_BRANCHING = 4096
 """Most outcomes one ``choice`` / ``integers`` call may branch over."""
@@ -78,198 +69,6 @@ class NotEnumerable(Exception):
 
 
 # ----------------------------------------------------------------------------------------------
-# Symbolic uniforms
-
-
-class _Interval:
-    """The interval [lo, hi) one uniform is known to lie in on the current path."""
-
-    __slots__ = ("lo", "hi", "rng", "run")
-
-    def __init__(self, rng: EnumeratingRng):
-        self.lo, self.hi, self.rng, self.run = 0.0, 1.0, rng, rng._run
-
-    def less_than(self, t: float) -> bool:
-        """Decide ``u < t`` on this path, branching when t splits the interval."""
-        if self.run != self.rng._run:
-            self.rng._refuse("a symbolic uniform was kept from an earlier run and reused")
-        lo, hi = self.lo, self.hi
-        if t <= lo:
-            return False
-        if t >= hi:
-            return True
-        w = (t - lo) / (hi - lo)
-        if w >= 1.0:  # rounding: the False branch would have weight 0
-            return True
-        if self.rng._decide((w, 1.0 - w)) == 0:
-            self.hi = t
-            return True
-        self.lo = t
-        return False
-
-
-def _constant(x, what: str, rng: EnumeratingRng) -> float:
-    """x as a finite float, or NotEnumerable when it is symbolic, an array, or not a number."""
-    if type(x) is float:
-        return x
-    if isinstance(x, SymbolicUniform):
-        rng._refuse(f"{what} of two symbolic uniforms is not modelled")
-    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
-        x = x.item()
-    if not isinstance(x, numbers.Real):
-        rng._refuse(f"{what} of a symbolic uniform and a {type(x).__name__} is not modelled")
-    return float(x)
-
-
-_REFUSED = (
-    "__bool__", "__float__", "__int__", "__index__", "__complex__", "__round__", "__trunc__",
-    "__floor__", "__ceil__", "__abs__", "__pow__", "__rpow__", "__mod__", "__rmod__",
-    "__floordiv__", "__rfloordiv__", "__divmod__", "__rdivmod__", "__rtruediv__",
-    # numpy's object-dtype loops call these methods on the elements of random(size=n)
-    "log", "log1p", "log2", "log10", "exp", "expm1", "sqrt", "square", "reciprocal", "sin",
-    "cos", "tan", "tanh", "arctan", "floor", "ceil", "rint", "sign", "conjugate",
-)  # fmt: skip
-"""Every use of a symbolic uniform that would need its value: each raises NotEnumerable."""
-
-
-def _refusing(what: str):
-    def refuse(self, *args, **kwargs):
-        self._iv.rng._refuse(f"{what} of a symbolic uniform is not modelled")
-
-    return refuse
-
-
-def _refuses_unmodelled_uses(cls):
-    """Class decorator: every name in ``_REFUSED`` raises NotEnumerable (see ``_refusing``)."""
-    for name in _REFUSED:
-        setattr(cls, name, _refusing(name.strip("_")))
-    return cls
-
-
-@_refuses_unmodelled_uses
-class SymbolicUniform:
-    """a * u + b for one u ~ U(0, 1); ``random()`` returns a = 1, b = 0.
-
-    Comparisons with a number branch (see the module docstring); affine arithmetic with numbers
-    gives an ``AffineUniform``; every other use raises ``NotEnumerable``.
-    """
-
-    __slots__ = ("_iv", "_a", "_b")
-    __array_priority__ = 1000
-
-    def __init__(self, interval: _Interval, a: float = 1.0, b: float = 0.0):
-        self._iv, self._a, self._b = interval, a, b
-
-    def __repr__(self):
-        iv = self._iv
-        return f"{type(self).__name__}({self._a:g} * u + {self._b:g}, u in [{iv.lo:g}, {iv.hi:g}))"
-
-    def __format__(self, spec):
-        if spec:
-            self._iv.rng._refuse("formatting a symbolic uniform as a number is not modelled")
-        return repr(self)
-
-    # -- comparisons ---------------------------------------------------------------------------
-    def _compare(self, op: str, t) -> bool:
-        t = _constant(t, f"comparison {op!r}", self._iv.rng)
-        if math.isnan(t):
-            return False  # every comparison with NaN is False, as for a real float
-        a, b = self._a, self._b
-        below = self._iv.less_than((t - b) / a)  # u < (t - b) / a, i.e. a*u + b < t when a > 0
-        if a < 0:
-            below = not below  # ties have probability 0
-        return below if op in ("<", "<=") else not below
-
-    def __lt__(self, t):
-        return self._compare("<", t)
-
-    def __le__(self, t):
-        return self._compare("<=", t)
-
-    def __gt__(self, t):
-        return self._compare(">", t)
-
-    def __ge__(self, t):
-        return self._compare(">=", t)
-
-    def __eq__(self, other):
-        if other is self:
-            return True
-        if isinstance(other, (SymbolicUniform, numbers.Number, np.ndarray, np.generic)):
-            self._iv.rng._refuse("equality with a symbolic uniform is not modelled")
-        return NotImplemented
-
-    def __ne__(self, other):
-        result = self.__eq__(other)
-        return result if result is NotImplemented else not result
-
-    __hash__ = object.__hash__
-
-    # -- affine arithmetic ---------------------------------------------------------------------
-    def _affine(self, a: float, b: float):
-        if a == 0.0:
-            return b
-        if not (math.isfinite(a) and math.isfinite(b)):
-            self._iv.rng._refuse("a symbolic uniform scaled or shifted by a non-finite number")
-        return AffineUniform(self._iv, a, b)
-
-    def __add__(self, c):
-        return self._affine(self._a, self._b + _constant(c, "addition", self._iv.rng))
-
-    __radd__ = __add__
-
-    def __sub__(self, c):
-        return self._affine(self._a, self._b - _constant(c, "subtraction", self._iv.rng))
-
-    def __rsub__(self, c):
-        return self._affine(-self._a, _constant(c, "subtraction", self._iv.rng) - self._b)
-
-    def __mul__(self, c):
-        c = _constant(c, "multiplication", self._iv.rng)
-        return self._affine(self._a * c, self._b * c)
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, c):
-        c = _constant(c, "division", self._iv.rng)
-        if c == 0.0:
-            self._iv.rng._refuse("division of a symbolic uniform by zero")
-        return self._affine(self._a / c, self._b / c)
-
-    def __neg__(self):
-        return self._affine(-self._a, -self._b)
-
-    def __pos__(self):
-        return self
-
-    # -- NumPy: comparisons and affine arithmetic with scalars defer here; all else refuses ----
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        """``np.float64(t) > u`` arrives here as ``np.greater``; a method rather than
-        ``__array_ufunc__ = None`` so that ``np.log(u)`` raises NotEnumerable, not TypeError."""
-        op = _UFUNC_OPERATORS.get(ufunc.__name__)
-        if method != "__call__" or kwargs or op is None:
-            self._iv.rng._refuse(f"numpy.{ufunc.__name__} of a symbolic uniform is not modelled")
-        for x in inputs:
-            if isinstance(x, np.ndarray) and x.ndim > 0:
-                self._iv.rng._refuse(f"numpy.{ufunc.__name__} of a symbolic uniform and an array is not modelled")
-        return op(*(x.item() if isinstance(x, (np.ndarray, np.generic)) else x for x in inputs))
-
-
-_UFUNC_OPERATORS = {
-    "less": operator.lt, "less_equal": operator.le, "greater": operator.gt,
-    "greater_equal": operator.ge, "add": operator.add, "subtract": operator.sub,
-    "multiply": operator.mul, "divide": operator.truediv, "true_divide": operator.truediv,
-    "negative": operator.neg, "positive": operator.pos,
-}  # fmt: skip
-
-
-class AffineUniform(SymbolicUniform):
-    """a * u + b with a != 0; comparisons are mapped back to u (flipped when a < 0)."""
-
-    __slots__ = ()
-
-
-# ----------------------------------------------------------------------------------------------
 # The rng
 
 
@@ -282,7 +81,7 @@ class EnumeratingRng:
 
     def __init__(self, max_branching: int = MAX_BRANCHING):
         self._max_branching = check_int("max_branching", max_branching, 1)
-        self._run = 0
+        self.run_id = 0  # the run under way (a symbolic uniform of another run refuses)
         self._chosen: list[int] = []  # branch taken at each decision of the current path
         self._weights: list[tuple] = []  # conditional weights of the branches of each decision
         self._probs: list[float] = []  # probability of the path up to each decision
@@ -302,45 +101,39 @@ class EnumeratingRng:
         )
 
     # -- decisions -----------------------------------------------------------------------------
-    def _refuse(self, message: str):
-        """Raise NotEnumerable and remember it, so a sampler that swallows it cannot go on."""
+    def refuse(self, message: str):
+        """Raise NotEnumerable and remember it for the run, so a sampler that swallows it cannot
+        go on (for the symbolic uniforms and layers as ``laws.torch_random`` too)."""
         if self._active and self._refusal is None:
             self._refusal = message
         raise NotEnumerable(message)
 
-    def _decide(self, weights: tuple) -> int:
+    def decide(self, weights: tuple) -> int:
+        """One decision over branches with these conditional weights: the branch this path takes
+        (for the symbolic uniforms and layers that model other random APIs, as ``laws.torch_random``)."""
         if not self._active:
-            self._refuse("EnumeratingRng used outside enumerate_distribution")
+            self.refuse("EnumeratingRng used outside enumerate_distribution")
         if len(weights) == 1:  # a certain outcome needs no branch
             return 0
         pos = self._pos
         self._pos = pos + 1
         if pos < len(self._chosen):
             if self._weights[pos] != weights:
-                self._refuse(
+                self.refuse(
                     "fn made different random calls on replay; it must depend only on its rng "
                     f"(decision {pos}: {self._weights[pos]} then {weights})"
                 )
             return self._chosen[pos]
         if pos >= MAX_DECISIONS_PER_RUN:
-            self._refuse(f"more than {MAX_DECISIONS_PER_RUN} random decisions in one run")
+            self.refuse(f"more than {MAX_DECISIONS_PER_RUN} random decisions in one run")
         self._chosen.append(0)
         self._weights.append(weights)
         self._probs.append((self._probs[-1] if pos else 1.0) * weights[0])
         return 0
 
-    def decide(self, weights: tuple) -> int:
-        """One decision over branches with these conditional weights: the branch this path takes
-        (for layers that model other random APIs, as ``laws.torch_random``)."""
-        return self._decide(weights)
-
-    def refuse(self, message: str):
-        """Raise NotEnumerable, remembered for the run (for layers as ``laws.torch_random``)."""
-        self._refuse(message)
-
     def _branch_cap(self, n: int, what: str):
         if n > self._max_branching:
-            self._refuse(f"{what} over {n} outcomes exceeds max_branching={self._max_branching}")
+            self.refuse(f"{what} over {n} outcomes exceeds max_branching={self._max_branching}")
 
     # -- the modelled Generator API ------------------------------------------------------------
     def choice(self, a, size=None, replace=True, p=None, axis=0, shuffle=True):
@@ -350,7 +143,7 @@ class EnumeratingRng:
         than sqrt(eps)) and then normalized by its sum; zero-probability outcomes never branch.
         """
         if size is not None:
-            self._refuse("rng.choice(size=...) is not modelled; draw one token at a time")
+            self.refuse("rng.choice(size=...) is not modelled; draw one token at a time")
         population = None
         if type(a) is int or isinstance(a, (numbers.Integral, np.integer)):
             n = int(a)
@@ -359,17 +152,17 @@ class EnumeratingRng:
             if population.ndim == 0:
                 n, population = operator.index(population.item()), None
             elif population.ndim != 1:
-                self._refuse("rng.choice over a multi-dimensional array is not modelled")
+                self.refuse("rng.choice over a multi-dimensional array is not modelled")
             else:
                 n = len(population)
         if n <= 0:
             raise ValueError("a must be a positive integer unless no samples are taken")
         if p is None:
             self._branch_cap(n, "rng.choice")
-            index = self._decide((1.0 / n,) * n)
+            index = self.decide((1.0 / n,) * n)
         else:
             outcomes, weights = self._choice_weights(p, n)
-            index = outcomes[self._decide(weights)]
+            index = outcomes[self.decide(weights)]
         return np.int64(index) if population is None else population[index]
 
     def _choice_weights(self, p, n: int) -> tuple[list[int], tuple]:
@@ -403,17 +196,17 @@ class EnumeratingRng:
     def random(self, size=None, dtype=np.float64, out=None):
         """A SymbolicUniform, or an object array of independent ones for size=int / tuple."""
         if out is not None:
-            self._refuse("rng.random(out=...) is not modelled")
+            self.refuse("rng.random(out=...) is not modelled")
         if not self._active:
-            self._refuse("EnumeratingRng used outside enumerate_distribution")
+            self.refuse("EnumeratingRng used outside enumerate_distribution")
         if size is None:
-            return SymbolicUniform(_Interval(self))
-        return self._array(size, lambda: SymbolicUniform(_Interval(self)))
+            return SymbolicUniform(Interval(self))
+        return self._array(size, lambda: SymbolicUniform(Interval(self)))
 
     def uniform(self, low=0.0, high=1.0, size=None):
         """low + (high - low) * u with constant low and high."""
-        low = _constant(low, "rng.uniform(low=...)", self)
-        high = _constant(high, "rng.uniform(high=...)", self)
+        low = as_constant(low, "rng.uniform(low=...)", self)
+        high = as_constant(high, "rng.uniform(high=...)", self)
         if size is None:
             return low + (high - low) * self.random()
         return self._array(size, lambda: low + (high - low) * self.random())
@@ -434,7 +227,7 @@ class EnumeratingRng:
         weights = (1.0 / n,) * n
 
         def draw():
-            return np.dtype(dtype).type(low + self._decide(weights))
+            return np.dtype(dtype).type(low + self.decide(weights))
 
         return draw() if size is None else self._array(size, draw, dtype)
 
@@ -499,7 +292,7 @@ class SubrunMemo:
         first, key = rng._pos, key()
         node = self._trees.get(key)
         while node is not None and node.weights is not None:
-            node = node.after.get(rng._decide(node.weights))
+            node = node.after.get(rng.decide(node.weights))
         if node is not None and node.value is not _UNSET:
             return node.value
         rng._pos = first  # the decisions walked are taken again by the thunk, as on any replay
@@ -563,7 +356,7 @@ def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
     dist: dict = defaultdict(float)
     while True:
         budget.spend()
-        rng._run += 1
+        rng.run_id += 1
         rng._pos, rng._refusal, rng._active = 0, None, True
         rng._memo_runs.clear()
         try:
@@ -675,46 +468,3 @@ def exact_tv(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000) -> float:
     """TV between sampler_distribution and sequence_distribution(p_fn, prefix, m)."""
     got = sampler_distribution(sampler, p_fn, q_fn, prefix, k, m, max_paths=max_paths)
     return total_variation(got, sequence_distribution(p_fn, prefix, m))
-
-
-def counted_round(sampler, p_fn, q_fn, prefix, k, rng) -> tuple[tuple[int, ...], int]:
-    """Run one round; return its tokens and the number of q_fn calls (draft steps) it made."""
-    calls = [0]
-
-    def q_counted(ctx):
-        calls[0] += 1
-        return q_fn(ctx)
-
-    return tuple(int(t) for t in sampler(p_fn, q_counted, prefix, k, rng)), calls[0]
-
-
-def round_transition(sampler, model, k, *, max_paths=200_000):
-    """The round-start chain of a stateless sampler on a table model with period 1.
-
-    A round that starts in state s (the last ``model.order`` tokens) ends in state s'; returns
-    (states, T, tokens, calls) with T[s, s'] that probability, tokens[s] the exact mean round
-    length and calls[s] the mean number of q_fn calls from s. In a long decode the rounds form
-    this Markov chain, so long-run rates are averages under its stationary distribution.
-    """
-    if model.period != 1:
-        raise ValueError("model: the round-start chain needs period == 1")
-    states = list(itertools.product(range(model.vocab_size), repeat=model.order))
-    index = {s: i for i, s in enumerate(states)}
-    kernel = np.zeros((len(states), len(states)))
-    tokens, calls = np.zeros(len(states)), np.zeros(len(states))
-    paths = [0]  # runs over all states: max_paths bounds the whole computation
-
-    def one_round(rng, s):
-        paths[0] += 1
-        return counted_round(sampler, model.p_fn, model.q_fn, s, k, rng)
-
-    for s in states:
-        if paths[0] >= max_paths:
-            raise NotEnumerable(f"more than max_paths={max_paths} paths over all states")
-        dist = enumerate_distribution(lambda rng, s=s: one_round(rng, s), max_paths=max_paths - paths[0])
-        for (out, n_calls), w in dist.items():
-            nxt = (s + out)[len(s + out) - model.order :] if model.order else ()
-            kernel[index[s], index[nxt]] += w
-            tokens[index[s]] += w * len(out)
-            calls[index[s]] += w * n_calls
-    return states, kernel, tokens, calls

@@ -7,7 +7,7 @@ through its ``EnumeratingRng``. ``rand``, ``rand_like``, ``uniform_`` and ``expo
 elements f_i(u_i): u_i a uniform of their own on an interval, f_i a chain of affine maps by
 constants, ``log`` and ``reciprocal`` (after E = -log(1 - u) for an exponential). Comparisons with
 constants (``< <= > >=``, ``torch.lt/le/gt/ge``) map the threshold back and branch as
-``exact.SymbolicUniform``, element by element in row-major order after broadcasting (independent
+``laws.symbolic_uniform.SymbolicUniform``, element by element in row-major order after broadcasting (independent
 elements, as Pyro's parallel enumeration, Obermeyer et al., arXiv 1902.03210), into bool tensors.
 ``argmax`` / ``argmin`` of a row of fresh exponentials is one categorical decision: the race w_i / E_i
 (i with probability w_i / sum(w); a zero row gives 0, as torch does) and Gumbel-max l_i - log E_i or

@@ -1,0 +1,212 @@
+"""Symbolic uniforms: what ``EnumeratingRng.random()`` returns while ``laws.exact`` enumerates.
+
+A symbolic uniform u ~ U(0, 1) carries the interval [lo, hi) that earlier comparisons on this path
+left it. ``u < t`` with lo < t < hi branches: True with weight (t - lo) / (hi - lo), narrowing the
+interval to [lo, t), False with the rest, narrowing it to [t, hi). Re-comparing the same u is
+therefore consistent (a sampler that shares one uniform across positions gets the exact,
+correlated probabilities). Affine transforms a*u + b with constant a, b map their comparisons back
+to u. Anything else (float(u), np.log(u), comparing two symbolic values) raises ``NotEnumerable``,
+never a wrong number.
+
+Contract with the rng (``laws.exact.EnumeratingRng``, the only maker of an ``Interval``): a
+uniform branches only through ``rng.decide(weights)`` and refuses only through
+``rng.refuse(message)`` (which raises ``NotEnumerable`` and remembers it for the run, so a sampler
+that swallows it cannot go on), and belongs to the run ``rng.run_id`` had when it was made: one
+kept into a later run refuses.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+
+import numpy as np
+
+
+class Interval:
+    """The interval [lo, hi) one uniform is known to lie in on the current path."""
+
+    __slots__ = ("lo", "hi", "rng", "run")
+
+    def __init__(self, rng):
+        self.lo, self.hi, self.rng, self.run = 0.0, 1.0, rng, rng.run_id
+
+    def less_than(self, t: float) -> bool:
+        """Decide ``u < t`` on this path, branching when t splits the interval."""
+        if self.run != self.rng.run_id:
+            self.rng.refuse("a symbolic uniform was kept from an earlier run and reused")
+        lo, hi = self.lo, self.hi
+        if t <= lo:
+            return False
+        if t >= hi:
+            return True
+        w = (t - lo) / (hi - lo)
+        if w >= 1.0:  # rounding: the False branch would have weight 0
+            return True
+        if self.rng.decide((w, 1.0 - w)) == 0:
+            self.hi = t
+            return True
+        self.lo = t
+        return False
+
+
+def as_constant(x, what: str, rng) -> float:
+    """x as a finite float, or NotEnumerable when it is symbolic, an array, or not a number."""
+    if type(x) is float:
+        return x
+    if isinstance(x, SymbolicUniform):
+        rng.refuse(f"{what} of two symbolic uniforms is not modelled")
+    if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
+        x = x.item()
+    if not isinstance(x, numbers.Real):
+        rng.refuse(f"{what} of a symbolic uniform and a {type(x).__name__} is not modelled")
+    return float(x)
+
+
+_REFUSED = (
+    "__bool__", "__float__", "__int__", "__index__", "__complex__", "__round__", "__trunc__",
+    "__floor__", "__ceil__", "__abs__", "__pow__", "__rpow__", "__mod__", "__rmod__",
+    "__floordiv__", "__rfloordiv__", "__divmod__", "__rdivmod__", "__rtruediv__",
+    # numpy's object-dtype loops call these methods on the elements of random(size=n)
+    "log", "log1p", "log2", "log10", "exp", "expm1", "sqrt", "square", "reciprocal", "sin",
+    "cos", "tan", "tanh", "arctan", "floor", "ceil", "rint", "sign", "conjugate",
+)  # fmt: skip
+"""Every use of a symbolic uniform that would need its value: each raises NotEnumerable."""
+
+
+def _refusing(what: str):
+    def refuse(self, *args, **kwargs):
+        self._iv.rng.refuse(f"{what} of a symbolic uniform is not modelled")
+
+    return refuse
+
+
+def _refuses_unmodelled_uses(cls):
+    """Class decorator: every name in ``_REFUSED`` raises NotEnumerable (see ``_refusing``)."""
+    for name in _REFUSED:
+        setattr(cls, name, _refusing(name.strip("_")))
+    return cls
+
+
+@_refuses_unmodelled_uses
+class SymbolicUniform:
+    """a * u + b for one u ~ U(0, 1); ``random()`` returns a = 1, b = 0.
+
+    Comparisons with a number branch (see the module docstring); affine arithmetic with numbers
+    gives an ``AffineUniform``; every other use raises ``NotEnumerable``.
+    """
+
+    __slots__ = ("_iv", "_a", "_b")
+    __array_priority__ = 1000
+
+    def __init__(self, interval: Interval, a: float = 1.0, b: float = 0.0):
+        self._iv, self._a, self._b = interval, a, b
+
+    def __repr__(self):
+        iv = self._iv
+        return f"{type(self).__name__}({self._a:g} * u + {self._b:g}, u in [{iv.lo:g}, {iv.hi:g}))"
+
+    def __format__(self, spec):
+        if spec:
+            self._iv.rng.refuse("formatting a symbolic uniform as a number is not modelled")
+        return repr(self)
+
+    # -- comparisons ---------------------------------------------------------------------------
+    def _compare(self, op: str, t) -> bool:
+        t = as_constant(t, f"comparison {op!r}", self._iv.rng)
+        if math.isnan(t):
+            return False  # every comparison with NaN is False, as for a real float
+        a, b = self._a, self._b
+        below = self._iv.less_than((t - b) / a)  # u < (t - b) / a, i.e. a*u + b < t when a > 0
+        if a < 0:
+            below = not below  # ties have probability 0
+        return below if op in ("<", "<=") else not below
+
+    def __lt__(self, t):
+        return self._compare("<", t)
+
+    def __le__(self, t):
+        return self._compare("<=", t)
+
+    def __gt__(self, t):
+        return self._compare(">", t)
+
+    def __ge__(self, t):
+        return self._compare(">=", t)
+
+    def __eq__(self, other):
+        if other is self:
+            return True
+        if isinstance(other, (SymbolicUniform, numbers.Number, np.ndarray, np.generic)):
+            self._iv.rng.refuse("equality with a symbolic uniform is not modelled")
+        return NotImplemented
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = object.__hash__
+
+    # -- affine arithmetic ---------------------------------------------------------------------
+    def _affine(self, a: float, b: float):
+        if a == 0.0:
+            return b
+        if not (math.isfinite(a) and math.isfinite(b)):
+            self._iv.rng.refuse("a symbolic uniform scaled or shifted by a non-finite number")
+        return AffineUniform(self._iv, a, b)
+
+    def __add__(self, c):
+        return self._affine(self._a, self._b + as_constant(c, "addition", self._iv.rng))
+
+    __radd__ = __add__
+
+    def __sub__(self, c):
+        return self._affine(self._a, self._b - as_constant(c, "subtraction", self._iv.rng))
+
+    def __rsub__(self, c):
+        return self._affine(-self._a, as_constant(c, "subtraction", self._iv.rng) - self._b)
+
+    def __mul__(self, c):
+        c = as_constant(c, "multiplication", self._iv.rng)
+        return self._affine(self._a * c, self._b * c)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, c):
+        c = as_constant(c, "division", self._iv.rng)
+        if c == 0.0:
+            self._iv.rng.refuse("division of a symbolic uniform by zero")
+        return self._affine(self._a / c, self._b / c)
+
+    def __neg__(self):
+        return self._affine(-self._a, -self._b)
+
+    def __pos__(self):
+        return self
+
+    # -- NumPy: comparisons and affine arithmetic with scalars defer here; all else refuses ----
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """``np.float64(t) > u`` arrives here as ``np.greater``; a method rather than
+        ``__array_ufunc__ = None`` so that ``np.log(u)`` raises NotEnumerable, not TypeError."""
+        op = _UFUNC_OPERATORS.get(ufunc.__name__)
+        if method != "__call__" or kwargs or op is None:
+            self._iv.rng.refuse(f"numpy.{ufunc.__name__} of a symbolic uniform is not modelled")
+        for x in inputs:
+            if isinstance(x, np.ndarray) and x.ndim > 0:
+                self._iv.rng.refuse(f"numpy.{ufunc.__name__} of a symbolic uniform and an array is not modelled")
+        return op(*(x.item() if isinstance(x, (np.ndarray, np.generic)) else x for x in inputs))
+
+
+_UFUNC_OPERATORS = {
+    "less": operator.lt, "less_equal": operator.le, "greater": operator.gt,
+    "greater_equal": operator.ge, "add": operator.add, "subtract": operator.sub,
+    "multiply": operator.mul, "divide": operator.truediv, "true_divide": operator.truediv,
+    "negative": operator.neg, "positive": operator.pos,
+}  # fmt: skip
+
+
+class AffineUniform(SymbolicUniform):
+    """a * u + b with a != 0; comparisons are mapped back to u (flipped when a < 0)."""
+
+    __slots__ = ()
