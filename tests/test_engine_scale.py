@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import specverify
 from specverify import interfaces
-from specverify.battery import core as battery_core
+from specverify.battery import subject_calls
 from specverify.battery.core import Finding
 from specverify.interfaces.loop.battery import run_loop_battery
 from specverify.interfaces.loop.cases import scale_loop_cases
@@ -99,7 +99,7 @@ def test_the_reference_is_exact_on_the_engine_scale_cases_over_seeds_0_to_4(seed
     are enumerated elsewhere, tests/test_generated_cases.py): no finding, power stated; the test
     is of the binned test's calibration at the budget's run count."""
     b = round_cases.get_budget("standard")
-    result = battery_core.run_in_subject(
+    result = subject_calls.run_in_subject(
         speculative_step,
         lambda h: round_interface.RoundBattery(h, b, seed, None),
         lambda run: run.engine_scale(round_cases.engine_scale_cases(b, seed), b.false_fail_rate / 4),
@@ -119,7 +119,7 @@ def test_a_round_sampler_wrong_only_at_engine_scale_is_not_exact(name):
     result = round_interface.run_battery(fn, "quick", 0)
     assert result.exact is True, result.findings
     b = round_cases.get_budget("standard")
-    result = battery_core.run_in_subject(
+    result = subject_calls.run_in_subject(
         fn,
         lambda h: round_interface.RoundBattery(h, b, 0, None),
         lambda run: run.engine_scale(round_cases.engine_scale_cases(b, 0), b.false_fail_rate / 4),

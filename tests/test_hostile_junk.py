@@ -23,8 +23,7 @@ import numpy as np
 import pytest
 
 import specverify
-from specverify.battery import core as battery_core
-from specverify.battery import runner
+from specverify.battery import guards, runner
 from specverify.interfaces.loop import battery as loop_interface
 from specverify.interfaces.loop import tasks as loop_tasks
 from specverify.interfaces.round import cases as round_cases
@@ -295,9 +294,9 @@ def test_messages_of_hostile_exceptions_are_plain_strings():
         def __str__(self):
             return Name("sub \ud800 class")
 
-    assert battery_core.describe_exception(Weird()) == "Weird: sub \\ud800 class"
-    assert type(battery_core.message_of(battery_core.ContractBreach(Weird()))) is str
-    big = battery_core.show(10**5000)  # too long to print: a placeholder, never a crash
+    assert guards.describe_exception(Weird()) == "Weird: sub \\ud800 class"
+    assert type(guards.message_of(guards.ContractBreach(Weird()))) is str
+    big = guards.show(10**5000)  # too long to print: a placeholder, never a crash
     assert big == "<int object>"
 
 

@@ -278,7 +278,7 @@ def test_a_limit_whose_alarm_lands_in_a_finalizer_still_stops_the_body():
     """Python ignores an exception raised in a ``__del__`` (or a garbage-collector callback), where
     a limit's alarm may land: the limit raises again until its body has stopped. Here the first
     alarm lands, for certain, in a finalizer that outlasts the limit; the body would run 5 s."""
-    from specverify.battery.core import GuardStopped, time_limit
+    from specverify.battery.guards import GuardStopped, time_limit
 
     class SlowToFinalize:
         def __del__(self):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 import specverify
-from specverify.battery.core import listening
+from specverify.battery.subject_calls import listening
 from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc
 from specverify.samplers.reference_kernel import reference_kernel

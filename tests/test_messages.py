@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from specverify.battery import budgets
-from specverify.battery.core import ContractBreach, describe_exception
+from specverify.battery.guards import ContractBreach, describe_exception
 from specverify.common import tables
 from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc

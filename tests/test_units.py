@@ -143,7 +143,7 @@ def test_a_stream_is_the_node_spawn_hands_out():
     """``battery.stream(seed, *path)`` is ``SeedSequence(seed).spawn``'s child path[0], its child
     path[1], ...: the streams drawn by spawn (generated and engine-scale cases)
     kept their numbers; a node given as the seed is extended."""
-    from specverify.battery.core import stream
+    from specverify.battery.seed_tree import stream
 
     old = np.random.SeedSequence(7).spawn(3)[2].spawn(4)[1]
     assert (stream(7, 2, 1).generate_state(4) == old.generate_state(4)).all()

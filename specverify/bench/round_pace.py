@@ -38,7 +38,7 @@ def _rate(sampler, case, runs: int, budget) -> float:
 
 def _shared_rate(sampler, case, runs: int, budget, workers: int) -> tuple[float, list]:
     """Runs per second of the battery's block sampling with ``workers`` processes, and the runs."""
-    from ..battery.core import run_in_subject
+    from ..battery.subject_calls import run_in_subject
     from ..interfaces.round.battery import RoundBattery
 
     out: dict = {}

@@ -73,7 +73,7 @@ def bench_batched(quick: bool) -> dict:
 
 def time_enumeration(vocab: int, k: int, m: int, cap_s: float = ENUMERATION_CAP_S) -> dict:
     """Seconds and paths to enumerate m tokens of the reference on a random chain, or capped."""
-    from ..battery.core import time_limit
+    from ..battery.guards import time_limit
     from ..laws import exact
     from ..laws.chains import random_model
     from ..samplers.chain import speculative_step

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import interfaces
 from ..battery import runner
-from ..battery.core import BatteryResult, Finding, listening
+from ..battery.core import BatteryResult, Finding
+from ..battery.subject_calls import listening
 from ..battery.targets import load_target, split_target, start_target  # noqa: F401 - re-exported
 from ..common.command_line import EXIT_ENVIRONMENT
 from ..common.files import json_default

@@ -58,17 +58,10 @@ import numpy as np
 
 from ...battery import budgets, runner
 from ...battery.budgets import KernelBudget
-from ...battery.core import (
-    POWER_FALSE_PASS_RATE,
-    Battery,
-    BatteryResult,
-    ContractBreach,
-    Finding,
-    announce,
-    run_in_subject,
-    stopping_kinds,
-    stream,
-)
+from ...battery.core import POWER_FALSE_PASS_RATE, BatteryResult, Finding, stopping_kinds
+from ...battery.guards import ContractBreach
+from ...battery.seed_tree import stream
+from ...battery.subject_calls import Battery, announce, run_in_subject
 from ...common.tables import counted
 from ...laws import stats
 from ...laws.uniform_cells import FLOAT32_ONE_MINUS, GRID_POINTS, probe_points, segments

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...battery.core import stream
+from ...battery.seed_tree import stream
 from ...laws.chains import random_model
 
 

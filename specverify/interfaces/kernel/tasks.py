@@ -16,7 +16,8 @@ import inspect
 
 import numpy as np
 
-from ...battery.core import ContractBreach, call_subject, message_of, reading, stream
+from ...battery.guards import ContractBreach, call_subject, message_of, reading
+from ...battery.seed_tree import stream
 from ...common.tables import counted
 from . import cases as kc
 

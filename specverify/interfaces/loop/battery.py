@@ -91,7 +91,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...battery.core import BatteryResult, run_in_subject
+from ...battery.core import BatteryResult
+from ...battery.subject_calls import run_in_subject
 from ..corners import corner_words, loop_corner_cases
 from .cases import (
     SCALE_KINDS,

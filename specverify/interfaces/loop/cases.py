@@ -47,7 +47,7 @@ import numpy as np
 
 from ...battery import budgets
 from ...battery.budgets import LoopBudget
-from ...battery.core import stream
+from ...battery.seed_tree import stream
 from ...laws import exact
 from ...laws.requests import (
     ContextFreeLogits,

@@ -27,7 +27,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
+from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult, Finding, stopping_kinds
+from ...battery.subject_calls import Battery
 from ...laws import exact, stats
 from ...laws.requests import independence_tv, lag_pairs, sequence_law, step_distribution
 from .cases import (

@@ -16,7 +16,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ...battery.core import BatteryResult, Finding, run_in_subject
+from ...battery.core import BatteryResult, Finding
+from ...battery.subject_calls import run_in_subject
 from ...laws import exact, stats
 from ...laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law, step_distribution
 from .cases import LoopCase, get_loop_budget, scale_loop_case, seed_stream, seeded_logits

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...battery.core import (
+from ...battery.guards import (
     PASSED_THROUGH,
     ContractBreach,
     GuardStopped,
@@ -39,13 +39,14 @@ from ...battery.core import (
     plain_tokens,
     reading,
     show,
-    stream,
     time_limit,
     token_id,
     type_name,
 )
+from ...battery.seed_tree import stream
 from ...laws import exact
 from ...laws.requests import Output, Request, as_output, step_distribution
+from ...laws.symbolic_uniform import SymbolicUniform
 
 READ_LIMIT = 10_000
 """The most tokens (or logprobs) of one request read from a subject's result; more is a breach."""
@@ -117,7 +118,7 @@ def _sequence(seq, what: str, noun: str) -> list:
 
 
 def _logprob(x, what: str) -> float:
-    if isinstance(x, exact.SymbolicUniform):
+    if isinstance(x, SymbolicUniform):
         float(x)  # a value that depends on a uniform: NotEnumerable (statistics instead)
     with reading(f"{what} a {type_name(x)}; checking its type"):
         is_real = isinstance(x, numbers.Real) and not isinstance(x, bool)
@@ -132,7 +133,7 @@ def _count(c, what: str) -> int | None:
     a float such as 3.0) of at most COUNT_LIMIT in size."""
     if c is None:
         return None
-    if isinstance(c, exact.SymbolicUniform):
+    if isinstance(c, SymbolicUniform):
         int(c)  # a count that depends on a uniform: NotEnumerable (statistics instead)
     with reading(f"{what} a {type_name(c)}; reading it"):
         if not isinstance(c, numbers.Number) and hasattr(c, "item"):  # a 0-d tensor or array
@@ -206,7 +207,7 @@ def guard_words(what: str, done: int, planned: int, unit: str, guard_s: float) -
 def loop_enumerate_task(subject, case, ids, max_paths: int, guard_s: float):
     """("ok", exact law of the joint outcome) | ("not-enumerable", why: more than ``max_paths``
     paths, or decisions the enumerator cannot follow) | ("breach", what) | ("guard", the hang
-    guard's words: not judged; ``battery.core.GuardStopped``, which ``call_subject`` lets through
+    guard's words: not judged; ``battery.guards.GuardStopped``, which ``call_subject`` lets through
     a call of the subject it interrupts)."""
     reqs = _requests(case, ids)
     try:

@@ -30,8 +30,8 @@ Rule: Leviathan, Kalman, Matias (arXiv 2211.17192); bug classes: specverify.muta
 This module is the parent's side (``RoundBattery``, its prefetched variant, ``run_battery``,
 ``run_statistics``); the budgets, cases and reference laws are ``round_cases``, what runs in the
 subject's process ``round_tasks``, the counterexample search ``round_counterexample``; what
-every battery shares (results, the subject-side guards, calls under deadlines) is
-``specverify.battery.core``.
+every battery shares is ``specverify.battery``: results (``core``), the subject-side guards
+(``guards``), calls under deadlines (``subject_calls``).
 Over 500 lines because ``RoundBattery``'s detectors share one run's state (the findings, the
 contract's rng threaded through the cases, the cases too slow to judge) and read as one class.
 Random streams: ``round_cases.ROUND_STREAMS``.
@@ -46,18 +46,9 @@ from dataclasses import replace
 import numpy as np
 
 from ...battery import runner
-from ...battery.core import (
-    EXACT_TV_TOL,
-    POWER_FALSE_PASS_RATE,
-    Battery,
-    BatteryResult,
-    ContractBreach,
-    Finding,
-    OutOfTime,
-    Speed,
-    run_in_subject,
-    stopping_kinds,
-)
+from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult, Finding, stopping_kinds
+from ...battery.guards import ContractBreach
+from ...battery.subject_calls import Battery, OutOfTime, Speed, run_in_subject
 from ...laws import exact, scalar_tests, scale, stats
 from ..corners import round_corner_cases
 from . import cases as round_cases

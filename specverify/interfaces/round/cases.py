@@ -25,7 +25,8 @@ import numpy as np
 
 from ...battery import budgets
 from ...battery.budgets import Budget
-from ...battery.core import POWER_FALSE_PASS_RATE, stream
+from ...battery.core import POWER_FALSE_PASS_RATE
+from ...battery.seed_tree import stream
 from ...laws import exact, scale, stats
 from ...laws.chains import (
     TableModel,
@@ -357,7 +358,7 @@ SMALL_PAIRS = [
 SMALL_MODELS_SEED = 0
 """The chains among the counterexample candidates are fixed models, the same whatever the check's
 seed: the one with vocabulary v, order o and index i is drawn from the node ``(v, o, i)`` of
-``SeedSequence(SMALL_MODELS_SEED)``'s tree (``battery.core.stream``)."""
+``SeedSequence(SMALL_MODELS_SEED)``'s tree (``battery.seed_tree.stream``)."""
 
 
 def small_models():

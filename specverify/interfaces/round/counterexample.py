@@ -17,7 +17,10 @@ from dataclasses import replace
 import numpy as np
 
 from ...battery import runner
-from ...battery.core import EXACT_TV_TOL, Battery, ContractBreach, OutOfTime, stream, subject_process
+from ...battery.core import EXACT_TV_TOL
+from ...battery.guards import ContractBreach
+from ...battery.seed_tree import stream
+from ...battery.subject_calls import Battery, OutOfTime, subject_process
 from ...laws import exact, scale, stats
 from .cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
 from .tasks import enumerate_task, sample_guard_s, sample_task

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...battery.core import (
+from ...battery.guards import (
     PASSED_THROUGH,
     ContractBreach,
     GuardStopped,
