@@ -24,7 +24,7 @@ import pytest
 from process_probes import processes_with
 
 import specverify
-from specverify.battery import runner
+from specverify.battery import capture, runner
 from specverify.common import files
 from specverify.common.validation import check_distinct_files, check_writable_file
 from specverify.surface import junit
@@ -325,7 +325,7 @@ PARENT_SCRIPT = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, {tests!r})
-    from specverify.battery import runner
+    from specverify.battery import capture, runner
     from test_hostile_files_and_processes import _identity, _spawn_sleep
     handle = runner.Runner.for_callable(_identity).start()
     handle.call(_spawn_sleep, {seconds!r}, limit=10.0)
@@ -550,11 +550,11 @@ def test_capture_files_of_a_killed_host_are_removed_by_the_next_run(tmp_path, mo
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(runner, "_SWEPT", set())
+    monkeypatch.setattr(capture, "_SWEPT", set())
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    orphan = tmp_path / f"{runner.capture_prefix(dead.pid)}abc.log"
-    alive = tmp_path / f"{runner.capture_prefix(os.getppid())}def.log"
+    orphan = tmp_path / f"{capture.capture_prefix(dead.pid)}abc.log"
+    alive = tmp_path / f"{capture.capture_prefix(os.getppid())}def.log"
     other = tmp_path / "specverify-subject-notapid-x.log"
     for path in (orphan, alive, other):
         path.write_text("")
@@ -564,4 +564,4 @@ def test_capture_files_of_a_killed_host_are_removed_by_the_next_run(tmp_path, mo
             [alive.name, other.name, os.path.basename(subject.capture_path)]
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name])
-    assert runner.remove_orphan_captures() == []  # once per process
+    assert capture.remove_orphan_captures() == []  # once per process

@@ -273,7 +273,6 @@ LONG_MODULES = {
     "specverify.interfaces.round.battery",
     "specverify.adapters.kernels",
     "specverify.models.medusa",
-    "specverify.battery.runner",
     "specverify.adapters.hf_generate",
     "specverify.bench.compare_samplers",
     "specverify.engines",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from specverify.battery import runner
+from specverify.battery import process_tree, runner
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not Path("/proc/self/stat").exists(),
@@ -155,7 +155,7 @@ def machine_allows_cgroups() -> bool:
 def mechanism(request, monkeypatch):
     """The mechanism under test: "/proc" refuses the runner its cgroup leaf."""
     if request.param == "/proc":
-        monkeypatch.setattr(runner, "_new_cgroup_leaf", lambda: None)
+        monkeypatch.setattr(process_tree, "_new_cgroup_leaf", lambda: None)
     elif not machine_allows_cgroups():
         pytest.skip("this machine gives the runner no cgroup v2 leaf")
     return request.param
@@ -214,7 +214,7 @@ def test_a_subject_that_exits_takes_its_new_session_child_with_it(tmp_path):
 
 @pytest.mark.xfail(strict=True, reason="a limit of /proc records: no reply between start and exit")
 def test_without_a_cgroup_a_child_orphaned_within_one_call_escapes(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "_new_cgroup_leaf", lambda: None)
+    monkeypatch.setattr(process_tree, "_new_cgroup_leaf", lambda: None)
     path = tmp_path / "child"
     handle = start_runner("/proc")
     seen = []
@@ -262,8 +262,8 @@ def test_close_removes_the_cgroup_leaf():
     handle = start_runner("cgroup")
     try:
         subject = handle.call(own_pid, limit=10.0)
-        home = Path(runner.own_cgroup())
-        leaves = [p for p in home.glob(f"{runner.cgroup_prefix(os.getpid())}*") if p.is_dir()]
+        home = Path(process_tree.own_cgroup())
+        leaves = [p for p in home.glob(f"{process_tree.cgroup_prefix(os.getpid())}*") if p.is_dir()]
         ours = [p for p in leaves if str(subject) in (p / "cgroup.procs").read_text().split()]
         assert len(ours) == 1
     finally:
@@ -272,18 +272,18 @@ def test_close_removes_the_cgroup_leaf():
 
 
 def test_the_leaves_of_a_killed_host_are_emptied_and_removed_by_the_next_runner(monkeypatch):
-    home = runner.own_cgroup() if machine_allows_cgroups() else None
+    home = process_tree.own_cgroup() if machine_allows_cgroups() else None
     if home is None:
         pytest.skip("this machine gives the runner no cgroup v2 leaf")
     dead = subprocess.Popen([sys.executable, "-c", ""])
     dead.wait()
-    leaf = Path(home) / f"{runner.cgroup_prefix(dead.pid)}0"
+    leaf = Path(home) / f"{process_tree.cgroup_prefix(dead.pid)}0"
     leaf.mkdir()
     sleeper = subprocess.Popen(["sleep", SLEEP], start_new_session=True)
     try:
         (leaf / "cgroup.procs").write_text(str(sleeper.pid))
-        monkeypatch.setattr(runner, "_CGROUPS_SWEPT", set())
-        assert runner.remove_orphan_cgroups(home) == [str(leaf)]
+        monkeypatch.setattr(process_tree, "_CGROUPS_SWEPT", set())
+        assert process_tree.remove_orphan_cgroups(home) == [str(leaf)]
         assert sleeper.wait(timeout=5) == -signal.SIGKILL
         assert not leaf.exists()
     finally:

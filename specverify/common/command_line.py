@@ -17,7 +17,7 @@ message says what to install or where to run it. Not evidence about exactness.""
 EXIT_INTERRUPTED = 130
 """Stopped by Ctrl-C (SIGINT)."""
 EXIT_TERMINATED = 143
-"""Stopped by SIGTERM (``runner.Terminated``)."""
+"""Stopped by SIGTERM (``battery.signals.Terminated``)."""
 
 
 def emit(text: str, stream=None) -> None:

@@ -27,7 +27,7 @@ from functools import partial
 import polars as pl
 
 from .. import interfaces
-from ..battery import runner
+from ..battery import capture, runner, signals
 from ..battery.core import BREAKING_KINDS, BatteryResult
 from ..battery.executors import ExecutorUnavailable
 from ..common import tables
@@ -256,7 +256,7 @@ def run_all(
             for process in list(getattr(pool, "_processes", {}).values()):
                 process.kill()  # their subjects' processes die with them (runner)
                 process.join(2)
-                runner.remove_captures_of(process.pid)  # a killed worker deletes nothing itself
+                capture.remove_captures_of(process.pid)  # a killed worker deletes nothing itself
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown()
@@ -495,7 +495,7 @@ def run(args) -> int:
         return 2
     progress = progress_mode_for(sys.stderr)
     try:
-        with runner.sigterm_as_interrupt():
+        with signals.sigterm_as_interrupt():
             rows = run_all(
                 subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers, progress, args.executor
             )
@@ -504,7 +504,7 @@ def run(args) -> int:
         return 2
     except KeyboardInterrupt as stop:
         runner.kill_all()
-        how, code = runner.how_stopped(stop)
+        how, code = signals.how_stopped(stop)
         print(f"specverify.mutants: {how}; workers stopped", file=sys.stderr)
         return code
     text = render(rows, args.format, args.seed, args.budget)

@@ -27,7 +27,7 @@ import json
 import sys
 
 from .. import interfaces
-from ..battery import runner
+from ..battery import runner, signals
 from ..battery.core import BatteryResult
 from ..battery.targets import load_target, split_target, start_target  # noqa: F401 - re-exported
 from ..common.command_line import EXIT_ENVIRONMENT, EXIT_USAGE, OneLineParser, emit, is_terminal  # noqa: F401 - re-exported for older callers
@@ -245,7 +245,7 @@ def run(args) -> int:
     """Check every TARGET of the parsed command line (``check_command.parse_args``), report
     each and return the worst exit code; Ctrl-C or SIGTERM reports the finished ones first."""
     outcomes = []  # the finished targets' outcomes: reported even when Ctrl-C stops the rest
-    with runner.sigterm_as_interrupt():
+    with signals.sigterm_as_interrupt():
         return _check_all(args, outcomes)
 
 
@@ -306,7 +306,7 @@ def _check_all(args, outcomes: list) -> int:
         if outcomes:
             report_outcomes(args, args.targets, outcomes)
         done = f" after {len(outcomes)} of {len(args.targets)} targets" if len(args.targets) > 1 else ""
-        how, code = runner.how_stopped(stop)
+        how, code = signals.how_stopped(stop)
         print(f"specverify check: {how}{done}", file=sys.stderr)
         return code
     except Exception as exc:  # noqa: BLE001 - ExecutorUnavailable, or Ray could not start

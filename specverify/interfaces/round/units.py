@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ...battery import runner
+from ...battery import capture, runner
 from ...battery.core import BatteryResult
 from . import cases as round_cases
 from . import tasks as round_tasks
@@ -93,7 +93,7 @@ def merge_output(result: BatteryResult, units) -> None:
     the units' seconds to its seconds (detector time, discarded units included)."""
     parts = [result.output, *(u["output"] for u in units)]
     text = "".join(p for p in parts if p)
-    n = runner.OUTPUT_EXCERPT_CHARS
+    n = capture.OUTPUT_EXCERPT_CHARS
     if len(text) > n:
         text = f"{text[: n // 2]}\n[... {len(text) - n} characters ...]\n{text[-(n // 2) :]}"
     result.output = text
