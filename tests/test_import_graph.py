@@ -267,7 +267,6 @@ MAX_LINES = 520
 """No module over ~500 lines without a reason stated in its docstring."""
 
 LONG_MODULES = {
-    "specverify.laws.torch_random",
     "specverify.mutants.catalogue",
     "specverify.interfaces.kernel.battery",
     "specverify.interfaces.round.battery",

@@ -214,7 +214,7 @@ class EnumeratingRng:
     def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
         """Uniform over [low, high) (or [low, high] with endpoint); each element one decision. Over
         more than max_branching outcomes it refuses, unless torch is followed: then it is a seed
-        for torch only (``laws.torch_random.TorchSeed``)."""
+        for torch only (``laws.torch_seeds.TorchSeed``)."""
         if high is None:
             low, high = 0, low
         low, high = operator.index(low), operator.index(high)  # symbolic -> NotEnumerable
