@@ -7,9 +7,13 @@
 - ``processing``: the one logits-processing pipeline (temperature, top-k/p, penalties, grammar);
 - ``requests``: the loop interface's requests and the exact law of a generated sequence;
 - ``exact``: the enumerator (a sampler's exact output law, every random decision branched);
-- ``torch_random``: torch's random functions followed by the enumerator (imported only with torch);
+  ``symbolic_uniform``: the uniforms it hands out, branching when compared; ``round_chain``: the
+  round-start chain of a stateless sampler;
+- ``torch_random``: torch's random functions followed by the enumerator (imported only with torch),
+  with ``random_elements`` (the run's random elements and their decisions) and ``torch_seeds``;
 - ``uniform_cells``: the exact law of a function of one float32 uniform;
-- ``stats``: calibrated tests with stated false-fail rates and power;
+- ``stats``: calibrated tests of categorical laws with stated false-fail rates and power;
+  ``scalar_tests``: those of one scalar (a bounded mean, a proportion);
 - ``scale``: binned laws at engine-scale vocabularies.
 
 Imports only ``specverify.common``.
