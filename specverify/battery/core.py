@@ -53,7 +53,7 @@ import numpy as np
 from ..laws import exact, stats
 from . import runner
 from .budgets import CAMPAIGN_SECONDS  # noqa: F401 - a campaign's time limits, re-exported
-from .environment import environment_problem
+from .environment import environment_problem, import_site_note
 
 # --------------------------------------------------------------------------- random streams
 
@@ -383,7 +383,7 @@ def describe_exception(exc: BaseException) -> str:
         path, line, function = (own or outside)[-1]
         return f" (at {_plain(os.path.basename(path), SHOW_CHARS)}:{line} in {_plain(function, SHOW_CHARS)})"
 
-    return words() + raise_site()
+    return words() + raise_site() + import_site_note(exc)
 
 
 def message_of(exc: BaseException) -> str:

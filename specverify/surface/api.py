@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .. import interfaces
 from ..battery import runner
 from ..battery.core import BatteryResult, Finding, listening
+from ..battery.environment import environment_error
 from ..battery.targets import load_target, split_target, start_target  # noqa: F401 - re-exported
 from ..common.command_line import EXIT_ENVIRONMENT
 from ..common.files import json_default
@@ -432,7 +433,7 @@ def assert_exact(
         progress=progress,
     )
     if report.environment:
-        raise EnvironmentProblem(f"{report.target}: cannot run here: {report.environment}")
+        raise environment_error(f"{report.target}: cannot run here: {report.environment}")
     if report.exact is False or (report.exact is None and not allow_inconclusive):
         raise AssertionError(failure_message(report))
     return report
