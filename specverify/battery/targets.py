@@ -21,6 +21,7 @@ from functools import partial
 
 from ..errors import TargetError
 from . import runner
+from .core import with_article
 from .environment import environment_error, environment_problem, import_site, import_site_note
 
 
@@ -79,13 +80,6 @@ def is_target_itself(module: str, own_module: str | None) -> bool:
     """Whether the missing ``module`` is the TARGET's module or a package above it (a misspelt
     TARGET, said as such, not an import line of the subject's)."""
     return bool(own_module) and (own_module == module or own_module.startswith(module + "."))
-
-
-def with_article(noun: str) -> str:
-    """``noun`` after "a" or "an", by its first sound as spelt: "an int", "a float", "an
-    ndarray", "a list" (a vowel letter takes "an"; the few exceptions of English spelling, like
-    "a unicode", do not occur among Python's type names here)."""
-    return f"{'an' if noun[:1].lower() in 'aeiou' and noun else 'a'} {noun}"
 
 
 def split_target(target: str) -> tuple[str, str]:
