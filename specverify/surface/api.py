@@ -158,9 +158,10 @@ class Report:
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), default=json_default, **kwargs)
 
-    def text(self) -> str:
-        """The human report ``check`` prints: the verdict first."""
-        return human(self.to_dict())
+    def text(self, verbose: bool = False) -> str:
+        """The human report ``check`` prints: the verdict first, the counterexample last;
+        ``verbose``: the whole listing (``check --verbose``)."""
+        return human(self.to_dict(), verbose=verbose)
 
     def __str__(self) -> str:
         return self.text()
