@@ -74,7 +74,9 @@ def cli(*args, cwd, pythonpath=()):
 
 def test_a_sampler_that_imports_its_sibling_is_checked(newcomer, tmp_path_factory):
     elsewhere = tmp_path_factory.mktemp("elsewhere")  # not the sampler's folder: sys.path gets that one
-    code, out, err = cli("check", str(newcomer / "mine_sampler.py") + ":step", "--budget", "quick", cwd=elsewhere)
+    code, out, err = cli(
+        "check", str(newcomer / "mine_sampler.py") + ":step", "--budget", "quick", "--verbose", cwd=elsewhere
+    )
     assert code == 1, (out, err)
     assert "NOT EXACT" in out and "leviathan is not written yet" in " ".join(out.split())  # wrapped lines
     assert "pip install" not in out + err
