@@ -114,7 +114,8 @@ def test_a_dependency_an_installed_package_lacks_is_an_environment_error(newcome
             "the installed package 'vllm' needs 'xformers'",
         ),
         ("raised ModuleNotFoundError: No module named 'mine' (at mine_sampler.py:4 in step)", None),
-        ("raised ModuleNotFoundError: No module named 'flash_attn.ops'", None),  # the subject's own import
+        ("raised ModuleNotFoundError: No module named 'flash_attn.ops'", "pip install flash_attn"),  # a GPU's
+        ("raised ModuleNotFoundError: No module named 'mine_helpers.ops'", None),  # the subject's own import
     ],
 )
 def test_which_missing_module_is_the_environments_fault(message, advice):

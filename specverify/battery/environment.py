@@ -13,11 +13,13 @@ is an environment problem only when one of these holds:
 
 1. its top-level package is one specverify's extras install (``EXTRAS``: torch, transformers,
    accelerate, gguf, ray): ``pip install 'specverify[EXTRA]'`` is the remedy;
-2. the import that failed is an installed package's own (the statement sits in site-packages,
+2. its top-level package is one an engine's GPU code needs and that installs only where a GPU
+   does (``GPU_PACKAGES``: triton, flash_attn, vllm, sglang, ...): a CPU machine lacks it;
+3. the import that failed is an installed package's own (the statement sits in site-packages,
    or in specverify): an installed dependency needs a package that is missing here, the way pip
    reports a missing requirement. ``import_site_note`` marks such a message, in the subject's
    process where the traceback is, with ``INSTALLED_IMPORT``;
-3. its top-level package is installed here but the submodule is not (a partial install).
+4. its top-level package is installed here but the submodule is not (a partial install).
 
 Anything else is the subject's own mistake: its code imports a module that is neither beside the
 target (the target file's folder is on ``sys.path``, as pytest's rootdir insertion does) nor
@@ -55,6 +57,9 @@ INSTALLED_IMPORT = re.compile(r"\[imported by the installed package '([\w.]+)'\]
 
 EXTRAS = {"torch": "models", "transformers": "models", "accelerate": "models", "gguf": "models", "ray": "ray"}
 """Packages specverify's extras install: ``pip install 'specverify[EXTRA]'``."""
+
+GPU_PACKAGES = frozenset({"triton", "flash_attn", "flashinfer", "xformers", "vllm", "sglang", "cupy", "apex"})
+"""Packages engines' kernels import that install (or work) only on a machine with a GPU."""
 
 NO_CUDA_ADVICE = (
     "this machine cannot run CUDA code (torch or the driver has no CUDA here): run the check on a "
@@ -148,7 +153,8 @@ def environment_problem(message: str, own_module: str | None = None) -> str | No
     if own_module and (own_module == name or own_module.startswith(name + ".")):
         return None
     needed_by = INSTALLED_IMPORT.search(message)
-    if name.split(".")[0] in EXTRAS or needed_by or ("." in name and is_installed(name)):
+    top = name.split(".")[0]
+    if top in EXTRAS or top in GPU_PACKAGES or needed_by or ("." in name and is_installed(name)):
         return missing_package_advice(name, needed_by.group(1) if needed_by else None)
     return None
 
@@ -167,6 +173,7 @@ def environment_error(message: str) -> EnvironmentProblem:
 __all__ = [
     "CUDA_SIGNS",
     "EXTRAS",
+    "GPU_PACKAGES",
     "INSTALLED_IMPORT",
     "environment_error",
     "environment_problem",
