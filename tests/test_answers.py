@@ -131,7 +131,10 @@ def test_the_api_raises_a_usage_error_for_a_mismatch_not_an_assertion():
         ("raised AssertionError: Torch not compiled with CUDA enabled", "cannot run CUDA code"),
         ("raised RuntimeError: Found no NVIDIA driver on your system. Please check", "cannot run CUDA code"),
         ("raised ModuleNotFoundError: No module named 'torch'", "pip install 'specverify[models]'"),
-        ("raised ModuleNotFoundError: No module named 'flash_attn.ops'", "pip install flash_attn"),
+        (
+            "raised ModuleNotFoundError: No module named 'flash_attn.ops' [imported by the installed package 'vllm']",
+            "pip install flash_attn",
+        ),
         ("raised ValueError: probabilities do not sum to 1", None),
         ("raised AssertionError: draft_ids.shape == (2, 3)", None),
     ],
@@ -142,8 +145,8 @@ def test_environment_problem_tells_the_machine_from_the_subject(message, advice)
 
 
 def test_a_missing_module_that_is_the_target_itself_is_a_usage_mistake():
-    message = "ModuleNotFoundError: No module named 'mypkg'"
-    assert environment_problem(message, own_module="mypkg.spec") is None
+    message = "ModuleNotFoundError: No module named 'torch'"
+    assert environment_problem(message, own_module="torch.spec") is None
     assert environment_problem(message, own_module="other.spec") is not None
 
 
@@ -187,10 +190,12 @@ def test_a_subjects_own_exception_is_still_evidence(subjects):
     assert code == 1 and "NOT EXACT" in out, (out, err)
 
 
-def test_an_import_that_needs_a_missing_package_is_an_environment_error(subjects):
+def test_an_import_of_a_module_found_nowhere_is_a_usage_error(subjects):
+    """Not installed, not beside the file, not an extra's: the subject's own import line, not
+    advice to install whatever PyPI has under that name (test_subject_imports has the rest)."""
     code, out, err = cli("check", "needs_pkg.py:speculative_step", "--budget", "quick", cwd=subjects)
-    assert code == EXIT_ENVIRONMENT, (out, err)
-    assert "the package 'not_a_package_specverify_knows' is not installed here" in err
+    assert code == EXIT_USAGE, (out, err)
+    assert "needs_pkg.py:1: 'import not_a_package_specverify_knows'" in err and "pip install" not in err
 
 
 def test_the_api_raises_environment_problem_not_assertion(subjects):

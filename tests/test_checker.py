@@ -175,7 +175,7 @@ def test_human_report_puts_the_verdict_first():
     code, out, _ = cli("check", "specverify.mutants.catalogue:no_verification", "--budget", "quick")
     first = out.splitlines()[0]
     assert code == 1 and first.startswith("specverify.mutants.catalogue:no_verification: NOT EXACT")
-    assert "smallest model" in out and "ran:" in out
+    assert "smallest model" in out and "checks run:" in out  # each check: --verbose (test_short_report)
 
 
 def test_counterexample_needs_position_dependence_for_wrong_row_bugs():

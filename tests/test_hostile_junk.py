@@ -253,7 +253,7 @@ def test_outcome_sends_back_plain_ints_and_floats():
     [
         ("tolist_raises", "returned a ToListRaises whose tolist() raised RuntimeError: tolist refused"),
         ("getattr_raises", "returned a GetattrRaises; reading it raised RuntimeError: no attribute tolist"),
-        ("int_raises", "returned a IntRaises whose int() raised RuntimeError: int refused"),
+        ("int_raises", "returned an IntRaises whose int() raised RuntimeError: int refused"),
         ("str_raises", "raised StrRaises (its str() raised; repr: StrRaises('hidden'))"),
         ("str_and_repr_raise", "raised StrAndReprRaise (its str() and repr() raised)"),
         ("surrogate_message", "raised ValueError: bad \\ud800"),

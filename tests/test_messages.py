@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from specverify.battery import budgets
-from specverify.battery.guards import ContractBreach, describe_exception
+from specverify.battery.guards import ContractBreach, describe_exception, token_id, with_article
+from specverify.battery.targets import load_target
 from specverify.common import tables
 from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc
@@ -207,6 +208,24 @@ def _numpy_raises_here():
 
 def _raising_kernel(draft_ids, draft_probs, target_probs, uniforms):
     return _raises_here()
+
+
+@pytest.mark.parametrize(
+    "noun, said", [("int", "an int"), ("ndarray", "an ndarray"), ("float", "a float"), ("list", "a list")]
+)
+def test_a_type_takes_a_or_an_by_its_first_letter(noun, said):
+    assert with_article(noun) == said
+
+
+def test_a_target_that_is_no_function_says_an_int(tmp_path):
+    (tmp_path / "not_a_function.py").write_text("step = 3\n")
+    with pytest.raises(ValueError, match="'step' is an int, not callable"):
+        load_target(f"{tmp_path / 'not_a_function.py'}:step")
+
+
+def test_a_token_of_the_wrong_type_says_an_ndarray():
+    with pytest.raises(ContractBreach, match="returned an ndarray"):
+        token_id(np.zeros(2), 4, "returned")
 
 
 def test_a_raised_exception_says_its_file_line_and_function():

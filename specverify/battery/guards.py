@@ -27,6 +27,7 @@ import numpy as np
 
 from ..laws import exact
 from . import runner
+from .environment import import_site_note
 
 
 class ContractBreach(Exception):
@@ -104,6 +105,19 @@ def _plain(text, limit: int) -> str:
     backslash-escaped), cut at ``limit`` characters."""
     out = str.__str__(text).encode("utf-8", "backslashreplace").decode("utf-8")
     return out if len(out) <= limit else out[:limit] + "..."
+
+
+def with_article(noun: str) -> str:
+    """``noun`` after "a" or "an", by its first sound: "an int", "an ndarray" (said "en-dee"), "a
+    float", "a list". A vowel letter, or a name spoken letter by letter that starts with one
+    (``SPELT_WITH_AN``: NumPy's nd*), takes "an"; English's other exceptions, like "a unicode",
+    are not among the type names messages show."""
+    vowel_sound = noun[:1].lower() in "aeiou" or noun.lower().startswith(SPELT_WITH_AN)
+    return f"{'an' if noun and vowel_sound else 'a'} {noun}"
+
+
+SPELT_WITH_AN = ("nd",)
+"""Beginnings of type names read as letters whose names start with a vowel sound ("en-dee")."""
 
 
 def type_name(obj) -> str:
@@ -185,7 +199,7 @@ def describe_exception(exc: BaseException) -> str:
         path, line, function = (own or outside)[-1]
         return f" (at {_plain(os.path.basename(path), SHOW_CHARS)}:{line} in {_plain(function, SHOW_CHARS)})"
 
-    return words() + raise_site()
+    return words() + raise_site() + import_site_note(exc)
 
 
 def message_of(exc: BaseException) -> str:
@@ -223,13 +237,13 @@ def items_of(seq, what: str, limit: int) -> tuple[int, list]:
     """(``len(seq)``, its items) of a list or tuple (or a subclass) the subject returned, read
     once: its ``len()`` and its iteration must agree. Past ``limit`` items only ``limit`` + 1 are
     read (the caller refuses that many)."""
-    with reading(f"{what} a {type_name(seq)} whose len()"):
+    with reading(f"{what} {with_article(type_name(seq))} whose len()"):
         n = int.__index__(len(seq))
-    with reading(f"{what} a {type_name(seq)} whose iteration"):
+    with reading(f"{what} {with_article(type_name(seq))} whose iteration"):
         items = list(itertools.islice(iter(seq), min(n, limit) + 1))
     if n <= limit and len(items) != n:
         raise ContractBreach(
-            f"{what} a {type_name(seq)} whose len() is {n} but which iterates "
+            f"{what} {with_article(type_name(seq))} whose len() is {n} but which iterates "
             f"{'more' if len(items) > n else len(items)} items"
         )
     return n, items
@@ -238,11 +252,11 @@ def items_of(seq, what: str, limit: int) -> tuple[int, list]:
 def token_id(t, vocab_size: int, what: str) -> int:
     """``t`` as an int in [0, vocab_size): an int or NumPy integer, not a bool; its ``int()`` is
     called once (a subclass may answer differently each time)."""
-    with reading(f"{what} a {type_name(t)}; checking its type"):
+    with reading(f"{what} {with_article(type_name(t))}; checking its type"):
         is_int = not isinstance(t, bool) and isinstance(t, (int, np.integer))
     if not is_int:
-        raise ContractBreach(f"{what} a {type_name(t)} ({show(t)}), not an int token id")
-    with reading(f"{what} a {type_name(t)} whose int()"):
+        raise ContractBreach(f"{what} {with_article(type_name(t))} ({show(t)}), not an int token id")
+    with reading(f"{what} {with_article(type_name(t))} whose int()"):
         v = int(t)
     if not 0 <= v < vocab_size:
         raise ContractBreach(f"{what} token {show(v)}, outside the vocabulary [0, {vocab_size})")
@@ -267,9 +281,9 @@ def plain_tokens(seq, vocab_size: int) -> list[int] | None:
 def as_sequence(seq, what: str) -> tuple[object, bool]:
     """(``seq``, or its ``tolist()`` for a NumPy / torch array, and whether that is a list or
     tuple), read under ``reading``: whatever the subject's object raises is ContractBreach."""
-    with reading(f"{what} a {type_name(seq)}; reading it"):
+    with reading(f"{what} {with_article(type_name(seq))}; reading it"):
         if not isinstance(seq, (list, tuple)) and hasattr(seq, "tolist"):  # NumPy / torch
-            with reading(f"{what} a {type_name(seq)} whose tolist()"):
+            with reading(f"{what} {with_article(type_name(seq))} whose tolist()"):
                 seq = seq.tolist()
         return seq, isinstance(seq, (list, tuple))
 

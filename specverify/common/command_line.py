@@ -55,10 +55,35 @@ def is_terminal(stream) -> bool:
         return False
 
 
+class DefaultsShown(argparse.HelpFormatter):
+    """Help that shows each option's default: `` (default: X)`` after the text of an option that
+    takes a value and has a default (not None), unless the text already says its default. As
+    argparse's ``ArgumentDefaultsHelpFormatter``, without its "(default: None)" and
+    "(default: False)" on options that have none, and without saying a default twice."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.nargs == 0 or "default" in text:
+            return text
+        if action.default is None or action.default is argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def has_shown_default(action: argparse.Action) -> bool:
+    """Whether ``action`` has a default ``DefaultsShown`` shows (an option that takes a value)."""
+    return bool(action.option_strings) and action.nargs != 0 and action.default not in (None, argparse.SUPPRESS)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line on stderr, ``PROG: error: MESSAGE``, and
     exit 2 (argparse's own prints the whole usage block first; ``--help`` still prints it). Its
-    subparsers are OneLineParsers too (argparse makes them of the parser's own class)."""
+    subparsers are OneLineParsers too (argparse makes them of the parser's own class). Its help
+    shows every option's default (``DefaultsShown``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsShown)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         emit(f"{self.prog}: error: {message}\n", sys.stderr)
@@ -127,10 +152,12 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "DefaultsShown",
     "OneLineParser",
     "command_usage",
     "dispatch",
     "emit",
     "exit_with",
+    "has_shown_default",
     "parsed",
 ]

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .. import interfaces
 from ..battery import runner
 from ..battery.core import BatteryResult, Finding
+from ..battery.environment import environment_error
 from ..battery.subject_calls import listening
 from ..battery.targets import load_target, split_target, start_target  # noqa: F401 - re-exported
 from ..common.command_line import EXIT_ENVIRONMENT
@@ -158,9 +159,10 @@ class Report:
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), default=json_default, **kwargs)
 
-    def text(self) -> str:
-        """The human report ``check`` prints: the verdict first."""
-        return human(self.to_dict())
+    def text(self, verbose: bool = False) -> str:
+        """The human report ``check`` prints: the verdict first, the counterexample last;
+        ``verbose``: the whole listing (``check --verbose``)."""
+        return human(self.to_dict(), verbose=verbose)
 
     def __str__(self) -> str:
         return self.text()
@@ -433,7 +435,7 @@ def assert_exact(
         progress=progress,
     )
     if report.environment:
-        raise EnvironmentProblem(f"{report.target}: cannot run here: {report.environment}")
+        raise environment_error(f"{report.target}: cannot run here: {report.environment}")
     if report.exact is False or (report.exact is None and not allow_inconclusive):
         raise AssertionError(failure_message(report))
     return report

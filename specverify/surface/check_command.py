@@ -86,6 +86,13 @@ def parse_args(argv):
     ap.add_argument(
         "--json", action="store_true", help="print one JSON object (one line per target when there are several)"
     )
+    ap.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="the whole report: every finding whole and each check that ran (the default report is "
+        "short: verdict, reach, power, one line per finding, the counterexample last; --json has everything)",
+    )
     ap.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
     budget = ap.add_argument(
         "--budget",

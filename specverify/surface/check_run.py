@@ -148,8 +148,8 @@ def junit_case(target: str, outcome: tuple[str, object]):
     report = value
     if report.get("environment"):
         why = f"cannot run here: {report['environment']}"
-        return junit.Case(target, "specverify.check", report["seconds"], "skipped", why, human(report))
-    text = human(report)
+        return junit.Case(target, "specverify.check", report["seconds"], "skipped", why, human(report, verbose=True))
+    text = human(report, verbose=True)
     first = report["findings"][0] if report["findings"] else None
     line = f"[{first['kind']}] {first['check']} on {first['case']}: {first['message']}" if first else ""
     if report["exact"] is False:  # each finding once: the verdict, findings and counterexample
@@ -207,7 +207,11 @@ def report_outcomes(args, targets, outcomes) -> int:
             emit(f"specverify check: {value}\n", sys.stderr)
             this = EXIT_USAGE if status == "usage" else EXIT_ENVIRONMENT
         else:
-            out = json.dumps(value, default=json_default) + "\n" if args.json else human(value)
+            out = (
+                json.dumps(value, default=json_default) + "\n"
+                if args.json
+                else human(value, verbose=getattr(args, "verbose", False))
+            )
             emit(out)
             this = EXIT_ENVIRONMENT if value.get("environment") else EXIT_CODES[value["exact"]]
         code = max(code, this, key=SEVERITY.__getitem__)

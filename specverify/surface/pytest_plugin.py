@@ -15,7 +15,14 @@ uses the fixture with a message naming the marker. A keyword given as None is as
 seed: ``--specverify-budget`` (quick | standard | thorough | tv=X; default standard) and
 ``--specverify-seed`` (default 0), overridden by the test's ``specverify`` marker, overridden by
 keyword arguments. A failure's message is the verdict, the findings and the smallest
-counterexample side by side. Nothing of specverify's battery is imported until a test uses the
+counterexample side by side.
+
+**When it skips.** Only on an environment error (``specverify.errors.EnvironmentProblem``: no
+CUDA here, or a package missing under ``battery.environment``'s rule: an extra's, or one an
+installed package needs), and the skip's reason says which. A subject that raises, breaks its
+contract, or imports a module of its own that cannot be found fails the test (an
+``AssertionError`` with the report, or the ``UsageError`` naming the import line): a CI that uses
+the fixture never goes green on a broken sampler. Nothing of specverify's battery is imported until a test uses the
 fixture, so the plugin costs other test suites nothing.
 """
 
@@ -154,9 +161,20 @@ def specverify_check(request: pytest.FixtureRequest) -> Callable[..., Report]:
             try:
                 return assert_exact(sampler, budget=b, seed=s, **kwargs)
             except EnvironmentProblem as exc:  # not evidence about exactness: this test cannot run here
-                pytest.skip(f"specverify: {exc}")
+                pytest.skip(skip_reason(exc))
 
     return check
+
+
+SKIP_KINDS = {"NoCuda": "no CUDA on this machine", "MissingExtra": "a package is missing here"}
+"""What each environment error says in a skip's reason."""
+
+
+def skip_reason(exc: BaseException) -> str:
+    """The reason of a skip for the environment error ``exc``: which kind (no CUDA, a missing
+    package) and the error's own line with what to do."""
+    kind = SKIP_KINDS.get(type(exc).__name__, "this environment cannot run it")
+    return f"specverify: {kind}: {exc}"
 
 
 @contextlib.contextmanager

@@ -1,9 +1,10 @@
 """How a report reads: the text of a ``check`` report, for people.
 
 ``human`` is what ``python -m specverify check`` prints (``api.Report.text()``): one short line
-with the subject, the verdict and the seconds, then the budget's coverage and the statistics'
-power, each finding, the controls, the smallest counterexample and what ran; no line longer than
-``WIDTH`` (a longer one wraps, its continuation indented).
+with the subject, the verdict and the seconds, then the budget's coverage, the reach and the
+statistics' power, each finding in one line, the controls, the checks counted and the smallest
+counterexample last; ``--verbose`` (``verbose=True``) lists every finding whole and each check
+that ran. No line is longer than ``WIDTH`` (a longer one wraps, its continuation indented).
 ``failure_message`` is ``assert_exact``'s AssertionError and the JUnit failure text: the verdict,
 each finding, the counterexample's distributions side by side (``counterexample_lines``; a loop
 counterexample's logit tables: ``loop_model_lines``). Everything here reads ``Report.to_dict()``,
@@ -215,18 +216,79 @@ def smallest_model_lines(ce: dict | None) -> list[str]:
     return lines
 
 
-def human(report: dict, width: int = WIDTH) -> str:
-    """The ``check`` command's human report of ``Report.to_dict()``: the verdict line first
-    (``verdict_line``), then the coverage and power, the findings, the controls, the smallest
-    counterexample and what ran; every line within ``width`` (``fit``)."""
+def human(report: dict, width: int = WIDTH, verbose: bool = False) -> str:
+    """The ``check`` command's human report of ``Report.to_dict()``, every line within ``width``
+    (``fit``). The short default (``short_lines``): the verdict line (``verdict_line``), the
+    budget, the reach, the cases run, the power, every finding and every reason for an
+    INCONCLUSIVE verdict in one line each, the checks run counted, and the smallest
+    counterexample last. ``verbose``: the whole listing (``full_lines``), every finding whole,
+    each check that ran, the counterexample still last. The JSON holds everything either way."""
+    lines = full_lines(report, width) if verbose else short_lines(report, width)
+    return "\n".join(fit(lines, width)) + "\n"
+
+
+def head_lines(report: dict, width: int) -> list[str]:
+    """The verdict line, the subject whole when it was shortened, why it cannot run here."""
     lines = [verdict_line(report, width), *subject_lines(report, width)]
     if report.get("environment"):
         lines += [f"  cannot run here: {report['environment']}"]
-    lines += coverage_lines(report) + power_lines(report)
-    lines += finding_lines(report) + control_lines(report)
-    lines += smallest_model_lines(report["counterexample"])
+    return lines
+
+
+def short_lines(report: dict, width: int = WIDTH) -> list[str]:
+    """The default report (``human``): about 10 lines for an EXACT verdict, one more per finding,
+    the counterexample last."""
+    lines = head_lines(report, width) + coverage_lines(report) + power_lines(report)
+    lines += [one_line(line, width) for line in finding_lines(report)] + verdict_reason_lines(report)
+    lines += control_lines(report) + run_lines(report, printed=PRINTED_SHORT, checks=False)
+    lines += checks_summary_lines(report)
+    return lines + smallest_model_lines(report["counterexample"])
+
+
+def full_lines(report: dict, width: int = WIDTH) -> list[str]:
+    """The whole listing (``check --verbose``): the short report's parts with every finding
+    whole, the sampler's last printed lines, each check that ran, the counterexample last."""
+    lines = head_lines(report, width) + coverage_lines(report) + power_lines(report)
+    lines += finding_lines(report) + verdict_reason_lines(report) + control_lines(report)
     lines += run_lines(report)
-    return "\n".join(fit(lines, width)) + "\n"
+    return lines + smallest_model_lines(report["counterexample"])
+
+
+PRINTED_SHORT = 3
+"""The sampler's last printed lines the short report shows (``--verbose``: 8)."""
+
+RNG_REASON = "  why INCONCLUSIVE: it does not draw from rng, so no enumeration; statistics cannot prove exactness"
+"""The one line that says why a sampler whose only finding is not drawing from ``rng`` is
+INCONCLUSIVE, not NOT EXACT: the handout's contract (all randomness from ``rng``) is broken,
+but that alone biases nothing; it takes away the exact enumeration, and the verdict is what
+statistics can say (docs/CHECK.md's verdict table)."""
+
+
+def verdict_reason_lines(report: dict) -> list[str]:
+    """``RNG_REASON`` when the verdict is INCONCLUSIVE and a finding says the sampler does not
+    draw from its rng (its ``[contract]`` tag would otherwise read as a NOT EXACT); else none."""
+    if report["exact"] is None and any(f["check"] == "rng" for f in report["findings"]):
+        return [RNG_REASON]
+    return []
+
+
+def one_line(line: str, width: int = WIDTH) -> str:
+    """``line`` cut to ``width`` characters at a word, ending "..." when cut (the whole line is
+    in ``--verbose`` and the JSON)."""
+    if len(line) <= width:
+        return line
+    cut = line[: width - 3]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut).rstrip(" ,;:") + "..."
+
+
+def checks_summary_lines(report: dict) -> list[str]:
+    """One line counting the checks that ran, by detector ("checks run: contract 1, chi-square
+    34, ..."), and that ``--verbose`` lists each."""
+    ran = Counter(line.split(":", 1)[0] for line in report["ran"] if ":" in line)
+    if not ran:
+        return []
+    return [f"  checks run: {', '.join(f'{name} {n}' for name, n in ran.items())} (--verbose lists each)"]
 
 
 def fit(lines: list[str], width: int = WIDTH) -> list[str]:
@@ -245,10 +307,10 @@ def fit(lines: list[str], width: int = WIDTH) -> list[str]:
     return out
 
 
-def run_lines(report: dict) -> list[str]:
-    """The human report's closing lines: what the sampler printed, what ran."""
+def run_lines(report: dict, printed: int = 8, checks: bool = True) -> list[str]:
+    """What the sampler printed (its last ``printed`` lines), then, with ``checks``, what ran."""
     lines = []
     if report["output"]:
         lines.append("the sampler printed (last lines):")
-        lines += [f"  | {line}" for line in report["output"].splitlines()[-8:]]
-    return lines + ["ran:"] + [f"  {line}" for line in report["ran"]]
+        lines += [f"  | {line}" for line in report["output"].splitlines()[-printed:]]
+    return lines + (["ran:"] + [f"  {line}" for line in report["ran"]] if checks else [])

@@ -42,6 +42,7 @@ from ...battery.guards import (
     time_limit,
     token_id,
     type_name,
+    with_article,
 )
 from ...battery.seed_tree import stream
 from ...laws import exact
@@ -64,7 +65,7 @@ def read_outcome(out, n: int, vocab: int) -> tuple:
     Runs in the subject's process: whatever the returned objects raise while they are read (a
     ``__len__``, ``__iter__``, ``tolist``, ``__int__``, ``__float__`` or property) is a
     ContractBreach naming it, and only ints, floats, None and tuples of them go back."""
-    with reading(f"returned a {type_name(out)}; reading it"):
+    with reading(f"returned {with_article(type_name(out))}; reading it"):
         is_list = isinstance(out, (list, tuple))
     if not is_list:
         raise ContractBreach(f"returned {type_name(out)}, not a list of {n} outputs")
@@ -110,7 +111,7 @@ def _sequence(seq, what: str, noun: str) -> list:
     """The items of a list, tuple or array (``tolist``) the subject returned, at most READ_LIMIT."""
     seq, is_list = as_sequence(seq, what)
     if not is_list:
-        raise ContractBreach(f"{what} a {type_name(seq)} ({show(seq)}), not a list of {noun}")
+        raise ContractBreach(f"{what} {with_article(type_name(seq))} ({show(seq)}), not a list of {noun}")
     count, items = items_of(seq, what, READ_LIMIT)
     if count > READ_LIMIT:
         raise ContractBreach(f"{what} {count} {noun} (more than {READ_LIMIT} read)")
@@ -120,11 +121,11 @@ def _sequence(seq, what: str, noun: str) -> list:
 def _logprob(x, what: str) -> float:
     if isinstance(x, SymbolicUniform):
         float(x)  # a value that depends on a uniform: NotEnumerable (statistics instead)
-    with reading(f"{what} a {type_name(x)}; checking its type"):
+    with reading(f"{what} {with_article(type_name(x))}; checking its type"):
         is_real = isinstance(x, numbers.Real) and not isinstance(x, bool)
     if not is_real:
-        raise ContractBreach(f"{what} a {type_name(x)} ({show(x)}), not a number")
-    with reading(f"{what} a {type_name(x)} whose float()"):
+        raise ContractBreach(f"{what} {with_article(type_name(x))} ({show(x)}), not a number")
+    with reading(f"{what} {with_article(type_name(x))} whose float()"):
         return float(x)
 
 
@@ -135,15 +136,15 @@ def _count(c, what: str) -> int | None:
         return None
     if isinstance(c, SymbolicUniform):
         int(c)  # a count that depends on a uniform: NotEnumerable (statistics instead)
-    with reading(f"{what} a {type_name(c)}; reading it"):
+    with reading(f"{what} {with_article(type_name(c))}; reading it"):
         if not isinstance(c, numbers.Number) and hasattr(c, "item"):  # a 0-d tensor or array
-            with reading(f"{what} a {type_name(c)} whose item()"):
+            with reading(f"{what} {with_article(type_name(c))} whose item()"):
                 c = c.item()
         integral = isinstance(c, numbers.Integral) and not isinstance(c, bool)
         real = isinstance(c, numbers.Real) and not isinstance(c, bool)
     if not (integral or real):
-        raise ContractBreach(f"{what} a {type_name(c)} ({show(c)}), not a count")
-    with reading(f"{what} a {type_name(c)} whose int() or float()"):
+        raise ContractBreach(f"{what} {with_article(type_name(c))} ({show(c)}), not a count")
+    with reading(f"{what} {with_article(type_name(c))} whose int() or float()"):
         if integral:
             v = int(c)
         else:
@@ -159,11 +160,13 @@ def _count(c, what: str) -> int | None:
 def _row(o, i: int, vocab: int) -> tuple:
     """One request's (tokens, logprobs or None, drafted or None, accepted or None)."""
     what = f"request {i}:"
-    with reading(f"{what} returned a {type_name(o)}; reading it"):
+    with reading(f"{what} returned {with_article(type_name(o))}; reading it"):
         readable = isinstance(o, (Output, list, tuple)) or hasattr(o, "tolist")
     if not readable:
-        raise ContractBreach(f"{what} returned a {type_name(o)} ({show(o)}), not an Output or a list of token ids")
-    with reading(f"{what} returned a {type_name(o)}; reading it"):
+        raise ContractBreach(
+            f"{what} returned {with_article(type_name(o))} ({show(o)}), not an Output or a list of token ids"
+        )
+    with reading(f"{what} returned {with_article(type_name(o))}; reading it"):
         o = as_output(o)
         tokens, logprobs, drafted, accepted = o.tokens, o.logprobs, o.drafted, o.accepted
     toks = tuple(token_id(t, vocab, f"{what} returned") for t in _sequence(tokens, f"{what} tokens is", "token ids"))
