@@ -272,7 +272,6 @@ LONG_MODULES = {
     "specverify.laws.torch_random",
     "specverify.mutants.catalogue",
     "specverify.interfaces.kernel.battery",
-    "specverify.interfaces.round.battery",
     "specverify.adapters.kernels",
     "specverify.models.medusa",
     "specverify.battery.runner",
