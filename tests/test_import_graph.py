@@ -271,7 +271,6 @@ LONG_MODULES = {
     "specverify.laws.exact",
     "specverify.laws.torch_random",
     "specverify.mutants.catalogue",
-    "specverify.interfaces.kernel.battery",
     "specverify.adapters.kernels",
     "specverify.models.medusa",
     "specverify.battery.runner",

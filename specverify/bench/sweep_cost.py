@@ -13,7 +13,7 @@ the sweeps (the process, the contract and whatever the battery runs on every sub
   cases (the corner, which needs both sweeps on, is its run less theirs);
 - loop: the battery on the sweep cases of each dimension (``loop_cases.SWEEP_DIMENSIONS``), the
   baseline on the first fixed case;
-- kernel: the battery on the cases of each sweep (``kernel_cases.SWEEPS``: batch rows, every k,
+- kernel: the battery on the cases of each sweep (``kernel.sweeps.SWEEPS``: batch rows, every k,
   dense V, binned V), the baseline on the first fixed case.
 
 With a budget that has them (``thorough``), the pairwise corners (``interfaces.corners``) are one
@@ -90,12 +90,13 @@ def kernel_rows(budget: str) -> list[tuple[str, int, float]]:
     from ..interfaces import corners
     from ..interfaces.kernel import battery as kernel
     from ..interfaces.kernel import cases as kc
+    from ..interfaces.kernel import sweeps as kernel_sweeps
     from ..samplers.reference_kernel import reference_kernel
 
     b = kernel.get_budget(budget)
-    sweeps = kc.sweep_cases(b)
+    sweeps = kernel_sweeps.sweep_cases(b)
     groups = {"baseline (one fixed case)": [kc.every_draft_case()]}
-    for prefix, name in zip(kc.SWEEPS, ("batch", "k", "dense V", "binned V")):
+    for prefix, name in zip(kernel_sweeps.SWEEPS, ("batch", "k", "dense V", "binned V")):
         groups[name] = [c for c in sweeps if c.name.startswith(prefix)]
     groups["corners k x batch, binned V x k"] = corners.kernel_corner_cases(b)
     return [
