@@ -14,9 +14,10 @@ import kernel_subjects as ks
 import numpy as np
 import pytest
 
-from specverify.interfaces import corners
+from specverify.interfaces.corners import CORNER_PREFIX
 from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc
+from specverify.interfaces.kernel import corners as kernel_corners
 from specverify.interfaces.kernel import plan as kernel_plan
 from specverify.interfaces.kernel import statistics as kernel_statistics
 from specverify.interfaces.kernel import sweeps as kernel_sweeps
@@ -192,11 +193,16 @@ def test_rows_sharing_one_generator_row_fail_the_pairwise_test():
 
 
 def test_only_thorough_has_the_corners_and_they_stay_in_the_box():
-    assert not corners.kernel_corner_cases(STANDARD) and not corners.kernel_corner_cases(kernel.get_budget("quick"))
+    assert not kernel_corners.kernel_corner_cases(STANDARD) and not kernel_corners.kernel_corner_cases(
+        kernel.get_budget("quick")
+    )
     thorough = kernel.get_budget("thorough")
-    names = [c.name for c in kernel.cases(thorough, 0) if c.name.startswith(corners.CORNER_PREFIX)]
+    names = [c.name for c in kernel.cases(thorough, 0) if c.name.startswith(CORNER_PREFIX)]
     assert names == ["corner k=16 x batch 4096, V6", "corner binned V152064 x k=16"]
-    assert kernel_plan.cases_reach(corners.kernel_corner_cases(thorough)) == {**kernel.reach("thorough"), "dense V": 6}
+    assert kernel_plan.cases_reach(kernel_corners.kernel_corner_cases(thorough)) == {
+        **kernel.reach("thorough"),
+        "dense V": 6,
+    }
     assert "pairwise corners k=16 x batch 4096, binned V152064 x k=16" in kernel.coverage("thorough")
 
 
@@ -214,7 +220,7 @@ def test_a_tile_bug_at_long_drafts_only_shows_at_the_thorough_corner():
     standard = [kernel_sweeps.batch_case(STANDARD.batch_sweep), *kernel_sweeps.k_sweep_cases(STANDARD.k_sweep)]
     assert kernel.run(ks.tile_256_wrong_target_at_long_drafts, "standard", 0, cases=standard).exact is True
     thorough = kernel.get_budget("thorough")
-    (corner, _) = corners.kernel_corner_cases(thorough)
+    (corner, _) = kernel_corners.kernel_corner_cases(thorough)
     assert corner.k == 16 and corner.batches == thorough.batch_sweep
     r = kernel.run(ks.tile_256_wrong_target_at_long_drafts, thorough, 0, cases=[corner], **FEWER_CALLS)
     assert r.exact is False and not _edge_notes(r), _edge_notes(r)

@@ -42,7 +42,7 @@ How it is judged (``run``), the claimed rule being the token-wise one (Leviathan
    of ``batch_sweep`` sizes against its instance's function of its own uniforms (a row that
    disagrees is judged by its law where it sits), and rows of identical inputs tested pairwise
    for independence (``pairs``). The run's ``ran`` starts with the reach ("reach: dense V 4096,
-   ..."). At thorough the pairwise corners too (``corners.kernel_corner_cases``: the largest k
+   ..."). At thorough the pairwise corners too (``kernel.corners.kernel_corner_cases``: the largest k
    over every batch size, and over the widest binned V).
 
 This module is the interface (``run``, ``counterexample``, ``units``, the parameters and
@@ -72,10 +72,11 @@ from ...battery.core import (
     run_in_subject,
     stopping_kinds,
 )
-from ..corners import CORNER_PREFIX, corner_words, kernel_corner_cases
+from ..corners import CORNER_PREFIX, corner_words
 from . import cases as kc
 from . import sweeps
 from .contract import KernelContract
+from .corners import kernel_corner_cases
 from .counterexample import describe
 from .exact import KernelExact
 from .plan import (

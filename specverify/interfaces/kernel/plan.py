@@ -18,8 +18,8 @@ from ...battery.core import (
 )
 from ...laws import stats
 from ...laws.uniform_cells import GRID_POINTS, probe_points
-from ..corners import kernel_corner_cases
 from . import cases as kc
+from .corners import kernel_corner_cases
 from .sweeps import sweep_cases
 
 GRID_PROBABILITY = 2.0**-24
@@ -58,7 +58,7 @@ def kernel_stream(seed: int, purpose: str, *path: int) -> np.random.SeedSequence
 
 def cases(budget: KernelBudget, seed: int, aim=None) -> list[kc.KernelCase]:
     """The fixed cases, the sweeps (``sweep_cases``: batch rows, every k, dense and wide V;
-    ``corners.kernel_corner_cases``: the pairwise corners where the budget has them),
+    ``kernel.corners.kernel_corner_cases``: the pairwise corners where the budget has them),
     ``budget.generated`` drawn from ``kernel_stream(seed, "generated cases")``, with
     ``engine_scale`` one ``kc.sparse_engine_case`` drawn from ``"engine-scale case"`` (V from
     ``ENGINE_VOCABS``, k 1 to 8, either side), and with an ``interfaces.Aim`` the aimed cases from

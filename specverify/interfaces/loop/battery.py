@@ -25,7 +25,7 @@ a shortfall that says "stopped by a guard". The sweeps (``loop_cases.sweep_loop_
 one dimension at a time to engine scale, the others small: the context (prompt + output, on a
 target that reads the first token), rounds of an unseeded and of a seeded request, max_tokens and
 requests per batch (``reach``: each one's largest value); at thorough the pairwise corners too
-(``corners.loop_corner_cases``: a long context with long rounds, max_tokens or batch). Checks, each
+(``loop.corners.loop_corner_cases``: a long context with long rounds, max_tokens or batch). Checks, each
 a ``Finding.check``:
 
 - ``sequence-law`` (distribution): each request's exact output law against the DP, TV > 1e-9;
@@ -92,18 +92,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...battery.core import BatteryResult, run_in_subject
-from ..corners import corner_words, loop_corner_cases
-from .cases import (
-    SCALE_KINDS,
-    SWEEP_DIMENSIONS,
-    LoopCase,
-    generated_loop_cases,
-    get_loop_budget,
-    loop_cases,
-    scale_loop_cases,
-    sweep_loop_cases,
-)
+from ..corners import corner_words
+from .cases import SCALE_KINDS, LoopCase, get_loop_budget, loop_cases
 from .checks import LoopBattery
+from .corners import loop_corner_cases
 from .counterexample import (
     counterexample_checks,
     describe_binned_loop,
@@ -111,6 +103,8 @@ from .counterexample import (
     shrink_binned_loop,
     small_loop_cases,
 )
+from .generated import generated_loop_cases, scale_loop_cases
+from .sweeps import SWEEP_DIMENSIONS, sweep_loop_cases
 
 NAME = "loop"
 PARAMETERS = ("target", "draft", "requests", "k", "rng")
@@ -208,7 +202,7 @@ def standard_cases(budget, seed: int = 0, aim=None) -> list[LoopCase]:
 
 def swept_cases(budget) -> list[LoopCase]:
     """The sweeps (``sweep_loop_cases``), then the pairwise corners the budget has
-    (``corners.loop_corner_cases``: thorough's)."""
+    (``loop.corners.loop_corner_cases``: thorough's)."""
     return sweep_loop_cases(budget) + loop_corner_cases(budget)
 
 

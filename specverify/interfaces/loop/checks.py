@@ -30,17 +30,9 @@ import numpy as np
 from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, Battery, BatteryResult, Finding, stopping_kinds
 from ...laws import exact, stats
 from ...laws.requests import independence_tv, lag_pairs, sequence_law, step_distribution
-from .cases import (
-    CORE_KINDS,
-    MAX_LAG,
-    SCALE_KINDS,
-    LoopBudget,
-    LoopCase,
-    reference_rates,
-    seed_stream,
-    tokens_per_pass_rates,
-    tokens_per_pass_test,
-)
+from .cases import CORE_KINDS, SCALE_KINDS, LoopBudget, LoopCase, seed_stream
+from .reference import reference_rates, tokens_per_pass_rates, tokens_per_pass_test
+from .sweeps import MAX_LAG
 from .tasks import (
     contract_problem,
     guard_words,

@@ -19,8 +19,9 @@ import numpy as np
 from ...battery.core import BatteryResult, Finding, run_in_subject
 from ...laws import exact, stats
 from ...laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law, step_distribution
-from .cases import LoopCase, get_loop_budget, scale_loop_case, seed_stream, seeded_logits
+from .cases import LoopCase, get_loop_budget, seed_stream, seeded_logits
 from .checks import LoopBattery
+from .generated import scale_loop_case
 
 LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation", "joint-law", "position-law")
 """The checks that judge a request's output law: one family for the counterexample search."""

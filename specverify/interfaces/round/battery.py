@@ -51,7 +51,6 @@ from ...battery.core import (
     run_in_subject,
     stopping_kinds,
 )
-from ..corners import round_corner_cases
 from . import cases as round_cases
 from .cases import (
     Budget,
@@ -64,6 +63,7 @@ from .cases import (
     sweep_cases,
 )
 from .contract import REPLAYED_CALLS, ContractDetector
+from .corners import round_corner_cases
 from .counterexample import describe_case, find_counterexample, shrink_engine_scale
 from .efficiency import TokensPerRoundDetector
 from .engine_scale import EngineScaleDetector

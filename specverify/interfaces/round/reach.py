@@ -11,13 +11,13 @@ from __future__ import annotations
 from ...battery.core import (
     Speed,
 )
-from ..corners import round_corner_cases
 from .cases import (
     Budget,
     battery,
     get_budget,
     sweep_cases,
 )
+from .corners import round_corner_cases
 
 
 def round_reach(cases: list[dict]) -> dict:
