@@ -278,7 +278,6 @@ LONG_MODULES = {
     "specverify.battery.core",
     "specverify.bench.compare_samplers",
     "specverify.engines",
-    "specverify.interfaces.loop.checks",
     "specverify.models.measure",
     "specverify.mutants.report",
 }
