@@ -1,6 +1,6 @@
 """The loop battery's sweeps, joint laws, budgets in runs and declared cases.
 
-- The sweeps (``loop_cases.sweep_loop_cases``) take one dimension at a time to engine scale: the
+- The sweeps (``loop.sweeps.sweep_loop_cases``) take one dimension at a time to engine scale: the
   reference passes them all at the standard budget, ``reach`` names what they reach, and each of
   the sweep mutants (``loop_mutants``) is caught by its sweep.
 - Unseeded requests of one batch must be independent: exactly where enumerated, by a chi-square

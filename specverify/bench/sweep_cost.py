@@ -11,7 +11,7 @@ the sweeps (the process, the contract and whatever the battery runs on every sub
 - round: the battery on its first fixed case alone with only the context sweep, then only the k
   sweep (``round_cases.sweep_cases``), and neither (the baseline); no drawn, wide or engine-scale
   cases (the corner, which needs both sweeps on, is its run less theirs);
-- loop: the battery on the sweep cases of each dimension (``loop_cases.SWEEP_DIMENSIONS``), the
+- loop: the battery on the sweep cases of each dimension (``loop.sweeps.SWEEP_DIMENSIONS``), the
   baseline on the first fixed case;
 - kernel: the battery on the cases of each sweep (``kernel.sweeps.SWEEPS``: batch rows, every k,
   dense V, binned V), the baseline on the first fixed case.

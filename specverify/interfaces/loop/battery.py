@@ -10,7 +10,8 @@ parent from its own tables (``loop.sequence_law``, the DP over the processed tar
   edge, drawn from the seed, seeded, the sweeps, engine scale), the seed streams, the reference loop's law;
 - ``loop_tasks``: what runs in the subject's process (reading its outputs, enumerating, sampling,
   seeding) and ``contract_problem``;
-- ``loop_checks``: ``LoopBattery``, the checks below;
+- ``loop.checks``: ``LoopBattery``, the checks below (its parts ``loop.calls``, ``loop.laws``,
+  ``loop.seeds``, ``loop.positions``);
 - ``loop_counterexample``: the smallest request and model that show a finding.
 
 Enumerating every path of the loop's random decisions (``specverify.laws.exact``, the subject drawing
@@ -21,7 +22,7 @@ child of ``numpy.random.SeedSequence(seed)`` per purpose), and the budget fixes 
 (paths, runs, seeds, candidates): no decision reads a clock, so a subject gets the same verdict,
 findings and runs per case on an idle machine and a loaded one. Clocks are hang guards only
 (``call_limit_s`` per call, ``guard_s`` per task); a task a guard stops leaves its case not judged,
-a shortfall that says "stopped by a guard". The sweeps (``loop_cases.sweep_loop_cases``) take
+a shortfall that says "stopped by a guard". The sweeps (``loop.sweeps.sweep_loop_cases``) take
 one dimension at a time to engine scale, the others small: the context (prompt + output, on a
 target that reads the first token), rounds of an unseeded and of a seeded request, max_tokens and
 requests per batch (``reach``: each one's largest value); at thorough the pairwise corners too
@@ -53,7 +54,7 @@ a ``Finding.check``:
   pairs of positions (a generator re-created every few rounds repeats itself);
 - ``tokens-per-pass`` (efficiency): mean tokens per target pass, E[tokens] / E[tokens -
   accepted], against the reference loop's on the same case, exact by enumeration, else a
-  one-sided mean test over the runs (``loop_cases.tokens_per_pass_test``); only a shortfall is a
+  one-sided mean test over the runs (``loop.reference.tokens_per_pass_test``); only a shortfall is a
   finding;
 - ``loop-binned-chi-square`` (distribution): on an engine-scale batch, each position's tokens
   against the processed row, binned (``specverify.laws.scale``);

@@ -3,7 +3,7 @@ model that show it.
 
 ``find_loop_counterexample`` judges the candidates of ``small_loop_cases`` (smallest first: one
 request before a batch, a vocabulary of 2 before 3, one sampling parameter at a time) each by
-``loop_checks.LoopBattery.law_case``, the battery's own enumeration or chi-square, and describes
+``loop.laws.LawChecks.law_case``, the battery's own enumeration or chi-square, and describes
 the first that shows the finding (``describe_loop``: the shape of ``round_counterexample.describe`` plus the
 requests). A binned finding on an engine-scale batch is shrunk over smaller engine-scale batches
 instead (``shrink_binned_loop``, ``describe_binned_loop``).

@@ -38,7 +38,7 @@ class PositionChecks(SeedChecks):
     """The sweeps judged per position and the engine-scale batches."""
 
     def sweep_case(self, case: LoopCase, per_check: float, rng):
-        """A sweep judged per position (``loop_cases.sampled_sweeps``): ``sweep_runs`` runs of the
+        """A sweep judged per position (``loop.sweeps.sampled_sweeps``): ``sweep_runs`` runs of the
         batch drawing from ``rng`` (a seeded one: request 0 over seeds 0..``seed_law_runs`` - 1),
         contracts on every outcome, then ``positions``; returns the rng after."""
         b = self.budget

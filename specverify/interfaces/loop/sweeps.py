@@ -39,7 +39,7 @@ judged on its other cases only."""
 
 MAX_LAG = 16
 """The largest distance between two positions of one request whose joint law a sampled sweep
-tests (``loop_checks.lag_pairs``): a generator re-created every r rounds of two tokens repeats
+tests (``laws.requests.lag_pairs``): a generator re-created every r rounds of two tokens repeats
 at distance 2r."""
 
 
