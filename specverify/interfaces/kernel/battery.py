@@ -65,13 +65,7 @@ import numpy as np
 
 from ...battery import budgets
 from ...battery.budgets import KernelBudget
-from ...battery.core import (
-    BatteryResult,
-    ContractBreach,
-    announce,
-    run_in_subject,
-    stopping_kinds,
-)
+from ...battery.core import BatteryResult, ContractBreach, announce, run_in_subject, stopping_kinds
 from ..corners import CORNER_PREFIX, corner_words
 from . import cases as kc
 from . import sweeps

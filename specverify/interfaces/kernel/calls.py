@@ -14,21 +14,11 @@ import numpy as np
 
 from ...battery import runner
 from ...battery.budgets import KernelBudget
-from ...battery.core import (
-    Battery,
-    ContractBreach,
-    Finding,
-)
+from ...battery.core import Battery, ContractBreach, Finding
 from ...laws import stats
 from . import cases as kc
-from .plan import (
-    kernel_stream,
-    tolerance,
-)
-from .tasks import (
-    kernel_batches_task,
-    kernel_rows_task,
-)
+from .plan import kernel_stream, tolerance
+from .tasks import kernel_batches_task, kernel_rows_task
 
 
 class KernelCalls(Battery):

@@ -8,15 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...battery.core import (
-    ContractBreach,
-    Finding,
-)
+from ...battery.core import ContractBreach, Finding
 from . import cases as kc
 from .calls import KernelCalls
-from .tasks import (
-    kind_task,
-)
+from .tasks import kind_task
 
 
 def numpy_type_error(message: str) -> bool:

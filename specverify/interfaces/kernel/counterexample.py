@@ -9,6 +9,8 @@ import numpy as np
 
 
 def row_text(v: np.ndarray, limit: int = 8):
+    """A probability row as the counterexample shows it: every entry of a short row, else its
+    ``limit`` largest by id."""
     if len(v) <= limit:
         return [round(float(x), 6) for x in v]
     top = np.argsort(-v)[:limit]

@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...battery.core import (
-    Finding,
-)
+from ...battery.core import Finding
 from ...laws.uniform_cells import FLOAT32_ONE_MINUS
 from . import cases as kc
-from .plan import (
-    GRID_PROBABILITY,
-    tolerance,
-)
+from .plan import GRID_PROBABILITY, tolerance
 from .scans import KernelScans
 
 INTERIOR = (1 / 16, 1 / 4, 1 / 2, 3 / 4, 15 / 16)

@@ -11,11 +11,7 @@ import numpy as np
 from ...common.tables import counted
 from . import cases as kc
 from .edges import KernelEdges
-from .plan import (
-    kernel_stream,
-    measured_tv_words,
-    tolerance,
-)
+from .plan import kernel_stream, measured_tv_words, tolerance
 
 
 class KernelExact(KernelEdges):

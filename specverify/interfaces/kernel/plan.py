@@ -12,10 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...battery.budgets import KernelBudget
-from ...battery.core import (
-    POWER_FALSE_PASS_RATE,
-    stream,
-)
+from ...battery.core import POWER_FALSE_PASS_RATE, stream
 from ...laws import stats
 from ...laws.uniform_cells import GRID_POINTS, probe_points
 from . import cases as kc

@@ -15,10 +15,7 @@ import numpy as np
 from ...common.tables import counted
 from ...laws.uniform_cells import probe_points, segments
 from . import cases as kc
-from .plan import (
-    grid_points,
-    row_bytes,
-)
+from .plan import grid_points, row_bytes
 from .statistics import KernelStatistics
 
 

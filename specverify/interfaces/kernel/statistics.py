@@ -5,23 +5,12 @@ pairwise test that rows of a batch of identical rows are independent draws of th
 
 from __future__ import annotations
 
-from ...battery.core import (
-    POWER_FALSE_PASS_RATE,
-    ContractBreach,
-    Finding,
-)
+from ...battery.core import POWER_FALSE_PASS_RATE, ContractBreach, Finding
 from ...laws import stats
 from . import cases as kc
 from .calls import KernelCalls
-from .plan import (
-    detect_tv_for,
-    kernel_stream,
-    planned_looks,
-)
-from .tasks import (
-    kernel_counts_task,
-    kernel_pairs_task,
-)
+from .plan import detect_tv_for, kernel_stream, planned_looks
+from .tasks import kernel_counts_task, kernel_pairs_task
 
 PAIR_SHARE = 4
 """The pairwise test's false-fail rate is the budget's over PAIR_SHARE, split over its offsets

@@ -13,12 +13,7 @@ from ...battery.core import Battery, BatteryResult, Finding
 from ...laws.requests import sequence_law
 from .cases import CORE_KINDS, LoopBudget, LoopCase
 from .sweeps import MAX_LAG
-from .tasks import (
-    contract_problem,
-    guard_words,
-    loop_enumerate_task,
-    loop_sample_task,
-)
+from .tasks import contract_problem, guard_words, loop_enumerate_task, loop_sample_task
 
 
 def request_law(case: LoopCase, i: int) -> dict:

@@ -36,12 +36,7 @@ import numpy as np
 from ...battery import budgets
 from ...battery.budgets import LoopBudget
 from ...battery.core import stream
-from ...laws.requests import (
-    LastTokenGrammar,
-    LogitTable,
-    Request,
-    SamplingParams,
-)
+from ...laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams
 
 LOOP_BUDGETS = budgets.view("loop")
 """The loop sections of the named budgets (``budgets.TABLE``), by name."""

@@ -28,9 +28,7 @@ from .calls import identical_groups
 from .cases import SCALE_KINDS, seed_stream
 from .laws import LawChecks
 from .positions import PositionChecks, positions_tests
-from .tasks import (
-    loop_sample_task,
-)
+from .tasks import loop_sample_task
 
 
 class LoopBattery(LawChecks, PositionChecks):

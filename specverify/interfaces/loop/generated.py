@@ -12,14 +12,7 @@ from functools import lru_cache
 import numpy as np
 
 from ...laws import exact
-from ...laws.requests import (
-    ContextFreeLogits,
-    LastTokenGrammar,
-    LogitTable,
-    Request,
-    SamplingParams,
-    sequence_law,
-)
+from ...laws.requests import ContextFreeLogits, LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law
 from .cases import LoopCase, get_loop_budget, seed_stream
 from .reference import reference_law, remember_rates
 

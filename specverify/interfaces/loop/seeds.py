@@ -11,11 +11,7 @@ from ...battery.core import POWER_FALSE_PASS_RATE
 from ...laws import stats
 from .calls import LoopCalls, request_law
 from .cases import LoopCase, seed_stream
-from .tasks import (
-    guard_words,
-    loop_seed_law_task,
-    loop_seed_task,
-)
+from .tasks import guard_words, loop_seed_law_task, loop_seed_task
 
 
 class SeedChecks(LoopCalls):

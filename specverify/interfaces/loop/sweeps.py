@@ -14,13 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from ...battery.budgets import LoopBudget
-from ...laws.requests import (
-    ContextFreeLogits,
-    FirstTokenLogits,
-    LogitTable,
-    Request,
-    SamplingParams,
-)
+from ...laws.requests import ContextFreeLogits, FirstTokenLogits, LogitTable, Request, SamplingParams
 from .cases import LoopCase, get_loop_budget, seeded_logits
 
 SWEEP_DIMENSIONS = {

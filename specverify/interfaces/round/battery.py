@@ -44,24 +44,9 @@ from __future__ import annotations
 import time
 
 from ...battery import runner
-from ...battery.core import (
-    BatteryResult,
-    ContractBreach,
-    OutOfTime,
-    run_in_subject,
-    stopping_kinds,
-)
+from ...battery.core import BatteryResult, ContractBreach, OutOfTime, run_in_subject, stopping_kinds
 from . import cases as round_cases
-from .cases import (
-    Budget,
-    Case,
-    battery,
-    coverage,
-    engine_scale_cases,
-    generated_cases,
-    round_length_cases,
-    sweep_cases,
-)
+from .cases import Budget, Case, battery, coverage, engine_scale_cases, generated_cases, round_length_cases, sweep_cases
 from .contract import REPLAYED_CALLS, ContractDetector
 from .corners import round_corner_cases
 from .counterexample import describe_case, find_counterexample, shrink_engine_scale

@@ -10,18 +10,14 @@ import copy
 
 import numpy as np
 
-from ...battery.core import (
-    ContractBreach,
-    Finding,
-)
-from .cases import (
-    WIDE_VOCAB,
-    too_slow,
-)
+from ...battery.core import ContractBreach, Finding
+from .cases import WIDE_VOCAB, too_slow
 from .sampling import RoundSampling
 from .tasks import contract_task
 
 REPLAYED_CALLS = 10
+"""Each contract case's first rounds replayed from the same rng state: a different replay means
+the subject does not draw (only) from its rng."""
 
 
 class ContractDetector(RoundSampling):

@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...battery.core import (
-    POWER_FALSE_PASS_RATE,
-    Finding,
-)
+from ...battery.core import POWER_FALSE_PASS_RATE, Finding
 from ...laws import stats
-from .cases import (
-    expected_round_length,
-    optimum_tokens_per_round,
-    tree_optimum_tokens_per_round,
-)
+from .cases import expected_round_length, optimum_tokens_per_round, tree_optimum_tokens_per_round
 from .sampling import RoundSampling
 from .tasks import enumerate_task, round_length_run
 

@@ -8,16 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...battery.core import (
-    POWER_FALSE_PASS_RATE,
-    ContractBreach,
-    Finding,
-)
+from ...battery.core import POWER_FALSE_PASS_RATE, ContractBreach, Finding
 from ...laws import scale, stats
-from .cases import (
-    SCALE_STREAMS,
-    too_slow,
-)
+from .cases import SCALE_STREAMS, too_slow
 from .sampling import RoundSampling
 
 

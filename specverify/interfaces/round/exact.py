@@ -6,20 +6,9 @@ A case the enumerator cannot follow goes to the chi-square (``round.statistics``
 
 from __future__ import annotations
 
-from ...battery.core import (
-    EXACT_TV_TOL,
-    Battery,
-    ContractBreach,
-    Finding,
-    OutOfTime,
-    stopping_kinds,
-)
+from ...battery.core import EXACT_TV_TOL, Battery, ContractBreach, Finding, OutOfTime, stopping_kinds
 from ...laws import exact
-from .cases import (
-    Case,
-    round_length_cases,
-    target_distribution,
-)
+from .cases import Case, round_length_cases, target_distribution
 from .sampling import RoundSampling
 from .tasks import enumerate_task
 

@@ -8,15 +8,8 @@ how long they take at the subject's measured pace.
 
 from __future__ import annotations
 
-from ...battery.core import (
-    Speed,
-)
-from .cases import (
-    Budget,
-    battery,
-    get_budget,
-    sweep_cases,
-)
+from ...battery.core import Speed
+from .cases import Budget, battery, get_budget, sweep_cases
 from .corners import round_corner_cases
 
 

@@ -15,18 +15,8 @@ from dataclasses import replace
 import numpy as np
 
 from ...battery import runner
-from ...battery.core import (
-    Battery,
-    ContractBreach,
-    OutOfTime,
-    Speed,
-)
-from .cases import (
-    Budget,
-    Case,
-    round_stream,
-    run_blocks,
-)
+from ...battery.core import Battery, ContractBreach, OutOfTime, Speed
+from .cases import Budget, Case, round_stream, run_blocks
 from .figures import RoundFigures
 from .tasks import sample_guard_s, sample_task
 

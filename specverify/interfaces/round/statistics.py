@@ -6,16 +6,9 @@ statistics alone judges that cannot see the budget's ``detect_tv`` is a shortfal
 
 from __future__ import annotations
 
-from ...battery.core import (
-    POWER_FALSE_PASS_RATE,
-    Finding,
-)
+from ...battery.core import POWER_FALSE_PASS_RATE, Finding
 from ...laws import stats
-from .cases import (
-    Case,
-    looks,
-    target_distribution,
-)
+from .cases import Case, looks, target_distribution
 from .sampling import RoundSampling, among
 
 
