@@ -18,8 +18,8 @@ class RoundFigures:
     multi-draft samplers verified node by node. ``check --json`` carries both under
     ``"figures"``."""
 
-    optimum_tokens_per_round: dict = field(default_factory=dict)
-    tree_optimum_tokens_per_round: dict = field(default_factory=dict)
+    optimum_tokens_per_round: dict[str, float] = field(default_factory=dict)
+    tree_optimum_tokens_per_round: dict[str, float] = field(default_factory=dict)
 
 
 __all__ = ["RoundFigures"]
