@@ -557,8 +557,8 @@ class Battery:
     deadline (a ``time.monotonic()`` value or None) and the ``BatteryResult`` it fills.
     ``call`` runs one task in the subject's process under its limit and the deadline;
     ``breach`` records a contract finding (``run_in_subject`` calls it when the subject died
-    or broke the interface mid-stage). Subclasses (``interfaces.round.battery.RoundBattery``,
-    ``interfaces.loop.checks.LoopBattery``, ``interfaces.kernel.battery.KernelBattery``) add the checks."""
+    or broke the interface mid-stage). Subclasses (``interfaces.round.RoundBattery``,
+    ``interfaces.loop_checks.LoopBattery``, ``interfaces.kernel.KernelBattery``) add the checks."""
 
     def __init__(self, subject: runner.Runner, budget, seed: int, deadline: float | None):
         self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
