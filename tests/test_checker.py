@@ -109,12 +109,12 @@ def test_reference_is_exact_and_efficient_at_the_standard_budget():
     assert report["exact"] is True and report["efficient"] is True and report["findings"] == []
     assert report["exact_tv_max"] < 1e-12
     # the optimum over exact chain rules (block verification) is information next to `efficient`
-    optimum = report["optimum_tokens_per_round"]
+    optimum = report["figures"]["optimum_tokens_per_round"]
     assert optimum["handout iid alpha=0.8, k=4"] == pytest.approx(3.6008, abs=1e-9)
     for case, row in report["mean_tokens_per_round"].items():
         assert optimum[case] >= row["measured"] - 1e-9
     # and for multi-draft samplers, width-2 trees with every node at the LP optimum
-    tree = report["tree_optimum_tokens_per_round"]
+    tree = report["figures"]["tree_optimum_tokens_per_round"]
     assert set(tree) == set(optimum)
     assert tree["handout iid alpha=0.8, k=4"] == pytest.approx(5.0, abs=1e-9)
 

@@ -26,7 +26,7 @@ from specverify import interfaces
 from specverify.battery import subject_calls
 from specverify.battery.core import Finding
 from specverify.interfaces.loop.battery import run_loop_battery
-from specverify.interfaces.loop.cases import scale_loop_cases
+from specverify.interfaces.loop.generated import scale_loop_cases
 from specverify.interfaces.round import battery as round_interface
 from specverify.interfaces.round import cases as round_cases
 from specverify.laws import scale

@@ -268,15 +268,11 @@ MAX_LINES = 520
 
 LONG_MODULES = {
     "specverify.mutants.catalogue",
-    "specverify.interfaces.kernel.battery",
-    "specverify.interfaces.round.battery",
     "specverify.adapters.kernels",
     "specverify.models.medusa",
     "specverify.adapters.hf_generate",
     "specverify.bench.compare_samplers",
     "specverify.engines",
-    "specverify.interfaces.loop.cases",
-    "specverify.interfaces.loop.checks",
     "specverify.models.measure",
     "specverify.mutants.report",
 }

@@ -1,4 +1,4 @@
-"""The kernel battery's forecast: the rows it plans (``kernel.planned_rows``) and the words it
+"""The kernel battery's forecast: the rows it plans (``kernel.plan.planned_rows``) and the words it
 announces before its cases start, and a time limit's words in those rows. The row counts are
 deterministic (explicit uniforms, fixed seeds); no assertion here reads a clock's value, only
 whether words were said and in which order."""
@@ -11,6 +11,7 @@ import specverify
 from specverify.battery.subject_calls import listening
 from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc
+from specverify.interfaces.kernel import plan as kernel_plan
 from specverify.samplers.reference_kernel import reference_kernel
 
 
@@ -20,7 +21,9 @@ def rows_per_case(monkeypatch, **run_kwargs) -> list[tuple[str, int, int]]:
     cover = kernel.KernelBattery.cover
 
     def counting_cover(self, case):
-        seen.append((case.name, kernel.planned_rows(case, self.budget, self.statistical), self.runs_done - last[0]))
+        seen.append(
+            (case.name, kernel_plan.planned_rows(case, self.budget, self.statistical), self.runs_done - last[0])
+        )
         last[0] = self.runs_done
         return cover(self, case)
 
@@ -49,7 +52,7 @@ def test_a_wide_case_is_forecast_before_the_cases_start_and_its_timing_calls_are
     """A case of 1.5 MiB rows (V 131,072, k 1): the forecast times its costs and names it, before
     any case's scans; the rows the run reports done are the planned rows' kind only."""
     case = kc.aimed_cases(np.random.SeedSequence(7), 131_072, (1,))[0]
-    assert kernel.row_bytes(case) > kernel.PREFLIGHT_ROW_BYTES
+    assert kernel_plan.row_bytes(case) > kernel_plan.PREFLIGHT_ROW_BYTES
     events: list[str] = []
     cover = kernel.KernelBattery.cover
     monkeypatch.setattr(kernel.KernelBattery, "cover", lambda self, c: (events.append("case"), cover(self, c))[1])

@@ -1,4 +1,4 @@
-"""The kernel battery's sweeps (``kernel_cases.sweep_cases``): dense and wide vocabularies, every
+"""The kernel battery's sweeps (``kernel.sweeps.sweep_cases``): dense and wide vocabularies, every
 k, batch rows past each tile and the pairwise test of a batch's rows, the value edges in each,
 the reach a budget has, and the kernel mutants only they catch.
 
@@ -14,9 +14,13 @@ import kernel_subjects as ks
 import numpy as np
 import pytest
 
-from specverify.interfaces import corners
+from specverify.interfaces.corners import CORNER_PREFIX
 from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc
+from specverify.interfaces.kernel import corners as kernel_corners
+from specverify.interfaces.kernel import plan as kernel_plan
+from specverify.interfaces.kernel import statistics as kernel_statistics
+from specverify.interfaces.kernel import sweeps as kernel_sweeps
 from specverify.mutants import get
 from specverify.samplers.reference_kernel import reference_kernel
 
@@ -62,7 +66,7 @@ def test_the_run_carries_its_reach(reference_standard):
 
 
 def test_a_run_on_given_cases_reaches_what_they_reach():
-    cases = [kc.every_draft_case(), kc.wide_ids_case(), kc.batch_case((31,))]
+    cases = [kc.every_draft_case(), kc.wide_ids_case(), kernel_sweeps.batch_case((31,))]
     got = kernel.run(reference_kernel, "quick", 0, cases=cases).reach
     assert got == {"dense V": 5, "binned V": 33_024, "k": 2, "batch": 31}
 
@@ -71,7 +75,7 @@ def test_the_pairwise_test_states_its_power_and_false_fail_rate(reference_standa
     line = next(x for x in reference_standard.ran if x.startswith("batch pairs:"))
     assert "32 batches of 1024 identical rows" in line and "offsets 1, 32, 64, 128, 256, 512" in line
     tv, rate = map(float, re.search(r"joint TV ([\d.e-]+) \(power 0.95, false-fail ([\d.e-]+) per", line).groups())
-    assert tv < 0.05 and rate == pytest.approx(STANDARD.false_fail_rate / kernel.PAIR_SHARE / 6, rel=0.02)
+    assert tv < 0.05 and rate == pytest.approx(STANDARD.false_fail_rate / kernel_statistics.PAIR_SHARE / 6, rel=0.02)
 
 
 # --------------------------------------------------------------------------- reach and budgets
@@ -87,9 +91,9 @@ def test_reach_names_each_swept_dimensions_largest_value():
 
 def test_the_standard_sweeps_straddle_every_tile():
     sizes = set(STANDARD.batch_sweep)
-    assert all({t - 1, t, t + 1} <= sizes for t in kc.BATCH_TILES) and max(sizes) == 1024
-    assert STANDARD.scan_rows <= min(kc.BATCH_TILES)  # laws measured at rows below the first tile
-    names = [c.name for c in kc.sweep_cases(STANDARD)]
+    assert all({t - 1, t, t + 1} <= sizes for t in kernel_sweeps.BATCH_TILES) and max(sizes) == 1024
+    assert STANDARD.scan_rows <= min(kernel_sweeps.BATCH_TILES)  # laws measured at rows below the first tile
+    names = [c.name for c in kernel_sweeps.sweep_cases(STANDARD)]
     assert [n for n in names if n.startswith("k sweep")] == [f"k sweep k={k}, V6" for k in range(1, 9)]
 
 
@@ -97,9 +101,9 @@ def test_the_standard_sweeps_straddle_every_tile():
 
 
 def test_value_edges_reach_every_sweep():
-    cases = kc.sweep_cases(STANDARD)
+    cases = kernel_sweeps.sweep_cases(STANDARD)
     labels = " | ".join(" | ".join(c.labels) for c in cases if c.name.startswith("k sweep"))
-    assert all(edge in labels for edge in kc.VALUE_EDGES)
+    assert all(edge in labels for edge in kernel_sweeps.VALUE_EDGES)
     for prefix, edges in (
         ("batch rows", ("p(x)=0<q(x)", "p=q", "one-hot p!=q", "disjoint supports")),
         ("binned sweep V152064", ("p(x)=0<q(x)", "q(x)=0<p(x)", "disjoint supports")),
@@ -114,7 +118,7 @@ def test_a_rejected_p_zero_draft_has_a_residual_unlike_p():
     max(p - q, 0) is not p: a kernel that samples p there shows (kernel/residual-p-when-p-zero).
     The dense sweep's is p on purpose (one scan of V cells)."""
     seen = 0
-    for case in kc.sweep_cases(STANDARD):
+    for case in kernel_sweeps.sweep_cases(STANDARD):
         for b in [b for b in range(case.n) if "p(x)=0<q(x)" in case.labels[b]]:
             i = max(i for i, x in enumerate(case.drafts(b)) if case.p[b, i, x] == 0 < case.q[b, i, x])
             residual = kc.emission_weights(case.p[b, i], case.q[b, i])
@@ -125,22 +129,22 @@ def test_a_rejected_p_zero_draft_has_a_residual_unlike_p():
 
 
 def test_the_wide_sweep_puts_mass_past_65535():
-    case = kc.binned_sweep_case(152_064)
+    case = kernel_sweeps.binned_sweep_case(152_064)
     assert case.drafts(0) == (152_063,)
     assert case.p[0, 0, 65_536] > 0 and case.p[0, 1, 152_063] > 0  # the residual's and the bonus's
-    assert kc.top_ids(65_537) == (65_536, 65_535, 65_534, 32_768)
+    assert kernel_sweeps.top_ids(65_537) == (65_536, 65_535, 65_534, 32_768)
 
 
 # --------------------------------------------------------------------------- the new mutants
 
 
 NEW = {  # mutant -> the sweep case that catches it (the whole standard battery: tests/test_mutants.py)
-    "kernel/residual-p-when-p-zero": lambda: kc.batch_case(STANDARD.batch_sweep),
-    "kernel/batch-tile-256-target": lambda: kc.batch_case(STANDARD.batch_sweep),
-    "kernel/batch-tile-256-coins": lambda: kc.batch_case(STANDARD.batch_sweep),
-    "kernel/residual-top-512": lambda: kc.dense_sweep_case(1024),
-    "kernel/bonus-row-off-by-one-at-k7": lambda: kc.k_sweep_cases(8)[6],
-    "kernel/ids-uint16-emitted": lambda: kc.binned_sweep_case(65_537),
+    "kernel/residual-p-when-p-zero": lambda: kernel_sweeps.batch_case(STANDARD.batch_sweep),
+    "kernel/batch-tile-256-target": lambda: kernel_sweeps.batch_case(STANDARD.batch_sweep),
+    "kernel/batch-tile-256-coins": lambda: kernel_sweeps.batch_case(STANDARD.batch_sweep),
+    "kernel/residual-top-512": lambda: kernel_sweeps.dense_sweep_case(1024),
+    "kernel/bonus-row-off-by-one-at-k7": lambda: kernel_sweeps.k_sweep_cases(8)[6],
+    "kernel/ids-uint16-emitted": lambda: kernel_sweeps.binned_sweep_case(65_537),
 }
 
 
@@ -155,7 +159,7 @@ def test_the_tile_256_kernel_is_not_exact_where_rows_sit():
     """Rows past a batch tile of 256 read row b - 256's target: the rows there are judged against
     their own law (TV 1 at row 256 of 257), never set aside as measure-zero or degenerate-residual
     notes; the fixed cases' laws, measured below the first tile, stay exact."""
-    cases = [kc.every_draft_case(), kc.adversarial_case(), kc.batch_case(STANDARD.batch_sweep)]
+    cases = [kc.every_draft_case(), kc.adversarial_case(), kernel_sweeps.batch_case(STANDARD.batch_sweep)]
     r = kernel.run(get("kernel/batch-tile-256-target").fn, "standard", 0, cases=cases)
     assert r.exact is False and not _edge_notes(r), _edge_notes(r)
     found = _distribution(r)
@@ -168,7 +172,7 @@ def test_an_edge_deviation_on_a_whole_cell_is_a_law_finding():
     first case's) and the scans (at most 32 rows a call), but its edge probes' batch has 74 rows:
     the deviations there hold at interior uniforms of the same cells, so they are measured where
     they sit (TV > 0.1), not filed as measure-zero events."""
-    cases = [kc.k_sweep_cases(1)[0], kc.every_draft_case()]
+    cases = [kernel_sweeps.k_sweep_cases(1)[0], kc.every_draft_case()]
     r = kernel.run(ks.tile_32_wrong_target, "standard", 0, cases=cases)
     assert r.exact is False and not _edge_notes(r), _edge_notes(r)
     found = _distribution(r)
@@ -178,7 +182,9 @@ def test_an_edge_deviation_on_a_whole_cell_is_a_law_finding():
 def test_rows_sharing_one_generator_row_fail_the_pairwise_test():
     """A generator kernel that draws one row of uniforms for the whole batch: each row's law is
     the rule's, so only the pairwise test sees it (false-fail 2.5e-7 over its offsets)."""
-    r = kernel.run(ks.generator_one_row, "quick", 0, cases=[kc.batch_case(kernel.get_budget("quick").batch_sweep)])
+    r = kernel.run(
+        ks.generator_one_row, "quick", 0, cases=[kernel_sweeps.batch_case(kernel.get_budget("quick").batch_sweep)]
+    )
     pairs = [f for f in _distribution(r) if f.check == "batch-pairs"]
     assert r.exact is False and pairs and all(f.evidence["tv"] > 0.5 for f in pairs)
 
@@ -187,11 +193,16 @@ def test_rows_sharing_one_generator_row_fail_the_pairwise_test():
 
 
 def test_only_thorough_has_the_corners_and_they_stay_in_the_box():
-    assert not corners.kernel_corner_cases(STANDARD) and not corners.kernel_corner_cases(kernel.get_budget("quick"))
+    assert not kernel_corners.kernel_corner_cases(STANDARD) and not kernel_corners.kernel_corner_cases(
+        kernel.get_budget("quick")
+    )
     thorough = kernel.get_budget("thorough")
-    names = [c.name for c in kernel.cases(thorough, 0) if c.name.startswith(corners.CORNER_PREFIX)]
+    names = [c.name for c in kernel.cases(thorough, 0) if c.name.startswith(CORNER_PREFIX)]
     assert names == ["corner k=16 x batch 4096, V6", "corner binned V152064 x k=16"]
-    assert kernel.cases_reach(corners.kernel_corner_cases(thorough)) == {**kernel.reach("thorough"), "dense V": 6}
+    assert kernel_plan.cases_reach(kernel_corners.kernel_corner_cases(thorough)) == {
+        **kernel.reach("thorough"),
+        "dense V": 6,
+    }
     assert "pairwise corners k=16 x batch 4096, binned V152064 x k=16" in kernel.coverage("thorough")
 
 
@@ -206,10 +217,10 @@ def test_a_tile_bug_at_long_drafts_only_shows_at_the_thorough_corner():
     own law where it sits (TV 0.998). The corner alone, 8 calls a batch size and 8 batches in the
     pairwise test instead of 32 and 128, one law measured where it sits instead of 4: about 12 s
     instead of 30 on 2 cores, the same finding."""
-    standard = [kc.batch_case(STANDARD.batch_sweep), *kc.k_sweep_cases(STANDARD.k_sweep)]
+    standard = [kernel_sweeps.batch_case(STANDARD.batch_sweep), *kernel_sweeps.k_sweep_cases(STANDARD.k_sweep)]
     assert kernel.run(ks.tile_256_wrong_target_at_long_drafts, "standard", 0, cases=standard).exact is True
     thorough = kernel.get_budget("thorough")
-    (corner, _) = corners.kernel_corner_cases(thorough)
+    (corner, _) = kernel_corners.kernel_corner_cases(thorough)
     assert corner.k == 16 and corner.batches == thorough.batch_sweep
     r = kernel.run(ks.tile_256_wrong_target_at_long_drafts, thorough, 0, cases=[corner], **FEWER_CALLS)
     assert r.exact is False and not _edge_notes(r), _edge_notes(r)

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import assume, given, settings
 
 from specverify.interfaces.loop.battery import run_loop_battery
-from specverify.interfaces.loop.cases import NO_SWEEPS, loop_cases
+from specverify.interfaces.loop.cases import loop_cases
 from specverify.interfaces.loop.counterexample import LAW_CHECKS, find_loop_counterexample, small_loop_cases
+from specverify.interfaces.loop.sweeps import NO_SWEEPS
 from specverify.interfaces.loop.tasks import contract_problem
 from specverify.laws import exact
 from specverify.laws import processing as pr

@@ -16,16 +16,10 @@ import numpy as np
 import pytest
 
 from specverify.interfaces.loop.battery import run_loop_battery
-from specverify.interfaces.loop.cases import (
-    LOOP_BUDGETS,
-    NO_SWEEPS,
-    SEED_STREAMS,
-    edge_cases,
-    generated_loop_cases,
-    loop_cases,
-    seed_stream,
-)
+from specverify.interfaces.loop.cases import LOOP_BUDGETS, SEED_STREAMS, edge_cases, loop_cases, seed_stream
 from specverify.interfaces.loop.counterexample import find_loop_counterexample
+from specverify.interfaces.loop.generated import generated_loop_cases
+from specverify.interfaces.loop.sweeps import NO_SWEEPS
 from specverify.laws import exact
 from specverify.laws.requests import sequence_law
 from specverify.mutants.loop_mutants import LOOP_CONTROLS

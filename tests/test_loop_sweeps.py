@@ -1,6 +1,6 @@
 """The loop battery's sweeps, joint laws, budgets in runs and declared cases.
 
-- The sweeps (``loop_cases.sweep_loop_cases``) take one dimension at a time to engine scale: the
+- The sweeps (``loop.sweeps.sweep_loop_cases``) take one dimension at a time to engine scale: the
   reference passes them all at the standard budget, ``reach`` names what they reach, and each of
   the sweep mutants (``loop_mutants``) is caught by its sweep.
 - Unseeded requests of one batch must be independent: exactly where enumerated, by a chi-square
@@ -24,20 +24,11 @@ import loop_wrong_only_there as wrong
 import numpy as np
 import pytest
 
-from specverify.interfaces import corners
+from specverify.interfaces.loop import corners as loop_corners
 from specverify.interfaces.loop.battery import reach, run_loop_battery, standard_cases
-from specverify.interfaces.loop.cases import (
-    LOOP_BUDGETS,
-    NO_SWEEPS,
-    SWEEP_DIMENSIONS,
-    LoopCase,
-    boundary_values,
-    edge_cases,
-    loop_cases,
-    seeded_logits,
-    sweep_loop_cases,
-    tokens_per_pass_rates,
-)
+from specverify.interfaces.loop.cases import LOOP_BUDGETS, LoopCase, edge_cases, loop_cases, seeded_logits
+from specverify.interfaces.loop.reference import tokens_per_pass_rates
+from specverify.interfaces.loop.sweeps import NO_SWEEPS, SWEEP_DIMENSIONS, boundary_values, sweep_loop_cases
 from specverify.interfaces.loop.tasks import read_outcome
 from specverify.laws import exact
 from specverify.laws.requests import LogitTable, Request, SamplingParams
@@ -346,8 +337,8 @@ def window_on_long_generations(target, draft, requests, k, rng):
 
 
 def test_only_thorough_has_the_corners_and_they_stay_in_the_box():
-    assert not corners.loop_corner_cases("quick") and not corners.loop_corner_cases("standard")
-    found = corners.loop_corner_cases("thorough")
+    assert not loop_corners.loop_corner_cases("quick") and not loop_corners.loop_corner_cases("standard")
+    found = loop_corners.loop_corner_cases("thorough")
     assert [c.sweep for c in found] == ["context x rounds", "context x max_tokens", "context x requests per batch"]
     assert all(c.positions and c.kind == "sweep" and c.requests[0].prompt[0] == 0 for c in found)
     assert {c.name for c in found} <= {c.name for c in standard_cases("thorough", 0)}
@@ -363,7 +354,7 @@ def test_a_window_on_long_generations_only_shows_at_the_thorough_corner():
     standard = [c for c in sweep_loop_cases("standard") if c.sweep in ("context", "max_tokens") and not c.positions]
     assert {c.sweep for c in standard} == {"context", "max_tokens"}
     assert run_loop_battery(window_on_long_generations, "standard", 0, cases=standard).exact is True
-    (corner,) = [c for c in corners.loop_corner_cases("thorough") if c.sweep == "context x rounds"]
+    (corner,) = [c for c in loop_corners.loop_corner_cases("thorough") if c.sweep == "context x rounds"]
     result = run_loop_battery(window_on_long_generations, "thorough", 0, cases=[corner], stop_on_first=True)
     assert result.exact is False
     assert "position-law" in {f.check for f in result.flagged(("distribution",))}, result.findings

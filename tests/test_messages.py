@@ -21,6 +21,7 @@ from specverify.battery.targets import load_target
 from specverify.common import tables
 from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc
+from specverify.interfaces.kernel import plan as kernel_plan
 from specverify.interfaces.kernel.tasks import validate_outputs
 from specverify.mutants import report
 from specverify.mutants.command import main, parse_args
@@ -132,7 +133,7 @@ def test_exact_from_uniforms_shows_the_measured_tv_beside_the_tolerance():
     found = re.search(r", 9 laws, TV (\S+) measured, tolerance (\S+)$", line)
     assert found, line
     assert float(found[1]) <= float(found[2]) == pytest.approx(kernel.tolerance(case), rel=0.05)
-    assert kernel.measured_tv_words([], 1e-6) == "no law measured exactly (TV tolerance 1e-06)"
+    assert kernel_plan.measured_tv_words([], 1e-6) == "no law measured exactly (TV tolerance 1e-06)"
 
 
 def test_a_non_integer_output_is_named_with_its_dtype():

@@ -9,9 +9,9 @@ from dataclasses import replace
 import pytest
 
 from specverify import speculative_step
-from specverify.interfaces import corners
 from specverify.interfaces.round import battery as round_interface
 from specverify.interfaces.round import cases as round_cases
+from specverify.interfaces.round import corners as round_corners
 from specverify.laws import exact
 from specverify.mutants import get
 
@@ -90,8 +90,8 @@ def _sweeps_only(budget: str):
 
 
 def test_only_thorough_has_the_context_by_k_corner():
-    assert not corners.round_corner_cases("quick") and not corners.round_corner_cases("standard")
-    (corner,) = corners.round_corner_cases("thorough")
+    assert not round_corners.round_corner_cases("quick") and not round_corners.round_corner_cases("standard")
+    (corner,) = round_corners.round_corner_cases("thorough")
     b = round_cases.get_budget("thorough")
     assert corner.k == b.sweep_k and len(corner.prefix) + corner.m == b.sweep_context + 2  # the context sweep's
     assert corner.prefix[0] == 0 and set(corner.prefix[1:]) == {1}

@@ -158,7 +158,7 @@ class LoopBudget:
 class KernelBudget:
     """The kernel section: what one kernel battery runs (``interfaces.kernel``).
 
-    The sweeps (``kernel_cases.sweep_cases``; ``kernel.reach`` names their largest values) go one
+    The sweeps (``kernel.sweeps.sweep_cases``; ``kernel.reach`` names their largest values) go one
     dimension at a time, the others small, so their cost is linear in the dimensions:
 
     ==========  ===========  ================  =======  ==================================
@@ -192,7 +192,7 @@ class KernelBudget:
     call_limit_s: float = 30.0  # one kernel call
     device: str = "cpu"  # "cuda" / "cuda:N": torch tensors on that device (the runner then spawns)
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
-    # the sweeps (``kernel_cases.sweep_cases``), one dimension at a time, the others small:
+    # the sweeps (``kernel.sweeps.sweep_cases``), one dimension at a time, the others small:
     scan_rows: int = 32  # the most rows per call of a law's scans: laws measured below the first tile
     dense_sweep: tuple[int, ...] = (1024, 4096)  # dense V (every id in p and q), k = 1: cost ~V^2
     binned_sweep: tuple[int, ...] = (65_537, 152_064)  # wide V, mass on ids past 65,535 and at the top

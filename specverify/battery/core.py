@@ -111,13 +111,19 @@ def coverage_entry(
 
 @dataclass
 class BatteryResult:
+    """What one battery run found, in the fields every interface fills (round, loop and kernel
+    alike). ``mean_tokens_per_round``: each case's (measured, expected) tokens per round, or per
+    pass for a loop, or per row for a kernel. ``figures``: the figures one interface alone
+    reports, a dataclass of its own package (``interfaces.round.figures.RoundFigures``: the
+    optimum tokens per round over exact rules), None where it reports none; ``to_dict`` gives
+    them as a dict under ``"figures"`` (empty for None)."""
+
     findings: list[Finding] = field(default_factory=list)
     exact_tv_max: float | None = None  # the largest exact TV over enumerated cases
     chi2_p_value_min: float | None = None  # the smallest chi-square p-value
     samples_to_detect: int | None = None  # runs the chi-square needed to flag a bias
     mean_tokens_per_round: dict = field(default_factory=dict)  # case -> (measured, expected)
-    optimum_tokens_per_round: dict = field(default_factory=dict)  # case -> block verification's
-    tree_optimum_tokens_per_round: dict = field(default_factory=dict)  # case -> width-2 nodes at the LP optimum
+    figures: object | None = None  # the interface's own figures (a dataclass), None without them
     power: list[dict] = field(default_factory=list)  # statistically judged cases: runs, min TV
     shortfalls: list[str] = field(default_factory=list)  # why the verdict cannot be True
     ran: list[str] = field(default_factory=list)  # what was run, one line each
@@ -168,6 +174,7 @@ class BatteryResult:
         out["mean_tokens_per_round"] = {
             k: {"measured": a, "expected": b} for k, (a, b) in self.mean_tokens_per_round.items()
         }
+        out["figures"] = out["figures"] or {}  # asdict made a dataclass of figures a dict
         out["exact"], out["efficient"], out["environment"] = self.exact, self.efficient, self.environment
         return out
 

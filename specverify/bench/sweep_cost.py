@@ -11,12 +11,12 @@ the sweeps (the process, the contract and whatever the battery runs on every sub
 - round: the battery on its first fixed case alone with only the context sweep, then only the k
   sweep (``round_cases.sweep_cases``), and neither (the baseline); no drawn, wide or engine-scale
   cases (the corner, which needs both sweeps on, is its run less theirs);
-- loop: the battery on the sweep cases of each dimension (``loop_cases.SWEEP_DIMENSIONS``), the
+- loop: the battery on the sweep cases of each dimension (``loop.sweeps.SWEEP_DIMENSIONS``), the
   baseline on the first fixed case;
-- kernel: the battery on the cases of each sweep (``kernel_cases.SWEEPS``: batch rows, every k,
+- kernel: the battery on the cases of each sweep (``kernel.sweeps.SWEEPS``: batch rows, every k,
   dense V, binned V), the baseline on the first fixed case.
 
-With a budget that has them (``thorough``), the pairwise corners (``interfaces.corners``) are one
+With a budget that has them (``thorough``), the pairwise corners (``interfaces.corners``, each interface's ``corners`` part) are one
 more row per interface. The seconds are this machine's, under its load: compare within a run.
 """
 
@@ -41,8 +41,8 @@ def _seconds(run) -> float:
 def round_rows(budget: str) -> list[tuple[str, int, float]]:
     """(dimension, cases, seconds) of the round reference: the baseline, each sweep, the corner."""
     from .. import speculative_step
-    from ..interfaces import corners
     from ..interfaces.round import cases as round_cases
+    from ..interfaces.round import corners as round_corners
     from ..interfaces.round.battery import run_battery
 
     full = round_cases.get_budget(budget)
@@ -53,11 +53,15 @@ def round_rows(budget: str) -> list[tuple[str, int, float]]:
         "context": replace(none, sweep_context=full.sweep_context),
         "k": replace(none, sweep_k=full.sweep_k),
     }
-    if corners.round_corner_cases(full):
+    if round_corners.round_corner_cases(full):
         only["corner context x k"] = replace(base, sweep_corners=True)
     rows = []
     for name, b in only.items():
-        count = len(corners.round_corner_cases(b)) if name.startswith("corner") else len(round_cases.sweep_cases(b, 0))
+        count = (
+            len(round_corners.round_corner_cases(b))
+            if name.startswith("corner")
+            else len(round_cases.sweep_cases(b, 0))
+        )
         count = count or len(b.cases)  # the baseline: its one fixed case
         rows.append((name, count, _seconds(lambda b=b: run_battery(speculative_step, b, 0))))
     if len(rows) == 4:  # the corner needs both sweeps on: its own share is its run less theirs
@@ -68,16 +72,17 @@ def round_rows(budget: str) -> list[tuple[str, int, float]]:
 
 def loop_rows(budget: str) -> list[tuple[str, int, float]]:
     """(dimension, cases, seconds) of the loop reference: the baseline, each sweep, the corners."""
-    from ..interfaces import corners
+    from ..interfaces.loop import corners as loop_corners
     from ..interfaces.loop.battery import run_loop_battery
-    from ..interfaces.loop.cases import SWEEP_DIMENSIONS, loop_cases, sweep_loop_cases
+    from ..interfaces.loop.cases import loop_cases
+    from ..interfaces.loop.sweeps import SWEEP_DIMENSIONS, sweep_loop_cases
     from ..samplers.reference_loop import generate
 
     sweeps = sweep_loop_cases(budget)
     groups = {"baseline (one fixed case)": [loop_cases()[0]]}
     for dimension in SWEEP_DIMENSIONS:
         groups[dimension] = [c for c in sweeps if c.sweep == dimension]
-    groups["corners context x rounds / max_tokens / batch"] = corners.loop_corner_cases(budget)
+    groups["corners context x rounds / max_tokens / batch"] = loop_corners.loop_corner_cases(budget)
     return [
         (name, len(cases), _seconds(lambda cases=cases: run_loop_battery(generate, budget, 0, cases=cases)))
         for name, cases in groups.items()
@@ -87,17 +92,18 @@ def loop_rows(budget: str) -> list[tuple[str, int, float]]:
 
 def kernel_rows(budget: str) -> list[tuple[str, int, float]]:
     """(dimension, cases, seconds) of the kernel reference: the baseline, each sweep, the corners."""
-    from ..interfaces import corners
     from ..interfaces.kernel import battery as kernel
     from ..interfaces.kernel import cases as kc
+    from ..interfaces.kernel import corners as kernel_corners
+    from ..interfaces.kernel import sweeps as kernel_sweeps
     from ..samplers.reference_kernel import reference_kernel
 
     b = kernel.get_budget(budget)
-    sweeps = kc.sweep_cases(b)
+    sweeps = kernel_sweeps.sweep_cases(b)
     groups = {"baseline (one fixed case)": [kc.every_draft_case()]}
-    for prefix, name in zip(kc.SWEEPS, ("batch", "k", "dense V", "binned V")):
+    for prefix, name in zip(kernel_sweeps.SWEEPS, ("batch", "k", "dense V", "binned V")):
         groups[name] = [c for c in sweeps if c.name.startswith(prefix)]
-    groups["corners k x batch, binned V x k"] = corners.kernel_corner_cases(b)
+    groups["corners k x batch, binned V x k"] = kernel_corners.kernel_corner_cases(b)
     return [
         (name, len(cases), _seconds(lambda cases=cases: kernel.run(reference_kernel, b, 0, cases=cases)))
         for name, cases in groups.items()

@@ -732,7 +732,7 @@ FLOAT32_GRID = 2.0**-24
 
 def rounding_bound(entry: dict) -> float:
     """The TV a float32 engine's rounding can reach on one round case (a ``coverage.cases``
-    entry): per round, the kernel battery's tolerance (``interfaces.kernel.tolerance``: k coins
+    entry): per round, the kernel battery's tolerance (``interfaces.kernel.plan.tolerance``: k coins
     and up to V cumulative sums, each moved by a few float32 ulps), times the rounds of the
     window (at most its tokens)."""
     return 4 * FLOAT32_GRID * (entry["k"] + 1 + entry["vocab"]) * entry["tokens"]

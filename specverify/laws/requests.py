@@ -270,7 +270,7 @@ class FirstTokenLogits(LogitTable):
     of an (F, vocab, width) array, the first token of the prefix (a BOS, a system prompt's
     first id) choosing the table. A loop that shows the target only the last w tokens of a
     longer context (a sliding window, a truncated KV cache) reads another first token there
-    and so another row: the loop battery's context sweep (``loop_cases.sweep_loop_cases``)."""
+    and so another row: the loop battery's context sweep (``interfaces.loop.sweeps.sweep_loop_cases``)."""
 
     def __call__(self, prefix) -> np.ndarray:
         prefix = tuple(prefix)

@@ -8,7 +8,7 @@ kernel's inputs: ``draft_ids[n, k]`` (-1 after a ragged row's k_b drafts), ``q[n
 with p(x) = 0, one with q(x) = 0, p = q, one-hot and disjoint rows, ragged rows); the engine-scale
 cases reach what small vocabularies hide (V = 1000 with k = 8, tiles of 1024 and 4096 ids,
 ids past int16); ``generated_cases`` draws more from the check's seed (numpy SeedSequence). The
-sweeps (``sweep_cases``; ``reach``) go one dimension at a time: V, k, batch rows, value edges in each.
+sweeps (``kernel.sweeps``) go one dimension at a time: V, k, batch rows, value edges in each.
 
 ``rule_law`` is the token-wise rule's law of a round's output given the drafts (Leviathan et
 al., arXiv 2211.17192; Chen et al., 2302.01318), computed in float64 from the float32 rows:
@@ -117,7 +117,7 @@ def emission_breakpoints(case: KernelCase, b: int, j: int) -> np.ndarray:
 # --------------------------------------------------------------------------- building cases
 
 
-def _stack(name: str, rows: list[tuple[str, list, np.ndarray, np.ndarray]], k: int, batches=()) -> KernelCase:
+def stack_case(name: str, rows: list[tuple[str, list, np.ndarray, np.ndarray]], k: int, batches=()) -> KernelCase:
     """A case from (label, drafts, q rows [k_b, V], p rows [k_b + 1, V]) instances, padded to k."""
     V = rows[0][3].shape[1]
     n = len(rows)
@@ -149,7 +149,7 @@ def every_draft_case(V: int = 3, k: int = 2, seed: int = 5) -> KernelCase:
     for drafts in itertools.product(range(V), repeat=k):
         q, p = _model_rows(model, (0,), drafts, k)
         rows.append((f"drafts {list(drafts)}", list(drafts), q, p))
-    return _stack(f"every draft of a V{V} chain, k={k}", rows, k)
+    return stack_case(f"every draft of a V{V} chain, k={k}", rows, k)
 
 
 def adversarial_case() -> KernelCase:
@@ -186,7 +186,7 @@ def adversarial_case() -> KernelCase:
             np.stack([row(0, 0.2, 0.3, 0.5), u, u, u]),
         ),
     ]
-    return _stack("adversarial inputs V4, k=3", rows, k)
+    return stack_case("adversarial inputs V4, k=3", rows, k)
 
 
 def ragged_case(seed: int = 11) -> KernelCase:
@@ -198,10 +198,10 @@ def ragged_case(seed: int = 11) -> KernelCase:
         drafts = tuple(int(x) for x in rng.integers(0, 5, kb))
         q, p = _model_rows(model, (1,), drafts, kb)
         rows.append((f"k_b={kb}", list(drafts), q, p))
-    return _stack("ragged rows V5, k=4", rows, 4)
+    return stack_case("ragged rows V5, k=4", rows, 4)
 
 
-def _normalized(row: np.ndarray) -> np.ndarray:
+def normalized(row: np.ndarray) -> np.ndarray:
     w = row.astype(np.float64)
     return w / w.sum()
 
@@ -220,9 +220,9 @@ def dense_case(V: int = 1000, k: int = 8, n: int = 2, seed: int = 21) -> KernelC
     for b in range(n):
         p = peaky_rows(rng, V, k + 1, 0.05)
         q = (0.5 * p[:k] + 0.5 * peaky_rows(rng, V, k, 0.05)).astype(np.float32)
-        drafts = [int(rng.choice(V, p=_normalized(q[i]))) for i in range(k)]
+        drafts = [int(rng.choice(V, p=normalized(q[i]))) for i in range(k)]
         rows.append((f"instance {b}", drafts, q, p))
-    return _stack(f"dense rows V{V}, k={k}", rows, k)
+    return stack_case(f"dense rows V{V}, k={k}", rows, k)
 
 
 def tile_boundary_case(V: int = 4097) -> KernelCase:
@@ -236,7 +236,7 @@ def tile_boundary_case(V: int = 4097) -> KernelCase:
         p[:, lo], p[:, lo + 1], p[:, 7] = 0.3, 0.4, 0.3
         q[:, lo], q[:, lo + 1], q[:, 7] = 0.5, 0.3, 0.2  # a rejection leaves mass on lo + 1 and 7
         rows.append((f"drafts at {lo}, {lo}", [lo, lo], q, p))
-    return _stack(f"tile boundaries V{V}, k=2", rows, k)
+    return stack_case(f"tile boundaries V{V}, k=2", rows, k)
 
 
 def wide_ids_case(V: int = 33_024) -> KernelCase:
@@ -249,7 +249,7 @@ def wide_ids_case(V: int = 33_024) -> KernelCase:
         p[:, x], p[:, 3] = 0.6, 0.4
         q[:, x], q[:, 3] = 0.5, 0.5
         rows.append((f"draft id {x}", [x], q, p))
-    return _stack(f"wide ids V{V}, k=1", rows, k)
+    return stack_case(f"wide ids V{V}, k=1", rows, k)
 
 
 def generated_cases(
@@ -270,9 +270,9 @@ def generated_cases(
             if rng.random() < 0.5:  # q close to p: long acceptance runs
                 q = (0.8 * p[:k] + 0.2 * q).astype(np.float32)
             kb = int(rng.integers(0, k + 1)) if rng.random() < 0.3 else k
-            drafts = [int(rng.choice(V, p=_normalized(q[j]))) for j in range(kb)]
+            drafts = [int(rng.choice(V, p=normalized(q[j]))) for j in range(kb)]
             rows.append((f"instance {b}", drafts, q, p))
-        out.append(_stack(f"generated #{i}: V{V}, k={k}", rows, k))
+        out.append(stack_case(f"generated #{i}: V{V}, k={k}", rows, k))
     return out
 
 
@@ -299,9 +299,9 @@ def sparse_engine_case(rng, V: int, k: int, side: str, name: str, instances: int
     made = []
     for b in range(instances):
         p, q = rows(wp, k + 1), rows(wq, k)
-        drafts = [int(rng.choice(V, p=_normalized(q[j]))) for j in range(k)]
+        drafts = [int(rng.choice(V, p=normalized(q[j]))) for j in range(k)]
         made.append((f"instance {b}", drafts, q, p))
-    return _stack(name, made, k)
+    return stack_case(name, made, k)
 
 
 def aimed_cases(seed_sequence: np.random.SeedSequence, vocab: int | None, ks: tuple[int, ...]) -> list[KernelCase]:
@@ -317,191 +317,18 @@ def aimed_cases(seed_sequence: np.random.SeedSequence, vocab: int | None, ks: tu
         rng = np.random.default_rng(stream(seed_sequence, i))
         if V < 64:  # too narrow for edges and a head: dense rows
             p, q = peaky_rows(rng, V, k + 1, 0.3), peaky_rows(rng, V, k, 0.3)
-            drafts = [int(rng.choice(V, p=_normalized(q[j]))) for j in range(k)]
-            out.append(_stack(f"aimed V{V}, k={k}", [("instance 0", drafts, q, p)], k))
+            drafts = [int(rng.choice(V, p=normalized(q[j]))) for j in range(k)]
+            out.append(stack_case(f"aimed V{V}, k={k}", [("instance 0", drafts, q, p)], k))
         else:
             out.append(sparse_engine_case(rng, V, k, SIDES[i % 2], f"aimed V{V} {SIDES[i % 2]}, k={k}", instances=1))
     return out
 
 
-# --------------------------------------------------------------------------- the sweeps
-
-VALUE_EDGES = ("p(x)=0<q(x)", "q(x)=0<p(x)", "p=q", "one-hot p!=q", "one-hot p=q", "disjoint supports")
-"""The value edges every sweep reaches (ENGINES-NOTES): a draft with p(x) = 0 < q(x), rejected
-where the residual differs from p (a kernel sampling p there shows); one with q(x) = 0 < p(x) (not
-a draw from q: judged for behaviour only, ``q_zero``); p = q; one-hot rows, equal and not;
-disjoint supports."""
-
-_EDGE_WEIGHTS = {  # kind -> (q over ids a, b, c, d; p over them): the draft is a. Dyadic, and so
-    # is every residual's sum: the rule's thresholds are float32 values (the scans need no bisection)
-    "generic": ((0.5, 0.25, 0.125, 0.125), (0.25, 0.375, 0.125, 0.25)),  # accepted w.p. 1/2, residual b, d
-    "p(x)=0<q(x)": ((0.5, 0.25, 0.25, 0.0), (0.0, 0.5, 0.25, 0.25)),  # residual (0, .5, 0, .5) != p
-    "q(x)=0<p(x)": ((0.0, 0.5, 0.5, 0.0), (0.5, 0.25, 0.25, 0.0)),
-    "p=q": ((0.5, 0.25, 0.125, 0.125), (0.5, 0.25, 0.125, 0.125)),
-    "one-hot p!=q": ((1.0, 0.0, 0.0, 0.0), (0.0, 1.0, 0.0, 0.0)),
-    "one-hot p=q": ((1.0, 0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0)),
-    "disjoint supports": ((0.5, 0.5, 0.0, 0.0), (0.0, 0.0, 0.75, 0.25)),
-}
-BONUS_WEIGHTS = (0.5, 0.25, 0.125, 0.125)
-"""The bonus row's weights over the same four ids (the top id first)."""
-
-BATCH_TILES = (32, 64, 128, 256, 512)
-"""The batch tiles the batch sweep straddles (2^j - 1, 2^j, 2^j + 1 rows; rows past each tile)."""
-
-
-def edge_rows(kind: str, V: int, ids) -> tuple[np.ndarray, np.ndarray]:
-    """(q row, p row) float32 [V] of one value edge (``VALUE_EDGES`` or "generic") with its mass
-    on the four ``ids`` (a, b, c, d); the draft is a."""
-    wq, wp = _EDGE_WEIGHTS[kind]
-    q, p = np.zeros(V, np.float32), np.zeros(V, np.float32)
-    q[list(ids)], p[list(ids)] = wq, wp
-    return q, p
-
-
-def _chain_rows(rng, V: int, k: int, last: str | None, ids) -> tuple[list, np.ndarray, np.ndarray]:
-    """(drafts, q [k, V], p [k + 1, V]): k - 1 random positions (q 80 % of the way to p: long
-    runs of acceptances), then the last draft ``last`` (a kind of ``edge_rows`` on ``ids``; None:
-    random too), drafts from q; distinct rows at every position (a row read one position off
-    shows)."""
-    p = peaky_rows(rng, V, k + 1, 1.0)
-    q = (0.8 * p[:k] + 0.2 * peaky_rows(rng, V, k, 1.0)).astype(np.float32)
-    drafts = [int(rng.choice(V, p=_normalized(q[i]))) for i in range(k)]
-    if last is not None:
-        q[k - 1], p[k - 1] = edge_rows(last, V, ids)
-        drafts[k - 1] = int(ids[0])
-    return drafts, q, p
-
-
-def k_sweep_cases(max_k: int, V: int = 6, seed: int = 31) -> list[KernelCase]:
-    """One case per k = 1..max_k (a bug at one k only shows): a random chain, and the same with
-    the last draft a value edge (``VALUE_EDGES`` in turn), V = 6."""
-    out = []
-    for k in range(1, max_k + 1):
-        rng = np.random.default_rng(seed + k)
-        kind = VALUE_EDGES[(k - 1) % len(VALUE_EDGES)]
-        ids = [(k + j) % V for j in range(4)]
-        rows = [("random chain", *_chain_rows(rng, V, k, None, ids))]
-        rows.append((f"last draft {kind}", *_chain_rows(rng, V, k, kind, ids)))
-        out.append(_stack(f"k sweep k={k}, V{V}", rows, k))
-    return out
-
-
-def dyadic_row(rng, V: int, bits: int = 24) -> np.ndarray:
-    """A flat random row over V <= 2^16 ids (weights uniform on 1..255: every id carries mass, the
-    bottom half about a quarter of it) whose entries are multiples of 2^-bits: every cumulative
-    sum is exact in float32, so the rule's thresholds fall on float32 values and the scan needs no
-    bisection."""
-    w = rng.integers(1, 256, V)
-    n = w * (1 << bits) // w.sum()
-    n[rng.choice(V, (1 << bits) - int(n.sum()), replace=False)] += 1
-    return (n / float(1 << bits)).astype(np.float32)
-
-
-def dense_sweep_case(V: int, seed: int = 41) -> KernelCase:
-    """Dense rows at V, k = 1: p flat over every id but the top one (``dyadic_row``), the draft
-    that top id V - 1 with p(x) = 0 < q(x) = 1/2, q = p / 2 elsewhere: always rejected, the
-    residual max(p - q, 0) = p / 2 over every other id (a residual over the top ids only, or a
-    tile that ends below V, moves mass). Its cumulative sums are p's, so the exact law costs one
-    scan of V cells (each probe a row of 3 V floats: ~V^2): 4 s at V = 4096 on 2 cores."""
-    rng = np.random.default_rng(seed + V)
-    p = np.zeros((2, V), np.float32)
-    p[0, : V - 1] = dyadic_row(rng, V - 1)
-    p[1] = dyadic_row(rng, V)
-    q = (p[:1] / 2).astype(np.float32)
-    q[0, V - 1] = 0.5
-    return _stack(f"dense sweep V{V}, k=1", [("draft at the top id: p(x)=0<q(x)", [V - 1], q, p)], 1)
-
-
-def top_ids(V: int) -> tuple[int, int, int, int]:
-    """Four distinct ids at the top of a vocabulary of V >= 8: V - 1, 65,536 where V - 2 is past
-    it (else V - 2), V - 2 or V - 3, and 65,535 where it is below those (else V // 2)."""
-    b = 65_536 if 65_536 < V - 2 else V - 2
-    c = V - 2 if b != V - 2 else V - 3
-    d = 65_535 if 65_535 < min(b, c) else V // 2
-    return V - 1, b, c, d
-
-
-def binned_sweep_case(V: int) -> KernelCase:
-    """Sparse rows over a vocabulary of V with their mass on ``top_ids(V)`` (the draft the top id;
-    the residual and the bonus on ids past 65,535 where V allows): a random-looking draft and the
-    value edges p(x) = 0 < q(x), q(x) = 0 < p(x) and disjoint supports there, k = 1. An id kept in
-    16 bits (token & 0xFFFF) or a tile that ends below V moves mass. Cost grows with V (each probe
-    a row of 3 V floats), not with the support."""
-    ids = top_ids(V)
-    bonus = np.zeros(V, np.float32)
-    bonus[list(ids)] = BONUS_WEIGHTS
-    rows = []
-    for kind in ("generic", "p(x)=0<q(x)", "q(x)=0<p(x)", "disjoint supports"):
-        q, p = edge_rows(kind, V, ids)
-        rows.append((f"draft {ids[0]}: {kind}", [ids[0]], q[None], np.stack([p, bonus])))
-    return _stack(f"binned sweep V{V}, k=1", rows, 1)
-
-
-def batch_case(batches: tuple[int, ...], V: int = 5) -> KernelCase:
-    """Five instances, k = 2, V = 5: draft 0 random-looking (accepted w.p. 1/2), draft 1 a value
-    edge (p(x) = 0 < q(x), p = q, one-hot p != q, disjoint supports) or random-looking, the bonus
-    row its own; ``batches``: the batch sizes the battery tiles them to (row r is instance r mod
-    5: five is odd, so a row that reads row r - 2^j or r + 1 reads another instance)."""
-    rows = []
-    for i, kind in enumerate(("generic", "p(x)=0<q(x)", "p=q", "one-hot p!=q", "disjoint supports")):
-        ids0, ids1 = [(i + j) % V for j in range(4)], [(i + j + 1) % V for j in range(4)]
-        (q0, p0), (q1, p1) = edge_rows("generic", V, ids0), edge_rows(kind, V, ids1)
-        bonus = np.zeros(V, np.float32)
-        bonus[[(i + j + 2) % V for j in range(4)]] = BONUS_WEIGHTS
-        rows.append((f"draft 1 {kind}", [ids0[0], ids1[0]], np.stack([q0, q1]), np.stack([p0, p1, bonus])))
-    return _stack(f"batch rows V{V}, k=2", rows, 2, batches)
-
-
-def sweep_cases(budget) -> list[KernelCase]:
-    """The sweeps of a ``KernelBudget``, one dimension at a time, the others small: the batch
-    case (``batch_sweep``), one case per k (``k_sweep``), dense rows (``dense_sweep``) and wide
-    sparse rows (``binned_sweep``)."""
-    out = [batch_case(tuple(budget.batch_sweep))] if budget.batch_sweep else []
-    out += k_sweep_cases(budget.k_sweep)
-    out += [dense_sweep_case(V) for V in budget.dense_sweep]
-    return out + [binned_sweep_case(V) for V in budget.binned_sweep]
-
-
-SWEEPS = ("batch rows", "k sweep", "dense sweep", "binned sweep", "corner")
-"""Name prefixes of ``sweep_cases``' cases and the corners' (their coverage origin is "sweep")."""
-UNIFORMS_ONLY = ("dense sweep", "binned sweep")
-"""Sweeps judged only from uniforms (statistics over V tokens, megabytes a row, see too little)."""
-
-
-def uniforms_only(case: KernelCase) -> bool:
-    return case.name.startswith(UNIFORMS_ONLY)
-
-
-def reach(budget, uniforms: bool = True) -> dict:
-    """Each swept dimension's largest value at a ``KernelBudget``: {"dense V", "binned V", "k",
-    "batch"} (0: not swept there). Dense V counts the engine-scale dense case (k = 8) too; binned
-    V the fixed wide-id case (V = 33,024); ``uniforms`` False (a kernel that draws its own): the
-    ``uniforms_only`` sweeps left out."""
-    engine = budget.engine_scale
-    dense, binned = (budget.dense_sweep, budget.binned_sweep) if uniforms else ((), ())
-    return {
-        "dense V": max((*dense, budget.dense_vocab if engine else 0)),
-        "binned V": max((*binned, 33_024 if engine else 0)),
-        "k": max(budget.k_sweep, 8 if engine else 0),
-        "batch": max(budget.batch_sweep, default=0),
-    }
-
-
 __all__ = [
-    "BATCH_TILES",
     "KernelCase",
-    "VALUE_EDGES",
-    "batch_case",
-    "binned_sweep_case",
-    "dense_sweep_case",
-    "edge_rows",
-    "k_sweep_cases",
-    "reach",
-    "sweep_cases",
-    "top_ids",
-    "uniforms_only",
-    "SWEEPS",
     "acceptance",
+    "normalized",
+    "stack_case",
     "adversarial_case",
     "emission_breakpoints",
     "emission_weights",

@@ -10,7 +10,8 @@ parent from its own tables (``loop.sequence_law``, the DP over the processed tar
   edge, drawn from the seed, seeded, the sweeps, engine scale), the seed streams, the reference loop's law;
 - ``loop_tasks``: what runs in the subject's process (reading its outputs, enumerating, sampling,
   seeding) and ``contract_problem``;
-- ``loop_checks``: ``LoopBattery``, the checks below;
+- ``loop.checks``: ``LoopBattery``, the checks below (its parts ``loop.calls``, ``loop.laws``,
+  ``loop.seeds``, ``loop.positions``);
 - ``loop_counterexample``: the smallest request and model that show a finding.
 
 Enumerating every path of the loop's random decisions (``specverify.laws.exact``, the subject drawing
@@ -21,11 +22,11 @@ child of ``numpy.random.SeedSequence(seed)`` per purpose), and the budget fixes 
 (paths, runs, seeds, candidates): no decision reads a clock, so a subject gets the same verdict,
 findings and runs per case on an idle machine and a loaded one. Clocks are hang guards only
 (``call_limit_s`` per call, ``guard_s`` per task); a task a guard stops leaves its case not judged,
-a shortfall that says "stopped by a guard". The sweeps (``loop_cases.sweep_loop_cases``) take
+a shortfall that says "stopped by a guard". The sweeps (``loop.sweeps.sweep_loop_cases``) take
 one dimension at a time to engine scale, the others small: the context (prompt + output, on a
 target that reads the first token), rounds of an unseeded and of a seeded request, max_tokens and
 requests per batch (``reach``: each one's largest value); at thorough the pairwise corners too
-(``corners.loop_corner_cases``: a long context with long rounds, max_tokens or batch). Checks, each
+(``loop.corners.loop_corner_cases``: a long context with long rounds, max_tokens or batch). Checks, each
 a ``Finding.check``:
 
 - ``sequence-law`` (distribution): each request's exact output law against the DP, TV > 1e-9;
@@ -53,7 +54,7 @@ a ``Finding.check``:
   pairs of positions (a generator re-created every few rounds repeats itself);
 - ``tokens-per-pass`` (efficiency): mean tokens per target pass, E[tokens] / E[tokens -
   accepted], against the reference loop's on the same case, exact by enumeration, else a
-  one-sided mean test over the runs (``loop_cases.tokens_per_pass_test``); only a shortfall is a
+  one-sided mean test over the runs (``loop.reference.tokens_per_pass_test``); only a shortfall is a
   finding;
 - ``loop-binned-chi-square`` (distribution): on an engine-scale batch, each position's tokens
   against the processed row, binned (``specverify.laws.scale``);
@@ -93,18 +94,10 @@ from dataclasses import replace
 
 from ...battery.core import BatteryResult
 from ...battery.subject_calls import run_in_subject
-from ..corners import corner_words, loop_corner_cases
-from .cases import (
-    SCALE_KINDS,
-    SWEEP_DIMENSIONS,
-    LoopCase,
-    generated_loop_cases,
-    get_loop_budget,
-    loop_cases,
-    scale_loop_cases,
-    sweep_loop_cases,
-)
+from ..corners import corner_words
+from .cases import SCALE_KINDS, LoopCase, get_loop_budget, loop_cases
 from .checks import LoopBattery
+from .corners import loop_corner_cases
 from .counterexample import (
     counterexample_checks,
     describe_binned_loop,
@@ -112,6 +105,8 @@ from .counterexample import (
     shrink_binned_loop,
     small_loop_cases,
 )
+from .generated import generated_loop_cases, scale_loop_cases
+from .sweeps import SWEEP_DIMENSIONS, sweep_loop_cases
 
 NAME = "loop"
 PARAMETERS = ("target", "draft", "requests", "k", "rng")
@@ -209,7 +204,7 @@ def standard_cases(budget, seed: int = 0, aim=None) -> list[LoopCase]:
 
 def swept_cases(budget) -> list[LoopCase]:
     """The sweeps (``sweep_loop_cases``), then the pairwise corners the budget has
-    (``corners.loop_corner_cases``: thorough's)."""
+    (``loop.corners.loop_corner_cases``: thorough's)."""
     return sweep_loop_cases(budget) + loop_corner_cases(budget)
 
 

@@ -3,7 +3,7 @@ model that show it.
 
 ``find_loop_counterexample`` judges the candidates of ``small_loop_cases`` (smallest first: one
 request before a batch, a vocabulary of 2 before 3, one sampling parameter at a time) each by
-``loop_checks.LoopBattery.law_case``, the battery's own enumeration or chi-square, and describes
+``loop.laws.LawChecks.law_case``, the battery's own enumeration or chi-square, and describes
 the first that shows the finding (``describe_loop``: the shape of ``round_counterexample.describe`` plus the
 requests). A binned finding on an engine-scale batch is shrunk over smaller engine-scale batches
 instead (``shrink_binned_loop``, ``describe_binned_loop``).
@@ -20,8 +20,9 @@ from ...battery.core import BatteryResult, Finding
 from ...battery.subject_calls import run_in_subject
 from ...laws import exact, stats
 from ...laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams, sequence_law, step_distribution
-from .cases import LoopCase, get_loop_budget, scale_loop_case, seed_stream, seeded_logits
+from .cases import LoopCase, get_loop_budget, seed_stream, seeded_logits
 from .checks import LoopBattery
+from .generated import scale_loop_case
 
 LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation", "joint-law", "position-law")
 """The checks that judge a request's output law: one family for the counterexample search."""

@@ -27,53 +27,38 @@ from the parent's own copies of the tables, never from anything the subject touc
 distribution finding, ``counterexample`` gives the smallest model that shows it.
 Rule: Leviathan, Kalman, Matias (arXiv 2211.17192); bug classes: specverify.mutants.
 
-This module is the parent's side (``RoundBattery``, its prefetched variant, ``run_battery``,
-``run_statistics``); the budgets, cases and reference laws are ``round_cases``, what runs in the
-subject's process ``round_tasks``, the counterexample search ``round_counterexample``; what
-every battery shares is ``specverify.battery``: results (``core``), the subject-side guards
-(``guards``), calls under deadlines (``subject_calls``).
-Over 500 lines because ``RoundBattery``'s detectors share one run's state (the findings, the
-contract's rng threaded through the cases, the cases too slow to judge) and read as one class.
+This module is the interface (``run``, ``counterexample``, ``units``, the parameters and
+aliases detection reads) and ``RoundBattery``, which runs the detectors in order: each detector is
+a class of its own part of this package (``round.contract``, ``round.exact``,
+``round.statistics``, ``round.engine_scale``, ``round.efficiency``) over the state and the
+sampling calls they share (``round.sampling``); the budgets, cases and reference laws are
+``round.cases``, what runs in the subject's process ``round.tasks``, the reach and the forecast
+``round.reach``, the counterexample search ``round.counterexample``, the corner cases
+``round.corners``; what every battery shares (results, the subject-side guards, calls under
+deadlines) is ``specverify.battery.core``.
 Random streams: ``round_cases.ROUND_STREAMS``.
 """
 
 from __future__ import annotations
 
-import copy
 import time
-from dataclasses import replace
-
-import numpy as np
 
 from ...battery import runner
-from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE, BatteryResult, Finding, stopping_kinds
+from ...battery.core import BatteryResult, stopping_kinds
 from ...battery.guards import ContractBreach
-from ...battery.subject_calls import Battery, OutOfTime, Speed, run_in_subject
-from ...laws import exact, scalar_tests, scale, stats
-from ..corners import round_corner_cases
+from ...battery.subject_calls import OutOfTime, run_in_subject
 from . import cases as round_cases
-from .cases import (
-    SCALE_STREAMS,
-    WIDE_VOCAB,
-    Budget,
-    Case,
-    battery,
-    coverage,
-    engine_scale_cases,
-    expected_round_length,
-    generated_cases,
-    looks,
-    optimum_tokens_per_round,
-    round_length_cases,
-    round_stream,
-    run_blocks,
-    sweep_cases,
-    target_distribution,
-    too_slow,
-    tree_optimum_tokens_per_round,
-)
+from .cases import Budget, Case, battery, coverage, engine_scale_cases, generated_cases, round_length_cases, sweep_cases
+from .contract import REPLAYED_CALLS, ContractDetector
+from .corners import round_corner_cases
 from .counterexample import describe_case, find_counterexample, shrink_engine_scale
-from .tasks import contract_task, enumerate_task, enumeration_key, round_length_run, sample_guard_s, sample_task
+from .efficiency import TokensPerRoundDetector
+from .engine_scale import EngineScaleDetector
+from .exact import ExactDetector
+from .reach import forecast_words, reach, round_reach
+from .sampling import among
+from .statistics import ChiSquareDetector
+from .tasks import enumerate_task, enumeration_key
 
 NAME = "round"
 PARAMETERS = ("p_fn", "q_fn", "prefix", "k", "rng")
@@ -84,7 +69,6 @@ ALIASES = {
     "k": ("gamma", "num_draft_tokens"),
     "rng": ("generator", "random_state", "gen"),
 }
-REPLAYED_CALLS = 10
 
 
 def get_budget(budget):
@@ -150,510 +134,10 @@ def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
     return [(enumeration_unit, (load, b, lengths, i)) for lengths, i in enumeration_calls(b, stop_on_first)]
 
 
-# --------------------------------------------------------------------------- the battery run
-
-
-def _among(case: Case, cases) -> bool:
-    return any(case is c for c in cases)
-
-
-def round_reach(cases: list[dict]) -> dict:
-    """The box the round cases run reached, per dimension (what "exact" covers): the longest
-    context (prefix and window), the largest k and window, the largest vocabulary judged by its
-    exact law and by the binned chi-square."""
-
-    def largest(key, judged=None):
-        return max((c[key] for c in cases if judged is None or c["judged"] == judged), default=0)
-
-    reach = {
-        "context": max((c["prefix"] + c["tokens"] for c in cases), default=0),
-        "k": largest("k"),
-        "window": largest("tokens"),
-        "exact V": largest("vocab", "enumeration"),
-        "sampled V": largest("vocab", "chi-square"),
-        "binned V": largest("vocab", "binned chi-square"),
-    }
-    return {name: value for name, value in reach.items() if value}
-
-
-def reach(budget) -> dict:
-    """The box a budget's round cases reach, per dimension (``round_reach`` of its fixed, swept,
-    engine-vocabulary and engine-scale cases; the drawn cases stay inside it): what a run of a
-    subject the enumerator follows reports."""
-    b = get_budget(budget)
-    entries = [
-        {"prefix": len(c.prefix), "tokens": c.m, "k": c.k, "vocab": c.model.vocab_size, "judged": "enumeration"}
-        for c in battery(b) + sweep_cases(b, 0) + round_corner_cases(b)
-    ]
-    if b.engine_vocab:
-        entries.append({"prefix": 0, "tokens": 1, "k": 1, "vocab": b.engine_vocab, "judged": "enumeration"})
-    entries += [
-        {"prefix": 0, "tokens": min(k + 1, 9), "k": k, "vocab": v, "judged": "binned chi-square"}
-        for v, k, _ in b.scale_cases
-    ]
-    return round_reach(entries)
-
-
-def forecast_words(budget: Budget, runs: int, windows: list[int], speed: Speed) -> str:
-    """The forecast a progress line shows before the runs start: the subject's pace in the
-    contract's rounds, the runs the budget needs and about how long they take at that pace."""
-    pace = speed.rounds_per_second()
-    if pace is None or not runs:
-        return f"the {budget.name} budget needs {runs:,} runs"
-    per_round = speed.tokens_per_round()
-    mean_window = sum(windows) / len(windows) if windows else 1.0
-    rounds = runs * max(1.0, mean_window / per_round)
-    return (
-        f"about {pace:,.0f} rounds/s: the {budget.name} budget needs {runs:,} runs "
-        f"(about {rounds:,.0f} rounds), about {rounds / pace:,.0f} s"
-    )
-
-
-def _table(dist: dict, limit: int = 16) -> dict:
-    top = sorted(dist.items(), key=lambda kv: -kv[1])[:limit]
-    return {" ".join(map(str, key)): round(float(v), 12) for key, v in top}
-
-
-class RoundBattery(Battery):
+class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineScaleDetector, TokensPerRoundDetector):
     """One run of every detector on one subject (the parent's side; ``battery.Battery``'s
-    ``call``, ``now`` and ``breach``)."""
-
-    def __init__(self, subject: runner.Runner, budget: Budget, seed: int, deadline: float | None, aim=None):
-        super().__init__(subject, budget, seed, deadline)
-        self.aim = aim  # interfaces.Aim: aimed engine-scale cases (engine_scale_cases)
-        self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
-        self.swept: set[str] = set()  # the names of the swept cases (round_cases.sweep_cases, corners)
-        self.speed = Speed()  # the contract's rounds: the forecast's speed (never the verdict's)
-        self.lengths_ahead: dict = {}  # round-length laws enumerated ahead (enumerate_ahead)
-
-    # -- contract ------------------------------------------------------------------------------
-    def contract_rounds(self, case, rng) -> tuple[dict, object]:
-        """``contract_task``'s rounds for ``case``: its first call alone, under one call's limit
-        (a call that hangs where the in-process alarm cannot reach it, in C or swallowing the
-        alarm, is killed after one call's limit, not the whole contract's), then the rest."""
-        b = self.budget
-        first, rng = self.call(contract_task, case, b, rng, 1, seconds=2 * b.call_limit_s)
-        if first["breach"] or b.contract_calls <= 1:
-            return first, rng
-        rest, rng = self.call(
-            contract_task, case, b, rng, b.contract_calls - 1, seconds=b.contract_calls * b.call_limit_s
-        )
-        rounds = first["rounds"] + rest["rounds"]
-        return {"breach": rest["breach"], "rounds": rounds, "seconds": first["seconds"] + rest["seconds"]}, rng
-
-    def contract(self, cases) -> bool:
-        """True when the interface held (False: a breach, recorded). Each case's first rounds
-        are replayed from the same rng state: a different replay means the subject does not
-        draw (only) from its rng."""
-        b, rng = self.budget, np.random.default_rng(self.seed)
-        unreproducible = []
-        for case in cases:
-            start = copy.deepcopy(rng)
-            try:
-                out, rng = self.contract_rounds(case, rng)
-                self.speed.add(out["rounds"], out["seconds"])
-                if not out["breach"]:
-                    n = min(len(out["rounds"]), REPLAYED_CALLS)
-                    replay, _ = self.call(contract_task, case, b, start, n, seconds=(n + 1) * b.call_limit_s)
-                    out["breach"] = replay["breach"]
-                    if replay["rounds"] != out["rounds"][:n]:
-                        unreproducible.append(case.name)
-            except ContractBreach as exc:
-                out = {"breach": str(exc)}
-            if out["breach"] and too_slow(out["breach"]) and case.model.vocab_size >= WIDE_VOCAB:
-                self.too_slow.append(case.name)  # a sampler slow at a wide vocabulary: not judged there
-                self.result.shortfalls.append(f"contract: {case.name}: {out['breach']}; not judged at this vocabulary")
-                continue
-            if out["breach"]:
-                self.breach(out["breach"], case)
-                return False
-        if unreproducible:
-            self.result.findings.append(
-                Finding(
-                    "rng",
-                    "contract",
-                    "does not draw from rng: not reproducible (the same seed replayed different rounds); "
-                    "enumeration skipped, distribution judged by statistics",
-                    unreproducible[0],
-                    {"cases": unreproducible},
-                )
-            )
-        self.result.ran.append(
-            f"contract: up to {b.contract_calls} rounds on each of {len(cases)} "
-            f"cases, {REPLAYED_CALLS} replayed, fresh copies of the tables, "
-            f"{b.call_limit_s:g} s per call"
-        )
-        return True
-
-    # -- exact ---------------------------------------------------------------------------------
-    def exact(self, cases, stop_on_first: bool) -> list[Case]:
-        """Exact TV per case; returns the cases left to statistics."""
-        r = self.result
-        if any(f.check == "rng" for f in r.findings):
-            r.ran.append("exact: skipped (the sampler does not draw from rng)")
-            return list(cases)
-        fallback = []
-        outcomes = self.enumerate_ahead(cases, stop_on_first)
-        for i, case in enumerate(cases):
-            if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
-                r.ran.append("exact: stopped after the first finding")
-                break
-            if outcomes is not None:
-                status, value = outcomes[i]
-            else:
-                status, value = self.call(enumerate_task, *self.enumeration_args(case), seconds=self.enumeration_s())
-            if status == "guard":
-                r.ran.append(f"exact: {case.name}: {value}; statistics instead")
-                r.shortfalls.append(f"exact: {case.name}: {value}")
-                fallback.append(case)
-                continue
-            if status == "breach":
-                self.breach(value, case)
-                continue
-            if status == "not-enumerable":
-                r.ran.append(f"exact: {case.name}: not enumerable ({value}); statistics instead")
-                fallback.append(case)
-                continue
-            want = target_distribution(case)
-            tv = exact.total_variation(value, want)
-            r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
-            r.ran.append(f"exact: {case.name}: TV {tv:.3g}")
-            if tv > EXACT_TV_TOL:
-                r.findings.append(
-                    Finding(
-                        "exact-tv",
-                        "distribution",
-                        f"exact output distribution differs from the target's: TV {tv:.4g}",
-                        case.name,
-                        {"exact_tv": tv, "got": _table(value), "expected": _table(want)},
-                    )
-                )
-        return fallback
-
-    def enumeration_args(self, case: Case, lengths: bool = False) -> tuple:
-        """``enumerate_task``'s arguments for ``case``: a swept case's paths capped at
-        ``sweep_max_paths``; ``lengths``: its round-length law rather than its window's."""
-        b = self.budget
-        paths = replace(b, max_paths=b.sweep_max_paths) if case.name in self.swept and not lengths else b
-        return (case, paths, True) if lengths else (case, paths)
-
-    def enumeration_s(self) -> float:
-        """One enumeration's guard: ``enumeration_guard_s`` plus one call's limit."""
-        return self.budget.enumeration_guard_s + self.budget.call_limit_s
-
-    def enumerate_ahead(self, cases, stop_on_first: bool) -> list | None:
-        """With several workers, every case's enumeration, and the tokens-per-round cases'
-        round-length laws (kept in ``self.lengths_ahead`` for ``tokens_per_round``), shared among
-        the subject's processes (``map_calls``), in the cases' order; None (enumerate one by one,
-        here) with one worker, with ``stop_on_first`` (the first finding ends enumeration) or
-        when enumerations are served from elsewhere. An enumeration draws nothing from the
-        battery's streams and reads no state another leaves (a ``SubrunMemo`` only saves time),
-        so each outcome is the one the single process gets (a process that dies, or the time
-        limit, sends the battery back to one by one, where it meets them in order); the longest, a round-length law
-        of up to 2k + 1 draws, go first so that the processes end together."""
-        if self.workers <= 1 or stop_on_first or type(self).call is not RoundBattery.call:
-            return None
-        lengths = round_length_cases()
-        calls = [(enumerate_task, self.enumeration_args(c, True)) for c in lengths]
-        calls += [(enumerate_task, self.enumeration_args(c)) for c in cases]
-        try:
-            out = self.map_calls(calls, [self.enumeration_s()] * len(calls), stop=lambda result: False)
-        except (ContractBreach, OutOfTime):  # a process died or time ran out: one by one, as one process meets it
-            return None
-        self.lengths_ahead = {c.name: outcome for c, outcome in zip(lengths, out)}
-        return out[len(lengths) :]
-
-    # -- statistics ----------------------------------------------------------------------------
-    def statistics(self, cases, fallback, false_fail_rate: float) -> None:
-        """Chi-square at doubling sample sizes (``looks``: n_min, 2 n_min, ... n_max), breadth
-        first (every live case at n before any at 2n); each look is one check of the Bonferroni
-        split. A case leaves at its first failing look; the others run every look (to
-        ``n_max`` for a case statistics alone judges, to ``cross_check_n_max`` for an enumerated
-        one, whose law the enumeration already gave), so each case's run count is fixed by the
-        budget and the seed. The runs case i adds at look j
-        come in blocks of ``RUN_BLOCK``, block l drawn from its own stream,
-        ``round_stream(seed, "chi-square looks", i, j, l)``: the same whatever other cases are
-        live, and whichever process draws them."""
-        b, r = self.budget, self.result
-        if not cases:  # stat_cases=0 and every case enumerated: the laws are had, nothing to sample
-            r.ran.append("chi-square: no case to sample (every case enumerated, stat_cases=0)")
-            return
-        sizes = looks(b.n_min, b.n_max)
-        per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
-        live = {i: [] for i in range(len(cases))}
-        last_p: dict = {}
-        last = {i: self.last_look(c, fallback, sizes) for i, c in enumerate(cases)}
-        for look, n in enumerate(sizes):
-            wanted = [i for i in live if n <= last[i]]
-            requests = [(cases[i], n - len(live[i]), ("chi-square looks", i, look)) for i in wanted]
-            fetched = dict(zip(wanted, self.sample_many(requests)))
-            for i in list(live):
-                case, samples = cases[i], live[i]
-                if n > last[i]:
-                    self._judged(case, samples, last_p[i], per_check, self.judged_only_here(case, fallback), "passed")
-                    del live[i]
-                    continue
-                got, breach = fetched[i]
-                samples += got
-                if breach:
-                    self.breach(breach, case)
-                    del live[i]
-                    continue
-                want = target_distribution(case)
-                test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
-                p = last_p[i] = test.p_value if test.p_value is not None else 0.0
-                r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
-                if not test.passed:
-                    tv = stats.tv_distance(stats.empirical_distribution(samples), want)
-                    r.samples_to_detect = (
-                        len(samples) if r.samples_to_detect is None else min(r.samples_to_detect, len(samples))
-                    )
-                    r.findings.append(
-                        Finding(
-                            "chi-square",
-                            "distribution",
-                            f"sampled distribution differs from the target's: chi-square p-value "
-                            f"{p:.3g} < {per_check:.3g} after {len(samples)} runs, empirical TV {tv:.3g} "
-                            f"({test.detail})",
-                            case.name,
-                            {"p_value": p, "samples": len(samples), "empirical_tv": tv},
-                        )
-                    )
-                    del live[i]
-        for i in live:
-            self._judged(cases[i], live[i], last_p[i], per_check, self.judged_only_here(cases[i], fallback), "passed")
-
-    def last_look(self, case: Case, fallback, sizes: list[int]) -> int:
-        """The run count a case's chi-square ends at: ``n_max`` for a case statistics alone
-        judges, ``sweep_runs`` for a swept one (one of many points of a sweep: its power stated,
-        not required), ``cross_check_n_max`` for an enumerated one (its law already known)."""
-        b = self.budget
-        if not _among(case, fallback):
-            want = b.cross_check_n_max
-        elif case.name in self.swept:
-            want = b.sweep_runs
-        else:
-            return sizes[-1]
-        return max([n for n in sizes if n <= want], default=sizes[0])
-
-    def judged_only_here(self, case: Case, fallback) -> bool:
-        """Whether statistics alone judge ``case`` to the budget's ``detect_tv`` (a swept case
-        the enumerator cannot follow states its power, not the budget's)."""
-        return _among(case, fallback) and case.name not in self.swept
-
-    def planned_runs(self, stat: list, fallback: list, big: list) -> int:
-        """The runs the budget plans for the chi-square's cases (every look, to ``last_look``)
-        and the engine-scale cases: what a run without findings samples (tokens per round,
-        sampled only where the enumerator cannot follow, comes on top)."""
-        sizes = looks(self.budget.n_min, self.budget.n_max)
-        return sum(self.last_look(c, fallback, sizes) for c in stat) + len(big) * self.budget.scale_runs
-
-    def sample_blocks(self, case: Case, n: int, where: tuple, budget: Budget | None = None, run=None):
-        """n runs of ``case`` in blocks of ``RUN_BLOCK``, block l from
-        ``round_stream(seed, *where, l)``; (runs, breach or None). The blocks are independent
-        units: the runs are the same however they are shared out."""
-        calls, limits = self.block_calls(case, n, where, budget or self.budget, run)
-        out: list = []
-        for got, breach, _ in self.map_calls(calls, limits, stop=lambda result: result[1] is not None):
-            out += got
-            self.runs_done += len(got)
-            if breach:
-                return out, breach
-        return out, None
-
-    def block_calls(self, case: Case, n: int, where: tuple, b: Budget, run=None) -> tuple[list, list]:
-        """The ``sample_task`` calls of n runs of ``case`` in blocks of ``RUN_BLOCK`` (block l
-        from ``round_stream(seed, *where, l)``) and each one's guard."""
-        purpose, *path = where
-        extra = () if run is None else (run,)
-        sizes = run_blocks(n)
-        calls = [
-            (
-                sample_task,
-                (case, size, np.random.default_rng(round_stream(self.seed, purpose, *path, block)), b, *extra),
-            )
-            for block, size in enumerate(sizes)
-        ]
-        return calls, [sample_guard_s(case, size, b) for size in sizes]
-
-    def sample_many(self, requests: list[tuple[Case, int, tuple]]) -> list[tuple[list, str | None]]:
-        """``sample_blocks(case, n, where)`` for each request, with every block of every request
-        shared among the workers at once (one look of several cases). The runs are the same (each
-        block draws from its own stream) and each request's are cut at its first breach, as
-        ``sample_blocks`` cuts them; a process that dies, or the time limit, sends it back to one
-        request at a time, where the battery meets them in order."""
-        if self.workers <= 1 or len(requests) <= 1:
-            return [self.sample_blocks(*request) for request in requests]
-        calls: list = []
-        limits: list = []
-        owner: list[int] = []  # the request each call's block belongs to
-        for j, (case, n, where) in enumerate(requests):
-            more, guards = self.block_calls(case, n, where, self.budget)
-            calls += more
-            limits += guards
-            owner += [j] * len(more)
-        try:
-            results = self.map_calls(calls, limits, stop=lambda result: False)
-        except (ContractBreach, OutOfTime):
-            return [self.sample_blocks(*request) for request in requests]
-        runs: list[list] = [[] for _ in requests]
-        breaches: list[str | None] = [None] * len(requests)
-        for j, (got, breach, _) in zip(owner, results):
-            if breaches[j] is None:  # a request's blocks after its first breach are dropped
-                runs[j] += got
-                self.runs_done += len(got)
-                breaches[j] = breach
-        return list(zip(runs, breaches))
-
-    def _judged(self, case, samples, p, per_check, judged_only_here: bool, how: str) -> None:
-        """Record a case the chi-square passed: its power, and a shortfall when statistics alone
-        judges it and cannot see the budget's ``detect_tv``."""
-        tv = min(
-            stats.min_discrepancy_chi_square(len(samples), target_distribution(case), per_check, POWER_FALSE_PASS_RATE),
-            1.0,
-        )
-        self.result.power.append(
-            {
-                "case": case.name,
-                "runs": len(samples),
-                "min_detectable_tv": tv,
-                "false_fail_rate": per_check,
-                "detection_probability": 1 - POWER_FALSE_PASS_RATE,
-            }
-        )
-        line = (
-            f"chi-square: {case.name}: {how} at n={len(samples)} (p-value {p:.3g}); detects TV "
-            f">= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}"
-        )
-        self.result.ran.append(line)
-        if judged_only_here and tv > self.budget.detect_tv:
-            self.result.shortfalls.append(f"{line}, not the budget's {self.budget.detect_tv:g}")
-
-    # -- engine scale --------------------------------------------------------------------------
-    def engine_scale(self, cases, false_fail_rate: float) -> None:
-        """Each engine-scale case (``engine_scale_cases``): ``scale_runs`` runs of its first m
-        tokens (case i's blocks from ``round_stream(seed, "engine scale", 1, i, block)``, the
-        engine-scale runs' node of ``SCALE_STREAMS``), then a binned chi-square per position
-        against p (``scale.judge_positions``), the false-fail rate split over every position of
-        every case. A case whose calls overrun ``scale_call_limit_s`` is not judged there (a
-        shortfall); a case whose runs see no binned TV below 0.5 is a shortfall."""
-        b, r = self.budget, self.result
-        if not cases:
-            return
-        per_check = stats.split_budget(false_fail_rate, sum(c.m for c in cases))
-        wide = replace(b, call_limit_s=max(b.call_limit_s, b.scale_call_limit_s))
-        node = SCALE_STREAMS.index("engine-scale runs")
-        for i, case in enumerate(cases):
-            try:
-                runs, breach = self.sample_blocks(case, b.scale_runs, ("engine scale", node, i), wide)
-            except ContractBreach as exc:  # its process died (killed past the limit, or exited)
-                runs, breach = [], str(exc)
-            if breach and too_slow(breach):
-                r.shortfalls.append(f"engine scale: {case.name}: {breach}; not judged at this vocabulary")
-                r.ran.append(f"binned chi-square: {case.name}: too slow ({breach})")
-                continue
-            if breach:
-                self.breach(breach, case)
-                continue
-            p, n = case.model.p_table[0], len(runs)
-            verdict = scale.judge_positions(runs, p, case.m, per_check)
-            words = scale.binning_words(len(verdict.want), case.model.vocab_size, n)
-            if not verdict.passed:
-                r.findings.append(
-                    Finding(
-                        "binned-chi-square",
-                        "distribution",
-                        f"token {verdict.position + 1} of the window differs from the target's law: chi-square "
-                        f"p-value {verdict.p_value:.3g} < {per_check:.3g}, binned TV {verdict.binned_tv:.3g} ({words})",
-                        case.name,
-                        {
-                            "position": verdict.position,
-                            "p_value": verdict.p_value,
-                            "samples": n,
-                            "binned_tv": verdict.binned_tv,
-                            "bins": len(verdict.want),
-                        },
-                    )
-                )
-            tv = scale.min_detectable_tv(p, n, per_check, POWER_FALSE_PASS_RATE)
-            r.power.append(
-                {
-                    "case": case.name,
-                    "runs": n,
-                    "min_detectable_tv": tv,
-                    "false_fail_rate": per_check,
-                    "detection_probability": 1 - POWER_FALSE_PASS_RATE,
-                    "binned": len(verdict.want),
-                }
-            )
-            r.ran.append(
-                f"binned chi-square: {case.name}: {n} runs, {case.m} position(s); detects a binned "
-                f"TV >= {tv:.3g} per position with probability {1 - POWER_FALSE_PASS_RATE:g} ({words})"
-            )
-            if tv > 0.5:
-                r.shortfalls.append(f"engine scale: {case.name}: {n} runs see only a binned TV of {tv:.3g}")
-
-    # -- tokens per round ----------------------------------------------------------------------
-    def tokens_per_round(self, cases, false_fail_rate: float) -> None:
-        """Mean tokens per round against the exact rule's: exact where enumerable, else sampled
-        (case i's runs from ``round_stream(seed, "tokens per round", i)``).
-
-        Only a shortfall is an efficiency finding: an exact single-chain sampler cannot beat the
-        rule (the maximal coupling of q and p at every position), while an exact multi-draft
-        sampler legitimately does, with more draft tokens; an excess is noted in ``ran``.
-        """
-        b, r = self.budget, self.result
-        per_check = stats.split_budget(false_fail_rate, len(cases))
-        skip_exact = any(f.check == "rng" for f in r.findings)
-        for i, case in enumerate(cases):
-            want = expected_round_length(case)
-            status, value = "not-enumerable", None
-            if not skip_exact and case.name in self.lengths_ahead:
-                status, value = self.lengths_ahead[case.name]
-            elif not skip_exact:
-                status, value = self.call(
-                    enumerate_task, *self.enumeration_args(case, True), seconds=self.enumeration_s()
-                )
-            if status == "ok":
-                got = sum(length * w for length, w in value.items())
-                differs, how = abs(got - want) > 1e-9, "exact"
-            elif status == "breach":
-                self.breach(value, case)
-                continue
-            else:
-                if status == "guard":
-                    r.shortfalls.append(f"tokens per round: {case.name}: {value}")
-                lengths, breach = self.sample_blocks(
-                    case, b.round_length_runs, ("tokens per round", i), run=round_length_run
-                )
-                if breach:
-                    self.breach(breach, case)
-                    continue
-                test = scalar_tests.mean_bound_test(lengths, want, 1, case.k + 1, false_fail_rate=per_check)
-                got, differs, how = float(np.mean(lengths)), not test.passed, f"sampled n={len(lengths)}"
-                power = scalar_tests.min_discrepancy_mean(len(lengths), 1, case.k + 1, per_check, POWER_FALSE_PASS_RATE)
-                if not differs and power > b.detect_tokens:
-                    r.shortfalls.append(
-                        f"tokens per round: {case.name}: {len(lengths)} rounds see a shortfall of "
-                        f"{power:.3g} tokens, not the budget's {b.detect_tokens:g}"
-                    )
-            r.mean_tokens_per_round[case.name] = (got, want)
-            r.optimum_tokens_per_round[case.name] = optimum_tokens_per_round(case)
-            r.tree_optimum_tokens_per_round[case.name] = tree_optimum_tokens_per_round(case)
-            r.ran.append(
-                f"tokens per round: {case.name}: {got:.4f} vs {want:.4f} ({how})"
-                + (" (more than one chain of k drafts gives)" if differs and got > want else "")
-            )
-            if differs and got < want:
-                r.findings.append(
-                    Finding(
-                        "tokens-per-round",
-                        "efficiency",
-                        f"mean tokens per round {got:.4f}, the exact rule gives {want:.4f} ({how})",
-                        case.name,
-                        {"measured": got, "expected": want},
-                    )
-                )
+    ``call``, ``now`` and ``breach``): the contract, exact TV, the chi-square, the engine-scale
+    binned chi-square, tokens per round, in that order (``run``)."""
 
     # -- all -----------------------------------------------------------------------------------
     def run(self, stop_on_first: bool) -> BatteryResult:
@@ -702,7 +186,7 @@ class RoundBattery(Battery):
         for origin, cases in (("fixed", fixed), ("generated", drawn), ("sweep", swept)):
             for case in cases:
                 sampled = runs.get(case.name)
-                judged = "chi-square" if _among(case, fallback) else "enumeration"
+                judged = "chi-square" if among(case, fallback) else "enumeration"
                 self.result.cover(
                     name=case.name,
                     origin=origin,

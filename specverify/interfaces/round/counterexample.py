@@ -6,7 +6,7 @@ model's tables, the sampler's and the target's law side by side), else by a chi-
 ``counterexample_samples`` runs; ``describe_case`` describes one drawn case the same way;
 ``shrink_engine_scale`` shrinks a binned finding at engine scale over vocabularies and k
 (``describe_binned``). The search calls the subject through the shared ``battery.Battery`` (its
-``call`` under the deadline), as ``interfaces.round.RoundBattery`` does.
+``call`` under the deadline), as ``interfaces.round.battery.RoundBattery`` does.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ in-process for the experiments' own samplers.
 ``guarded`` wraps a sampler so that every call is checked (``validate_round``: 1 to k + 1 int
 tokens in range from a list, tuple or array; no exception, no exit, no write into the arrays p_fn
 / q_fn hand out: each call gets fresh copies, compared afterwards; every call within its limit).
-The tasks the parent's battery (``interfaces.round.RoundBattery``) sends: ``contract_task`` (a
+The tasks the parent's battery (``interfaces.round.battery.RoundBattery``) sends: ``contract_task`` (a
 case's first rounds), ``enumerate_task`` (a case's exact distribution, or its round length's, by
 ``specverify.laws.exact``), ``sample_task`` (sampled runs for the chi-square, the binned chi-square and
 tokens per round); ``enumeration_key`` says when two enumerations are the same call (the units of

@@ -1,0 +1,94 @@
+"""The round exact detector: the exact law of each case's first m emitted tokens, by enumerating
+every path of the sampler's random decisions (specverify.laws.exact, run in the subject's process
+by ``round.tasks.enumerate_task``), against the target's; a finding when TV > ``EXACT_TV_TOL``.
+A case the enumerator cannot follow goes to the chi-square (``round.statistics``).
+"""
+
+from __future__ import annotations
+
+from ...battery.core import EXACT_TV_TOL, Finding, stopping_kinds
+from ...battery.guards import ContractBreach
+from ...battery.subject_calls import Battery, OutOfTime
+from ...laws import exact
+from .cases import Case, round_length_cases, target_distribution
+from .sampling import RoundSampling
+from .tasks import enumerate_task
+
+
+def top_table(dist: dict, limit: int = 16) -> dict:
+    """A law's ``limit`` likeliest outcomes, as a finding's evidence shows them."""
+    top = sorted(dist.items(), key=lambda kv: -kv[1])[:limit]
+    return {" ".join(map(str, key)): round(float(v), 12) for key, v in top}
+
+
+class ExactDetector(RoundSampling):
+    """Exact TV per case, the enumerations one by one or shared among the workers."""
+
+    def exact(self, cases, stop_on_first: bool) -> list[Case]:
+        """Exact TV per case; returns the cases left to statistics."""
+        r = self.result
+        if any(f.check == "rng" for f in r.findings):
+            r.ran.append("exact: skipped (the sampler does not draw from rng)")
+            return list(cases)
+        fallback = []
+        outcomes = self.enumerate_ahead(cases, stop_on_first)
+        for i, case in enumerate(cases):
+            if stop_on_first and r.flagged(stopping_kinds(stop_on_first)):
+                r.ran.append("exact: stopped after the first finding")
+                break
+            if outcomes is not None:
+                status, value = outcomes[i]
+            else:
+                status, value = self.call(enumerate_task, *self.enumeration_args(case), seconds=self.enumeration_s())
+            if status == "guard":
+                r.ran.append(f"exact: {case.name}: {value}; statistics instead")
+                r.shortfalls.append(f"exact: {case.name}: {value}")
+                fallback.append(case)
+                continue
+            if status == "breach":
+                self.breach(value, case)
+                continue
+            if status == "not-enumerable":
+                r.ran.append(f"exact: {case.name}: not enumerable ({value}); statistics instead")
+                fallback.append(case)
+                continue
+            want = target_distribution(case)
+            tv = exact.total_variation(value, want)
+            r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
+            r.ran.append(f"exact: {case.name}: TV {tv:.3g}")
+            if tv > EXACT_TV_TOL:
+                r.findings.append(
+                    Finding(
+                        "exact-tv",
+                        "distribution",
+                        f"exact output distribution differs from the target's: TV {tv:.4g}",
+                        case.name,
+                        {"exact_tv": tv, "got": top_table(value), "expected": top_table(want)},
+                    )
+                )
+        return fallback
+
+    def enumerate_ahead(self, cases, stop_on_first: bool) -> list | None:
+        """With several workers, every case's enumeration, and the tokens-per-round cases'
+        round-length laws (kept in ``self.lengths_ahead`` for ``tokens_per_round``), shared among
+        the subject's processes (``map_calls``), in the cases' order; None (enumerate one by one,
+        here) with one worker, with ``stop_on_first`` (the first finding ends enumeration) or
+        when enumerations are served from elsewhere. An enumeration draws nothing from the
+        battery's streams and reads no state another leaves (a ``SubrunMemo`` only saves time),
+        so each outcome is the one the single process gets (a process that dies, or the time
+        limit, sends the battery back to one by one, where it meets them in order); the longest, a round-length law
+        of up to 2k + 1 draws, go first so that the processes end together."""
+        if self.workers <= 1 or stop_on_first or type(self).call is not Battery.call:
+            return None
+        lengths = round_length_cases()
+        calls = [(enumerate_task, self.enumeration_args(c, True)) for c in lengths]
+        calls += [(enumerate_task, self.enumeration_args(c)) for c in cases]
+        try:
+            out = self.map_calls(calls, [self.enumeration_s()] * len(calls), stop=lambda result: False)
+        except (ContractBreach, OutOfTime):  # a process died or time ran out: one by one, as one process meets it
+            return None
+        self.lengths_ahead = {c.name: outcome for c, outcome in zip(lengths, out)}
+        return out[len(lengths) :]
+
+
+__all__ = ["ExactDetector", "top_table"]

@@ -1,0 +1,113 @@
+"""What every round detector shares: the run's state and the subject's calls that sample.
+
+``RoundSampling`` is the base of each detector class (``round.contract``, ``round.exact``,
+``round.statistics``, ``round.engine_scale``, ``round.efficiency``) and so of ``RoundBattery``,
+which combines them: it holds one run's state (the cases too slow to judge, the swept cases'
+names, the contract's pace, the round-length laws enumerated ahead) and the calls the detectors
+make alike: an enumeration's arguments and guard, and sampled runs in blocks of ``RUN_BLOCK``,
+each block from its own stream (``round_cases.ROUND_STREAMS``), shared among the workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ...battery import runner
+from ...battery.guards import ContractBreach
+from ...battery.subject_calls import Battery, OutOfTime, Speed
+from .cases import Budget, Case, round_stream, run_blocks
+from .figures import RoundFigures
+from .tasks import sample_guard_s, sample_task
+
+
+def among(case: Case, cases) -> bool:
+    """Whether ``case`` is one of ``cases`` (by identity: two cases may share a name)."""
+    return any(case is c for c in cases)
+
+
+class RoundSampling(Battery):
+    """One round run's state and its sampling calls (``battery.Battery``'s ``call``, ``now``,
+    ``breach`` and ``map_calls``); the detectors subclass it."""
+
+    def __init__(self, subject: runner.Runner, budget: Budget, seed: int, deadline: float | None, aim=None):
+        super().__init__(subject, budget, seed, deadline)
+        self.aim = aim  # interfaces.Aim: aimed engine-scale cases (engine_scale_cases)
+        self.too_slow: list[str] = []  # wide cases whose calls overran their limit (shortfalls)
+        self.swept: set[str] = set()  # the names of the swept cases (round_cases.sweep_cases, corners)
+        self.speed = Speed()  # the contract's rounds: the forecast's speed (never the verdict's)
+        self.lengths_ahead: dict = {}  # round-length laws enumerated ahead (enumerate_ahead)
+        self.figures = RoundFigures()  # the round's own figures (tokens_per_round fills them)
+        self.result.figures = self.figures
+
+    def enumeration_args(self, case: Case, lengths: bool = False) -> tuple:
+        """``enumerate_task``'s arguments for ``case``: a swept case's paths capped at
+        ``sweep_max_paths``; ``lengths``: its round-length law rather than its window's."""
+        b = self.budget
+        paths = replace(b, max_paths=b.sweep_max_paths) if case.name in self.swept and not lengths else b
+        return (case, paths, True) if lengths else (case, paths)
+
+    def enumeration_s(self) -> float:
+        """One enumeration's guard: ``enumeration_guard_s`` plus one call's limit."""
+        return self.budget.enumeration_guard_s + self.budget.call_limit_s
+
+    def sample_blocks(self, case: Case, n: int, where: tuple, budget: Budget | None = None, run=None):
+        """n runs of ``case`` in blocks of ``RUN_BLOCK``, block l from
+        ``round_stream(seed, *where, l)``; (runs, breach or None). The blocks are independent
+        units: the runs are the same however they are shared out."""
+        calls, limits = self.block_calls(case, n, where, budget or self.budget, run)
+        out: list = []
+        for got, breach, _ in self.map_calls(calls, limits, stop=lambda result: result[1] is not None):
+            out += got
+            self.runs_done += len(got)
+            if breach:
+                return out, breach
+        return out, None
+
+    def block_calls(self, case: Case, n: int, where: tuple, b: Budget, run=None) -> tuple[list, list]:
+        """The ``sample_task`` calls of n runs of ``case`` in blocks of ``RUN_BLOCK`` (block l
+        from ``round_stream(seed, *where, l)``) and each one's guard."""
+        purpose, *path = where
+        extra = () if run is None else (run,)
+        sizes = run_blocks(n)
+        calls = [
+            (
+                sample_task,
+                (case, size, np.random.default_rng(round_stream(self.seed, purpose, *path, block)), b, *extra),
+            )
+            for block, size in enumerate(sizes)
+        ]
+        return calls, [sample_guard_s(case, size, b) for size in sizes]
+
+    def sample_many(self, requests: list[tuple[Case, int, tuple]]) -> list[tuple[list, str | None]]:
+        """``sample_blocks(case, n, where)`` for each request, with every block of every request
+        shared among the workers at once (one look of several cases). The runs are the same (each
+        block draws from its own stream) and each request's are cut at its first breach, as
+        ``sample_blocks`` cuts them; a process that dies, or the time limit, sends it back to one
+        request at a time, where the battery meets them in order."""
+        if self.workers <= 1 or len(requests) <= 1:
+            return [self.sample_blocks(*request) for request in requests]
+        calls: list = []
+        limits: list = []
+        owner: list[int] = []  # the request each call's block belongs to
+        for j, (case, n, where) in enumerate(requests):
+            more, guards = self.block_calls(case, n, where, self.budget)
+            calls += more
+            limits += guards
+            owner += [j] * len(more)
+        try:
+            results = self.map_calls(calls, limits, stop=lambda result: False)
+        except (ContractBreach, OutOfTime):
+            return [self.sample_blocks(*request) for request in requests]
+        runs: list[list] = [[] for _ in requests]
+        breaches: list[str | None] = [None] * len(requests)
+        for j, (got, breach, _) in zip(owner, results):
+            if breaches[j] is None:  # a request's blocks after its first breach are dropped
+                runs[j] += got
+                self.runs_done += len(got)
+                breaches[j] = breach
+        return list(zip(runs, breaches))
+
+
+__all__ = ["RoundSampling", "among"]
