@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     budget = config.getoption("--specverify-budget")
     if budget is not None:
-        from .campaign_cost import resolve_budget
+        from ..interfaces.campaign_cost import resolve_budget
 
         try:
             resolve_budget(budget)
@@ -107,8 +107,8 @@ def marker_keywords(node: pytest.Item | pytest.Collector) -> dict[str, Any]:
         )
     given = {k: v for k, v in marker.kwargs.items() if v is not None}
     if "budget" in given:
+        from ..interfaces.campaign_cost import resolve_budget
         from ..interfaces.round.cases import Budget
-        from .campaign_cost import resolve_budget
 
         try:
             if not isinstance(given["budget"], (str, Budget)):

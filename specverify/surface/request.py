@@ -106,7 +106,9 @@ def check_cases(value: Any) -> tuple[Any, ...] | None:
 def check_aim(value: Any) -> interfaces.Aim:
     """An ``interfaces.Aim`` (built and checked by ``interfaces.aim``: vocab, k, max_tokens)."""
     if not isinstance(value, interfaces.Aim):
-        raise ArgumentTypeError(f"aim: expected an interfaces.Aim (interfaces.aim(vocab=, k=, max_tokens=)), got {value!r}")
+        raise ArgumentTypeError(
+            f"aim: expected an interfaces.Aim (interfaces.aim(vocab=, k=, max_tokens=)), got {value!r}"
+        )
     return value
 
 
@@ -165,7 +167,9 @@ class CheckRequest:
         unknown = sorted(set(given) - {f.name for f in fields(cls)})
         if unknown:
             raise ArgumentError(f"{unknown[0]}: not an argument of a check")
-        return cls(**{name: FIELD_CHECKS[name](value) if name in FIELD_CHECKS else value for name, value in given.items()})
+        return cls(
+            **{name: FIELD_CHECKS[name](value) if name in FIELD_CHECKS else value for name, value in given.items()}
+        )
 
     def but(self, **changes: Any) -> CheckRequest:
         """This request with ``changes`` (values already checked: a target's name, its units)."""
