@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 import specverify
+from specverify import interfaces
+from specverify.errors import UsageError
 from specverify.interfaces.round import cases as round_cases
 from specverify.mutants import get
 from specverify.surface import api
@@ -96,10 +98,11 @@ def test_campaign_arithmetic_and_budget():
     # the per-check rate is the statistical half split over every case and every look
     assert c["per_check_false_fail_rate"] == pytest.approx(1e-6 / 2 / (c["cases"] * c["looks"]))
     assert api.campaign_runs(1e-2, "thorough")["runs"] < c["runs"]
-    b = api.resolve_budget("tv=0.001")
+    b = api.campaign_budget(1e-3)
+    assert b == interfaces.get("round").budget("tv=0.001")  # the round interface's tv=X section
     assert b.n_max == c["n_max"] and b.stat_cases == c["cases"] and b.detect_tv == 1e-3
-    with pytest.raises(ValueError, match="tv=X"):
-        api.resolve_budget("tv=2")
+    with pytest.raises(UsageError, match="tv=X"):
+        interfaces.get("round").budget("tv=2")
 
 
 def test_campaign_line_counts_the_reports_subjects_and_never_says_0_hours():
@@ -229,8 +232,7 @@ def test_strategies_stay_public():
 def test_a_campaign_budget_reaches_the_report_without_its_overrides():
     from specverify.mutants import report
 
-    b, overrides = report.report_budget("tv=0.001")
-    assert overrides == {} and b.n_max == api.campaign_runs(1e-3)["n_max"] and b.name == "tv=0.001"
+    assert report.report_budget("tv=0.001") == ("tv=0.001", {})  # resolved by the subject's interface
     assert report.report_budget("quick") == ("quick", report.REPORT_OVERRIDES)
     from specverify.mutants import command
 
