@@ -1,8 +1,9 @@
 """What every command line of specverify shares, and nothing heavier: a parser whose usage
-errors are one line (``OneLineParser``), output that survives any stream encoding (``emit``), names for
-the exit codes of ``specverify.errors.EXIT_CODES``, and the dispatch of a command with subcommands (``dispatch``: ``specverify`` and
-``specverify bench``). Importing it loads only the standard library, so a usage error of any
-``python -m specverify...`` command comes before SciPy, torch or the battery load."""
+errors are one line (``OneLineParser``), output that survives any stream encoding (``emit``),
+names for the exit codes of ``specverify.errors.EXIT_CODES``, and the dispatch of a command with
+subcommands (``dispatch``: ``specverify`` and ``specverify bench``). Importing it loads only the
+standard library, so a usage error of any ``python -m specverify...`` command comes before SciPy,
+torch or the battery load."""
 
 from __future__ import annotations
 

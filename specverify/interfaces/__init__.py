@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 NAMES = ("round", "loop", "kernel")
 """Every registered interface, in the order ``--interface`` lists them."""
 
+HANDOUT = "round"
+"""The handout's interface, ``speculative_step(p_fn, q_fn, prefix, k, rng)``: what an adapter
+(``check(interface=callable)``) returns, and whose coverage ``check --help`` states per budget."""
+
 
 def get(name: str) -> Interface:
     """The interface called ``name`` (its package's ``interface.INTERFACE``, satisfying
@@ -193,6 +197,7 @@ def budget_reach(name: str, budget) -> dict:
 
 __all__ = [
     "Aim",
+    "HANDOUT",
     "InterfaceError",
     "NAMES",
     "aim",

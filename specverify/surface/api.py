@@ -162,8 +162,8 @@ def name_of(sampler: object) -> str:
 def adapted(sampler: object, interface: object) -> tuple[Any, object]:
     """(the sampler to check, the interface to check it as): ``sampler`` and ``interface`` as
     given, or with an adapter (a callable ``interface``) applied to a callable sampler and the
-    round interface. ArgumentTypeError when the sampler is none of a callable, a TARGET string
-    or a Runner, or an adapter is given a TARGET string or a Runner."""
+    handout's interface (``interfaces.HANDOUT``). ArgumentTypeError when the sampler is none of
+    a callable, a TARGET string or a Runner, or an adapter is given a TARGET string or a Runner."""
     if not (isinstance(sampler, (str, runner.Runner)) or callable(sampler)):
         raise ArgumentTypeError(
             f"sampler: expected a callable, a TARGET string or a Runner, got {type(sampler).__name__}"
@@ -176,7 +176,7 @@ def adapted(sampler: object, interface: object) -> tuple[Any, object]:
         )
     if isinstance(sampler, (str, runner.Runner)):
         raise ArgumentTypeError("interface: give a callable sampler, not a TARGET string or a Runner, to adapt it")
-    return interface(sampler), "round"  # an adapter returns a round sampler
+    return interface(sampler), interfaces.HANDOUT  # an adapter returns a function of the handout's
 
 
 def run(sampler: str | runner.Runner | Callable[..., Any], request: CheckRequest) -> Report:

@@ -52,10 +52,10 @@ def aim_argument(name: str):
 
 
 def budget_help() -> str:
-    """--budget's help: what each named budget covers (the first interface's cases, the round
-    sampler's: loaded here)."""
-    first = interfaces.get(interfaces.NAMES[0])
-    coverage = "; ".join(f"{name}: {first.coverage(first.budget(name))}" for name in budgets.NAMES)
+    """--budget's help: what each named budget covers (the cases of the handout's interface,
+    ``interfaces.HANDOUT``: loaded here)."""
+    handout = interfaces.get(interfaces.HANDOUT)
+    coverage = "; ".join(f"{name}: {handout.coverage(handout.budget(name))}" for name in budgets.NAMES)
     return (
         f"how much to run ({coverage}; tv=X: every case by statistics until a TV "
         f"of X is seen, see specverify.surface.api.campaign_runs)"
