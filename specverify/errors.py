@@ -68,9 +68,32 @@ class SubjectError(SpecverifyError):
     contract). Reports carry it as a finding; specverify never raises it at a user."""
 
 
-EXIT_CODES = {"exact": 0, "not exact": 1, "usage": 2, "inconclusive": 3, "environment": 4}
-"""The one exit-code table: a verdict's code, a usage error's (2) and an environment error's (4),
-the same for ``specverify check``, ``mutants report`` and ``engines``."""
+EXIT_CODES = {
+    "exact": 0,
+    "not exact": 1,
+    "usage": 2,
+    "inconclusive": 3,
+    "environment": 4,
+    "interrupted": 130,
+    "terminated": 143,
+}
+"""The one exit-code table, the same for ``specverify check``, ``mutants report``, ``engines``, the
+API's ``Report.exit_code`` and the JUnit writer: a verdict's code (0 exact, 1 not exact, 3
+inconclusive), a usage error's (2), an environment error's (4), and a run stopped by Ctrl-C (130,
+128 + SIGINT) or SIGTERM (143, 128 + SIGTERM)."""
+
+VERDICTS = {True: "exact", False: "not exact", None: "inconclusive"}
+"""A report's ``exact`` (True / False / None) -> its row of ``EXIT_CODES``."""
+
+SEVERITY = ("exact", "inconclusive", "not exact", "environment", "usage")
+"""The answers from least to most severe: several targets exit with the worst of their codes
+(``worst_exit_code``), so a usage error is never hidden behind a verdict."""
+
+
+def verdict_exit_code(exact: bool | None, environment: str | None = None) -> int:
+    """The exit code of a report: ``EXIT_CODES`` of its verdict (``exact`` True, False, None),
+    or the environment error's (4) when the subject could not run here (``environment`` says why)."""
+    return EXIT_CODES["environment"] if environment else EXIT_CODES[VERDICTS[exact]]
 
 
 def exit_code_of(error: BaseException) -> int:
@@ -83,8 +106,17 @@ def exit_code_of(error: BaseException) -> int:
     raise ValueError(f"error: {type(error).__name__} is not one of specverify.errors' answers")
 
 
+def worst_exit_code(*codes: int) -> int:
+    """The most severe of ``codes`` by ``SEVERITY`` (usage > environment > not exact >
+    inconclusive > exact); 0 for none. A code outside the table (130 after Ctrl-C) wins."""
+    rank = {EXIT_CODES[name]: i for i, name in enumerate(SEVERITY)}
+    return max(codes, key=lambda code: rank.get(code, len(SEVERITY)), default=EXIT_CODES["exact"])
+
+
 __all__ = [
     "EXIT_CODES",
+    "SEVERITY",
+    "VERDICTS",
     "ArgumentError",
     "ArgumentTypeError",
     "EnvironmentProblem",
@@ -96,4 +128,6 @@ __all__ = [
     "TargetError",
     "UsageError",
     "exit_code_of",
+    "verdict_exit_code",
+    "worst_exit_code",
 ]

@@ -17,6 +17,7 @@ from specverify import cli
 from specverify.adapters import hf
 from specverify.adapters import hf_generate as hg
 from specverify.battery import core as battery_core
+from specverify.errors import verdict_exit_code
 from specverify.interfaces.round import battery as round_interface
 from specverify.interfaces.round import cases as round_cases
 from specverify.interfaces.round import tasks as round_tasks
@@ -24,7 +25,7 @@ from specverify.laws import exact, stats
 from specverify.laws.chains import toy_chain
 from specverify.models.decoding import process_logits
 from specverify.models.loading import tiny_pair
-from specverify.surface import check_run as checker
+from specverify.surface import api
 
 ADEQUATE_TV = 0.2
 """The exactness verdict of the small end-to-end run is asserted only when its chi-square test is
@@ -36,7 +37,7 @@ guaranteed (false-pass rate 0.01) to see every bias of at least this TV."""
 
 def test_plain_step_is_exact_at_quick_budget():
     """Battery false-fail rate 1e-6 (battery_core.DEFAULT_FALSE_FAIL_RATE), seed 0."""
-    report = checker.check(hf.speculative_step, "hf", budget="quick", seed=0, counterexample=False)
+    report = api.check(hf.speculative_step, target="hf", budget="quick", seed=0, counterexample=False).to_dict()
     assert report["findings"] == []
     assert report["exact"] is True
     # the enumerator follows torch (specverify.laws.torch_random): every fixed and drawn case is
@@ -48,7 +49,9 @@ def test_plain_step_is_exact_at_quick_budget():
 
 
 def test_ensemble_step_is_flagged_inexact_by_its_exact_law():
-    report = checker.check(hf.ensemble_speculative_step, "hf-ensemble", budget="quick", seed=0, counterexample=False)
+    report = api.check(
+        hf.ensemble_speculative_step, target="hf-ensemble", budget="quick", seed=0, counterexample=False
+    ).to_dict()
     assert report["exact"] is False
     dist = [f for f in report["findings"] if f["kind"] == "distribution"]
     assert dist, report["findings"]
@@ -200,7 +203,6 @@ def test_tiny_qwen_check_adds_well_formed_rows_and_findings_to_the_report(pair):
     rows, that the findings land in the one report whose verdict and exit code are api's, and
     that at T = 1 the engine's processed rows equal ours (no statistics involved).
     """
-    from specverify.surface import api
 
     report = _empty_report()
     raw = hg.add_to_report(report, n=50, seed=0, n_acceptance=3, control=False, pair=pair)
@@ -221,7 +223,7 @@ def test_tiny_qwen_check_adds_well_formed_rows_and_findings_to_the_report(pair):
     assert report.findings == raw["findings"]
     kinds = {f.kind for f in report.findings}
     assert report.exact is (False if "distribution" in kinds else True)
-    assert report.exit_code == api.EXIT_CODES[report.exact]
+    assert report.exit_code == verdict_exit_code(report.exact)
     assert report.efficient is (False if "efficiency" in kinds else None)
     assert [p["case"] for p in report.result.power] == [hg.CASE_PREFIX + s.name for s in hg.SETTINGS]
     assert report.false_fail_rate == hg.FALSE_FAIL_RATE and "tiny random Qwen2" in report.coverage
@@ -402,7 +404,7 @@ def test_default_check_hf_generate_is_checks_report_exact_with_its_exit_code(cli
     from specverify.surface import api
 
     code, d, junit = cli_run
-    assert d["exact"] is True and code == api.EXIT_CODES[d["exact"]] == 0  # transformers 5.x: EXACT
+    assert d["exact"] is True and code == verdict_exit_code(d["exact"]) == 0  # transformers 5.x: EXACT
     fields = set(_empty_report().to_dict())  # every field of check's JSON
     assert fields <= d.keys() and d["target"] == hl.GENERATE_TARGET and d["shortfalls"] == []
     assert all(f["kind"] == "efficiency" for f in d["findings"])
@@ -442,7 +444,7 @@ def test_check_of_the_generate_target_runs_its_declared_cases_inconclusive_when_
     from specverify.surface import api
 
     report = api.check(hl.GENERATE_TARGET, budget=hl.budget(3, CLI_TV), counterexample=False)
-    assert report.findings == [] and report.exact is None and report.exit_code == api.EXIT_CODES[None] == 3
+    assert report.findings == [] and report.exact is None and report.exit_code == verdict_exit_code(None) == 3
     d = report.to_dict()
     assert [c["name"] for c in d["coverage"]["cases"]] == [c.name for c in hl.CASES]
     assert len(d["shortfalls"]) == len(hl.CASES) and all(f"not the budget's {CLI_TV:g}" in s for s in d["shortfalls"])

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 import specverify
+from specverify import interfaces
+from specverify.errors import UsageError
 from specverify.interfaces.round import cases as round_cases
 from specverify.mutants import get
 from specverify.surface import api
@@ -96,10 +98,11 @@ def test_campaign_arithmetic_and_budget():
     # the per-check rate is the statistical half split over every case and every look
     assert c["per_check_false_fail_rate"] == pytest.approx(1e-6 / 2 / (c["cases"] * c["looks"]))
     assert api.campaign_runs(1e-2, "thorough")["runs"] < c["runs"]
-    b = api.resolve_budget("tv=0.001")
+    b = api.campaign_budget(1e-3)
+    assert b == interfaces.get("round").budget("tv=0.001")  # the round interface's tv=X section
     assert b.n_max == c["n_max"] and b.stat_cases == c["cases"] and b.detect_tv == 1e-3
-    with pytest.raises(ValueError, match="tv=X"):
-        api.resolve_budget("tv=2")
+    with pytest.raises(UsageError, match="tv=X"):
+        interfaces.get("round").budget("tv=2")
 
 
 def test_campaign_line_counts_the_reports_subjects_and_never_says_0_hours():
@@ -229,8 +232,7 @@ def test_strategies_stay_public():
 def test_a_campaign_budget_reaches_the_report_without_its_overrides():
     from specverify.mutants import report
 
-    b, overrides = report.report_budget("tv=0.001")
-    assert overrides == {} and b.n_max == api.campaign_runs(1e-3)["n_max"] and b.name == "tv=0.001"
+    assert report.report_budget("tv=0.001") == ("tv=0.001", {})  # resolved by the subject's interface
     assert report.report_budget("quick") == ("quick", report.REPORT_OVERRIDES)
     from specverify.mutants import command
 
@@ -252,3 +254,116 @@ def test_a_loop_counterexample_reads_as_tables_of_logits():
         assert "target logits (row: position mod 1, last token):" in text and "draft logits" in text
         assert "      [0, 1]: " in text and "[[[" not in text and " p = " not in text
         assert "processed p of request 0's first token: " in text
+
+
+def three_parameter_kernel(draft_ids, draft_probs, target_probs):
+    return draft_ids
+
+
+def adapter(fn):
+    return fn
+
+
+def odd_names(a, b, c, d, e):
+    return []
+
+
+USAGE_ERRORS = {
+    "an unknown budget name": (dict(budget="fast"), "InterfaceError", "budget: "),
+    "a bad tv=X": (dict(budget="tv=2"), "InterfaceError", "budget: tv=X needs"),
+    "a budget of no type": (dict(budget=3), "ArgumentTypeError", "budget: "),
+    "a negative seed": (dict(seed=-1), "ArgumentError", "seed: must be >= 0"),
+    "a seed that is a float": (dict(seed=1.5), "ArgumentTypeError", "seed: must be an integer"),
+    "an unknown interface": (dict(interface="rounds"), "InterfaceError", "interface: must be one of"),
+    "an interface of no type": (dict(interface=3), "ArgumentTypeError", "interface: must be one of"),
+    "an adapter given a TARGET": (
+        dict(sampler="specverify.samplers.chain:speculative_step", interface=adapter),
+        "ArgumentTypeError",
+        "interface: give a callable sampler",
+    ),
+    "a sampler of no type": (dict(sampler=3), "ArgumentTypeError", "sampler: expected a callable"),
+    "a signature that fits no interface": (
+        dict(sampler=three_parameter_kernel, interface="kernel"),
+        "InterfaceError",
+        "cannot be called as the kernel interface's f(",
+    ),
+    "a signature nothing can tell": (dict(sampler=odd_names), "InterfaceError", "pass --interface"),
+    "an unknown override": (dict(overrides={"bogus": 1}), "ArgumentError", "overrides: the round budget has no"),
+    "a bad override value": (dict(overrides={"n_max": -1}), "ArgumentError", "n_max (a round budget field)"),
+    "overrides of no type": (dict(overrides="n_max=1"), "ArgumentTypeError", "overrides: expected a mapping"),
+    "a k out of range": (dict(k=99), "InterfaceError", "k: each k must be in 1..16"),
+    "a k that does not parse": (dict(k="1-4"), "InterfaceError", "k: expected an int"),
+    "a vocabulary out of range": (dict(vocab=1), "InterfaceError", "vocab: must be in 2.."),
+    "max_tokens out of range": (dict(max_tokens=100), "InterfaceError", "max_tokens: must be in 0..64"),
+    "fail_fast not a bool": (dict(fail_fast="yes"), "ArgumentTypeError", "fail_fast: must be True or False"),
+    "counterexample not a bool": (dict(counterexample=1), "ArgumentTypeError", "counterexample: must be True"),
+    "a negative time limit": (dict(time_limit=-1), "ArgumentError", "time_limit: must be a number of seconds"),
+    "no workers": (dict(workers=0), "ArgumentError", "workers: must be >= 1"),
+    "too many workers": (dict(workers=10_000), "ArgumentError", "workers: must be <= 256"),
+    "a progress that is no choice": (dict(progress="loud"), "ArgumentError", "progress: must be"),
+    "a device for a round sampler": (dict(device="cuda"), "InterfaceError", "device: only kernels run on a device"),
+    "a device of no type": (dict(device=0), "ArgumentTypeError", "device: expected cpu"),
+    "cases for a round sampler": (dict(cases=[]), "InterfaceError", "cases: the round interface runs its own"),
+    "a file TARGET that does not exist": (dict(sampler="no_such_file.py:f"), "TargetError", "no such file"),
+    "a module TARGET that does not import": (dict(sampler="no_such.module:f"), "TargetError", "cannot import"),
+    "a TARGET without a colon": (dict(sampler="no_colon"), "TargetError", "'no_colon'"),
+    "a TARGET that names nothing": (dict(sampler="specverify:nope"), "TargetError", "has no attribute 'nope'"),
+}
+"""Every usage error the API raises, by what the caller got wrong: (``check``'s keywords, the
+``specverify.errors`` class raised, words of its message). A check with these keywords and the
+reference sampler otherwise; each ends before any battery runs."""
+
+
+@pytest.mark.parametrize("keywords, kind, words", USAGE_ERRORS.values(), ids=USAGE_ERRORS)
+def test_every_usage_error_of_the_api_is_a_usage_error(keywords, kind, words):
+    """``except specverify.errors.UsageError`` catches every mistake of the caller's, each of its
+    own kind (a ValueError, or an ArgumentTypeError that is also a TypeError), naming what is
+    wrong; the same through ``assert_exact``."""
+    from specverify import errors
+
+    keywords = dict(keywords)
+    sampler = keywords.pop("sampler", specverify.speculative_step)
+    calls = [lambda: specverify.check(sampler, **{"progress": False, "counterexample": False, **keywords})]
+    if set(keywords) <= {"budget", "seed", "interface", "k", "vocab", "max_tokens", "progress"}:
+        calls.append(lambda: specverify.assert_exact(sampler, **keywords))
+    for call in calls:
+        with pytest.raises(errors.UsageError) as info:
+            call()
+        assert type(info.value).__name__ == kind and words in str(info.value), (type(info.value), str(info.value))
+        assert isinstance(info.value, TypeError if kind == "ArgumentTypeError" else ValueError)
+
+
+def test_assert_exact_checks_its_own_keyword():
+    from specverify.errors import ArgumentTypeError
+
+    with pytest.raises(ArgumentTypeError, match="allow_inconclusive: must be True or False"):
+        specverify.assert_exact(specverify.speculative_step, allow_inconclusive="no")
+
+
+def test_a_device_this_machine_lacks_is_an_environment_problem_not_a_usage_error():
+    """``device="cuda"`` for a kernel where torch sees no CUDA (or there is no torch): NoCuda or
+    MissingExtra, exit 4; a device name that is none is an ArgumentError."""
+    from specverify.errors import ArgumentError, EnvironmentProblem, exit_code_of
+    from specverify.samplers.reference_kernel import reference_kernel
+
+    try:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    except ImportError:
+        cuda = False
+    if cuda:
+        pytest.skip("this machine has CUDA: the kernel runs there")
+    with pytest.raises(EnvironmentProblem) as info:
+        specverify.check(reference_kernel, budget="quick", device="cuda", progress=False)
+    assert exit_code_of(info.value) == 4
+    with pytest.raises(ArgumentError, match="device: must be cpu, cuda or cuda:N, got 'gpu'"):
+        specverify.check(reference_kernel, budget="quick", device="gpu", progress=False)
+
+
+def test_the_command_line_and_the_api_refuse_a_value_with_the_same_words():
+    """One checker per field (``request.FIELD_CHECKS``): ``--workers 0`` and ``workers=0``."""
+    code, out, err = cli("check", "specverify.samplers.chain:speculative_step", "--workers", "0", timeout=60)
+    assert code == 2 and out == "" and "argument --workers: must be >= 1, got 0" in err
+    with pytest.raises(UsageError, match="workers: must be >= 1, got 0"):
+        specverify.check(specverify.speculative_step, workers=0)

@@ -35,8 +35,8 @@ def test_a_loop_campaign_samples_every_request_until_it_sees_its_tv():
 
 
 def test_tv_budget_reaches_the_loop_interface_and_a_bad_tv_is_named():
-    assert interfaces.get("loop").get_budget("tv=0.05").detect_tv == 0.05
-    assert interfaces.get("loop").get_budget(round_cases.Budget("tv=0.05", (0,), 1, 100)).name == "tv=0.05"
+    assert interfaces.get("loop").budget("tv=0.05").detect_tv == 0.05
+    assert interfaces.get("loop").budget(round_cases.Budget("tv=0.05", (0,), 1, 100)).name == "tv=0.05"
     with pytest.raises(ValueError, match="budget: tv=X needs 0 < X < 1"):
         campaign_loop_budget("tv=2")
 

@@ -55,7 +55,7 @@ def test_the_interface_tables_are_views_of_the_one_table():
         assert loop_cases.LOOP_BUDGETS[name] is budgets.TABLE[name]["loop"]
         assert kernel.KERNEL_BUDGETS[name] is budgets.TABLE[name]["kernel"]
         for interface in interfaces.NAMES:
-            assert interfaces.get(interface).get_budget(name) is budgets.TABLE[name][interface]
+            assert interfaces.get(interface).budget(name) is budgets.TABLE[name][interface]
     assert round_cases.Budget is budgets.Budget and loop_cases.LoopBudget is budgets.LoopBudget
     assert kernel.KernelBudget is budgets.KernelBudget
     assert loop_cases.get_loop_budget("quick") is budgets.TABLE["quick"]["loop"]

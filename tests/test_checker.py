@@ -14,7 +14,7 @@ import pytest
 
 from specverify.interfaces.round.counterexample import find_counterexample
 from specverify.mutants import ALL, get
-from specverify.surface.check_run import check
+from specverify.surface import api
 
 BROKEN = textwrap.dedent(
     """
@@ -41,6 +41,11 @@ BROKEN = textwrap.dedent(
     NOT_CALLABLE = 3
     """
 )
+
+
+def check(subject, target, **keywords) -> dict:
+    """``specverify.check`` of ``subject`` named ``target``, as the JSON object the CLI prints."""
+    return api.check(subject, target=target, **keywords).to_dict()
 
 
 @pytest.fixture(scope="module")

@@ -384,7 +384,7 @@ def test_each_tour_check_exits_as_the_readme_says(argv, code):
 
 def test_readme_verdict_table_matches_the_exit_codes():
     from specverify.common.command_line import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE
-    from specverify.surface.check_run import EXIT_CODES
+    from specverify.errors import EXIT_CODES, VERDICTS
 
     rows = {}
     for line in section(text(README), "What the verdicts mean").splitlines():
@@ -392,7 +392,7 @@ def test_readme_verdict_table_matches_the_exit_codes():
         if len(cells) == 4 and cells[2].isdigit():
             rows[cells[0]] = (cells[1].strip("`"), int(cells[2]), cells[3])
     assert {rows[v][0]: rows[v][1] for v in ("EXACT", "NOT EXACT", "INCONCLUSIVE")} == {
-        {True: "true", False: "false", None: "null"}[k]: v for k, v in EXIT_CODES.items()
+        {True: "true", False: "false", None: "null"}[k]: EXIT_CODES[v] for k, v in VERDICTS.items()
     }
     assert rows["usage error"][1] == EXIT_USAGE and rows["interrupted"][1] == EXIT_INTERRUPTED
     assert f"SIGTERM: {EXIT_TERMINATED}" in rows["interrupted"][2]

@@ -231,6 +231,23 @@ def test_no_two_modules_share_a_name():
     assert {n: ms for n, ms in names.items() if len(ms) > 1} == {}
 
 
+def test_the_surface_names_no_interface_package():
+    """Above the registry nothing names an interface: ``surface/`` reaches the interfaces through
+    ``specverify.interfaces`` (``get``, ``detect``, ``protocol.Interface``) and the modules beside
+    it, never a module of ``interfaces.round``, ``interfaces.loop`` or ``interfaces.kernel``."""
+    packages = {
+        m for m, path in MODULES.items() if path.name == "__init__.py" and path.parent.parent.name == "interfaces"
+    }
+    named = {
+        (module, target)
+        for module, targets in EDGES.items()
+        if module.startswith("specverify.surface.")
+        for target in targets
+        if target in packages or INTERFACE_PACKAGES.match(target)
+    }
+    assert named == set()
+
+
 def test_optimal_imports_no_sampler():
     """optimal (the transport LP) sits below samplers: samplers.transport imports it."""
     assert not {

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 
+from specverify.errors import verdict_exit_code
 from specverify.interfaces.loop.battery import run_loop_battery
 from specverify.interfaces.loop.cases import loop_cases
 from specverify.interfaces.loop.counterexample import LAW_CHECKS, find_loop_counterexample, small_loop_cases
@@ -381,7 +382,7 @@ def test_check_runs_exactly_the_cases_a_loop_subject_declares():
     cases = _declared_pair()
     report = api.check(generate, budget="quick", cases=cases)
     d = report.to_dict()
-    assert report.exact is True and report.exit_code == api.EXIT_CODES[True] == 0
+    assert report.exact is True and report.exit_code == verdict_exit_code(True) == 0
     assert [c["name"] for c in d["coverage"]["cases"]] == [c.name for c in cases]
     assert {c["origin"] for c in d["coverage"]["cases"]} == {"declared"}
     assert (
@@ -424,5 +425,5 @@ def test_a_report_is_inconclusive_when_its_control_is_not_flagged():
     report.add_control("a control", "biased by design", False, [{"check": "x"}])
     assert report.exact is True and report.to_dict()["controls"][0]["flagged"] is True
     report.add_control("another", "biased by design", True, [])
-    assert report.exact is None and report.exit_code == api.EXIT_CODES[None] == 3
+    assert report.exact is None and report.exit_code == verdict_exit_code(None) == 3
     assert "not flagged" in report.to_dict()["shortfalls"][-1] and "must be NOT EXACT" in report.text()

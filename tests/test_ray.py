@@ -57,17 +57,17 @@ def test_report_on_ray_gives_the_local_verdicts(local_ray):
 
 
 def test_check_of_several_targets_on_ray(local_ray):
-    calls = [
-        ("specverify:speculative_step", "quick", 0, "auto", None, None),
-        ("specverify.mutants.catalogue:no_verification", "quick", 0, "auto", None, None),
-    ]
+    from specverify.surface.request import CheckRequest
+
+    request = CheckRequest.of(budget="quick", seed=0)
+    calls = [("specverify:speculative_step", request), ("specverify.mutants.catalogue:no_verification", request)]
     from specverify.battery.executors import ray_map
 
     outcomes = ray_map(
         checker.check_target,
         calls,
         "ray",  # as the CLI: with per-case units
-        units=[checker.target_units(t, b) for t, b, *_ in calls],
+        units=[checker.target_units(t, r) for t, r in calls],
     )
     assert [(s, r["exact"]) for s, r in outcomes] == [("ok", True), ("ok", False)]
     assert outcomes[1][1]["counterexample"]["vocab_size"] == 2

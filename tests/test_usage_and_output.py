@@ -187,7 +187,7 @@ def test_junit_failure_text_lists_each_finding_once(tmp_path):
     from specverify.surface import check_run as checker
     from specverify.surface import junit
 
-    report = checker.check(get("ratio/inverted").fn, "inverted", budget="quick")
+    report = api.check(get("ratio/inverted").fn, target="inverted", budget="quick").to_dict()
     assert report["exact"] is False and report["findings"]
     case = checker.junit_case("inverted", ("ok", report))
     path = tmp_path / "r.xml"

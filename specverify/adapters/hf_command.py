@@ -8,7 +8,7 @@ inconclusive); ``--tiny-qwen`` adds the end-to-end checks on the tiny random Qwe
 (``hf_generate.add_to_report``: the prefix-tree chi-square, the engine's processed rows against
 ours, the acceptance z-test) as findings of the same report. What it prints is ``check``'s report
 (``api.Report.text()``, or ``--json``: ``Report.to_json()``), ``--junit-xml`` is ``check``'s
-JUnit, the exit code is ``check``'s (``api.EXIT_CODES``): 0 exact, 1 not exact, 2 usage error,
+JUnit, the exit code is ``check``'s (``specverify.errors.EXIT_CODES``): 0 exact, 1 not exact, 2 usage error,
 3 inconclusive.
 
 The command line is parsed before torch and transformers load: a usage error is one line within
@@ -98,14 +98,15 @@ def main(argv=None) -> int:
     sys.stdout.flush()
     code = report.exit_code
     if args.junit_xml:
+        from ..errors import worst_exit_code
         from ..surface import junit
-        from ..surface.check_run import SEVERITY, junit_case
+        from ..surface.check_run import junit_case
 
         case = junit_case(report.target, ("ok", report.to_dict()))
         written = junit.write(
             args.junit_xml, "specverify.check-hf-generate", [case], "specverify check-hf-generate: --junit-xml"
         )
-        code = max(code, written, key=SEVERITY.__getitem__)
+        code = worst_exit_code(code, written)
     return code
 
 

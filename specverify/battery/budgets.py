@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..common.validation import DEFAULT_FALSE_FAIL_RATE
-from ..errors import InterfaceError
+from ..errors import ArgumentTypeError, InterfaceError
 
 CAMPAIGN_SECONDS = 7 * 24 * 3600.0
 """A campaign budget's time limits (``--budget tv=X``, every interface): a week per subject,
@@ -350,14 +350,14 @@ def is_campaign(name) -> bool:
 
 def check_tv_budget(name: str) -> float:
     """X of a campaign budget named ``tv=X`` (every interface's): a number with 0 < X < 1
-    (``TV_RANGE``), else a ValueError naming the budget, the range X may take, what X means and
-    an example."""
+    (``TV_RANGE``), else an InterfaceError (a usage error, a ValueError) naming the budget, the
+    range X may take, what X means and an example."""
     try:
         tv = float(name[len(CAMPAIGN_PREFIX) :])
     except ValueError:
         tv = float("nan")
     if not 0 < tv < 1:
-        raise ValueError(
+        raise InterfaceError(
             f"budget: tv=X needs {TV_RANGE} (X: the total variation every statistical test must "
             f"see, e.g. tv=0.01), got {name!r}"
         )
@@ -366,14 +366,29 @@ def check_tv_budget(name: str) -> float:
 
 def check_name(name) -> str:
     """``name`` when it is a budget every interface has (one of ``NAMES``, or ``tv=X`` with
-    0 < X < 1), checked without building anything (a command line's ``--budget``); else a
-    ValueError naming ``budget`` (``check_tv_budget``'s, or ``unknown``'s)."""
+    0 < X < 1), checked without building anything (a command line's ``--budget``); else an
+    InterfaceError naming ``budget`` (``check_tv_budget``'s, or ``unknown``'s)."""
     if is_campaign(name):
         check_tv_budget(name)
         return name
     if not isinstance(name, str) or name not in TABLE:
         raise unknown(None, name)
     return name
+
+
+def check_budget(budget):
+    """``budget`` as a caller of the API gives it, checked once without building anything: a name
+    every interface has (``check_name``) or a budget object of one interface's class
+    (``CLASSES``: a round ``Budget``, a ``LoopBudget``, a ``KernelBudget``), returned as it is.
+    An unknown name or a bad ``tv=X`` is an InterfaceError, anything else an ArgumentTypeError,
+    each naming ``budget``. The interface that runs the check resolves it (its ``budget``)."""
+    if isinstance(budget, tuple(CLASSES.values())):
+        return budget
+    if not isinstance(budget, str):
+        raise ArgumentTypeError(
+            f"budget: expected a name ({words()}) or a budget object, got {budget!r} of type {type(budget).__name__}"
+        )
+    return check_name(budget)
 
 
 # --------------------------------------------------------------------------- the resolver
@@ -446,6 +461,7 @@ __all__ = [
     "TABLE",
     "TV_RANGE",
     "campaign",
+    "check_budget",
     "check_name",
     "check_tv_budget",
     "is_campaign",

@@ -8,7 +8,7 @@ things timed back to back move far less):
   ``speculative_step`` (``samplers.batched.benchmark_batched_vs_loop``);
 - exact_enumeration: ``exact.sampler_distribution`` of the reference on random first-order
   chains, by k, vocabulary size V and window m, with the number of paths, capped per cell;
-- check: ``check_run.check`` (the detector battery plus the counterexample search, as the CLI
+- check: ``api.check`` (the detector battery plus the counterexample search, as the CLI
   runs it) on the reference, mutants and negative controls: seconds, samples the statistical
   detector needed, verdicts;
 - power: the smallest TV the suite's tests and the handout's fixed test detect at 30,000 runs
@@ -109,10 +109,10 @@ def bench_exact_enumeration(quick: bool) -> list[dict]:
 
 
 def bench_check(quick: bool, budget: str | None = None) -> list[dict]:
-    """``check_run.check`` on the reference and each subject; seconds relative to the reference."""
+    """``api.check`` on the reference and each subject; seconds relative to the reference."""
     from .. import mutants
     from ..samplers.chain import speculative_step
-    from ..surface import check_run
+    from ..surface import api
 
     budget = budget or ("quick" if quick else "standard")
     subjects = [("reference/speculative_step", "exact", speculative_step)]
@@ -120,7 +120,7 @@ def bench_check(quick: bool, budget: str | None = None) -> list[dict]:
     rows = []
     for name, effect, fn in subjects:
         start = time.perf_counter()
-        report = check_run.check(fn, name, budget=budget)
+        report = api.check(fn, target=name, budget=budget).to_dict()
         rows.append(
             {
                 "sampler": name,
@@ -213,7 +213,7 @@ def to_markdown(result: dict) -> str:
                     ["vocab", "k", "window", "paths", "outcomes", "seconds", "ratio_to_smallest", "exact_tv", "status"],
                 ),
                 "## `check` per sampler",
-                "`check_run.check(sampler, budget=...)` as the CLI runs it (battery, then the "
+                "`specverify.check(sampler, budget=...)` as the CLI runs it (battery, then the "
                 "counterexample search when a distribution finding shows). samples_to_detect: runs the "
                 "sequential chi-square detector needed to flag it (- : not flagged by statistics; "
                 "exact enumeration may still flag it). `efficient` is the tokens-per-round verdict.",

@@ -1,22 +1,25 @@
 """What every command line of specverify shares, and nothing heavier: a parser whose usage
-errors are one line (``OneLineParser``), output that survives any stream encoding (``emit``), the
-exit codes, and the dispatch of a command with subcommands (``dispatch``: ``specverify`` and
-``specverify bench``). Importing it loads only the standard library, so a usage error of any
-``python -m specverify...`` command comes before SciPy, torch or the battery load."""
+errors are one line (``OneLineParser``), output that survives any stream encoding (``emit``),
+names for the exit codes of ``specverify.errors.EXIT_CODES``, and the dispatch of a command with
+subcommands (``dispatch``: ``specverify`` and ``specverify bench``). Importing it loads only the
+standard library, so a usage error of any ``python -m specverify...`` command comes before SciPy,
+torch or the battery load."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-EXIT_USAGE = 2
-"""A usage error: a bad argument, named on one line of stderr."""
-EXIT_ENVIRONMENT = 4
+from ..errors import EXIT_CODES
+
+EXIT_USAGE = EXIT_CODES["usage"]
+"""A usage error: a bad argument, named on one line of stderr (``specverify.errors.EXIT_CODES``)."""
+EXIT_ENVIRONMENT = EXIT_CODES["environment"]
 """An environment error: the subject cannot run here (no CUDA, a missing extra or package); the
 message says what to install or where to run it. Not evidence about exactness."""
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = EXIT_CODES["interrupted"]
 """Stopped by Ctrl-C (SIGINT)."""
-EXIT_TERMINATED = 143
+EXIT_TERMINATED = EXIT_CODES["terminated"]
 """Stopped by SIGTERM (``battery.signals.Terminated``)."""
 
 
@@ -149,6 +152,7 @@ def dispatch(prog: str, what: str, commands: dict, argv, default: str | None = N
 
 
 __all__ = [
+    "EXIT_ENVIRONMENT",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "EXIT_USAGE",

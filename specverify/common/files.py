@@ -91,8 +91,9 @@ def write_atomically(path, text: str) -> None:
 
 
 def write_or_report(path, text: str, what: str) -> int:
-    """Write ``text`` atomically when ``path`` is given: 0, or 2 with one line on stderr when the
-    write fails (the caller has already printed the result, so nothing computed is lost)."""
+    """Write ``text`` atomically when ``path`` is given: 0, or the usage error's exit code (2,
+    ``errors.EXIT_CODES``) with one line on stderr when the write fails (the caller has already
+    printed the result, so nothing computed is lost)."""
     if not path:
         return 0
     try:
@@ -104,7 +105,9 @@ def write_or_report(path, text: str, what: str) -> int:
             f"{what}: could not write {str(path)!r} ({exc.strerror or exc}); the result is printed above",
             file=sys.stderr,
         )
-        return 2
+        from ..errors import EXIT_CODES
+
+        return EXIT_CODES["usage"]
     return 0
 
 

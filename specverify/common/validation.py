@@ -1,10 +1,13 @@
 """Input checks shared by every public function.
 
 Each check raises an error whose message names the argument and the problem, so a caller never
-gets a silent wrong answer or a deep NumPy traceback: ``TypeError`` when the value has the wrong
-type (a string or a bool for a number, a float for a count), ``ValueError`` when it has the right
-type and a bad value (out of range, not finite, an unknown budget field). A probability vector is
-converted by NumPy first: one that does not convert is a ``ValueError`` naming it.
+gets a silent wrong answer or a deep NumPy traceback: ``specverify.errors.ArgumentTypeError`` (a
+``TypeError``) when the value has the wrong type (a string or a bool for a number, a float for a
+count), ``specverify.errors.ArgumentError`` (a ``ValueError``) when it has the right type and a bad
+value (out of range, not finite, an unknown budget field). Both are usage errors
+(``specverify.errors.UsageError``), and code that catches the built-in exceptions still catches
+them. A probability vector is converted by NumPy first: one that does not convert is an
+``ArgumentError`` naming it.
 
 Probability vectors must sum to 1 within ``SUM_TOL`` (absolute). The tolerance is loose enough
 for a float32 softmax over a 150k vocabulary (rounding error ~1e-6) and tight enough that an
@@ -16,6 +19,8 @@ from __future__ import annotations
 import math
 import numbers
 from typing import TYPE_CHECKING
+
+from ..errors import ArgumentError, ArgumentTypeError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,7 +38,7 @@ every budget in ``battery.budgets``. It lives here, at the floor, because both i
 
 
 def check_prob_vector(name: str, v) -> np.ndarray:
-    """Return ``v`` as a 1-D float64 array renormalized to sum exactly 1, or raise ValueError."""
+    """Return ``v`` as a 1-D float64 array renormalized to sum exactly 1, or raise ArgumentError."""
     import numpy as np  # here, not above: the command lines' argument types load no NumPy
 
     if type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1 and 0 < v.size < SHORT_ROW:
@@ -44,17 +49,17 @@ def check_prob_vector(name: str, v) -> np.ndarray:
     try:
         arr = np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: not a numeric vector ({exc})") from None
+        raise ArgumentError(f"{name}: not a numeric vector ({exc})") from None
     if arr.ndim != 1:
-        raise ValueError(f"{name}: expected a 1-D probability vector, got shape {arr.shape}")
+        raise ArgumentError(f"{name}: expected a 1-D probability vector, got shape {arr.shape}")
     if arr.size == 0:
-        raise ValueError(f"{name}: empty probability vector")
+        raise ArgumentError(f"{name}: empty probability vector")
     total = float(np.add.reduce(arr))  # arr.sum() and arr.min() without their wrappers
     # fast path: a finite sum and a non-negative minimum imply every entry is finite and >= 0
     if not (math.isfinite(total) and np.minimum.reduce(arr) >= 0):
         _raise_entry_error(name, arr)
     if abs(total - 1.0) > SUM_TOL:
-        raise ValueError(f"{name}: sums to {total:.9g}, not 1 (tolerance {SUM_TOL:g})")
+        raise ArgumentError(f"{name}: sums to {total:.9g}, not 1 (tolerance {SUM_TOL:g})")
     return arr / total
 
 
@@ -63,47 +68,47 @@ def _raise_entry_error(name: str, arr: np.ndarray):
 
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise ValueError(f"{name}: entry {bad} is {arr[bad]} (NaN or inf)")
+        raise ArgumentError(f"{name}: entry {bad} is {arr[bad]} (NaN or inf)")
     if np.any(arr < 0):
         bad = int(np.flatnonzero(arr < 0)[0])
-        raise ValueError(f"{name}: entry {bad} is negative ({arr[bad]:.3g})")
-    raise ValueError(f"{name}: the entries overflow when summed (sum is inf)")
+        raise ArgumentError(f"{name}: entry {bad} is negative ({arr[bad]:.3g})")
+    raise ArgumentError(f"{name}: the entries overflow when summed (sum is inf)")
 
 
 def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:
     if a.shape != b.shape:
-        raise ValueError(f"{name_a} and {name_b} have different lengths ({a.shape[0]} and {b.shape[0]})")
+        raise ArgumentError(f"{name_a} and {name_b} have different lengths ({a.shape[0]} and {b.shape[0]})")
 
 
 def check_k(k, name: str = "k") -> int:
     """k (the handout's gamma) must be an integer >= 1; bools and floats such as 2.0 are refused."""
     if type(k) is not int and (isinstance(k, bool) or not isinstance(k, numbers.Integral)):
-        raise TypeError(f"{name}: must be an integer >= 1, got {k!r} of type {type(k).__name__}")
+        raise ArgumentTypeError(f"{name}: must be an integer >= 1, got {k!r} of type {type(k).__name__}")
     if k < 1:
-        raise ValueError(f"{name}: must be >= 1, got {k}")
+        raise ArgumentError(f"{name}: must be >= 1, got {k}")
     return int(k)
 
 
 def check_alpha(alpha, name: str = "alpha") -> float:
     a = _real(alpha, name)
     if not 0.0 <= a <= 1.0:
-        raise ValueError(f"{name}: must lie in [0, 1], got {a!r}")
+        raise ArgumentError(f"{name}: must lie in [0, 1], got {a!r}")
     return a
 
 
 def check_cost_ratio(c, name: str = "cost_ratio") -> float:
     v = _real(c, name)
     if v < 0:
-        raise ValueError(f"{name}: must be >= 0 (draft step time / target step time), got {v!r}")
+        raise ArgumentError(f"{name}: must be >= 0 (draft step time / target step time), got {v!r}")
     return v
 
 
 def _real(x, name: str) -> float:
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise TypeError(f"{name}: must be a real number, got {x!r} of type {type(x).__name__}")
+        raise ArgumentTypeError(f"{name}: must be a real number, got {x!r} of type {type(x).__name__}")
     v = float(x)
     if not math.isfinite(v):
-        raise ValueError(f"{name}: must be finite, got {v!r}")
+        raise ArgumentError(f"{name}: must be finite, got {v!r}")
     return v
 
 
@@ -111,7 +116,7 @@ def check_rate(name: str, x) -> float:
     """A probability strictly between 0 and 1 (a false-fail or false-pass rate)."""
     v = _number(name, x, "a probability strictly between 0 and 1")
     if not 0.0 < v < 1.0:
-        raise ValueError(f"{name}: must be a probability strictly between 0 and 1, got {x!r}")
+        raise ArgumentError(f"{name}: must be a probability strictly between 0 and 1, got {x!r}")
     return v
 
 
@@ -119,7 +124,7 @@ def check_discrepancy(name: str, d) -> float:
     """A total-variation distance in (0, 1]."""
     v = _number(name, d, "a total-variation distance in (0, 1]")
     if not 0.0 < v <= 1.0:
-        raise ValueError(f"{name}: must be a total-variation distance in (0, 1], got {d!r}")
+        raise ArgumentError(f"{name}: must be a total-variation distance in (0, 1], got {d!r}")
     return v
 
 
@@ -127,13 +132,13 @@ def check_finite(name: str, x) -> float:
     """A finite real number."""
     v = _number(name, x, "a finite real number")
     if not math.isfinite(v):
-        raise ValueError(f"{name}: must be a finite real number, got {x!r}")
+        raise ArgumentError(f"{name}: must be a finite real number, got {x!r}")
     return v
 
 
 def _number(name: str, x, what: str) -> float:
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise TypeError(f"{name}: must be {what}, got {x!r} of type {type(x).__name__}")
+        raise ArgumentTypeError(f"{name}: must be {what}, got {x!r} of type {type(x).__name__}")
     return float(x)
 
 
@@ -141,16 +146,16 @@ def check_positive_real(name: str, x) -> float:
     """A finite real number > 0 (a timeout, a time budget)."""
     v = _real(x, name)
     if v <= 0:
-        raise ValueError(f"{name}: must be > 0, got {v!r}")
+        raise ArgumentError(f"{name}: must be > 0, got {v!r}")
     return v
 
 
 def check_int(name: str, x, minimum: int = 0) -> int:
-    """An integer >= ``minimum`` (a seed, a count); TypeError for bools, floats and strings."""
+    """An integer >= ``minimum`` (a seed, a count); ArgumentTypeError for bools, floats and strings."""
     if type(x) is not int and (isinstance(x, bool) or not isinstance(x, numbers.Integral)):
-        raise TypeError(f"{name}: must be an integer >= {minimum}, got {x!r} of type {type(x).__name__}")
+        raise ArgumentTypeError(f"{name}: must be an integer >= {minimum}, got {x!r} of type {type(x).__name__}")
     if x < minimum:
-        raise ValueError(f"{name}: must be >= {minimum}, got {x}")
+        raise ArgumentError(f"{name}: must be >= {minimum}, got {x}")
     return int(x)
 
 
@@ -167,7 +172,7 @@ def check_workers(x, name: str = "workers") -> int:
     """A number of worker processes for one subject: an integer from 1 to ``MAX_WORKERS``."""
     n = check_int(name, x, 1)
     if n > MAX_WORKERS:
-        raise ValueError(f"{name}: must be <= {MAX_WORKERS}, got {n}")
+        raise ArgumentError(f"{name}: must be <= {MAX_WORKERS}, got {n}")
     return n
 
 
@@ -184,18 +189,18 @@ def check_writable_file(name: str, path) -> str:
     try:
         real = destination(path)
     except NotARegularFile as exc:
-        raise ValueError(
+        raise ArgumentError(
             f"{name}: {os.fspath(path)!r} is {exc.strerror.split(', ')[0]}, not a regular "
             f"file (specverify writes reports to regular files only)"
         ) from None
     folder = os.fspath(real.parent)
     if not os.path.isdir(folder):
-        raise ValueError(f"{name}: folder {folder!r} does not exist")
+        raise ArgumentError(f"{name}: folder {folder!r} does not exist")
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".specverify-probe-"):
             pass
     except OSError as exc:
-        raise ValueError(f"{name}: cannot write into {folder!r} ({exc.strerror})") from None
+        raise ArgumentError(f"{name}: cannot write into {folder!r} ({exc.strerror})") from None
     return os.fspath(path)
 
 
@@ -213,7 +218,7 @@ def same_file(a, b) -> bool:
 
 
 def check_distinct_files(**paths) -> None:
-    """UsageError-style ValueError when two of the named output files are one file, e.g.
+    """ArgumentError when two of the named output files are one file, e.g.
     ``check_distinct_files(out=args.out, junit_xml=args.junit_xml)`` (None: not asked for)."""
     import os
 
@@ -222,7 +227,7 @@ def check_distinct_files(**paths) -> None:
         for name_b, b in given[i + 1 :]:
             if same_file(a, b):
                 flag = lambda n: "--" + n.replace("_", "-")  # noqa: E731
-                raise ValueError(
+                raise ArgumentError(
                     f"{flag(name_a)} and {flag(name_b)}: both name {os.fspath(b)!r}; give each report its own file"
                 )
 
@@ -262,16 +267,16 @@ TV_FIELDS = ("detect_tv", "detect_tv_large")
 def check_overrides(what: str, budget, overrides: dict) -> dict:
     """``overrides`` of the dataclass ``budget`` (the ``what`` budget: "round", "loop",
     "kernel"), checked at the boundary so a battery never runs on a value it cannot honour: an
-    unknown field is a ValueError naming it and the fields there are; a field whose value is a
+    unknown field is an ArgumentError naming it and the fields there are; a field whose value is a
     bool must get a bool, an int an integer >= 0, a float a finite number > 0 (rates in (0, 1),
-    TVs in (0, 1]); a wrong type is a TypeError, a bad value a ValueError. Other fields (names,
+    TVs in (0, 1]); a wrong type is an ArgumentTypeError, a bad value an ArgumentError. Other fields (names,
     tuples, devices) pass as given. Returns the overrides unchanged."""
     import dataclasses
 
     fields = {f.name for f in dataclasses.fields(budget)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ValueError(
+        raise ArgumentError(
             f"overrides: the {what} budget has no field(s) {', '.join(unknown)} "
             f"(its fields: {', '.join(sorted(fields))})"
         )
@@ -279,7 +284,7 @@ def check_overrides(what: str, budget, overrides: dict) -> dict:
         default, label = getattr(budget, name), f"{name} (a {what} budget field)"
         if isinstance(default, bool):
             if not isinstance(value, bool):
-                raise TypeError(f"{label}: must be True or False, got {value!r}")
+                raise ArgumentTypeError(f"{label}: must be True or False, got {value!r}")
         elif isinstance(default, numbers.Integral):
             check_int(label, value, 0)
         elif isinstance(default, float):

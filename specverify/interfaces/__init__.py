@@ -1,19 +1,20 @@
 """Subject interfaces as plug-ins: one registry that every entry point dispatches through.
 
-An interface is a module of this package that owns how one kind of subject is called and judged:
+An interface is a package of this one that owns how one kind of subject is called and judged:
 
 - ``round``: the handout's ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]``;
 - ``loop``: a whole generation loop ``generate(target, draft, requests, k, rng) -> outputs``;
 - ``kernel``: a batched verification kernel ``kernel(draft_ids[B,k], draft_probs[B,k,V],
   target_probs[B,k+1,V], uniforms[B,k+1] | generator) -> (output_ids[B,k+1], num_accepted[B])``.
 
-Each module exposes ``NAME``, ``PARAMETERS`` (the parameter names its subjects use, for
-detection), ``ALIASES`` (other spellings of the same parameters), ``coverage(budget)``,
-``run(subject, budget, seed, *, deadline, stop_on_first, prefetched, **overrides) ->
-BatteryResult``, ``counterexample(subject, budget, seed, result) -> dict | None`` and
-``units(load, budget, stop_on_first) -> list`` (independent units for the Ray executor; empty
-when the battery runs whole). ``api.check``, ``surface.check_run``, the pytest plugin and the mutant
-report call ``get(name)`` and ``detect(fn)`` and never name an interface themselves.
+``get(name)`` returns the package's ``interface.INTERFACE``, an object satisfying
+``interfaces.protocol.Interface``: ``NAME``, ``PARAMETERS`` (the parameter names its subjects
+use, for detection), ``ALIASES`` (other spellings of the same parameters), ``budget(budget,
+overrides)`` (its section of a budget name, resolved once), ``coverage``, ``reach``, the cases a
+subject declares, ``device``, ``run(subject, budget, seed, ...) -> BatteryResult``,
+``counterexample`` and ``units`` (independent units for the Ray executor). ``surface/`` (the
+``check`` command, the API, the pytest plugin) and the mutant report call ``get(name)`` and
+``detect(fn)`` and never name an interface's modules themselves.
 
 Detection (``detect``) scores each interface by how many of a function's leading parameter
 names it uses (aliases included) and takes the best; a tie, or a function whose names match no
@@ -27,19 +28,27 @@ import importlib
 import inspect
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import InterfaceError
+
+if TYPE_CHECKING:
+    from .protocol import Interface
 
 NAMES = ("round", "loop", "kernel")
 """Every registered interface, in the order ``--interface`` lists them."""
 
+HANDOUT = "round"
+"""The handout's interface, ``speculative_step(p_fn, q_fn, prefix, k, rng)``: what an adapter
+(``check(interface=callable)``) returns, and whose coverage ``check --help`` states per budget."""
 
-def get(name: str):
-    """The interface called ``name`` (its package's ``battery`` module: its parameters, budgets,
-    and ``run``); InterfaceError naming the known ones otherwise."""
+
+def get(name: str) -> Interface:
+    """The interface called ``name`` (its package's ``interface.INTERFACE``, satisfying
+    ``protocol.Interface``); InterfaceError naming the known ones otherwise."""
     if not isinstance(name, str) or name not in NAMES:
         raise InterfaceError(f"interface: must be one of {', '.join(NAMES)}, got {name!r}")
-    return importlib.import_module(f"{__name__}.{name}.battery")
+    return importlib.import_module(f"{__name__}.{name}.interface").INTERFACE
 
 
 def _leading_names(fn) -> tuple[str, ...] | None:
@@ -188,6 +197,7 @@ def budget_reach(name: str, budget) -> dict:
 
 __all__ = [
     "Aim",
+    "HANDOUT",
     "InterfaceError",
     "NAMES",
     "aim",

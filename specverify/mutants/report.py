@@ -34,10 +34,10 @@ from ..common import tables
 from ..common.command_line import is_terminal
 from ..common.files import write_atomically
 from ..common.validation import with_overrides
+from ..interfaces.campaign_cost import campaign_table
 from ..interfaces.round import cases as round_cases
 from ..interfaces.round.units import merge_output, prefetched
 from ..samplers.chain import draft, speculative_step
-from ..surface.campaign_cost import campaign_table
 from . import ALL, Mutant, get
 
 BASELINE_ID = "baseline/reference"
@@ -160,12 +160,11 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
 
 def report_budget(budget: str) -> tuple:
     """(budget, overrides) of one subject's battery: a named budget with the report's overrides,
-    or a campaign ``tv=X`` (specverify.surface.api.campaign_budget) as it is: every case by statistics
-    up to the run count that sees TV X (set --timeout to match: see README, Scale out)."""
+    or a campaign ``tv=X`` as it is, resolved by the subject's interface (the round's:
+    ``specverify.interfaces.campaign_cost.campaign_budget``): every case by statistics up to the
+    run count that sees TV X (set --timeout to match: see README, Scale out)."""
     if budget.startswith("tv="):
-        from ..surface.campaign_cost import resolve_budget
-
-        return resolve_budget(budget), {}
+        return budget, {}
     return budget, REPORT_OVERRIDES
 
 
@@ -551,7 +550,7 @@ def unknown_mutant_line(given: str, known: list[str]) -> str:
 
 def campaign_line(tv: float = 1e-3, budget: str = "thorough", runs_per_second: float | None = None) -> str:
     """The campaign line of this report's subjects (the catalogue, the baseline and the forced
-    fail) at TV ``tv``: ``surface.campaign_cost.campaign_table``."""
+    fail) at TV ``tv``: ``interfaces.campaign_cost.campaign_table``."""
     return campaign_table(len(ALL) + 2, tv, budget, runs_per_second)
 
 

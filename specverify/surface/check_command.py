@@ -1,9 +1,12 @@
-"""``python -m specverify check``: its command line, parsed before NumPy, SciPy or the battery load
-(a usage error is one line on stderr and exit 2 within a second); the check itself is
-``check_run.run`` (the targets, the executor, the reports).
+"""``python -m specverify check``: its command line, parsed into one checked request
+(``request.CheckCommand``: the TARGETs, one ``CheckRequest``, the outputs, the executor) before
+NumPy, SciPy or the battery load (a usage error is one line on stderr and exit 2 within a
+second); the check itself is ``check_run.run`` (the targets, the executor, the reports).
 
-The budget names and ``tv=X`` are checked against the one budget table (``specverify.battery.budgets``,
-standard library only); what each budget covers (its cases) is loaded only for ``--help``.
+Each option that fills a field of ``CheckRequest`` is checked by that field's checker
+(``request.option_type``: the same words as the API's ``check`` keyword); the budget names and
+``tv=X`` come from the one budget table (``specverify.battery.budgets``, standard library only);
+what each budget covers (its cases) is loaded only for ``--help``.
 """
 
 from __future__ import annotations
@@ -14,17 +17,19 @@ import sys
 from .. import interfaces
 from ..battery import budgets
 from ..battery.executors import ExecutorUnavailable, executor_argument, preflight
-from ..common.command_line import EXIT_USAGE, OneLineParser, emit, parsed
-from ..common.validation import seed_argument, writable_file_argument
+from ..common.command_line import OneLineParser, emit, parsed
+from ..common.validation import writable_file_argument
+from ..errors import EXIT_CODES
+from .request import INTERFACE_CHOICES, CheckCommand, CheckRequest, option_type
 
 BUDGET_WORDS = ", ".join([*budgets.NAMES, "tv=X"])
 
 
 def budget_argument(text: str) -> str:
     """argparse ``type=`` for --budget: a named budget, or tv=X (a campaign that sees TV X),
-    checked by ``budgets.check_name`` (nothing built)."""
+    checked by ``budgets.check_budget`` (the request's checker; nothing built)."""
     try:
-        budgets.check_name(text)
+        budgets.check_budget(text)
     except ValueError as exc:
         if budgets.is_campaign(text):  # tv=X with a bad X: the range X may take
             raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
@@ -47,9 +52,10 @@ def aim_argument(name: str):
 
 
 def budget_help() -> str:
-    """--budget's help: what each named budget covers (the round cases: loaded here)."""
-    rounds = interfaces.get("round")
-    coverage = "; ".join(f"{name}: {rounds.coverage(name)}" for name in budgets.NAMES)
+    """--budget's help: what each named budget covers (the cases of the handout's interface,
+    ``interfaces.HANDOUT``: loaded here)."""
+    handout = interfaces.get(interfaces.HANDOUT)
+    coverage = "; ".join(f"{name}: {handout.coverage(handout.budget(name))}" for name in budgets.NAMES)
     return (
         f"how much to run ({coverage}; tv=X: every case by statistics until a TV "
         f"of X is seen, see specverify.surface.api.campaign_runs)"
@@ -71,7 +77,8 @@ class HelpAfter(argparse.Action):
 
 
 def parse_args(argv):
-    """The parsed command line; SystemExit (after one line on stderr) for a usage error."""
+    """The command line as one ``CheckCommand``; SystemExit (after one line on stderr) for a
+    usage error."""
     ap = OneLineParser(
         prog="specverify check",
         add_help=False,
@@ -93,7 +100,7 @@ def parse_args(argv):
         help="the whole report: every finding whole and each check that ran (the default report is "
         "short: verdict, reach, power, one line per finding, the counterexample last; --json has everything)",
     )
-    ap.add_argument("--seed", type=seed_argument, default=0, help="an integer >= 0")
+    ap.add_argument("--seed", type=option_type("seed", int), default=0, help="an integer >= 0")
     budget = ap.add_argument(
         "--budget",
         type=budget_argument,
@@ -104,7 +111,7 @@ def parse_args(argv):
     show_help.fill = lambda: setattr(budget, "help", budget_help())
     ap.add_argument(
         "--interface",
-        choices=("auto", *interfaces.NAMES),
+        choices=INTERFACE_CHOICES,
         default="auto",
         help="round: the handout's speculative_step(p_fn, q_fn, prefix, k, rng); loop: "
         "generate(target, draft, requests, k, rng); kernel: kernel(draft_ids, "
@@ -142,7 +149,7 @@ def parse_args(argv):
     )
     ap.add_argument(
         "--time-limit",
-        type=time_limit_argument,
+        type=option_type("time_limit", float),
         default=None,
         metavar="SECONDS",
         help="stop each TARGET's battery after SECONDS (off by default): the budget, not the clock, "
@@ -151,7 +158,7 @@ def parse_args(argv):
     )
     ap.add_argument(
         "--workers",
-        type=workers_argument,
+        type=option_type("workers", int),
         default=1,
         metavar="N",
         help="processes of a round subject that share its enumerations and sampled runs (default 1; "
@@ -178,31 +185,37 @@ def parse_args(argv):
         "local Ray instance) or ray://ADDRESS: Ray tasks per target and per case "
         "enumeration",
     )
-    return ap.parse_args(argv)
+    return command(ap.parse_args(argv), ap)
 
 
-def time_limit_argument(text: str) -> float:
-    """``--time-limit SECONDS``: a number of seconds > 0."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = float("nan")
-    if not seconds > 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
-    return seconds
+def command(args: argparse.Namespace, ap: argparse.ArgumentParser) -> CheckCommand:
+    """The parsed options as one request (each field checked by its option's ``type=``);
+    ``--plot`` with several TARGETs is a usage error of the parser (one line, exit 2)."""
+    if args.plot and len(args.targets) > 1:
+        ap.error(f"--plot: draws one TARGET's counterexample; got {len(args.targets)} targets")
+    request = CheckRequest(
+        budget=args.budget,
+        seed=args.seed,
+        interface=args.interface,
+        aim=interfaces.Aim(args.vocab, args.k or (), args.max_tokens),
+        device=args.device,
+        fail_fast=args.fail_fast,
+        time_limit=args.time_limit,
+        workers=args.workers,
+    )
+    return CheckCommand(
+        targets=tuple(args.targets),
+        request=request,
+        json=args.json,
+        plot=args.plot,
+        junit_xml=args.junit_xml,
+        executor=args.executor,
+        verbose=args.verbose,
+    )
 
 
-def workers_argument(text: str) -> int:
-    """``--workers N``: an integer from 1 to ``validation.MAX_WORKERS``."""
-    from ..common.validation import MAX_WORKERS
-
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_WORKERS}, got {text!r}")
-    return n
+workers_argument = option_type("workers", int)
+"""argparse ``type=`` for ``--workers N`` (``check``'s and ``engines``'): 1 to ``validation.MAX_WORKERS``."""
 
 
 def plot_file_argument(text: str) -> str:
@@ -232,17 +245,17 @@ def add_junit_and_executor(ap, each: str, executor_help: str) -> None:
 
 def main(argv=None) -> int:
     """Parse, then check every TARGET (``check_run.run``); the exit code."""
-    args, code = parsed(parse_args, argv)
-    if args is None:  # --help, or one line of usage error
+    request, code = parsed(parse_args, argv)
+    if request is None:  # --help, or one line of usage error
         return code
     try:
-        preflight(args.executor)
+        preflight(request.executor)
     except ExecutorUnavailable as exc:
         emit(f"specverify check: {exc}\n", sys.stderr)
-        return EXIT_USAGE
+        return EXIT_CODES["usage"]
     from .check_run import run
 
-    return run(args)
+    return run(request)
 
 
 __all__ = [
@@ -252,8 +265,8 @@ __all__ = [
     "aim_argument",
     "budget_argument",
     "budget_help",
+    "command",
     "main",
     "parse_args",
-    "time_limit_argument",
     "workers_argument",
 ]

@@ -5,136 +5,64 @@ handout's signature ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]`
 loop ``generate(target, draft, requests, k, rng)`` or a batched kernel ``kernel(draft_ids,
 draft_probs, target_probs, uniforms)`` (specverify.interfaces: told by the parameter names, or
 ``--interface``; ``--device cuda`` runs a kernel's tensors on a GPU). The target is
-imported and run only in its own process (specverify.battery.runner); this module runs the command line
-(``run``; it is parsed by ``specverify.surface.check_command`` before this module loads) over
-``specverify.surface.api.check`` (``interfaces.round.run_battery`` and
-``interfaces.round_counterexample.find_counterexample``);
-``--junit-xml FILE`` writes one JUnit test case per target, ``--executor ray`` runs one Ray task
-per target and one per case enumeration (specverify.battery.executors, specverify.interfaces.round.units).
+imported and run only in its own process (specverify.battery.runner). This module runs the
+parsed command line (``run`` of a ``request.CheckCommand``; ``specverify.surface.check_command``
+parses it before this module loads): each TARGET is ``api.run`` of the command's one
+``CheckRequest``; ``--junit-xml FILE`` writes one JUnit test case per target, ``--executor ray``
+runs one Ray task per target and one per unit of its interface (``Interface.units``: the round
+battery's case enumerations; specverify.battery.executors).
 
-Exit codes: 0 exact, 1 not exact (a distribution or contract finding), 2 usage error (one line on
-stderr: a bad TARGET, a target whose signature does not fit its interface), 3 inconclusive (no
-finding, but not every case could be judged to the budget's plan), 4 environment error (the
-subject cannot run here: no CUDA, a missing package; the line says what to do), 130 interrupted.
-Several targets: each is checked, whatever the others are (a TARGET that does not exist is that
-target's usage error, its own ``<error>`` in the JUnit XML); the exit code is the worst of their
-codes (2 > 4 > 1 > 3 > 0).
+Exit codes (``specverify.errors.EXIT_CODES``): 0 exact, 1 not exact (a distribution or contract
+finding), 2 usage error (one line on stderr: a bad TARGET, a target whose signature does not fit
+its interface), 3 inconclusive (no finding, but not every case could be judged to the budget's
+plan), 4 environment error (the subject cannot run here: no CUDA, a missing package; the line
+says what to do), 130 interrupted. Several targets: each is checked, whatever the others are (a
+TARGET that does not exist is that target's usage error, its own ``<error>`` in the JUnit XML);
+the exit code is the worst of their codes (``errors.worst_exit_code``: 2 > 4 > 1 > 3 > 0).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 
 from .. import interfaces
 from ..battery import runner, signals
-from ..battery.core import BatteryResult
-from ..battery.targets import load_target, split_target, start_target  # noqa: F401 - re-exported
-from ..common.command_line import EXIT_ENVIRONMENT, EXIT_USAGE, OneLineParser, emit, is_terminal  # noqa: F401 - re-exported for older callers
+from ..battery.targets import load_target, split_target
+from ..common.command_line import emit, is_terminal
 from ..common.files import json_default
-from ..errors import EnvironmentProblem, UsageError
+from ..errors import EXIT_CODES, EnvironmentProblem, UsageError, exit_code_of, verdict_exit_code, worst_exit_code
 from . import api
-from .campaign_cost import resolve_budget
-from .report_text import VERDICT_WORDS, failure_message, human, run_lines  # noqa: F401 - re-exported
-
-EXIT_CODES = {True: 0, False: 1, None: 3}
+from .report_text import failure_message, human, run_lines
+from .request import CheckCommand, CheckRequest
 
 
-def check(
-    subject,
-    target: str = "<sampler>",
-    budget: str = "standard",
-    seed: int = 0,
-    counterexample: bool = True,
-    interface: str = "auto",
-    prefetched: dict | None = None,
-    device: str | None = None,
-    aim: interfaces.Aim | None = None,
-    fail_fast: bool = False,
-    progress: bool | str | None = None,
-    time_limit: float | None = None,
-    workers: int = 1,
-) -> dict:
-    """The verdict as the JSON object the CLI prints (subject: a callable, a TARGET string or a
-    started Runner; ``fail_fast``, ``progress``, ``time_limit``, ``workers``: ``api.check``'s)."""
-    aim = aim or interfaces.Aim()
-    return api.check(
-        subject,
-        budget=budget,
-        seed=seed,
-        counterexample=counterexample,
-        target=target,
-        interface=interface,
-        prefetched=prefetched,
-        device=device,
-        vocab=aim.vocab,
-        k=aim.ks or None,
-        max_tokens=aim.max_tokens,
-        fail_fast=fail_fast,
-        progress=progress,
-        time_limit=time_limit,
-        workers=workers,
-    ).to_dict()
-
-
-SEVERITY = {0: 0, 3: 1, 1: 2, 4: 3, 2: 4}  # exact < inconclusive < not exact < environment < usage error
-
-
-def check_target(
-    target: str,
-    budget: str,
-    seed: int,
-    interface: str = "auto",
-    device: str | None = None,
-    aim: interfaces.Aim | None = None,
-    fail_fast: bool = False,
-    time_limit: float | None = None,
-    workers: int = 1,
-    *units,
-) -> tuple[str, object]:
+def check_target(target: str, request: CheckRequest, *units: dict) -> tuple[str, object]:
     """("ok", the report's dict), ("usage", the one-line error) or ("environment", what this
-    machine lacks to load it): one target, start to end
-    (a Ray task; ``aim``: the user's --vocab / --k / --max-tokens; ``fail_fast``: --fail-fast;
-    ``time_limit``: --time-limit; ``workers``: --workers;
-    ``units``: its enumerations from other tasks, ``target_units``, replayed)."""
-    from ..interfaces.round.units import merge_output, prefetched
-
+    machine lacks to load it): one target, start to end, as ``request`` asks (a Ray task;
+    ``units``: the results of its interface's units from other tasks, replayed). The target is
+    loaded in its own process by ``api.run``, under the progress line (plain lines when stderr
+    is not a terminal)."""
+    progress = None if is_terminal(sys.stderr) else "lines"
     try:
-        report = check(
-            target,  # loaded in its own process by api.check, under the progress line
-            target,
-            budget,
-            seed,
-            interface=interface,
-            prefetched=prefetched(units) if units else None,
-            device=device,
-            aim=aim,
-            fail_fast=fail_fast,
-            progress=None if is_terminal(sys.stderr) else "lines",
-            time_limit=time_limit,
-            workers=workers,
-        )
-        if units:
-            extra = BatteryResult(output=report["output"], seconds=report["seconds"])
-            merge_output(extra, units)
-            report["output"], report["seconds"] = extra.output, extra.seconds
-        return "ok", report
-    except (UsageError, interfaces.InterfaceError) as exc:
-        return "usage", str(exc)
-    except EnvironmentProblem as exc:
-        return "environment", str(exc)
+        report = api.run(target, request.but(target=target, units=units, progress=progress))
+    except (UsageError, EnvironmentProblem) as exc:
+        return ("usage" if exit_code_of(exc) == EXIT_CODES["usage"] else "environment"), str(exc)
+    return "ok", report.to_dict()
 
 
-def target_units(target: str, budget: str, interface: str = "auto") -> list[tuple]:
-    """The target's enumeration units for the Ray executor (``(enumeration_unit, args)`` pairs;
-    none for ``--interface loop``: the loop battery runs whole). With ``auto`` a loop target's
-    units find a contract breach nobody asks for: wasted, never used."""
-    from functools import partial
-
-    from .. import interfaces
-
-    kind = interfaces.get("round" if interface == "auto" else interface)
-    return kind.units(partial(load_target, target), resolve_budget(budget))
+def target_units(target: str, request: CheckRequest) -> list[tuple]:
+    """The target's units for the Ray executor (``(unit function, args)`` pairs) by its
+    interface's ``units`` (none where the battery runs whole). With ``auto`` the target's
+    interface is told only where it loads, so every interface's units are made: those of
+    another interface are never used."""
+    names = interfaces.NAMES if request.interface == "auto" else (request.interface,)
+    load = partial(load_target, target)
+    out = []
+    for kind in map(interfaces.get, names):
+        out += kind.units(load, kind.budget(request.budget, request.overrides), request.fail_fast)
+    return out
 
 
 def junit_case(target: str, outcome: tuple[str, object]):
@@ -185,45 +113,52 @@ def target_sources(target: str) -> list[str]:
     return found
 
 
-def check_output_files(args) -> None:
-    """UsageError when --junit-xml names a TARGET's own source (the report would overwrite it)."""
+def check_output_files(command: CheckCommand) -> None:
+    """ArgumentError when --junit-xml names a TARGET's own source (the report would overwrite it)."""
     from ..common.validation import same_file
+    from ..errors import ArgumentError
 
-    if not args.junit_xml:
+    if not command.junit_xml:
         return
-    for target in args.targets:
-        if target_problem(target) is None and any(same_file(args.junit_xml, s) for s in target_sources(target)):
-            raise UsageError(
-                f"--junit-xml: {args.junit_xml!r} is the source of TARGET {target!r}; give the report its own file"
+    for target in command.targets:
+        if target_problem(target) is None and any(same_file(command.junit_xml, s) for s in target_sources(target)):
+            raise ArgumentError(
+                f"--junit-xml: {command.junit_xml!r} is the source of TARGET {target!r}; give the report its own file"
             )
 
 
-def report_outcomes(args, targets, outcomes) -> int:
+def outcome_code(outcome: tuple[str, object]) -> int:
+    """A target's exit code (``errors.EXIT_CODES``): its usage or environment error's, or its
+    report's (``errors.verdict_exit_code``)."""
+    status, value = outcome
+    if status in ("usage", "environment"):
+        return EXIT_CODES[status]
+    assert isinstance(value, dict)
+    return verdict_exit_code(value["exact"], value.get("environment"))
+
+
+def report_outcomes(command: CheckCommand, outcomes: list) -> int:
     """Print each finished target's report (stdout) or usage error (stderr) and write the JUnit
     XML for them; the worst exit code."""
-    code = 0
     for status, value in outcomes:
         if status in ("usage", "environment"):
             emit(f"specverify check: {value}\n", sys.stderr)
-            this = EXIT_USAGE if status == "usage" else EXIT_ENVIRONMENT
         else:
-            out = (
+            emit(
                 json.dumps(value, default=json_default) + "\n"
-                if args.json
-                else human(value, verbose=getattr(args, "verbose", False))
+                if command.json
+                else human(value, verbose=command.verbose)
             )
-            emit(out)
-            this = EXIT_ENVIRONMENT if value.get("environment") else EXIT_CODES[value["exact"]]
-        code = max(code, this, key=SEVERITY.__getitem__)
+    code = worst_exit_code(*map(outcome_code, outcomes))
     sys.stdout.flush()
-    if getattr(args, "plot", None) and outcomes and outcomes[0][0] == "ok":
-        code = max(code, draw_counterexample(args.plot, outcomes[0][1]), key=SEVERITY.__getitem__)
-    if args.junit_xml:
+    if command.plot and outcomes and outcomes[0][0] == "ok":
+        code = worst_exit_code(code, draw_counterexample(command.plot, outcomes[0][1]))
+    if command.junit_xml:
         from . import junit
 
-        cases = [junit_case(t, o) for t, o in zip(targets, outcomes)]
-        written = junit.write(args.junit_xml, "specverify.check", cases, "specverify check: --junit-xml")
-        code = max(code, written, key=SEVERITY.__getitem__)
+        cases = [junit_case(t, o) for t, o in zip(command.targets, outcomes)]
+        written = junit.write(command.junit_xml, "specverify.check", cases, "specverify check: --junit-xml")
+        code = worst_exit_code(code, written)
     return code
 
 
@@ -240,17 +175,17 @@ def draw_counterexample(path: str, report: dict) -> int:
         return 0
     except OSError as exc:
         emit(f"specverify check: --plot: cannot write {path!r}: {exc.strerror or exc}\n", sys.stderr)
-        return EXIT_USAGE
+        return EXIT_CODES["usage"]
     emit(f"specverify check: the counterexample drawn in {path}\n", sys.stderr)
     return 0
 
 
-def run(args) -> int:
+def run(command: CheckCommand) -> int:
     """Check every TARGET of the parsed command line (``check_command.parse_args``), report
     each and return the worst exit code; Ctrl-C or SIGTERM reports the finished ones first."""
-    outcomes = []  # the finished targets' outcomes: reported even when Ctrl-C stops the rest
+    outcomes: list = []  # the finished targets' outcomes: reported even when Ctrl-C stops the rest
     with signals.sigterm_as_interrupt():
-        return _check_all(args, outcomes)
+        return check_all(command, outcomes)
 
 
 def target_problem(target: str) -> str | None:
@@ -263,61 +198,60 @@ def target_problem(target: str) -> str | None:
     return None
 
 
-def _check_all(args, outcomes: list) -> int:
-    try:
-        problems = [target_problem(t) for t in args.targets]  # every TARGET string, before anything runs
-        check_output_files(args)
-        if getattr(args, "plot", None) and len(args.targets) > 1:
-            raise UsageError(f"--plot: draws one TARGET's counterexample; got {len(args.targets)} targets")
-        aim = interfaces.Aim(args.vocab, args.k or (), args.max_tokens)
-        good = [t for t, problem in zip(args.targets, problems) if problem is None]
-        calls = [
-            (
-                t,
-                args.budget,
-                args.seed,
-                args.interface,
-                args.device,
-                aim,
-                args.fail_fast,
-                getattr(args, "time_limit", None),
-                getattr(args, "workers", 1),
-            )
-            for t in good
-        ]
-        if args.executor == "local":
-            for target, problem in zip(args.targets, problems):
-                outcomes.append(("usage", problem) if problem else check_target(*calls[good.index(target)]))
-        else:
-            from ..battery.executors import ray_map
+def check_all(command: CheckCommand, outcomes: list) -> int:
+    """Check the command's targets into ``outcomes`` (each TARGET string read first; one that
+    cannot name a function is that target's usage error), here one after another or on Ray;
+    report them (``report_outcomes``)."""
+    from ..battery.executors import ExecutorUnavailable
 
-            done = iter(
-                ray_map(
-                    check_target,
-                    calls,
-                    args.executor,
-                    units=[target_units(t, args.budget, args.interface) for t in good],
-                )
-                if calls
-                else []
-            )
+    try:
+        problems = [target_problem(t) for t in command.targets]  # every TARGET string, before anything runs
+        check_output_files(command)
+        good = [t for t, problem in zip(command.targets, problems) if problem is None]
+        if command.executor == "local":
+            for target, problem in zip(command.targets, problems):
+                outcomes.append(("usage", problem) if problem else check_target(target, command.request))
+        else:
+            done = iter(on_ray(command, good))
             outcomes[:] = [("usage", problem) if problem else next(done) for problem in problems]
     except UsageError as exc:
         emit(f"specverify check: {exc}\n", sys.stderr)
-        return EXIT_USAGE
+        return EXIT_CODES["usage"]
     except KeyboardInterrupt as stop:
         runner.kill_all()
         if outcomes:
-            report_outcomes(args, args.targets, outcomes)
-        done = f" after {len(outcomes)} of {len(args.targets)} targets" if len(args.targets) > 1 else ""
+            report_outcomes(command, outcomes)
+        done_words = f" after {len(outcomes)} of {len(command.targets)} targets" if len(command.targets) > 1 else ""
         how, code = signals.how_stopped(stop)
-        print(f"specverify check: {how}{done}", file=sys.stderr)
+        print(f"specverify check: {how}{done_words}", file=sys.stderr)
         return code
-    except Exception as exc:  # noqa: BLE001 - ExecutorUnavailable, or Ray could not start
-        from ..battery.executors import ExecutorUnavailable
-
-        if not isinstance(exc, ExecutorUnavailable):
-            raise
+    except ExecutorUnavailable as exc:  # Ray could not start
         print(f"specverify check: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return report_outcomes(args, args.targets, outcomes)
+        return EXIT_CODES["usage"]
+    return report_outcomes(command, outcomes)
+
+
+def on_ray(command: CheckCommand, targets: list[str]) -> list:
+    """``check_target`` of each of ``targets`` as a Ray task, after its units (``target_units``)."""
+    from ..battery.executors import ray_map
+
+    if not targets:
+        return []
+    calls = [(t, command.request) for t in targets]
+    return ray_map(check_target, calls, command.executor, units=[target_units(t, command.request) for t in targets])
+
+
+__all__ = [
+    "check_all",
+    "check_output_files",
+    "check_target",
+    "draw_counterexample",
+    "junit_case",
+    "on_ray",
+    "outcome_code",
+    "report_outcomes",
+    "run",
+    "target_problem",
+    "target_sources",
+    "target_units",
+]

@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..common.command_line import is_terminal
+from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..battery.runner import Runner
-    from ..interfaces.round.cases import Budget
-    from .api import Report
+    from .verdict import Report
 
 DEFAULT_BUDGET = "standard"
 DEFAULT_SEED = 0
@@ -73,11 +73,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     budget = config.getoption("--specverify-budget")
     if budget is not None:
-        from .campaign_cost import resolve_budget
+        from ..battery.budgets import check_budget
 
         try:
-            resolve_budget(budget)
-        except ValueError as exc:
+            check_budget(budget)
+        except UsageError as exc:
             raise pytest.UsageError(f"--specverify-budget: {exc}") from None
     seed = config.getoption("--specverify-seed")
     if seed is not None and seed < 0:
@@ -114,14 +114,11 @@ def marker_keywords(node: pytest.Item | pytest.Collector) -> dict[str, Any]:
         )
     given = {k: v for k, v in marker.kwargs.items() if v is not None}
     if "budget" in given:
-        from ..interfaces.round.cases import Budget
-        from .campaign_cost import resolve_budget
+        from ..battery.budgets import check_budget
 
         try:
-            if not isinstance(given["budget"], (str, Budget)):
-                raise ValueError(f"budget: must be a name or tv=X, got {given['budget']!r}")
-            resolve_budget(given["budget"])
-        except ValueError as exc:
+            check_budget(given["budget"])
+        except UsageError as exc:
             pytest.fail(f"@pytest.mark.specverify: {exc}", pytrace=False)
     seed = given.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
@@ -143,7 +140,7 @@ def specverify_check(request: pytest.FixtureRequest) -> Callable[..., Report]:
     def check(
         sampler: str | Runner | Callable[..., Any],
         *,
-        budget: str | Budget | None = None,
+        budget: Any = None,
         seed: int | None = None,
         **kwargs: Any,
     ) -> Report:

@@ -41,17 +41,20 @@ def _as(arrays: str, x, device: str = "cpu"):
 
 
 def check_device(device: str) -> str:
-    """ "cpu", or "cuda" / "cuda:N" where torch sees CUDA; ValueError naming ``device`` else."""
+    """ "cpu", or "cuda" / "cuda:N" where torch sees CUDA; ArgumentError naming ``device`` for
+    another value, MissingExtra without torch, NoCuda on a machine without CUDA."""
+    from ...errors import ArgumentError, MissingExtra, NoCuda
+
     if device == "cpu":
         return device
     if not isinstance(device, str) or not (device == "cuda" or device.startswith("cuda:")):
-        raise ValueError(f"device: must be cpu, cuda or cuda:N, got {device!r}")
+        raise ArgumentError(f"device: must be cpu, cuda or cuda:N, got {device!r}")
     try:
         import torch
     except ImportError:
-        raise ValueError("device: cuda needs torch (pip install 'specverify[models]')") from None
+        raise MissingExtra("device: cuda needs torch (pip install 'specverify[models]')") from None
     if not torch.cuda.is_available():
-        raise ValueError(f"device: {device} asked for, but CUDA is not available on this machine")
+        raise NoCuda(f"device: {device} asked for, but CUDA is not available on this machine")
     return device
 
 

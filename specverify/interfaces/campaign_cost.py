@@ -1,26 +1,20 @@
-"""The arithmetic of a thorough campaign: its budget, its runs, and the hours they take.
+"""The arithmetic of a thorough campaign of round samplers: its budget, its runs, and the hours
+they take.
 
-``resolve_budget`` turns a budget name or ``tv=X`` into the round battery's ``Budget`` (a
-campaign that sees TV X on every case: ``interfaces.round_cases.campaign_budget``);
-``campaign_runs`` (``round_cases``) counts the sampler runs it needs; ``campaign_table`` is the
-README's campaign line ("Scale out"): N subjects x M cases = R runs and their hours on one
+``campaign_runs`` (``round.cases``) counts the sampler runs a campaign that sees TV X on every
+case needs (its budget: ``campaign_budget``, the round section of ``tv=X``); ``campaign_table``
+is the README's campaign line ("Scale out"): N subjects x M cases = R runs and their hours on one
 machine and on W workers, at the rate ``measure_runs_per_second`` measures on the reference
-sampler. ``specverify.surface.api`` re-exports these names.
+sampler. A module of the interfaces layer beside the registry, so that ``specverify.surface.api``
+re-exports these names without naming the round interface's modules.
 """
 
 from __future__ import annotations
 
-from ..interfaces.round import cases as round_cases
-from ..interfaces.round import tasks as round_tasks
-from ..interfaces.round.cases import campaign_runs
 from ..samplers.chain import speculative_step
-
-
-def resolve_budget(budget: str | round_cases.Budget) -> round_cases.Budget:
-    """The round section of a name of ``budgets.NAMES``, of ``tv=X`` (a campaign that sees TV X)
-    or a round Budget as it is (``budgets.section``; an unknown name is its InterfaceError, a
-    ValueError naming ``budget``)."""
-    return round_cases.get_budget(budget)
+from .round import cases as round_cases
+from .round import tasks as round_tasks
+from .round.cases import campaign_budget, campaign_runs
 
 
 def campaign_table(
@@ -71,3 +65,6 @@ def measure_runs_per_second(seconds: float = 2.0) -> float:
             round_tasks.sample_first_tokens(speculative_step, case, 20, rng)
             n += 20
     return n / (time.process_time() - t0)
+
+
+__all__ = ["campaign_budget", "campaign_runs", "campaign_table", "duration", "measure_runs_per_second"]
