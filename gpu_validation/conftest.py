@@ -123,10 +123,19 @@ def cuda_unavailable_reason():
     return None
 
 
+def real_device() -> str:
+    """Where the real pair runs: cuda when available, cpu on request (SPECVERIFY_REAL_CPU=1), else none."""
+    try:
+        import torch
+    except ImportError:
+        return "none"
+    return "cuda" if torch.cuda.is_available() else "cpu" if on_cpu_by_request() else "none"
+
+
 def pytest_report_header(config):
     kind = stage_pair_kind()
-    where = f"device {stage_device()}" if kind == "tiny" else "CPU by request" if on_cpu_by_request() else "CUDA"
-    return f"gpu_validation: the {kind} pair ({where}; SPECVERIFY_STAGE_PAIR=real|tiny)"
+    device = stage_device() if kind == "tiny" else real_device()
+    return f"gpu_validation: pair={kind} device={device} (from SPECVERIFY_STAGE_PAIR, SPECVERIFY_STAGE_DEVICE)"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -182,14 +191,11 @@ def tiny_stage_pair():
 
 @pytest.fixture(scope="session")
 def stage():
-    import torch
-
     from specverify.models import loading
 
     if stage_pair_kind() == "tiny":
         return Stage(tiny_stage_pair(), "tiny", TINY_SCALE)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    return Stage(loading.load_pair(device=device, **pair_source()), "real", REAL_SCALE)
+    return Stage(loading.load_pair(device=real_device(), **pair_source()), "real", REAL_SCALE)
 
 
 @pytest.fixture(scope="module", autouse=True)
