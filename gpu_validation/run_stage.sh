@@ -17,7 +17,9 @@ mkdir -p "$out"
 python=${PYTHON:-python}
 budget=${STAGE_BUDGET_S:-600}
 export HYPOTHESIS_PROFILE=ci
+GRACE_S=10 # a step past its limit gets SIGTERM, then SIGKILL this much later: kept out of every limit
 declare -a summary=()
+device=$("$python" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA device')" 2>/dev/null || echo "torch missing")
 failed=0
 
 # step NAME CAP_S ENV... -- PYTEST_ARGS...: run pytest for at most min(CAP_S, time left) seconds
@@ -27,15 +29,15 @@ step() {
   local envs=()
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
   shift
-  local left=$((budget - SECONDS)) limit
+  local left=$((budget - SECONDS - GRACE_S)) limit
   limit=$((cap < left ? cap : left))
   if ((limit < 30)); then
-    summary+=("$(printf '%-7s FAILED  not run: %d s of the %d s budget left' "$name" "$left" "$budget")")
+    summary+=("$(printf '%-7s FAILED  not run: %d s of the %d s budget left' "$name" $((budget - SECONDS)) "$budget")")
     failed=1
     return
   fi
   local start=$SECONDS rc
-  env "${envs[@]}" timeout -k 10 "$limit" "$python" -m pytest -rs -s -p no:cacheprovider "$@" >"$out/$name.log" 2>&1
+  env "${envs[@]}" timeout -k "$GRACE_S" "$limit" "$python" -m pytest -rs -s -p no:cacheprovider "$@" >"$out/$name.log" 2>&1
   rc=$?
   local last header verdict=ok
   last=$(grep -E '^=+ .*(passed|failed|skipped|error|no tests ran).* =+$' "$out/$name.log" | tail -1 | tr -d '=' | xargs)
@@ -56,7 +58,6 @@ step kernel 180 SPECVERIFY_STAGE_PAIR=real -- gpu_validation/test_kernel_cuda.py
 step tiny 150 SPECVERIFY_STAGE_PAIR=tiny SPECVERIFY_GPU_OUT="$out/tiny_table.json" -- gpu_validation/test_qwen_pair.py
 step real "$budget" SPECVERIFY_STAGE_PAIR=real SPECVERIFY_GPU_OUT="$out/qwen_table.json" -- gpu_validation/test_qwen_pair.py
 
-device=$("$python" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no CUDA device')" 2>/dev/null || echo "torch missing")
 echo
 echo "GPU stage on $device, $SECONDS s of $budget s (logs and tables in $out/):"
 printf '%s\n' "${summary[@]}"
