@@ -57,7 +57,7 @@ def _spec(stage, ref, k, **kwargs):
 def smallest_top_two_gap(references) -> float:
     """The smallest gap between the target's two largest logits over the answers' positions."""
     gaps = [
-        float(np.diff(np.sort(logits[i])[-2:])[0])
+        float(np.subtract(*np.partition(logits[i], -2)[-1:-3:-1]))  # top minus second
         for ref, logits in references
         for i in range(ref.n_prompt - 1, len(ref.ids) - 1)
     ]
