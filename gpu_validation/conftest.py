@@ -1,22 +1,64 @@
-"""GPU stage: runs only with torch, a CUDA device and the Qwen2.5 pair; otherwise one skip line.
+"""The GPU stage's pair: the real Qwen2.5 pair, or a tiny random Qwen2 pair for CI.
 
-SPECVERIFY_REAL_CPU=1 runs the same tests on the CPU (fp32) instead, for the local real pair of
-../shared/tools/real-pair; SPECVERIFY_NEW_TOKENS shortens the answers (default 64).
+``SPECVERIFY_STAGE_PAIR`` picks which pair the same tests run on:
 
-Weights count as available when (a) SPECVERIFY_REAL_DIR, SPECVERIFY_REAL_TARGET_GGUF and
-SPECVERIFY_REAL_DRAFT_GGUF name two existing GGUF files, (b) both handout ids
-(Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-0.5B-Instruct) are in the local Hugging Face cache, or
-(c) SPECVERIFY_ALLOW_DOWNLOAD=1 says the hub may be asked. Nothing here downloads by itself.
-The test module imports torch only inside fixtures, so collection never fails without it.
+- ``real`` (the default; ``tox -e gpu``): the handout's pair on CUDA. Without torch, CUDA or the
+  weights every test skips with one line per reason, and nothing fails.
+  ``SPECVERIFY_REAL_CPU=1`` runs it on the CPU (fp32) instead, for the local GGUF pair of
+  ../shared/tools/real-pair. Weights count as available when (a) SPECVERIFY_REAL_DIR,
+  SPECVERIFY_REAL_TARGET_GGUF and SPECVERIFY_REAL_DRAFT_GGUF name two existing GGUF files, (b)
+  both handout ids (Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-0.5B-Instruct) are in the local
+  Hugging Face cache, or (c) SPECVERIFY_ALLOW_DOWNLOAD=1 says the hub may be asked. Nothing here
+  downloads by itself.
+- ``tiny`` (``tox -e cpu``, every CI run): ``specverify.models.loading.tiny_pair(seed=0)``, a
+  random Qwen2 pair built from a config (nothing downloaded), on CUDA when there is one
+  (``SPECVERIFY_STAGE_DEVICE=cpu`` or ``cuda`` forces it), scaled down (``TINY_SCALE``). It
+  never skips: a missing library, a renamed function or a drafter that cannot run fails.
+
+``SPECVERIFY_NEW_TOKENS`` overrides the answers' length (default 64 real, 24 tiny). The tests in
+``test_kernel_cuda.py`` need CUDA only (no weights) and skip with one line without it, under
+either pair. Torch is imported only inside fixtures, so collection never fails without it.
 """
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 DEFAULT_TARGET = "Qwen/Qwen2.5-1.5B-Instruct"
 DEFAULT_DRAFT = "Qwen/Qwen2.5-0.5B-Instruct"
+PAIRS = ("real", "tiny")
+HERE = Path(__file__).resolve().parent
+CUDA_ONLY = ("test_kernel_cuda.py",)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How much of the stage to run: answer length, the table's prompts per workload and timing
+    repeats, the Medusa head's training positions, and whether greedy output must be identical
+    to target-only's with no near-tie excused (``exact_greedy``)."""
+
+    new_tokens: int
+    table_prompts: int
+    table_repeats: int
+    head_positions: int
+    exact_greedy: bool
+
+
+REAL_SCALE = Scale(new_tokens=64, table_prompts=3, table_repeats=20, head_positions=256, exact_greedy=False)
+TINY_SCALE = Scale(new_tokens=24, table_prompts=1, table_repeats=3, head_positions=128, exact_greedy=True)
+"""The tiny pair in fp32: its smallest gap between the top two target logits over the stage's
+reference positions is orders of magnitude above fp32 rounding (the greedy test prints it), so
+the cached and the batched forwards cannot flip an argmax: greedy equality must hold exactly."""
+
+
+def stage_pair_kind() -> str:
+    """``real`` or ``tiny``, from SPECVERIFY_STAGE_PAIR (default ``real``); anything else is refused."""
+    kind = os.environ.get("SPECVERIFY_STAGE_PAIR", "real")
+    if kind not in PAIRS:
+        raise pytest.UsageError(f"SPECVERIFY_STAGE_PAIR: expected one of {PAIRS}, got {kind!r}")
+    return kind
 
 
 def _gguf_pair():
@@ -46,7 +88,15 @@ def pair_source():
     return None
 
 
+def on_cpu_by_request() -> bool:
+    return os.environ.get("SPECVERIFY_REAL_CPU") == "1"
+
+
 def unavailable_reason():
+    """Why the pair tests cannot run, or None. The tiny pair always runs: its tests fail, never
+    skip, on whatever is missing."""
+    if stage_pair_kind() == "tiny":
+        return None
     try:
         import torch
         import transformers  # noqa: F401
@@ -62,13 +112,6 @@ def unavailable_reason():
     return None
 
 
-def on_cpu_by_request() -> bool:
-    return os.environ.get("SPECVERIFY_REAL_CPU") == "1"
-
-
-HERE = Path(__file__).resolve().parent
-
-
 def cuda_unavailable_reason():
     """Why the CUDA-only tests (no model weights: test_kernel_cuda.py) cannot run, or None."""
     try:
@@ -80,12 +123,24 @@ def cuda_unavailable_reason():
     return None
 
 
-CUDA_ONLY = ("test_kernel_cuda.py",)
+def real_device() -> str:
+    """Where the real pair runs: cuda when available, cpu on request (SPECVERIFY_REAL_CPU=1), else none."""
+    try:
+        import torch
+    except ImportError:
+        return "none"
+    return "cuda" if torch.cuda.is_available() else "cpu" if on_cpu_by_request() else "none"
+
+
+def pytest_report_header(config):
+    kind = stage_pair_kind()
+    device = stage_device() if kind == "tiny" else real_device()
+    return f"gpu_validation: pair={kind} device={device} (from SPECVERIFY_STAGE_PAIR, SPECVERIFY_STAGE_DEVICE)"
 
 
 def pytest_collection_modifyitems(config, items):
     """Skip this folder's tests only: the hook sees every collected item of the session. The
-    kernel tests need CUDA only; the pair tests need the Qwen2.5 weights too."""
+    kernel tests need CUDA only; the real pair's tests need the Qwen2.5 weights too."""
     mine = [item for item in items if HERE in Path(str(item.path)).resolve().parents]
     reasons = {}
     for item in mine:
@@ -96,11 +151,62 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=reasons[cuda_only]))
 
 
-@pytest.fixture(scope="session")
-def qwen_pair():
-    import torch
+def stage_device() -> str:
+    """Where the tiny pair runs: SPECVERIFY_STAGE_DEVICE, else cuda when available, else cpu."""
+    chosen = os.environ.get("SPECVERIFY_STAGE_DEVICE")
+    if chosen:
+        return chosen
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The pair the stage runs on, which one it is, and how much of the stage to run."""
+
+    pair: object
+    kind: str
+    scale: Scale
+
+    @property
+    def new_tokens(self) -> int:
+        return int(os.environ.get("SPECVERIFY_NEW_TOKENS", self.scale.new_tokens))
+
+
+def tiny_stage_pair():
+    """``tiny_pair(seed=0)`` moved to ``stage_device()`` (fp32 wherever it runs)."""
+    import dataclasses
 
     from specverify.models import loading
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    return loading.load_pair(device=device, **pair_source())
+    pair = loading.tiny_pair(seed=0)
+    device = stage_device()
+    if device == "cpu":
+        return pair
+    return dataclasses.replace(pair, target=pair.target.to(device), draft=pair.draft.to(device), device=device)
+
+
+@pytest.fixture(scope="session")
+def stage():
+    from specverify.models import loading
+
+    if stage_pair_kind() == "tiny":
+        return Stage(tiny_stage_pair(), "tiny", TINY_SCALE)
+    return Stage(loading.load_pair(device=real_device(), **pair_source()), "real", REAL_SCALE)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread_for_the_tiny_pair_on_cpu(request):
+    """The tiny pair is launch-bound: on a shared CPU one thread is ~10x faster than several."""
+    if stage_pair_kind() != "tiny" or stage_device() != "cpu" or Path(str(request.path)).name in CUDA_ONLY:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify.models import decoding, loading, measure  # noqa: E402
 from specverify.models.__main__ import main  # noqa: E402
-from specverify.samplers.chain import residual, verify  # noqa: E402
+from specverify.models.unavailable import MEDUSA_NEEDS_A_HEAD  # noqa: E402
+from specverify.samplers.one_step import one_step_output_distribution, sample_one_step  # noqa: E402
 
 PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "import numpy as np\n"]
 NEW_TOKENS = 24
@@ -59,25 +60,6 @@ def test_uncropped_caches_diverge(pair, references, k):
         broken = _spec(pair, ref.ids[: ref.n_prompt], k, crop_caches=False)
         verdict = decoding.compare_greedy(broken.ids, ref.ids, logits, ref.n_prompt)
         assert verdict["kind"] == "mismatch", (decoding.DEFECT_ID, verdict)
-
-
-def one_step_output_distribution(p, q) -> np.ndarray:
-    """Exact law of one verified token: min(p, q) + (1 - alpha) * residual(p, q), which is p."""
-    alpha = np.minimum(p, q).sum()
-    return np.minimum(p, q) + (1.0 - alpha) * residual(p, q)
-
-
-def sample_one_step(p, q, n: int, rng) -> np.ndarray:
-    """Counts of the first token of n rounds of the rule (``chain.verify``) with one draft x ~ q,
-    on the union of the supports only (a 150k-token vector costs no more than its top-k)."""
-    support = np.flatnonzero((p > 0) | (q > 0))
-    ps, qs = p[support] / p[support].sum(), q[support] / q[support].sum()
-    counts = np.zeros(p.size, dtype=np.int64)
-    for _ in range(n):
-        x = int(rng.choice(qs.size, p=qs))
-        accepted, token = verify([ps, ps], [qs], [x], rng)
-        counts[support[x if accepted else token]] += 1
-    return counts
 
 
 def test_rule_is_exact_on_teacher_forced_distributions(pair, references):
@@ -182,6 +164,25 @@ def test_measure_cli_json_rows(tmp_path, capsys):
             assert row["greedy_identical"] is True and row["near_ties"] == 0
         else:
             assert row["greedy_identical"] is None
+
+
+def test_a_drafter_that_cannot_run_is_a_row_that_says_why(pair):
+    """Medusa without a head: a row naming the reason, every measured field None, and the other
+    drafters' rows as usual (not a ValueError for the whole table)."""
+    rows = measure.measure(
+        pair, workloads=("edit",), k=2, max_new_tokens=8, n_prompts=1, repeats=2, drafters=("medusa",), modes=(0.0,)
+    )
+    assert [(r["drafter"], r.get("unavailable")) for r in rows] == [
+        ("medusa", MEDUSA_NEEDS_A_HEAD),
+        ("model k=2", None),
+    ]
+    left_out, fixed = rows
+    assert (left_out["workload"], left_out["mode"]) == ("edit", "greedy")
+    assert all(left_out[f] is None for f in measure.REQUIRED_FIELDS if f not in ("workload", "mode", "drafter"))
+    assert fixed["greedy_identical"] is True and fixed["tokens_per_s"] > 0
+    assert "medusa" in measure.human_table(rows)
+    with pytest.raises(ValueError, match="needs a head"):
+        measure.run_medusa(measure.Setting(pair, "edit", [[1]], 0.0, 2, 8, None))
 
 
 def test_load_from_local_folder_round_trips(pair, tmp_path):

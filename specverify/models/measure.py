@@ -36,6 +36,7 @@ from ..laws import theory
 from . import decoding, medusa, tree_decoding
 from .costs import KPolicy, StepCosts, measure_step_costs
 from .loading import prompt_ids, torch_modules
+from .unavailable import mode_label, unavailable_reason, unavailable_row
 
 SAMPLED_T = 0.7
 WORKLOADS = ("code", "chat", "edit")
@@ -321,7 +322,7 @@ def drafter_row(setting: Setting, name: str, run: Run, hf_tps, ref_tps) -> dict:
     k_mode = int(ks.argmax())
     row = {
         "workload": setting.workload,
-        "mode": "greedy" if setting.temperature == 0 else f"T={setting.temperature:g}",
+        "mode": mode_label(setting.temperature),
         "drafter": name,
         "k": k_mode,
         "k_mean": float(np.mean(run.ks)) if run.ks else None,
@@ -367,7 +368,8 @@ def predicted_alpha(pair, ref, temperature) -> float:
 
 
 def measure_setting(setting: Setting, drafters, sweep: bool = False) -> list[dict]:
-    """Rows for one (workload, mode): every drafter, side by side with target-only and HF assisted."""
+    """Rows for one (workload, mode): every drafter, side by side with target-only and HF assisted;
+    a drafter that cannot run here (``unavailable.unavailable_reason``) gets a row saying why."""
     pair = setting.pair
     setting.ref = _run_all(
         decoding.target_only_generate,
@@ -380,7 +382,12 @@ def measure_setting(setting: Setting, drafters, sweep: bool = False) -> list[dic
     setting.alpha_predicted = predicted_alpha(pair, setting.ref, setting.temperature)
     ref_tps = _tokens_per_s(setting.ref)
     hf_tps = hf_assisted_tokens_per_s(pair, setting.prompts, setting.k, setting.max_new_tokens, setting.temperature)
-    rows = [drafter_row(setting, name, DRAFTERS[name](setting), hf_tps, ref_tps) for name in drafters]
+    rows = [
+        unavailable_row(setting, name, reason, REQUIRED_FIELDS)
+        if (reason := unavailable_reason(setting, name))
+        else drafter_row(setting, name, DRAFTERS[name](setting), hf_tps, ref_tps)
+        for name in drafters
+    ]
     for k in range(1, setting.k + 1) if sweep else [setting.k]:
         rows.append(drafter_row(setting, f"model k={k}", run_fixed(setting, k), hf_tps, ref_tps))
     return rows
