@@ -10,7 +10,8 @@
 - ``torch_random``: torch's random functions followed by the enumerator (imported only with torch);
 - ``uniform_cells``: the exact law of a function of one float32 uniform;
 - ``stats``: calibrated tests with stated false-fail rates and power;
-- ``scale``: binned laws at engine-scale vocabularies.
+- ``scale``: binned laws at engine-scale vocabularies;
+- ``arrays``: the names of the types the laws and the samplers are annotated with.
 
 Imports only ``specverify.common``.
 """

@@ -62,7 +62,7 @@ def _check_prefix(prefix, vocab_size: int) -> tuple[int, ...]:
     for i, tok in enumerate(tokens):
         if isinstance(tok, bool) or not isinstance(tok, numbers.Integral):
             raise ValueError(f"prefix: token {i} is {tok!r}, not an integer token id")
-        if not 0 <= tok < vocab_size:
+        if not 0 <= int(tok) < vocab_size:
             raise ValueError(f"prefix: token {i} is {tok}, outside the vocabulary [0, {vocab_size})")
     return tuple(int(t) for t in tokens)
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..common.validation import check_int
 from ..laws.requests import Output, Request, check_requests, finished, step_distribution
-from .chain import LazyRows, sample, verify
+from .chain import LazyRows, Rng, sample, verify
 
 
 @dataclass
@@ -36,11 +36,11 @@ class State:
     """One request in flight."""
 
     request: Request
-    rng: object
-    output: list = field(default_factory=list)
-    logprobs: list = field(default_factory=list)
-    penalty_tokens: list = field(default_factory=list)  # what the penalties count
-    grammar_tokens: list = field(default_factory=list)  # what the grammar has consumed
+    rng: Rng
+    output: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    penalty_tokens: list[int] = field(default_factory=list)  # what the penalties count
+    grammar_tokens: list[int] = field(default_factory=list)  # what the grammar has consumed
     seen: int = 0  # how much of the output the models are shown (a ragged batch's offset)
     drafted: int = 0
     accepted: int = 0
@@ -152,7 +152,8 @@ def draft_row(state: State, logits, drafts, i: int, vocab: int) -> np.ndarray:
 
 
 def draft_tokens(state: State, draft, n: int, vocab: int, row=draft_row) -> tuple[list, list]:
-    drafts, qs = [], []
+    drafts: list[int] = []
+    qs: list[np.ndarray] = []
     for i in range(n):
         q = row(state, draft(state.context() + tuple(drafts)), drafts, i, vocab)
         drafts.append(sample(q, state.rng))  # the numbers of state.rng.choice(vocab, p=q)
@@ -259,7 +260,8 @@ def target_only(target, requests, rng) -> list[Output]:
     check_requests(requests, vocab)
     outs = []
     for r, g in zip(requests, make_rngs(requests, rng)):
-        out, lps = [], []
+        out: list[int] = []
+        lps: list[float] = []
         while not finished(tuple(out), r.params):
             p = step_distribution(np.asarray(target(r.prompt + tuple(out)))[:vocab], r.params, r.prompt, tuple(out))
             t = int(g.choice(vocab, p=p))
