@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tomllib
@@ -40,6 +41,7 @@ def run_mypy() -> tuple[list[str], int]:
     """mypy's report lines and exit status, run in this process on pyproject.toml's configuration."""
     from mypy import api
 
+    os.chdir(ROOT)  # pyproject's `files` and the baseline's paths are relative to the repository root
     stdout, stderr, status = api.run(["--config-file", str(PYPROJECT), "--no-pretty", "--no-error-summary"])
     if stderr.strip():
         print(stderr, file=sys.stderr, end="")
