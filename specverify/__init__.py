@@ -44,8 +44,9 @@ def __getattr__(name: str) -> Any:
     import importlib.util
 
     if name in _LAZY:
-        module = importlib.import_module(f".{_LAZY[name] or name}", __name__)
-        value = module if _LAZY[name] is None or _LAZY[name].endswith("." + name) else getattr(module, name)
+        target = _LAZY[name]
+        module = importlib.import_module(f".{target or name}", __name__)
+        value = module if target is None or target.endswith("." + name) else getattr(module, name)
     elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         value = importlib.import_module(f".{name}", __name__)
     else:

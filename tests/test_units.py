@@ -49,8 +49,6 @@ def test_prefetched_units_give_the_local_battery_result(mutant_id, effect):
     got = run_units(partial(report.subject_fn, mutant_id), QUICK, stop)
     assert all(u["outcome"][0] == "ok" for u in got)
     split = round_interface.run_battery(fn, QUICK, 3, stop_on_first=stop, prefetched=units.prefetched(got))
-    if any("time limit" in line for line in here.ran + split.ran):
-        pytest.skip("a look was cut by time on this loaded machine: its runs are not comparable")
     assert compared(split) == compared(here)
     assert split.exact is {"exact": True, "fewer-tokens": True, "biased": False}[effect]
 
@@ -129,8 +127,6 @@ def test_a_chi_square_look_draws_the_same_runs_whatever_else_is_live():
         result = round_interface.run_statistics(
             chain_sampler.speculative_step, [first, *others], 4, "quick", n_max=2000
         )
-        if any("time limit" in line for line in result.ran):
-            pytest.skip("a look was cut by time on this loaded machine: its runs are not comparable")
         lines = [line for line in result.ran if line.startswith(f"chi-square: {first.name}:")]
         return [line.split(";")[0] for line in lines]  # the runs and the p-value (the power: the split)
 

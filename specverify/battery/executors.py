@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 LOCAL = "local"
 RAY_EXTRA_HINT = "--executor ray needs Ray: install the extra with pip install -e '.[ray]' (or pip install 'ray>=2.9')"
@@ -35,6 +37,8 @@ PROBE_TIMEOUT_S = 3.0
 """Seconds the TCP probe of a cluster's address waits (name lookup and connect)."""
 NO_PROBE = ("auto", "local")
 """RAY_ADDRESS values that name no host:port (Ray finds or starts the cluster itself)."""
+Unit = tuple[Callable[..., Any], tuple[Any, ...]]
+"""An independent unit of work: ``(function, its arguments)``, run as its own task."""
 
 
 class ExecutorUnavailable(Exception):
@@ -132,13 +136,14 @@ def check_cluster(executor: str, timeout: float = PROBE_TIMEOUT_S) -> None:
     probe(host, port, what, timeout)
 
 
-def require_ray():
+def require_ray() -> ModuleType:
     """The ``ray`` module, or ExecutorUnavailable with the one line that says what to install."""
+    import importlib
+
     try:
-        import ray
+        return importlib.import_module("ray")
     except ImportError:
         raise ExecutorUnavailable(RAY_EXTRA_HINT) from None
-    return ray
 
 
 def preflight(executor: str) -> None:
@@ -153,14 +158,14 @@ def preflight(executor: str) -> None:
 
 
 def ray_map(
-    fn: Callable,
-    calls: list[tuple],
+    fn: Callable[..., Any],
+    calls: list[tuple[Any, ...]],
     executor: str,
     num_cpus: int | None = None,
     on_done: Callable[[], None] | None = None,
     poll_s: float = 0.1,
-    units: list[list[tuple[Callable, tuple]]] | None = None,
-) -> list:
+    units: list[list[Unit]] | None = None,
+) -> list[Any]:
     """``[fn(*args) for args in calls]``, each call one Ray task (one CPU, no retries), results in
     order. ``units[i]``: ``(unit_fn, unit_args)`` pairs run first, each its own task, all in
     parallel; call i then runs as ``fn(*calls[i], *their results)`` once they are done. Connects
@@ -170,11 +175,12 @@ def ray_map(
     Ctrl-C cancels every task."""
     ray = require_ray()
     started = _connect(ray, executor, num_cpus)
-    refs: list = []
+    refs: list[Any] = []  # Ray's ObjectRefs
     try:
         _submit(ray, fn, calls, units, refs)
         _wait(ray, refs[len(refs) - len(calls) :], on_done, poll_s)
-        return ray.get(refs[len(refs) - len(calls) :])
+        results: list[Any] = ray.get(refs[len(refs) - len(calls) :])
+        return results
     except KeyboardInterrupt:
         for ref in refs:
             try:
@@ -187,7 +193,7 @@ def ray_map(
             ray.shutdown()
 
 
-def _connect(ray, executor: str, num_cpus: int | None) -> bool:
+def _connect(ray: ModuleType, executor: str, num_cpus: int | None) -> bool:
     """Initialise Ray unless it is; True when this call started it (and must shut it down)."""
     if ray.is_initialized():
         return False
@@ -195,7 +201,7 @@ def _connect(ray, executor: str, num_cpus: int | None) -> bool:
 
     check_cluster(executor)
 
-    kwargs: dict = {
+    kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,
         "logging_level": logging.ERROR,
@@ -214,7 +220,13 @@ def _connect(ray, executor: str, num_cpus: int | None) -> bool:
     return True
 
 
-def _submit(ray, fn: Callable, calls: list[tuple], units, refs: list) -> None:
+def _submit(
+    ray: ModuleType,
+    fn: Callable[..., Any],
+    calls: list[tuple[Any, ...]],
+    units: list[list[Unit]] | None,
+    refs: list[Any],
+) -> None:
     """Every unit's task, then every call's (its units' refs as trailing arguments: Ray starts
     it when they are ready and passes their values), appended to ``refs`` as they are submitted
     (so that Ctrl-C cancels what was), the calls' last."""
@@ -232,7 +244,7 @@ def _submit(ray, fn: Callable, calls: list[tuple], units, refs: list) -> None:
     refs.extend(main.remote(*args, *mine) for args, mine in zip(calls, unit_refs))
 
 
-def _wait(ray, refs: list, on_done: Callable[[], None] | None, poll_s: float) -> None:
+def _wait(ray: ModuleType, refs: list[Any], on_done: Callable[[], None] | None, poll_s: float) -> None:
     """Wait for every ref in short waits, so that Ctrl-C is seen at once."""
     pending = list(refs)
     while pending:
@@ -249,6 +261,7 @@ __all__ = [
     "PROBE_TIMEOUT_S",
     "RAY_CLIENT_HINT",
     "RAY_EXTRA_HINT",
+    "Unit",
     "check_cluster",
     "client_available",
     "cluster_address",

@@ -14,7 +14,8 @@
 - ``uniform_cells``: the exact law of a function of one float32 uniform;
 - ``stats``: calibrated tests of categorical laws with stated false-fail rates and power;
   ``scalar_tests``: those of one scalar (a bounded mean, a proportion);
-- ``scale``: binned laws at engine-scale vocabularies.
+- ``scale``: binned laws at engine-scale vocabularies;
+- ``arrays``: the names of the types the laws and the samplers are annotated with.
 
 Imports only ``specverify.common``.
 """

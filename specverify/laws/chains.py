@@ -12,19 +12,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ..common.validation import check_prob_vector
+from .arrays import Prefix, Table, Vector
 
 
 @dataclass(frozen=True)
 class TableModel:
-    p_table: np.ndarray
-    q_table: np.ndarray
+    """p and q as tables (``p_table``, ``q_table``: any 2-D array-like of rows, kept as read-only
+    float64 ``Table``s, each row checked and renormalized)."""
+
+    p_table: Table
+    q_table: Table
     order: int = 1
     period: int = 1
     name: str = field(default="", compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         p = np.array(self.p_table, dtype=np.float64)
         q = np.array(self.q_table, dtype=np.float64)
         if p.ndim != 2 or p.shape != q.shape:
@@ -43,29 +48,33 @@ class TableModel:
 
     @property
     def vocab_size(self) -> int:
-        return self.p_table.shape[1]
+        return int(self.p_table.shape[1])
 
-    def context_index(self, prefix) -> int:
+    def context_index(self, prefix: Prefix) -> int:
         """The row of ``prefix``: sum over j = 1..order of (its j-th last token, 0 before its
         start) * V^(j - 1), plus (len(prefix) % period) * V^order."""
         n, order = len(prefix), self.order
         if order == 0:  # i.i.d. or position-only: the common case, on every model call
             return n % self.period
-        v = self.p_table.shape[1]
+        v = int(self.p_table.shape[1])
         idx = 0
         for j in range(1, min(order, n) + 1):
             idx += int(prefix[-j]) * v ** (j - 1)
-        return idx + (n % self.period) * v**order
+        row: int = idx + (n % self.period) * v**order  # int ** int is Any to typeshed (a negative power is a float)
+        return row
 
-    def p_fn(self, prefix) -> np.ndarray:
-        return self.p_table[self.context_index(prefix)]
+    def p_fn(self, prefix: Prefix) -> Vector:
+        row: Vector = self.p_table[self.context_index(prefix)]
+        return row
 
-    def q_fn(self, prefix) -> np.ndarray:
-        return self.q_table[self.context_index(prefix)]
+    def q_fn(self, prefix: Prefix) -> Vector:
+        row: Vector = self.q_table[self.context_index(prefix)]
+        return row
 
-    def alphas(self) -> np.ndarray:
+    def alphas(self) -> Vector:
         """alpha = sum min(p, q) for every context."""
-        return np.minimum(self.p_table, self.q_table).sum(axis=1)
+        alphas: Vector = np.minimum(self.p_table, self.q_table).sum(axis=1)
+        return alphas
 
 
 @dataclass(frozen=True)
@@ -76,9 +85,9 @@ class FirstTokenModel(TableModel):
     a cache that keeps the last W positions) reads the wrong row once the context is longer
     than W. ``order`` is 1 (one token of context: the first)."""
 
-    def context_index(self, prefix) -> int:
+    def context_index(self, prefix: Prefix) -> int:
         first = int(prefix[0]) if len(prefix) else 0
-        return first + (len(prefix) % self.period) * self.p_table.shape[1]
+        return first + (len(prefix) % self.period) * int(self.p_table.shape[1])
 
 
 def first_token_model(vocab_size: int, period: int, seed: int | np.random.SeedSequence = 0) -> FirstTokenModel:
@@ -92,8 +101,8 @@ def first_token_model(vocab_size: int, period: int, seed: int | np.random.SeedSe
 
 
 def one_hot_draft_rows(
-    vocab_size: int, rows: int, seed: int | np.random.SeedSequence, chance: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+    vocab_size: int, rows: int, seed: int | np.random.SeedSequence, chance: NDArray[np.bool_] | None = None
+) -> tuple[Table, Table]:
     """(p, q) tables of ``rows`` rows: q one-hot in every row, p a random Dirichlet row where the
     boolean mask ``chance`` is set (every row when None) and equal to q elsewhere."""
     rng = np.random.default_rng(seed)
@@ -116,15 +125,15 @@ def one_hot_draft_model(
     return TableModel(p, q, order=0, period=period, name=f"V{vocab_size}-one-hot-draft-period{period}{where}")
 
 
-def iid_model(p, q, name: str = "iid") -> TableModel:
+def iid_model(p: ArrayLike, q: ArrayLike, name: str = "iid") -> TableModel:
     """p and q that ignore the prefix: acceptance is i.i.d. with alpha = sum min(p, q)."""
     return TableModel(np.atleast_2d(p), np.atleast_2d(q), order=0, name=name)
 
 
 def toy_chain() -> TableModel:
     """The handout's first-order chain on 3 tokens: alpha 0.6 after token 0, 0.5 after 1 and 2."""
-    p = [[0.2, 0.5, 0.3], [0.5, 0.3, 0.2], [0.3, 0.3, 0.4]]
-    q = [[0.6, 0.2, 0.2], [0.1, 0.2, 0.7], [0.8, 0.1, 0.1]]
+    p = np.array([[0.2, 0.5, 0.3], [0.5, 0.3, 0.2], [0.3, 0.3, 0.4]])
+    q = np.array([[0.6, 0.2, 0.2], [0.1, 0.2, 0.7], [0.8, 0.1, 0.1]])
     return TableModel(p, q, order=1, name="toy-chain")
 
 

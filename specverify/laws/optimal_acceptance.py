@@ -24,28 +24,34 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from collections import defaultdict
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..common.validation import check_k, check_prob_vector, check_same_length
+from .arrays import Integer, Vector
+
+DraftSet = frozenset[int]
+"""The distinct tokens among a step's drafts."""
 
 LP_TOL = 1e-9
 
 
-def draft_sets(q, m: int, replacement: bool = True) -> dict[frozenset, float]:
+def draft_sets(q: ArrayLike, m: int, replacement: bool = True) -> dict[DraftSet, float]:
     """Law of the set of distinct tokens among m drafts from q: i.i.d. (``replacement``) or
     without replacement (q renormalized over the tokens not yet drawn; drafting stops when q's
     support runs out, as in samplers.tree)."""
     q = np.asarray(q, dtype=np.float64)
     support = [int(t) for t in np.flatnonzero(q > 0)]
-    out: dict[frozenset, float] = defaultdict(float)
+    out: dict[DraftSet, float] = defaultdict(float)
     if replacement:
         for seq in itertools.product(support, repeat=m):
             out[frozenset(seq)] += float(np.prod([q[t] for t in seq]))
         return dict(out)
 
-    def walk(drawn: tuple, weight: float):
+    def walk(drawn: tuple[int, ...], weight: float) -> None:
         left = [t for t in support if t not in drawn]
         if len(drawn) == m or not left:
             out[frozenset(drawn)] += weight
@@ -58,14 +64,16 @@ def draft_sets(q, m: int, replacement: bool = True) -> dict[frozenset, float]:
     return dict(out)
 
 
-def _check(p, q, m):
+def _check(p: ArrayLike, q: ArrayLike, m: Integer) -> tuple[Vector, Vector, int]:
     p, q = check_prob_vector("p", p), check_prob_vector("q", q)
     check_same_length("p", p, "q", q)
     return p, q, check_k(m, "m")
 
 
 @functools.lru_cache(maxsize=4096)
-def _solve(p_bytes: bytes, q_bytes: bytes, m: int, replacement: bool):
+def _solve(
+    p_bytes: bytes, q_bytes: bytes, m: int, replacement: bool
+) -> tuple[list[tuple[DraftSet, float]], list[tuple[int, int]], Vector, float]:
     p, q = np.frombuffer(p_bytes), np.frombuffer(q_bytes)
     sets = sorted(draft_sets(q, m, replacement).items(), key=lambda kv: sorted(kv[0]))
     pairs = [(i, y) for i, (s, _) in enumerate(sets) for y in sorted(s)]
@@ -82,13 +90,13 @@ def _solve(p_bytes: bytes, q_bytes: bytes, m: int, replacement: bool):
     return sets, pairs, res.x, float(-res.fun)
 
 
-def optimal_acceptance(p, q, m: int, replacement: bool = True) -> float:
+def optimal_acceptance(p: ArrayLike, q: ArrayLike, m: Integer, replacement: bool = True) -> float:
     """The largest P(emitted token is one of the m drafts) over every exact one-step rule."""
     p, q, m = _check(p, q, m)
     return min(1.0, max(0.0, _solve(p.tobytes(), q.tobytes(), m, bool(replacement))[3]))
 
 
-def optimal_selection(p, q, m: int, replacement: bool = True) -> dict[frozenset, np.ndarray]:
+def optimal_selection(p: ArrayLike, q: ArrayLike, m: Integer, replacement: bool = True) -> dict[DraftSet, Vector]:
     """For every draft set S, a distribution over S (the canonical rule's selection step,
     arXiv 2410.18234) built from the LP's optimal plan: the accepted mass a(S, .) renormalized,
     the rest spread over S in proportion to q. Selecting a token this way and then running the
@@ -110,6 +118,7 @@ def optimal_selection(p, q, m: int, replacement: bool = True) -> dict[frozenset,
     return out
 
 
-def selection_law(selection: dict, sets: dict) -> np.ndarray:
+def selection_law(selection: dict[DraftSet, Vector], sets: dict[DraftSet, float]) -> Vector:
     """r(y) = sum_S Q_m(S) psi(y | S), the law of the selected token."""
-    return sum(w * selection[s] for s, w in sets.items())
+    law: Vector = functools.reduce(operator.add, (w * selection[s] for s, w in sets.items()))
+    return law

@@ -31,13 +31,17 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..common.validation import check_prob_vector
+from .arrays import Real, Vector, normalized
 
 
-def _is(value, kind) -> bool:
+def _is(value: object, kind: type) -> bool:
     """``value`` is of the abstract ``kind`` (numbers.Real or numbers.Integral) and not a bool; a
     plain int or float is decided without the ABC's isinstance (10x slower, on every step)."""
     if type(value) is int:
@@ -47,7 +51,7 @@ def _is(value, kind) -> bool:
     return isinstance(value, kind) and not isinstance(value, bool)
 
 
-def check_sampling(temperature, top_k=None, top_p=None) -> tuple[float, int | None, float | None]:
+def check_sampling(temperature: Any, top_k: Any = None, top_p: Any = None) -> tuple[float, int | None, float | None]:
     """The parameters as plain numbers; ValueError naming the argument otherwise (bools, strings
     and a float top_k such as 2.0 are refused)."""
     if not (_is(temperature, numbers.Real) and math.isfinite(temperature) and temperature >= 0):
@@ -59,14 +63,16 @@ def check_sampling(temperature, top_k=None, top_p=None) -> tuple[float, int | No
     return (float(temperature), None if top_k is None else int(top_k), None if top_p is None else float(top_p))
 
 
-def mask_top_k(logits: np.ndarray, top_k: int) -> np.ndarray:
+def mask_top_k(logits: Vector, top_k: int) -> Vector:
     """-inf below the top_k-th largest logit; every logit >= it stays (TopKLogitsWarper)."""
     if top_k >= logits.size:
         return logits
     return np.where(logits >= np.partition(logits, -top_k)[-top_k], logits, -np.inf)
 
 
-def process_logits(logits, temperature=1.0, top_k=None, top_p=None) -> np.ndarray:
+def process_logits(
+    logits: ArrayLike, temperature: Real = 1.0, top_k: int | None = None, top_p: Real | None = None
+) -> Vector:
     """Probabilities (float64) after temperature, top-k, top-p; temperature 0 (greedy) refused."""
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     if t == 0:
@@ -78,13 +84,13 @@ def process_logits(logits, temperature=1.0, top_k=None, top_p=None) -> np.ndarra
     return check_prob_vector("processed logits", p if top_p is None else keep_top_p(p, top_p))
 
 
-def temper(probs: np.ndarray, temperature: float) -> np.ndarray:
+def temper(probs: Vector, temperature: float) -> Vector:
     """norm(probs ** (1 / t)) = softmax(log(probs) / t): TemperatureLogitsWarper on log-probs."""
     scaled = probs ** (1.0 / temperature)
-    return scaled / scaled.sum()
+    return normalized(scaled)
 
 
-def keep_top_k(probs: np.ndarray, top_k: int, *, keep_ties: bool = True) -> np.ndarray:
+def keep_top_k(probs: Vector, top_k: int, *, keep_ties: bool = True) -> Vector:
     """The top_k most likely tokens, renormalized. ``keep_ties``: every token >= the top_k-th
     largest stays (TopKLogitsWarper); else exactly top_k, ties cut in index order (stable sort,
     as an engine built on torch.topk keeps exactly k)."""
@@ -93,10 +99,10 @@ def keep_top_k(probs: np.ndarray, top_k: int, *, keep_ties: bool = True) -> np.n
     else:
         kept = np.isin(np.arange(probs.size), np.argsort(-probs, kind="stable")[:top_k])
     kept_probs = np.where(kept, probs, 0.0)
-    return kept_probs / kept_probs.sum()
+    return normalized(kept_probs)
 
 
-def keep_top_p(probs: np.ndarray, top_p: float) -> np.ndarray:
+def keep_top_p(probs: Vector, top_p: float) -> Vector:
     """The smallest set of most likely tokens whose mass reaches top_p, renormalized
     (TopPLogitsWarper); ties cut in index order (stable sort); top_p = 1 keeps every token."""
     if top_p >= 1.0:
@@ -105,32 +111,32 @@ def keep_top_p(probs: np.ndarray, top_p: float) -> np.ndarray:
     n_keep = int(np.searchsorted(np.cumsum(probs[order]), top_p)) + 1
     kept = np.zeros_like(probs)
     kept[order[:n_keep]] = probs[order[:n_keep]]
-    return kept / kept.sum()
+    return normalized(kept)
 
 
 # ---------------------------------------------------------------------------- request-level steps
 
 
-def check_min_p(min_p) -> float:
+def check_min_p(min_p: Any) -> float:
     if not (_is(min_p, numbers.Real) and 0.0 <= min_p <= 1.0):
         raise ValueError(f"min_p: must lie in [0, 1] (0 disables it), got {min_p!r}")
     return float(min_p)
 
 
-def check_repetition_penalty(penalty) -> float:
+def check_repetition_penalty(penalty: Any) -> float:
     """The repetition penalty divides positive logits: it must be a finite number > 0."""
     if not (_is(penalty, numbers.Real) and math.isfinite(penalty) and penalty > 0):
         raise ValueError(f"repetition_penalty: must be a finite number > 0 (1 disables it), got {penalty!r}")
     return float(penalty)
 
 
-def check_additive_penalty(name: str, value) -> float:
+def check_additive_penalty(name: str, value: Any) -> float:
     if not (_is(value, numbers.Real) and math.isfinite(value)):
         raise ValueError(f"{name}: must be a finite number (0 disables it), got {value!r}")
     return float(value)
 
 
-def mask_allowed(logits: np.ndarray, allowed) -> np.ndarray:
+def mask_allowed(logits: Vector, allowed: Iterable[int]) -> Vector:
     """-inf outside ``allowed`` (an iterable of ids); ValueError when it allows nothing or names an
     id outside the vocabulary."""
     ids = np.asarray(sorted({int(t) for t in allowed}), dtype=np.int64)
@@ -143,7 +149,7 @@ def mask_allowed(logits: np.ndarray, allowed) -> np.ndarray:
     return out
 
 
-def add_logit_bias(logits: np.ndarray, bias) -> np.ndarray:
+def add_logit_bias(logits: Vector, bias: Mapping[int, float]) -> Vector:
     """logits[t] + bias[t] for every (t, bias) in the mapping ``bias``."""
     out = np.array(logits, dtype=np.float64)
     for t, b in dict(bias).items():
@@ -153,7 +159,7 @@ def add_logit_bias(logits: np.ndarray, bias) -> np.ndarray:
     return out
 
 
-def penalize_repetition(logits: np.ndarray, seen, penalty: float) -> np.ndarray:
+def penalize_repetition(logits: Vector, seen: Iterable[int], penalty: float) -> Vector:
     """Every id in ``seen`` (prompt and output): logit / penalty when > 0, else logit * penalty."""
     if penalty == 1.0:
         return logits
@@ -164,23 +170,24 @@ def penalize_repetition(logits: np.ndarray, seen, penalty: float) -> np.ndarray:
     return out
 
 
-def penalize_frequency_presence(logits: np.ndarray, output, frequency: float, presence: float) -> np.ndarray:
+def penalize_frequency_presence(logits: Vector, output: Iterable[int], frequency: float, presence: float) -> Vector:
     """logit - frequency * count - presence * (count > 0), counts over the output tokens."""
     if frequency == 0.0 and presence == 0.0:
         return logits
     counts = np.bincount(np.asarray(list(output), dtype=np.int64), minlength=logits.size)[: logits.size]
-    return logits - frequency * counts - presence * (counts > 0)
+    out: Vector = logits - frequency * counts - presence * (counts > 0)
+    return out
 
 
-def keep_min_p(probs: np.ndarray, min_p: float) -> np.ndarray:
+def keep_min_p(probs: Vector, min_p: float) -> Vector:
     """Tokens with probability >= min_p * max(probs), renormalized (MinPLogitsWarper)."""
     if min_p <= 0.0:
         return probs
     kept = np.where(probs >= min_p * probs.max(), probs, 0.0)
-    return kept / kept.sum()
+    return normalized(kept)
 
 
-def greedy_row(logits: np.ndarray) -> np.ndarray:
+def greedy_row(logits: Vector) -> Vector:
     """One-hot at the argmax (first index on ties): temperature 0."""
     out = np.zeros(logits.size)
     out[int(np.argmax(logits))] = 1.0
@@ -188,20 +195,20 @@ def greedy_row(logits: np.ndarray) -> np.ndarray:
 
 
 def process_step(
-    logits,
+    logits: ArrayLike,
     *,
-    temperature=1.0,
-    top_k=None,
-    top_p=None,
-    min_p=0.0,
-    repetition_penalty=1.0,
-    frequency_penalty=0.0,
-    presence_penalty=0.0,
-    logit_bias=None,
-    allowed=None,
-    prompt=(),
-    output=(),
-) -> np.ndarray:
+    temperature: Real = 1.0,
+    top_k: int | None = None,
+    top_p: Real | None = None,
+    min_p: Real = 0.0,
+    repetition_penalty: Real = 1.0,
+    frequency_penalty: Real = 0.0,
+    presence_penalty: Real = 0.0,
+    logit_bias: Mapping[int, float] | None = None,
+    allowed: Iterable[int] | None = None,
+    prompt: Iterable[int] = (),
+    output: Iterable[int] = (),
+) -> Vector:
     """The next-token distribution (float64) of one request's step: the raw ``logits`` with the
     grammar mask (``allowed``: ids or None), logit bias, repetition penalty over prompt + output,
     frequency / presence penalties over the output, then temperature (0: one-hot argmax), top-k,

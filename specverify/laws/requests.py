@@ -27,15 +27,25 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import processing
+from .arrays import Vector
+
+Tokens = tuple[int, ...]
+"""A prompt, an output, any run of token ids."""
+LogitFn = Callable[[Sequence[int]], ArrayLike]
+"""``target`` / ``draft``: raw next-token logits after a prefix."""
+Grammar = Callable[[Tokens], Collection[int]]
+"""``allowed_tokens``: the ids a grammar allows after the output so far."""
 
 
-def _is_int(x) -> bool:
+def _is_int(x: object) -> bool:
     return type(x) is int or (isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, bool))
 
 
@@ -59,13 +69,13 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
-    logit_bias: dict = field(default_factory=dict)
-    allowed_tokens: Callable | None = None
-    stop_token_ids: tuple = ()
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    allowed_tokens: Grammar | None = None
+    stop_token_ids: Collection[int] = ()
     max_tokens: int = 16
     seed: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         processing.check_sampling(self.temperature, self.top_k, self.top_p)
         processing.check_min_p(self.min_p)
         processing.check_repetition_penalty(self.repetition_penalty)
@@ -98,10 +108,10 @@ class SamplingParams:
 class Request:
     """A prompt (at least one token, e.g. a BOS) and its sampling parameters."""
 
-    prompt: tuple
+    prompt: Tokens
     params: SamplingParams = field(default_factory=SamplingParams)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         prompt = self.prompt
         if not isinstance(prompt, (tuple, list)) or not prompt or not all(_is_int(t) and t >= 0 for t in prompt):
             raise ValueError(f"prompt: must be a non-empty tuple of token ids >= 0, got {prompt!r}")
@@ -115,13 +125,13 @@ class Output:
     """One request's result: its tokens; optionally the processed target's log-probability of each
     and the number of drafted / accepted tokens."""
 
-    tokens: tuple
-    logprobs: tuple | None = None
+    tokens: Tokens
+    logprobs: tuple[float, ...] | None = None
     drafted: int | None = None
     accepted: int | None = None
 
 
-def check_requests(requests, vocab_size: int) -> list[Request]:
+def check_requests(requests: object, vocab_size: int) -> list[Request]:
     """The requests as a list; ValueError naming the field for ids outside the vocabulary."""
     if not isinstance(requests, (list, tuple)) or not all(isinstance(r, Request) for r in requests):
         raise TypeError("requests: must be a list of Request")
@@ -138,8 +148,8 @@ def check_requests(requests, vocab_size: int) -> list[Request]:
 
 
 def step_distribution(
-    logits, params: SamplingParams, prompt: tuple, output: tuple, grammar_output: tuple | None = None
-) -> np.ndarray:
+    logits: ArrayLike, params: SamplingParams, prompt: Tokens, output: Tokens, grammar_output: Tokens | None = None
+) -> Vector:
     """The processed next-token distribution of a request after ``output`` (``processing``).
 
     ``grammar_output`` (default: ``output``) is what the grammar has consumed."""
@@ -162,20 +172,20 @@ def step_distribution(
     )
 
 
-def finished(output: tuple, params: SamplingParams) -> bool:
+def finished(output: Tokens, params: SamplingParams) -> bool:
     return len(output) >= params.max_tokens or bool(output and output[-1] in params.stop_token_ids)
 
 
-def sequence_law(target, request: Request) -> dict[tuple, float]:
+def sequence_law(target: LogitFn, request: Request) -> dict[Tokens, float]:
     """The exact law of the request's whole output under target-only sampling, by dynamic
     programming over the processed target (one entry per reachable output)."""
     prompt, params = request.prompt, request.params
     vocab = len(np.asarray(target(prompt)))
     check_requests([request], vocab)
-    law: dict[tuple, float] = {}
-    frontier = {(): 1.0}
+    law: dict[Tokens, float] = {}
+    frontier: dict[Tokens, float] = {(): 1.0}
     while frontier:
-        nxt: dict[tuple, float] = {}
+        nxt: dict[Tokens, float] = {}
         for out, w in frontier.items():
             if finished(out, params):
                 law[out] = law.get(out, 0.0) + w
@@ -187,14 +197,14 @@ def sequence_law(target, request: Request) -> dict[tuple, float]:
     return law
 
 
-def independence_tv(joint: dict) -> float:
+def independence_tv(joint: Mapping[tuple[Tokens, ...], float]) -> float:
     """The TV between a batch's joint law of outputs (outcome -> probability, entry i of an
     outcome being request i's output) and the product of its requests' marginal laws: 0 exactly
     when the requests are independent, as unseeded requests of one batch must be. Computed on the
     joint law's support: (sum over it of |joint - product| + the product's mass outside it) / 2."""
     if not joint:
         return 0.0
-    marginals: list[dict] = [{} for _ in next(iter(joint))]
+    marginals: list[dict[Tokens, float]] = [{} for _ in next(iter(joint))]
     for outcome, w in joint.items():
         for i, out in enumerate(outcome):
             marginals[i][out] = marginals[i].get(out, 0.0) + w
@@ -205,14 +215,14 @@ def independence_tv(joint: dict) -> float:
     return 0.5 * (gap + max(0.0, 1.0 - inside))
 
 
-def lag_pairs(tokens, lag: int) -> list[tuple[int, int]]:
+def lag_pairs(tokens: Sequence[int], lag: int) -> list[tuple[int, int]]:
     """The pairs (tokens[i], tokens[i + lag]) of one output with (i // lag) even: no token in two
     pairs, so that where positions are independent draws of one law (a context-free target and
     params) the pairs are independent draws of its product law (their counts multinomial)."""
     return [(tokens[i], tokens[i + lag]) for i in range(len(tokens) - lag) if (i // lag) % 2 == 0]
 
 
-def as_output(result) -> Output:
+def as_output(result: Any) -> Output:
     """An ``Output`` from what a loop returned for one request (an Output or a list of ids)."""
     if isinstance(result, Output):
         return result
@@ -228,7 +238,7 @@ class LogitTable:
     """A model that gives raw logits from a table: row ``table[len(prefix) % period, prefix[-1]]``
     of a (period, vocab, width) array; ``width`` may differ between a target and its draft."""
 
-    def __init__(self, table, name: str = "table"):
+    def __init__(self, table: ArrayLike, name: str = "table") -> None:
         t = np.array(table, dtype=np.float64)
         if t.ndim == 2:
             t = t[None]
@@ -239,13 +249,18 @@ class LogitTable:
 
     @property
     def width(self) -> int:
-        return self.table.shape[2]
+        return int(self.table.shape[2])
 
-    def __call__(self, prefix) -> np.ndarray:
+    def __call__(self, prefix: Sequence[int]) -> Vector:
         prefix = tuple(prefix)
-        return self.table[len(prefix) % self.table.shape[0], prefix[-1]].copy()
+        return self.row(len(prefix) % self.table.shape[0], prefix[-1])
 
-    def __repr__(self):
+    def row(self, plane: int, token: int) -> Vector:
+        """A copy of ``table[plane, token]`` (a caller may write into what it is given)."""
+        logits: Vector = self.table[plane, token].copy()
+        return logits
+
+    def __repr__(self) -> str:
         return f"LogitTable({self.name}, shape={self.table.shape})"
 
 
@@ -255,14 +270,14 @@ class ContextFreeLogits(LogitTable):
     top-p, min-p, logit bias; no penalties, no grammar) every output position of a request then
     has the same law, the processed row, whatever came before it."""
 
-    def __init__(self, row, name: str = "context-free"):
+    def __init__(self, row: ArrayLike, name: str = "context-free") -> None:
         r = np.array(row, dtype=np.float64)
         if r.ndim != 1:
             raise ValueError(f"row: expected one row of logits, got shape {r.shape}")
         super().__init__(r[None, None, :], name)
 
-    def __call__(self, prefix) -> np.ndarray:
-        return self.table[0, 0].copy()
+    def __call__(self, prefix: Sequence[int]) -> Vector:
+        return self.row(0, 0)
 
 
 class FirstTokenLogits(LogitTable):
@@ -272,9 +287,9 @@ class FirstTokenLogits(LogitTable):
     longer context (a sliding window, a truncated KV cache) reads another first token there
     and so another row: the loop battery's context sweep (``interfaces.loop.sweeps.sweep_loop_cases``)."""
 
-    def __call__(self, prefix) -> np.ndarray:
+    def __call__(self, prefix: Sequence[int]) -> Vector:
         prefix = tuple(prefix)
-        return self.table[prefix[0] % self.table.shape[0], prefix[-1]].copy()
+        return self.row(prefix[0] % self.table.shape[0], prefix[-1])
 
 
 @dataclass(frozen=True)
@@ -282,16 +297,16 @@ class LastTokenGrammar:
     """A grammar as a table: ``start`` is allowed first, then ``after[t]`` after token t (or
     ``after_odd[t]`` when the output so far has odd length, if given: a state beyond the last token)."""
 
-    start: tuple
-    after: tuple
-    after_odd: tuple | None = None
+    start: Tokens
+    after: tuple[Tokens, ...]
+    after_odd: tuple[Tokens, ...] | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for ids in (self.start, *self.after, *(self.after_odd or ())):
             if not ids:
                 raise ValueError("allowed_tokens: the grammar allows no token at some state")
 
-    def __call__(self, output) -> tuple:
+    def __call__(self, output: Tokens) -> Tokens:
         if not output:
             return self.start
         table = self.after_odd if self.after_odd is not None and len(output) % 2 else self.after
@@ -301,11 +316,14 @@ class LastTokenGrammar:
 __all__ = [
     "ContextFreeLogits",
     "FirstTokenLogits",
+    "Grammar",
     "LastTokenGrammar",
+    "LogitFn",
     "LogitTable",
     "Output",
     "Request",
     "SamplingParams",
+    "Tokens",
     "as_output",
     "check_requests",
     "finished",

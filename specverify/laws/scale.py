@@ -22,11 +22,15 @@ is tested on its own against p (a chi-square per position, Bonferroni over posit
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from . import stats
+from .arrays import Vector, normalized
 from .chains import TableModel, iid_model
 
 BOUNDARIES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
@@ -71,7 +75,7 @@ def engine_pair(vocab_size: int, side: str, rng: np.random.Generator, name: str 
         x = np.full(vocab_size, w_all / vocab_size)
         x[edges] += w_edges * rng.dirichlet(np.ones(len(edges)))
         x[head] += w_head * rng.dirichlet(np.ones(len(head)))
-        return x / x.sum()
+        return normalized(x)
 
     wp, wq = _WEIGHTS[side]
     p, q = mix(*wp), mix(*wq)
@@ -146,7 +150,7 @@ def binned_law(p: np.ndarray, bin_of: np.ndarray, n_bins: int) -> np.ndarray:
     return np.bincount(bin_of, weights=p, minlength=n_bins)
 
 
-def as_outcomes(mass: np.ndarray) -> dict:
+def as_outcomes(mass: Vector) -> dict[tuple[int, ...], float]:
     """{(bin,): probability} of the bins with mass (``stats``' form of a law)."""
     return {(b,): float(m) for b, m in enumerate(mass) if m > 0}
 
@@ -161,7 +165,7 @@ def min_detectable_tv(p: np.ndarray, n: int, per_check: float, false_pass_rate: 
     return min(stats.min_discrepancy_chi_square(n, law, per_check, false_pass_rate), 1.0)
 
 
-def binned(tokens, bin_of: np.ndarray) -> list[tuple]:
+def binned(tokens: Iterable[int], bin_of: NDArray[np.int64]) -> list[tuple[int, ...]]:
     """Each sampled token as its bin, ``(bin,)`` (a token outside the vocabulary never gets here:
     the round's contract rejects it first)."""
     return [(int(bin_of[t]),) for t in tokens]
@@ -212,13 +216,19 @@ class PositionVerdict:
         return 0.5 * float(np.abs(self.counts / max(self.n, 1) - self.want).sum())
 
 
-def judge_positions(runs: list, p: np.ndarray, m: int, per_check: float) -> PositionVerdict:
+def judge_positions(runs: Sequence[Sequence[int]], p: Vector, m: int, per_check: float) -> PositionVerdict:
     """Each of the first ``m`` positions of ``runs`` (token sequences, each at least m long)
-    against ``p`` by a binned chi-square at ``per_check``; stops at the first that fails."""
-    return judge_columns([[run[j] for run in runs] for j in range(m)], p, per_check)
+    against ``p`` by a binned chi-square at ``per_check``; stops at the first that fails.
+    ValueError when there is nothing to judge (no run, or m < 1)."""
+    verdict = judge_columns([[run[j] for run in runs] for j in range(m)], p, per_check)
+    if verdict is None:
+        raise ValueError(f"runs: nothing to judge ({len(runs)} runs, m = {m}): at least one run and m >= 1")
+    return verdict
 
 
-def judge_columns(columns: list, p: np.ndarray, per_check: float, min_samples: int = 1) -> PositionVerdict | None:
+def judge_columns(
+    columns: Sequence[Sequence[int]], p: Vector, per_check: float, min_samples: int = 1
+) -> PositionVerdict | None:
     """Each column (the tokens sampled at one position) against ``p`` by a binned chi-square at
     ``per_check``, its bins chosen for its own sample size (``bins``); columns with fewer than
     ``min_samples`` tokens are skipped. The first verdict that fails, else the last one tested
@@ -253,7 +263,7 @@ def bin_label(bin_of: np.ndarray, b: int) -> str:
     return f"ids {ids[0]}..{ids[-1]} (pooled, {len(ids)} ids)"
 
 
-def binned_rows(verdict: PositionVerdict, limit: int = 16) -> list[dict]:
+def binned_rows(verdict: PositionVerdict, limit: int = 16) -> list[dict[str, Any]]:
     """The bins whose frequency differs most from the target's, as ``round_counterexample.describe``'s
     ``distributions`` rows (``tokens``: the bin's label)."""
     freq = verdict.counts / max(verdict.n, 1)
@@ -268,7 +278,7 @@ def binned_rows(verdict: PositionVerdict, limit: int = 16) -> list[dict]:
     ]
 
 
-def heaviest(x: np.ndarray, limit: int = 12) -> dict:
+def heaviest(x: Vector, limit: int = 12) -> dict[int, float]:
     """{id: probability} of the ``limit`` most likely ids (a row too wide to print whole)."""
     top = np.argsort(-x)[:limit]
     return {int(i): round(float(x[i]), 6) for i in sorted(top)}

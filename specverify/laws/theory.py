@@ -24,11 +24,13 @@ which ``speedup_with_costs`` and ``best_k_with_costs`` compute.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..common.validation import check_alpha, check_cost_ratio, check_k, check_prob_vector, check_same_length
+from .arrays import Integer, Real, Vector
 
 
-def acceptance_rate(p, q) -> float:
+def acceptance_rate(p: ArrayLike, q: ArrayLike) -> float:
     """alpha = sum_x min(p(x), q(x)), the per-position acceptance probability."""
     p = check_prob_vector("p", p)
     q = check_prob_vector("q", q)
@@ -36,7 +38,7 @@ def acceptance_rate(p, q) -> float:
     return float(np.minimum(p, q).sum())
 
 
-def expected_tokens(alpha, k) -> float:
+def expected_tokens(alpha: Real, k: Integer) -> float:
     """Expected tokens per round (accepted drafts + 1), 1.0 at alpha 0 and k + 1 at alpha 1."""
     a = check_alpha(alpha)
     k = check_k(k)
@@ -46,13 +48,13 @@ def expected_tokens(alpha, k) -> float:
     return float(sum(a**i for i in range(k + 1)))
 
 
-def expected_speedup(alpha, k, cost_ratio) -> float:
+def expected_speedup(alpha: Real, k: Integer, cost_ratio: Real) -> float:
     """Modelled wall-clock speedup over target-only decoding: E[tokens] / (k c + 1)."""
     c = check_cost_ratio(cost_ratio)
     return expected_tokens(alpha, k) / (check_k(k) * c + 1.0)
 
 
-def best_k(alpha, cost_ratio, max_k: int = 32) -> int:
+def best_k(alpha: Real, cost_ratio: Real, max_k: Integer = 32) -> int:
     """The k in 1..max_k with the highest modelled speedup (the smallest on ties).
 
     It may still be a slowdown: compare ``expected_speedup`` with 1, or ``cost_ratio`` with
@@ -63,12 +65,12 @@ def best_k(alpha, cost_ratio, max_k: int = 32) -> int:
     return int(np.argmax(speedups)) + 1
 
 
-def break_even_cost(alpha, k) -> float:
+def break_even_cost(alpha: Real, k: Integer) -> float:
     """The cost ratio c below which k drafts pay off: (E[tokens] - 1) / k."""
     return (expected_tokens(alpha, k) - 1.0) / check_k(k)
 
 
-def check_verify_costs(verify_costs) -> np.ndarray:
+def check_verify_costs(verify_costs: ArrayLike) -> Vector:
     """v(0..K) as float64: v[k] is a target forward over k + 1 positions in target steps."""
     v = np.asarray(verify_costs, dtype=np.float64)
     if v.ndim != 1 or v.size < 1:
@@ -78,20 +80,20 @@ def check_verify_costs(verify_costs) -> np.ndarray:
     return v
 
 
-def speedup_with_costs(alpha, k, cost_ratio, verify_cost) -> float:
+def speedup_with_costs(alpha: Real, k: Integer, cost_ratio: Real, verify_cost: Real) -> float:
     """E[tokens] / (k c + v): the modelled speedup with a measured verification cost v = v(k).
 
     k = 0 is no speculation: one target step per token, speedup 1 / v(0) (1 when v(0) = 1).
     """
     c = check_cost_ratio(cost_ratio)
-    v = float(check_verify_costs([verify_cost])[0])
+    v = float(check_verify_costs([float(verify_cost)])[0])
     if isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k == 0:
         return 1.0 / v
     k = check_k(k)
     return expected_tokens(alpha, k) / (k * c + v)
 
 
-def best_k_with_costs(alpha, cost_ratio, verify_costs) -> int:
+def best_k_with_costs(alpha: Real, cost_ratio: Real, verify_costs: ArrayLike) -> int:
     """The k in 0..len(verify_costs) - 1 with the highest ``speedup_with_costs`` (smallest on ties).
 
     0 means: do not speculate, the measured costs say no k pays.

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 FLOAT32_ONE_MINUS = np.float32(1.0 - 2.0**-24)
 """The largest float32 below 1: ``torch.rand``'s largest value."""
@@ -34,16 +35,16 @@ GRID_POINTS = 64
 """Regular probes per problem besides the rule's breakpoints."""
 
 
-def to_bits(values) -> np.ndarray:
+def to_bits(values: ArrayLike) -> NDArray[np.int64]:
     """Float32 values in [0, 1] as their int64 bit patterns (monotone for non-negative floats)."""
     return np.asarray(values, dtype=np.float32).view(np.int32).astype(np.int64)
 
 
-def from_bits(bits) -> np.ndarray:
+def from_bits(bits: ArrayLike) -> NDArray[np.float32]:
     return np.asarray(bits, dtype=np.int64).astype(np.int32).view(np.float32)
 
 
-def probe_points(breakpoints, grid: int = GRID_POINTS) -> np.ndarray:
+def probe_points(breakpoints: ArrayLike, grid: int = GRID_POINTS) -> NDArray[np.float32]:
     """Sorted unique float32 probes in [0, 1) for one problem: each breakpoint b in (0, 1) and
     the float32 just below it, the midpoints between consecutive breakpoints, ``grid`` regular
     points, 0 and 1 - 2^-24."""
@@ -71,27 +72,29 @@ class Pieces:
     """One problem's pieces: ``starts[i]`` (float32) begins piece i, which runs to
     ``starts[i + 1]`` (or 1); ``labels[i]`` is the function's value there."""
 
-    starts: np.ndarray
-    labels: np.ndarray
+    starts: NDArray[np.float32]
+    labels: NDArray[np.int64]
 
-    def measures(self) -> np.ndarray:
+    def measures(self) -> NDArray[np.float64]:
         ends = np.append(self.starts[1:].astype(np.float64), 1.0)
         return ends - self.starts.astype(np.float64)
 
-    def label_at(self, values) -> np.ndarray:
+    def label_at(self, values: ArrayLike) -> NDArray[np.int64]:
         """The piece's label at each value (the function's value there, by the scan)."""
         i = np.searchsorted(self.starts, np.asarray(values, dtype=np.float32), side="right") - 1
         return self.labels[np.clip(i, 0, len(self.labels) - 1)]
 
-    def law(self) -> dict:
+    def law(self) -> dict[int, float]:
         """label -> total measure."""
-        out: dict = {}
+        out: dict[int, float] = {}
         for label, m in zip(self.labels.tolist(), self.measures().tolist()):
             out[label] = out.get(label, 0.0) + m
         return out
 
 
-def segments(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray], probes: list[np.ndarray]) -> list[Pieces]:
+def segments(
+    evaluate: Callable[[NDArray[np.int64], NDArray[np.float32]], ArrayLike], probes: list[NDArray[np.float32]]
+) -> list[Pieces]:
     """The pieces of every problem (``probes[i]``: problem i's sorted float32 probes; the first
     must be 0). ``evaluate(problem_ids, values)`` returns one int label per (problem, value);
     it is called once for all probes, then once per bisection round for every open interval."""

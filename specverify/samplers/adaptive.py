@@ -31,14 +31,16 @@ from __future__ import annotations
 import functools
 import numbers
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from ..common.validation import check_alpha, check_cost_ratio, check_k
+from ..laws.arrays import DistFn, Vector
 from ..laws.theory import best_k
-from .chain import model_output, sample, speculative_step, verify_drafts
+from .chain import Rng, model_output, sample, speculative_step, verify_drafts
 from .registry import register
 
 
-def check_threshold(threshold) -> float:
+def check_threshold(threshold: object) -> float:
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
         raise ValueError(f"threshold: must be a number in [0, 1], got {threshold!r}")
     if not 0.0 <= float(threshold) <= 1.0:
@@ -46,9 +48,12 @@ def check_threshold(threshold) -> float:
     return float(threshold)
 
 
-def confidence_drafts(q_fn, prefix: tuple, k: int, rng, threshold: float):
+def confidence_drafts(
+    q_fn: DistFn, prefix: tuple[int, ...], k: int, rng: Rng, threshold: float
+) -> tuple[list[int], list[Vector]]:
     """Draft from q until k drafts or until max(q) at the next position is below threshold."""
-    drafts, qs = [], []
+    drafts: list[int] = []
+    qs: list[Vector] = []
     for i in range(k):
         q = model_output("q_fn", q_fn, prefix + tuple(drafts))
         if i > 0 and q.max() < threshold:
@@ -58,13 +63,14 @@ def confidence_drafts(q_fn, prefix: tuple, k: int, rng, threshold: float):
     return drafts, qs
 
 
-def confidence_step(p_fn, q_fn, prefix, k, rng, *, threshold: float = 0.5) -> list[int]:
+def confidence_step(
+    p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng, *, threshold: float = 0.5
+) -> list[int]:
     """One round that drafts 1 to k tokens, stopping early when the draft is unsure."""
-    k = check_k(k)
-    threshold = check_threshold(threshold)
-    prefix = tuple(prefix)
-    drafts, qs = confidence_drafts(q_fn, prefix, k, rng, threshold)
-    return verify_drafts(p_fn, prefix, drafts, qs, rng)
+    max_k, bar = check_k(k), check_threshold(threshold)
+    start = tuple(prefix)
+    drafts, qs = confidence_drafts(q_fn, start, max_k, rng, bar)
+    return verify_drafts(p_fn, start, drafts, qs, rng)
 
 
 class AdaptiveK:
@@ -84,48 +90,48 @@ class AdaptiveK:
         self,
         alpha0: float = 0.7,
         cost_ratio: float = 0.05,
-        smoothing: float = 0.1,
+        smoothing: object = 0.1,  # a number in (0, 1], checked here
         max_sequences: int = 4096,
-    ):
+    ) -> None:
         self.alpha0 = check_alpha(alpha0, "alpha0")
         self.cost_ratio = check_cost_ratio(cost_ratio)
         if isinstance(smoothing, bool) or not isinstance(smoothing, numbers.Real):
             raise ValueError(f"smoothing: must be a number in (0, 1], got {smoothing!r}")
-        if not 0.0 < smoothing <= 1.0:
+        if not 0.0 < float(smoothing) <= 1.0:
             raise ValueError(f"smoothing: must lie in (0, 1], got {smoothing!r}")
         self.smoothing = float(smoothing)
         self.max_sequences = check_k(max_sequences, "max_sequences")
-        self._states: OrderedDict[tuple, tuple[float, float]] = OrderedDict()
+        self._states: OrderedDict[tuple[int, ...], tuple[float, float]] = OrderedDict()
 
-    def estimates(self, prefix) -> tuple[float, float]:
+    def estimates(self, prefix: Sequence[int]) -> tuple[float, float]:
         """(alpha_hat, c_hat) a round from ``prefix`` would use."""
         return self._states.get(tuple(prefix), (self.alpha0, self.cost_ratio))
 
-    def choose_k(self, prefix, max_k: int) -> int:
+    def choose_k(self, prefix: Sequence[int], max_k: int) -> int:
         alpha_hat, c_hat = self.estimates(prefix)
         return best_k(alpha_hat, c_hat, max_k=max_k)
 
-    def observe_cost(self, prefix, cost_ratio: float) -> None:
+    def observe_cost(self, prefix: Sequence[int], cost_ratio: float) -> None:
         """Fold a measured draft/target step-time ratio into the sequence's estimate at prefix."""
         alpha_hat, c_hat = self.estimates(prefix)
         c = check_cost_ratio(cost_ratio)
         self._store(tuple(prefix), alpha_hat, c_hat + self.smoothing * (c - c_hat))
 
-    def __call__(self, p_fn, q_fn, prefix, k, rng) -> list[int]:
+    def __call__(self, p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng) -> list[int]:
         max_k = check_k(k)
-        prefix = tuple(prefix)
-        alpha_hat, c_hat = self.estimates(prefix)
+        start = tuple(prefix)
+        alpha_hat, c_hat = self.estimates(start)
         k_round = best_k(alpha_hat, c_hat, max_k=max_k)
-        tokens = speculative_step(p_fn, q_fn, prefix, k_round, rng)
+        tokens = speculative_step(p_fn, q_fn, start, k_round, rng)
         accepted = len(tokens) - 1
         rejected = 1 if accepted < k_round else 0
         outcomes = [1.0] * accepted + [0.0] * rejected
         for hit in outcomes:  # EMA over every verified draft
             alpha_hat += self.smoothing * (hit - alpha_hat)
-        self._store(prefix + tuple(tokens), alpha_hat, c_hat)
+        self._store(start + tuple(tokens), alpha_hat, c_hat)
         return tokens
 
-    def _store(self, key: tuple, alpha_hat: float, c_hat: float) -> None:
+    def _store(self, key: tuple[int, ...], alpha_hat: float, c_hat: float) -> None:
         self._states[key] = (alpha_hat, c_hat)
         self._states.move_to_end(key)
         while len(self._states) > self.max_sequences:

@@ -30,13 +30,18 @@ from __future__ import annotations
 import json
 import numbers
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..common.validation import check_k
+from ..laws.arrays import Table, Vector
 from ..laws.chains import TableModel, toy_chain
-from .chain import acceptance, residual, speculative_step
+from .chain import Rng, acceptance, residual, speculative_step
+
+IntArray = NDArray[np.int64]
 
 PAD = -1  # marks the slots of a round's (k + 1)-wide row after the round ended
 CHUNK_ROWS = 1 << 15  # rows simulated together; see _row_chunks
@@ -48,13 +53,13 @@ _COLUMNWISE_MAX_VOCAB = 32  # above this, _sample_rows binary-searches instead
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_model(model) -> TableModel:
+def _check_model(model: object) -> TableModel:
     if not isinstance(model, TableModel):
         raise ValueError(f"model: expected a specverify.laws.chains.TableModel, got {type(model).__name__}")
     return model
 
 
-def _check_prefix(prefix, vocab_size: int) -> tuple[int, ...]:
+def _check_prefix(prefix: Iterable[int], vocab_size: int) -> tuple[int, ...]:
     try:
         tokens = tuple(prefix)
     except TypeError:
@@ -62,12 +67,12 @@ def _check_prefix(prefix, vocab_size: int) -> tuple[int, ...]:
     for i, tok in enumerate(tokens):
         if isinstance(tok, bool) or not isinstance(tok, numbers.Integral):
             raise ValueError(f"prefix: token {i} is {tok!r}, not an integer token id")
-        if not 0 <= tok < vocab_size:
+        if not 0 <= int(tok) < vocab_size:
             raise ValueError(f"prefix: token {i} is {tok}, outside the vocabulary [0, {vocab_size})")
     return tuple(int(t) for t in tokens)
 
 
-def _check_rng(rng):
+def _check_rng(rng: Rng) -> Rng:
     if not callable(getattr(rng, "random", None)):
         raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
     return rng
@@ -95,11 +100,11 @@ class _Tables:
     order: int
     period: int
     n_ctx: int
-    q_cdf: np.ndarray
-    q_last: np.ndarray
-    accept: np.ndarray
-    final_cdf: np.ndarray
-    final_last: np.ndarray
+    q_cdf: Table
+    q_last: IntArray
+    accept: Vector
+    final_cdf: Table
+    final_last: IntArray
 
     @classmethod
     def of(cls, model: TableModel) -> _Tables:
@@ -123,12 +128,13 @@ class _Tables:
         )
 
 
-def _last_positive(table: np.ndarray) -> np.ndarray:
+def _last_positive(table: Table) -> IntArray:
     """Per row, the last index whose probability is > 0."""
-    return table.shape[1] - 1 - np.argmax(table[:, ::-1] > 0, axis=1)
+    last: IntArray = table.shape[1] - 1 - np.argmax(table[:, ::-1] > 0, axis=1)
+    return last
 
 
-def _sample_rows(cdf_table: np.ndarray, last_pos: np.ndarray, ctx: np.ndarray, u: np.ndarray):
+def _sample_rows(cdf_table: Table, last_pos: IntArray, ctx: IntArray, u: Vector) -> IntArray:
     """Inverse-CDF draw from row ``ctx[r]`` of a CDF table with the uniform ``u[r]``.
 
     The token is the number of CDF entries <= u (a token of probability 0 adds no step to the
@@ -153,7 +159,7 @@ def _sample_rows(cdf_table: np.ndarray, last_pos: np.ndarray, ctx: np.ndarray, u
     return np.minimum(tok, last_pos[ctx])
 
 
-def _initial_state(model: TableModel, prefix: tuple, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _initial_state(model: TableModel, prefix: tuple[int, ...], n: int) -> tuple[IntArray, IntArray]:
     """Per row: ``hist`` (order, n), the last ``order`` tokens, most recent first (0 where the
     prefix is shorter, as in ``TableModel.context_index``), and ``pos`` (n,), the length."""
     hist = np.zeros((model.order, n), dtype=np.int64)
@@ -162,15 +168,15 @@ def _initial_state(model: TableModel, prefix: tuple, n: int) -> tuple[np.ndarray
     return hist, np.full(n, len(prefix), dtype=np.int64)
 
 
-def _context_indices(tables: _Tables, hist: np.ndarray, pos: np.ndarray) -> np.ndarray:
+def _context_indices(tables: _Tables, hist: IntArray, pos: IntArray) -> IntArray:
     """Vectorized ``TableModel.context_index`` for every row's (history, length) state."""
-    idx = (pos % tables.period) * tables.vocab**tables.order
+    idx: IntArray = (pos % tables.period) * tables.vocab**tables.order
     for j in range(tables.order):
         idx += hist[j] * tables.vocab**j
     return idx
 
 
-def _advance(hist: np.ndarray, pos: np.ndarray, tokens: np.ndarray, mask=None) -> None:
+def _advance(hist: IntArray, pos: IntArray, tokens: IntArray, mask: NDArray[np.bool_] | None = None) -> None:
     """Append ``tokens`` to the rows selected by ``mask`` (all rows when None), in place."""
     if mask is None:
         hist[1:] = hist[:-1].copy()
@@ -185,13 +191,13 @@ def _advance(hist: np.ndarray, pos: np.ndarray, tokens: np.ndarray, mask=None) -
     pos += mask
 
 
-def _rounds(tables: _Tables, hist, pos, k: int, rng) -> tuple[np.ndarray, np.ndarray]:
+def _rounds(tables: _Tables, hist: IntArray, pos: IntArray, k: int, rng: Rng) -> tuple[IntArray, IntArray]:
     """One round for every row of the state (hist, pos), which is not modified.
 
     Returns tokens of shape (k + 1, n), one column per row (rows as columns keep every per-step
     operation on contiguous memory), and the round lengths.
     """
-    n = pos.shape[0]
+    n = len(pos)
     h, ps = hist.copy(), pos.copy()
     ctx = np.empty((k + 1, n), dtype=np.int64)
     drafts = np.empty((k, n), dtype=np.int64)
@@ -215,13 +221,15 @@ def _rounds(tables: _Tables, hist, pos, k: int, rng) -> tuple[np.ndarray, np.nda
     return tokens, n_acc + 1
 
 
-def _prepare(model, prefix, k, n, rng):
-    model = _check_model(model)
+def _prepare(
+    model: TableModel, prefix: Sequence[int], k: int, n: int, rng: Rng
+) -> tuple[TableModel, tuple[int, ...], int, int, _Tables]:
+    checked = _check_model(model)
     k = check_k(k)
     n = check_k(n, "n")
-    prefix = _check_prefix(prefix, model.vocab_size)
+    tokens = _check_prefix(prefix, checked.vocab_size)
     _check_rng(rng)
-    return model, prefix, k, n, _Tables.of(model)
+    return checked, tokens, k, n, _Tables.of(checked)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,38 +237,38 @@ def _prepare(model, prefix, k, n, rng):
 # ---------------------------------------------------------------------------------------------
 
 
-def _row_chunks(n: int):
+def _row_chunks(n: int) -> Iterator[slice]:
     """Slices of at most ``CHUNK_ROWS`` rows: rows are independent, and chunks that fit in the
     CPU caches run several times faster than one pass over millions of rows."""
     for start in range(0, n, CHUNK_ROWS):
         yield slice(start, min(start + CHUNK_ROWS, n))
 
 
-def simulate_rounds(model, prefix, k, n, rng) -> tuple[np.ndarray, np.ndarray]:
+def simulate_rounds(model: TableModel, prefix: Sequence[int], k: int, n: int, rng: Rng) -> tuple[IntArray, IntArray]:
     """Run ``n`` independent speculative rounds from ``prefix``.
 
     Returns ``tokens``, an int array of shape (n, k + 1) holding each round's 1 to k + 1 tokens
     followed by -1 padding, and ``lengths``, an int array of shape (n,). Each row is distributed
     as one call of ``speculative_step(model.p_fn, model.q_fn, prefix, k, rng)``.
     """
-    model, prefix, k, n, tables = _prepare(model, prefix, k, n, rng)
+    model, start, k, n, tables = _prepare(model, prefix, k, n, rng)
     tokens = np.empty((n, k + 1), dtype=np.int64)
     lengths = np.empty(n, dtype=np.int64)
     for rows in _row_chunks(n):
-        hist, pos = _initial_state(model, prefix, rows.stop - rows.start)
+        hist, pos = _initial_state(model, start, rows.stop - rows.start)
         chunk_tokens, lengths[rows] = _rounds(tables, hist, pos, k, rng)
         tokens[rows] = chunk_tokens.T
     return tokens, lengths
 
 
-def simulate_round_lengths(model, prefix, k, n, rng) -> np.ndarray:
+def simulate_round_lengths(model: TableModel, prefix: Sequence[int], k: int, n: int, rng: Rng) -> IntArray:
     """Tokens emitted per round (1 to k + 1) for ``n`` independent rounds from ``prefix``."""
     return simulate_rounds(model, prefix, k, n, rng)[1]
 
 
-def _first_tokens(tables: _Tables, hist, pos, k: int, m: int, rng) -> np.ndarray:
+def _first_tokens(tables: _Tables, hist: IntArray, pos: IntArray, k: int, m: int, rng: Rng) -> IntArray:
     """(m, n): the first m tokens of every row, running rounds until each has m tokens out."""
-    n = pos.shape[0]
+    n = len(pos)
     out = np.full((m, n), PAD, dtype=np.int64)
     done = np.zeros(n, dtype=np.int64)
     active = np.arange(n)
@@ -279,7 +287,7 @@ def _first_tokens(tables: _Tables, hist, pos, k: int, m: int, rng) -> np.ndarray
     return out
 
 
-def simulate_tokens(model, prefix, k, m, n, rng) -> np.ndarray:
+def simulate_tokens(model: TableModel, prefix: Sequence[int], k: int, m: int, n: int, rng: Rng) -> IntArray:
     """The first ``m`` tokens of ``n`` independent speculative decodings from ``prefix``.
 
     Each row runs rounds, every round continuing from the tokens that row has emitted so far,
@@ -288,11 +296,11 @@ def simulate_tokens(model, prefix, k, m, n, rng) -> np.ndarray:
     own last ``order`` tokens and position. Returns an int array of shape (n, m), each row
     distributed as the first m tokens of sampling from p token by token.
     """
-    model, prefix, k, n, tables = _prepare(model, prefix, k, n, rng)
+    model, start, k, n, tables = _prepare(model, prefix, k, n, rng)
     m = check_k(m, "m")
     out = np.empty((n, m), dtype=np.int64)
     for rows in _row_chunks(n):
-        hist, pos = _initial_state(model, prefix, rows.stop - rows.start)
+        hist, pos = _initial_state(model, start, rows.stop - rows.start)
         out[rows] = _first_tokens(tables, hist, pos, k, m, rng).T
     return out
 
@@ -304,7 +312,7 @@ def simulate_tokens(model, prefix, k, m, n, rng) -> np.ndarray:
 
 def benchmark_batched_vs_loop(
     n_rounds_batched: int = 1_000_000, n_rounds_loop: int = 20_000, seed: int = 0, k: int = 4
-) -> dict:
+) -> dict[str, object]:
     """Rounds per second of ``simulate_rounds`` and of a Python loop over ``speculative_step``,
     timed side by side in one run on ``toy_chain()`` from prefix (0,).
 

@@ -26,29 +26,33 @@ specverify checks exactness by enumeration (tests/test_rules.py, tests/test_engi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..common.validation import check_k, check_same_length
-from .chain import draft, model_output, sample
+from ..laws.arrays import DistFn, Vector
+from .chain import Rng, Rows, draft, model_output, sample
 from .registry import register
 
 
-def block_weights(ps, qs, drafts) -> list[float]:
+def block_weights(ps: Rows, qs: Sequence[Vector], drafts: Sequence[int]) -> list[float]:
     """[w_0, ..., w_k]: the clipped running products of p_i(x_i) / q_i(x_i)."""
     w = [1.0]
     for i, x in enumerate(drafts):
         if qs[i][x] <= 0:
             raise ValueError(f"q_fn: drafted token {x} has q(x) = 0; drafts must be sampled from q")
-        w.append(min(1.0, w[-1] * ps[i][x] / qs[i][x]))
+        w.append(min(1.0, float(w[-1] * ps[i][x] / qs[i][x])))
     return w
 
 
-def weighted_residual(w: float, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+def weighted_residual(w: float, p: Vector, q: Vector) -> Vector:
     """max(0, w p - q), unnormalized (its sum is Z)."""
-    return np.maximum(w * p - q, 0.0)
+    r: Vector = np.maximum(w * p - q, 0.0)
+    return r
 
 
-def acceptance_thresholds(ps, qs, w) -> list[float]:
+def acceptance_thresholds(ps: Rows, qs: Sequence[Vector], w: Sequence[float]) -> list[float]:
     """[h_1, ..., h_k] (h_k = w_k); h_i = 1 where Z_i + 1 - w_i = 0 (w_i = 1 and no residual)."""
     k = len(qs)
     h = []
@@ -60,7 +64,7 @@ def acceptance_thresholds(ps, qs, w) -> list[float]:
     return h
 
 
-def accepted_length(h, rng) -> int:
+def accepted_length(h: Sequence[float], rng: Rng) -> int:
     """tau = the largest i with eta_i < h_i (0 if none), drawing eta_k first."""
     for i in range(len(h), 0, -1):
         if rng.random() < h[i - 1]:
@@ -68,16 +72,16 @@ def accepted_length(h, rng) -> int:
     return 0
 
 
-def correction(ps, qs, w, tau: int, rng) -> int:
+def correction(ps: Rows, qs: Sequence[Vector], w: Sequence[float], tau: int, rng: Rng) -> int:
     """The token after x_1..x_tau: bonus from p_{k+1}, or the weighted residual's sample."""
     if tau == len(qs):
         return sample(ps[tau], rng)
     r = weighted_residual(w[tau], ps[tau], qs[tau])
-    total = r.sum()
+    total = float(r.sum())
     return sample(r / total if total > 0 else ps[tau], rng)
 
 
-def block_verify(ps, qs, drafts, rng) -> tuple[int, int]:
+def block_verify(ps: Rows, qs: Sequence[Vector], drafts: Sequence[int], rng: Rng) -> tuple[int, int]:
     """(accepted drafts tau, the token after them) from the k + 1 target rows and k draft rows:
     the same signature as ``chain.verify``."""
     w = block_weights(ps, qs, drafts)
@@ -85,9 +89,9 @@ def block_verify(ps, qs, drafts, rng) -> tuple[int, int]:
     return tau, correction(ps, qs, w, tau, rng)
 
 
-def target_rows(p_fn, prefix: tuple, drafts, qs) -> list[np.ndarray]:
+def target_rows(p_fn: DistFn, prefix: tuple[int, ...], drafts: Sequence[int], qs: Sequence[Vector]) -> list[Vector]:
     """The k + 1 target rows of one verification pass."""
-    ps = []
+    ps: list[Vector] = []
     for i in range(len(drafts) + 1):
         p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
         if i < len(qs):
@@ -97,10 +101,10 @@ def target_rows(p_fn, prefix: tuple, drafts, qs) -> list[np.ndarray]:
 
 
 @register("block")
-def block_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
+def block_step(p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng) -> list[int]:
     """One block-verification round: 1 to k + 1 tokens distributed exactly as the target p."""
-    prefix = tuple(prefix)
-    drafts, qs = draft(q_fn, prefix, check_k(k), rng)
-    ps = target_rows(p_fn, prefix, drafts, qs)
+    start = tuple(prefix)
+    drafts, qs = draft(q_fn, start, check_k(k), rng)
+    ps = target_rows(p_fn, start, drafts, qs)
     tau, token = block_verify(ps, qs, drafts, rng)
     return list(drafts[:tau]) + [int(token)]

@@ -13,13 +13,27 @@ pieces as parameters, for the mutant catalogue); ``verify_drafts``, ``models.dec
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
 import numpy as np
 
 from ..common.validation import check_k, check_prob_vector, check_same_length
+from ..laws.arrays import DistFn, Vector
 from .registry import register
 
+Rng = np.random.Generator
+"""The round's random source: a numpy Generator (the exact enumerator passes a stand-in that
+branches on every draw, ``laws.exact.EnumeratingRng``)."""
 
-def model_output(name: str, fn, prefix: tuple) -> np.ndarray:
+
+class Rows(Protocol):
+    """Target rows by index: a list, a 2-D array, or ``LazyRows`` computed when read."""
+
+    def __getitem__(self, i: int, /) -> Vector: ...
+
+
+def model_output(name: str, fn: Callable[[tuple[int, ...]], Any], prefix: tuple[int, ...]) -> Vector:
     """Call a model and validate what it returned, naming the model and the prefix on error
     ("q_fn((0, 1)): sums to ..."); the prefix is formatted only then (it costs as much as the
     check of a short row)."""
@@ -30,20 +44,21 @@ def model_output(name: str, fn, prefix: tuple) -> np.ndarray:
         raise ValueError(f"{name}({prefix}){str(exc)[len(name) :]}") from None
 
 
-def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+def residual(p: Vector, q: Vector) -> Vector:
     """norm(max(0, p - q)), the distribution to sample from after a rejection.
 
     Its normalizer is 1 - alpha > 0 whenever a rejection is possible. If rounding leaves it at 0
     (p and q equal to the last bit), the rejection had probability ~1e-16 and p itself is returned.
     """
     r = np.maximum(p - q, 0.0)
-    total = r.sum()
+    total = float(r.sum())
     return r / total if total > 0 else p
 
 
-def draft(q_fn, prefix: tuple, k: int, rng) -> tuple[list[int], list[np.ndarray]]:
+def draft(q_fn: DistFn, prefix: tuple[int, ...], k: int, rng: Rng) -> tuple[list[int], list[Vector]]:
     """Sample k drafts from q, keeping every q vector each draft was sampled from."""
-    drafts, qs = [], []
+    drafts: list[int] = []
+    qs: list[Vector] = []
     for _ in range(k):
         q = model_output("q_fn", q_fn, prefix + tuple(drafts))
         drafts.append(sample(q, rng))
@@ -51,7 +66,7 @@ def draft(q_fn, prefix: tuple, k: int, rng) -> tuple[list[int], list[np.ndarray]
     return drafts, qs
 
 
-def acceptance(p: np.ndarray, q: np.ndarray, x: int) -> float:
+def acceptance(p: Vector, q: Vector, x: int) -> float:
     """min(1, p(x) / q(x)), the probability that draft x is accepted.
 
     q(x) = 0 cannot happen when x was sampled from q; if a broken rng or model produces it anyway,
@@ -59,19 +74,19 @@ def acceptance(p: np.ndarray, q: np.ndarray, x: int) -> float:
     """
     if q[x] <= 0:
         raise ValueError(f"q_fn: drafted token {x} has q(x) = 0; drafts must be sampled from q")
-    return 1.0 if p[x] >= q[x] else p[x] / q[x]  # no overflow for tiny q(x)
+    return 1.0 if p[x] >= q[x] else float(p[x] / q[x])  # no overflow for tiny q(x)
 
 
-def accepts(p: np.ndarray, q: np.ndarray, x: int, rng) -> bool:
+def accepts(p: Vector, q: Vector, x: int, rng: Rng) -> bool:
     """Accept draft x with probability ``acceptance(p, q, x)`` = min(1, p(x) / q(x))."""
-    return rng.random() < acceptance(p, q, x)
+    return bool(rng.random() < acceptance(p, q, x))
 
 
 CHOICE_ATOL = float(np.sqrt(np.finfo(np.float64).eps))
 """How far from 1 ``Generator.choice`` lets p sum before it raises (numpy/random/_generator.pyx)."""
 
 
-def sample(p: np.ndarray, rng) -> int:
+def sample(p: Vector, rng: Rng) -> int:
     """One token from p (a draft from q, the bonus after k acceptances, a residual's token): the
     draw ``rng.choice(len(p), p=p)`` makes, token for token and number for number.
 
@@ -91,12 +106,21 @@ def sample(p: np.ndarray, rng) -> int:
     return int(rng.choice(len(p), p=p))
 
 
-def recover(p: np.ndarray, q: np.ndarray, rng) -> int:
+def recover(p: Vector, q: Vector, rng: Rng) -> int:
     """One token from residual(p, q): what the round emits at its first rejection."""
     return sample(residual(p, q), rng)
 
 
-def verify_with(ps, qs, drafts: list[int], rng, *, accept, reject, bonus):
+def verify_with(
+    ps: Rows,
+    qs: Sequence[Vector],
+    drafts: list[int],
+    rng: Rng,
+    *,
+    accept: Callable[[Vector, Vector, int, Rng], bool],
+    reject: Callable[[Vector, Vector, int, Rng], int],
+    bonus: Callable[[Rng], int],
+) -> tuple[int, int]:
     """The rule's walk with its three pieces as parameters: drafts are tested in order with
     ``accept(p_i, q_i, x_i, rng)``; the first one refused ends the round with
     ``(i, reject(p_i, q_i, x_i, rng))``; when all k pass it is ``(k, bonus(rng))``.
@@ -112,7 +136,7 @@ def verify_with(ps, qs, drafts: list[int], rng, *, accept, reject, bonus):
     return len(drafts), bonus(rng)
 
 
-def verify(ps, qs, drafts: list[int], rng) -> tuple[int, int]:
+def verify(ps: Rows, qs: Sequence[Vector], drafts: list[int], rng: Rng) -> tuple[int, int]:
     """(accepted drafts j, the token after them) from the k + 1 target rows ``ps`` (row i
     conditioned on drafts[:i]) and the k draft rows ``qs`` the drafts were sampled from, the rows
     of gpt-fast's generate.py and vLLM's rejection sampler. Reads each row of ``ps`` once."""
@@ -130,18 +154,18 @@ def verify(ps, qs, drafts: list[int], rng) -> tuple[int, int]:
 class LazyRows:
     """row(0), row(1), ... computed when read: ``verify`` calls a model only where it gets."""
 
-    def __init__(self, row):
+    def __init__(self, row: Callable[[int], Vector]) -> None:
         self.row = row
 
-    def __getitem__(self, i: int) -> np.ndarray:
+    def __getitem__(self, i: int) -> Vector:
         return self.row(i)
 
 
-def verify_drafts(p_fn, prefix: tuple, drafts: list[int], qs: list[np.ndarray], rng) -> list[int]:
+def verify_drafts(p_fn: DistFn, prefix: tuple[int, ...], drafts: list[int], qs: list[Vector], rng: Rng) -> list[int]:
     """``verify`` with row i = p_fn(prefix + drafts[:i]), called lazily: the accepted drafts plus
     one token."""
 
-    def row(i):
+    def row(i: int) -> Vector:
         p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
         if i < len(qs):
             check_same_length("p_fn output", p, "q_fn output", qs[i])
@@ -152,8 +176,8 @@ def verify_drafts(p_fn, prefix: tuple, drafts: list[int], qs: list[np.ndarray], 
 
 
 @register("chain")
-def speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:
+def speculative_step(p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng) -> list[int]:
     """One speculative round: 1 to k + 1 tokens distributed exactly as the target p."""
-    prefix = tuple(prefix)
-    drafts, qs = draft(q_fn, prefix, check_k(k), rng)
-    return verify_drafts(p_fn, prefix, drafts, qs, rng)
+    start = tuple(prefix)
+    drafts, qs = draft(q_fn, start, check_k(k), rng)
+    return verify_drafts(p_fn, start, drafts, qs, rng)

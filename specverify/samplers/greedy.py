@@ -14,18 +14,34 @@ The drafter is greedy as well (drafts are argmax q, no randomness), so the sampl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Protocol
+
 from ..common.validation import check_k
-from .chain import LazyRows, model_output
+from ..laws.arrays import DistFn, Vector
+from .chain import LazyRows, Rng, model_output
 from .registry import register
 
 
-def argmax_token(row) -> int:
+class Row(Protocol):
+    """A target row: a NumPy vector or a torch tensor (what ``argmax_token`` reads)."""
+
+    def argmax(self) -> Any: ...
+
+
+class ArgmaxRows(Protocol):
+    """Rows by index (a list, a 2-D array or tensor, ``chain.LazyRows``)."""
+
+    def __getitem__(self, i: int, /) -> Any: ...
+
+
+def argmax_token(row: Row) -> int:
     """The row's argmax, ties to the lowest id: a NumPy row or a torch row (``row.argmax()``
     returns the first maximal index in both)."""
     return int(row.argmax())
 
 
-def greedy_node(row, candidates) -> tuple[int | None, int]:
+def greedy_node(row: Row, candidates: Sequence[int]) -> tuple[int | None, int]:
     """The greedy rule at one node: the candidate equal to the target row's argmax is accepted.
 
     Returns (i, argmax) when candidates[i] is the argmax (the first such i), else (None, argmax),
@@ -39,7 +55,7 @@ def greedy_node(row, candidates) -> tuple[int | None, int]:
     return None, best
 
 
-def greedy_verify(rows, drafts) -> tuple[int, int]:
+def greedy_verify(rows: ArgmaxRows, drafts: Sequence[int]) -> tuple[int, int]:
     """(accepted drafts j, the token after them) from the target rows ``rows`` (row i conditioned
     on drafts[:i]; k + 1 of them): drafts are accepted while each is its row's argmax; the token
     after them is row j's argmax (the correction, or the bonus after k acceptances). Reads rows
@@ -51,7 +67,7 @@ def greedy_verify(rows, drafts) -> tuple[int, int]:
     return len(drafts), argmax_token(rows[len(drafts)])
 
 
-def greedy_drafts(q_fn, prefix: tuple, k: int) -> tuple[list[int], int]:
+def greedy_drafts(q_fn: DistFn, prefix: tuple[int, ...], k: int) -> tuple[list[int], int]:
     """k drafts, each the draft model's argmax after the drafts before it, and q's length."""
     drafts: list[int] = []
     for _ in range(k):
@@ -61,18 +77,18 @@ def greedy_drafts(q_fn, prefix: tuple, k: int) -> tuple[list[int], int]:
 
 
 @register("greedy")
-def greedy_step(p_fn, q_fn, prefix, k, rng=None) -> list[int]:
+def greedy_step(p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng | None = None) -> list[int]:
     """One greedy round: the accepted drafts, then the target's argmax (correction or bonus).
 
     Returns 1 to k + 1 tokens, all equal to what target-only greedy decoding would emit.
     ``rng`` is accepted for the common interface and never used.
     """
     k = check_k(k)
-    prefix = tuple(prefix)
-    drafts, vocab = greedy_drafts(q_fn, prefix, k)
+    start = tuple(prefix)
+    drafts, vocab = greedy_drafts(q_fn, start, k)
 
-    def row(i):
-        p = model_output("p_fn", p_fn, prefix + tuple(drafts[:i]))
+    def row(i: int) -> Vector:
+        p = model_output("p_fn", p_fn, start + tuple(drafts[:i]))
         if i < k and len(p) != vocab:
             raise ValueError(f"p_fn output and q_fn output have different lengths ({len(p)} and {vocab})")
         return p

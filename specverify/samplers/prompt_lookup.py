@@ -19,53 +19,57 @@ from __future__ import annotations
 
 import functools
 import numbers
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..common.validation import check_k
-from .chain import model_output, sample, verify_drafts
+from ..laws.arrays import DistFn, Vector
+from .chain import Rng, model_output, sample, verify_drafts
 from .registry import register
 
 
-def check_ngram(ngram) -> int:
-    if isinstance(ngram, bool) or not isinstance(ngram, numbers.Integral) or ngram < 1:
+def check_ngram(ngram: object) -> int:
+    if isinstance(ngram, bool) or not isinstance(ngram, numbers.Integral) or int(ngram) < 1:
         raise ValueError(f"ngram: must be an integer >= 1, got {ngram!r}")
     return int(ngram)
 
 
-def lookup_drafts(prefix, k: int, ngram: int = 2) -> list[int]:
+def lookup_drafts(prefix: Sequence[int], k: int, ngram: int = 2) -> list[int]:
     """The up to k tokens after the last earlier occurrence of the prefix's final n tokens.
 
     Tries n = ngram, ngram - 1, ..., 1 and uses the first n that matches; [] when none does.
     The occurrence must start before the final n-gram itself (it may overlap it).
     """
-    prefix = tuple(int(t) for t in prefix)
-    for n in range(min(check_ngram(ngram), len(prefix) - 1), 0, -1):
-        tail = prefix[-n:]
-        for start in range(len(prefix) - n - 1, -1, -1):
-            if prefix[start : start + n] == tail:
-                return list(prefix[start + n : start + n + k])
+    tokens = tuple(int(t) for t in prefix)
+    for n in range(min(check_ngram(ngram), len(tokens) - 1), 0, -1):
+        tail = tokens[-n:]
+        for start in range(len(tokens) - n - 1, -1, -1):
+            if tokens[start : start + n] == tail:
+                return list(tokens[start + n : start + n + k])
     return []
 
 
-def one_hot(x: int, vocab: int) -> np.ndarray:
+def one_hot(x: int, vocab: int) -> Vector:
     q = np.zeros(vocab)
     q[x] = 1.0
     return q
 
 
-def prompt_lookup_step(p_fn, q_fn, prefix, k, rng, *, ngram: int = 2) -> list[int]:
+def prompt_lookup_step(
+    p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng, *, ngram: int = 2
+) -> list[int]:
     """One prompt-lookup round: up to k copied drafts verified exactly, then one more token."""
     k = check_k(k)
-    prefix = tuple(prefix)
-    drafts = lookup_drafts(prefix, k, ngram)
-    p = model_output("p_fn", p_fn, prefix)
+    start = tuple(prefix)
+    drafts = lookup_drafts(start, k, ngram)
+    p = model_output("p_fn", p_fn, start)
     if not drafts:
         return [sample(p, rng)]
     if max(drafts) >= len(p):
         raise ValueError(f"prefix: token {max(drafts)} is outside p_fn's vocabulary of {len(p)}")
     qs = [one_hot(x, len(p)) for x in drafts]
-    return verify_drafts(p_fn, prefix, drafts, qs, rng)
+    return verify_drafts(p_fn, start, drafts, qs, rng)
 
 
 register("prompt-lookup", functools.partial(prompt_lookup_step, ngram=2))

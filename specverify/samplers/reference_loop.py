@@ -22,13 +22,26 @@ target alone under the same params; ``sequence_law`` (specverify.laws.requests) 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..common.validation import check_int
-from ..laws.requests import Output, Request, check_requests, finished, step_distribution
-from .chain import LazyRows, sample, verify
+from ..laws.arrays import Vector
+from ..laws.requests import (
+    LogitFn,
+    Output,
+    Request,
+    SamplingParams,
+    Tokens,
+    check_requests,
+    finished,
+    step_distribution,
+)
+from .chain import LazyRows, Rng, Rows, sample, verify
 
 
 @dataclass
@@ -36,28 +49,28 @@ class State:
     """One request in flight."""
 
     request: Request
-    rng: object
-    output: list = field(default_factory=list)
-    logprobs: list = field(default_factory=list)
-    penalty_tokens: list = field(default_factory=list)  # what the penalties count
-    grammar_tokens: list = field(default_factory=list)  # what the grammar has consumed
+    rng: Rng
+    output: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    penalty_tokens: list[int] = field(default_factory=list)  # what the penalties count
+    grammar_tokens: list[int] = field(default_factory=list)  # what the grammar has consumed
     seen: int = 0  # how much of the output the models are shown (a ragged batch's offset)
     drafted: int = 0
     accepted: int = 0
 
     @property
-    def params(self):
+    def params(self) -> SamplingParams:
         return self.request.params
 
     @property
     def done(self) -> bool:
         return finished(tuple(self.output), self.params)
 
-    def context(self) -> tuple:
+    def context(self) -> Tokens:
         return self.request.prompt + tuple(self.output[: self.seen])
 
 
-def fit_width(logits, vocab: int) -> np.ndarray:
+def fit_width(logits: ArrayLike, vocab: int) -> Vector:
     """The draft's logits on the target's vocabulary: padding rows past it dropped, missing ids at
     -inf (the draft cannot propose them)."""
     z = np.asarray(logits, dtype=np.float64)[:vocab]
@@ -67,11 +80,11 @@ def fit_width(logits, vocab: int) -> np.ndarray:
 ROW_CACHE_BYTES = 64 * 2**20
 """The most bytes of logits and rows ``cached_step`` keeps (past them it starts afresh)."""
 
-_ROWS: dict = {}
+_ROWS: dict[tuple[Any, ...], tuple[SamplingParams, Vector]] = {}
 _ROW_BYTES = [0]
 
 
-def reads_no_tokens(params) -> bool:
+def reads_no_tokens(params: SamplingParams) -> bool:
     """Whether the processing of a row ignores the prompt and output: no grammar, and every
     penalty at its no-op value (``processing`` returns the logits unchanged there)."""
     return (
@@ -82,7 +95,9 @@ def reads_no_tokens(params) -> bool:
     )
 
 
-def cached_step(logits, params, prompt: tuple, output: tuple, grammar_output: tuple) -> np.ndarray:
+def cached_step(
+    logits: ArrayLike, params: SamplingParams, prompt: Tokens, output: Tokens, grammar_output: Tokens
+) -> Vector:
     """``step_distribution(logits, params, prompt, output, grammar_output)``, memoized in this
     process: a battery re-runs the loop along every enumerated path and for every sampled run,
     over the same few contexts, and the processing (penalties, sorts for top-k / top-p) is most of
@@ -105,7 +120,16 @@ def cached_step(logits, params, prompt: tuple, output: tuple, grammar_output: tu
     return hit[1].copy()
 
 
-def processed_row(state: State, logits, drafts, i: int, *, penalties=True, grammar=True, **change):
+def processed_row(
+    state: State,
+    logits: ArrayLike,
+    drafts: Sequence[int],
+    i: int,
+    *,
+    penalties: bool = True,
+    grammar: bool = True,
+    **change: Any,
+) -> Vector:
     """The request's step distribution after output + drafts[:i] (``change``: params replaced)."""
     params = state.params
     if penalties and grammar and not change:
@@ -114,7 +138,9 @@ def processed_row(state: State, logits, drafts, i: int, *, penalties=True, gramm
     if change or not penalties:
         from dataclasses import replace
 
-        off = {} if penalties else {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+        off: dict[str, Any] = (
+            {} if penalties else {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+        )
         params = replace(params, **off, **change)
     if not grammar:
         from dataclasses import replace
@@ -129,7 +155,7 @@ def processed_row(state: State, logits, drafts, i: int, *, penalties=True, gramm
 # ---------------------------------------------------------------------------- the steps (hooks)
 
 
-def make_rngs(requests, rng) -> list:
+def make_rngs(requests: Sequence[Request], rng: Rng) -> list[Rng]:
     return [rng if r.params.seed is None else np.random.default_rng(r.params.seed) for r in requests]
 
 
@@ -137,11 +163,11 @@ def n_drafts(state: State, k: int) -> int:
     return max(0, min(k, state.params.max_tokens - len(state.output) - 1))
 
 
-def target_row(state: State, logits, drafts, i: int, n: int) -> np.ndarray:
+def target_row(state: State, logits: ArrayLike, drafts: Sequence[int], i: int, n: int) -> Vector:
     return processed_row(state, logits, drafts, i)
 
 
-def draft_row(state: State, logits, drafts, i: int, vocab: int) -> np.ndarray:
+def draft_row(state: State, logits: ArrayLike, drafts: Sequence[int], i: int, vocab: int) -> Vector:
     z = fit_width(logits, vocab)
     if not np.isfinite(z.max()):
         return np.full(vocab, 1.0 / vocab)  # the draft has no row here: any q keeps the rule exact
@@ -151,8 +177,15 @@ def draft_row(state: State, logits, drafts, i: int, vocab: int) -> np.ndarray:
         return np.full(vocab, 1.0 / vocab)
 
 
-def draft_tokens(state: State, draft, n: int, vocab: int, row=draft_row) -> tuple[list, list]:
-    drafts, qs = [], []
+def draft_tokens(
+    state: State,
+    draft: LogitFn,
+    n: int,
+    vocab: int,
+    row: Callable[[State, ArrayLike, list[int], int, int], Vector] = draft_row,
+) -> tuple[list[int], list[Vector]]:
+    drafts: list[int] = []
+    qs: list[Vector] = []
     for i in range(n):
         q = row(state, draft(state.context() + tuple(drafts)), drafts, i, vocab)
         drafts.append(sample(q, state.rng))  # the numbers of state.rng.choice(vocab, p=q)
@@ -160,11 +193,11 @@ def draft_tokens(state: State, draft, n: int, vocab: int, row=draft_row) -> tupl
     return drafts, qs
 
 
-def run_verify(state: State, ps, qs, drafts, draft) -> tuple[int, int]:
+def run_verify(state: State, ps: Rows, qs: Sequence[Vector], drafts: list[int], draft: LogitFn) -> tuple[int, int]:
     return verify(ps, qs, drafts, state.rng)
 
 
-def emit(state: State, drafts, j: int, token: int) -> tuple[list, int]:
+def emit(state: State, drafts: Sequence[int], j: int, token: int) -> tuple[list[int], int]:
     """(the emitted block cut after its first stop token, the accepted drafts in it)."""
     block = list(drafts[:j]) + [int(token)]
     stops = state.params.stop_token_ids
@@ -178,54 +211,56 @@ def logprob_row(i: int, j: int) -> int:
     return i
 
 
-def advance(state: State, emitted, drafts, token) -> None:
+def advance(state: State, emitted: list[int], drafts: Sequence[int], token: int) -> None:
     state.penalty_tokens += emitted
     state.grammar_tokens += emitted
 
 
-def set_offsets(states, emitted_counts) -> None:
+def set_offsets(states: Iterable[State], emitted_counts: Sequence[int]) -> None:
     for s in states:
         s.seen = len(s.output)
 
 
 def loop_with(
-    target,
-    draft,
-    requests,
-    k,
-    rng,
+    target: LogitFn,
+    draft: LogitFn,
+    requests: Iterable[Request],
+    k: int,
+    rng: Rng,
     *,
-    rngs=make_rngs,
-    drafts_for=n_drafts,
-    trow=target_row,
-    drafter=draft_tokens,
-    verifier=run_verify,
-    cut=emit,
-    lp_row=logprob_row,
-    update=advance,
-    offsets=set_offsets,
+    rngs: Callable[[list[Request], Rng], list[Rng]] = make_rngs,
+    drafts_for: Callable[[State, int], int] = n_drafts,
+    trow: Callable[[State, ArrayLike, list[int], int, int], Vector] = target_row,
+    drafter: Callable[[State, LogitFn, int, int], tuple[list[int], list[Vector]]] = draft_tokens,
+    verifier: Callable[[State, Rows, list[Vector], list[int], LogitFn], tuple[int, int]] = run_verify,
+    cut: Callable[[State, list[int], int, int], tuple[list[int], int]] = emit,
+    lp_row: Callable[[int, int], int] = logprob_row,
+    update: Callable[[State, list[int], list[int], int], None] = advance,
+    offsets: Callable[[list[State], list[int]], None] = set_offsets,
 ) -> list[Output]:
     """The reference loop with its steps as parameters (defaults: exactly the reference)."""
     k = check_int("k", k, 1)
-    requests = list(requests)
-    if not requests:
+    batch = list(requests)
+    if not batch:
         return []
-    vocab = len(np.asarray(target(requests[0].prompt)))
-    check_requests(requests, vocab)
-    states = [State(r, g) for r, g in zip(requests, rngs(requests, rng))]
+    vocab = len(np.asarray(target(batch[0].prompt)))
+    check_requests(batch, vocab)
+    states = [State(r, g) for r, g in zip(batch, rngs(batch, rng))]
     for s in states:
         s.seen = 0
     while True:
         active = [s for s in states if not s.done]
         if not active:
             break
-        counts = []
+        counts: list[int] = []
         for s in active:
             n = drafts_for(s, k)
             drafts, qs = drafter(s, draft, n, vocab)
-            cache: dict = {}
+            cache: dict[int, Vector] = {}
 
-            def row(i, s=s, drafts=drafts, n=n, cache=cache):
+            def row(
+                i: int, s: State = s, drafts: list[int] = drafts, n: int = n, cache: dict[int, Vector] = cache
+            ) -> Vector:
                 if i not in cache:
                     cache[i] = trow(s, target(s.context() + tuple(drafts[:i])), drafts, i, n)
                 return cache[i]
@@ -245,21 +280,22 @@ def loop_with(
     return [Output(tuple(s.output), tuple(s.logprobs), s.drafted, s.accepted) for s in states]
 
 
-def generate(target, draft, requests, k, rng) -> list[Output]:
+def generate(target: LogitFn, draft: LogitFn, requests: Iterable[Request], k: int, rng: Rng) -> list[Output]:
     """The reference speculative loop: every request distributed exactly as ``target_only``."""
     return loop_with(target, draft, requests, k, rng)
 
 
-def target_only(target, requests, rng) -> list[Output]:
+def target_only(target: LogitFn, requests: Iterable[Request], rng: Rng) -> list[Output]:
     """Target-only decoding, token by token, with each request's params (no drafts)."""
-    requests = list(requests)
-    if not requests:
+    batch = list(requests)
+    if not batch:
         return []
-    vocab = len(np.asarray(target(requests[0].prompt)))
-    check_requests(requests, vocab)
+    vocab = len(np.asarray(target(batch[0].prompt)))
+    check_requests(batch, vocab)
     outs = []
-    for r, g in zip(requests, make_rngs(requests, rng)):
-        out, lps = [], []
+    for r, g in zip(batch, make_rngs(batch, rng)):
+        out: list[int] = []
+        lps: list[float] = []
         while not finished(tuple(out), r.params):
             p = step_distribution(np.asarray(target(r.prompt + tuple(out)))[:vocab], r.params, r.prompt, tuple(out))
             t = int(g.choice(vocab, p=p))

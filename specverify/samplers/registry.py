@@ -5,20 +5,35 @@ the package that imports it (``specverify.samplers`` re-exports all four names).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol, TypeVar, overload
+
+import numpy as np
+
+from ..laws.arrays import DistFn
 
 
 class Sampler(Protocol):
-    def __call__(self, p_fn, q_fn, prefix: Sequence[int], k: int, rng) -> list[int]: ...
+    """The round interface (the handout's signature): ``speculative_step(p_fn, q_fn, prefix, k,
+    rng) -> list[int]``, one round's 1 to k + 1 tokens."""
 
+    def __call__(
+        self, p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: np.random.Generator
+    ) -> list[int]: ...
+
+
+SamplerT = TypeVar("SamplerT", bound=Sampler)
 
 SAMPLERS: dict[str, Sampler] = {}
 
 
-def register(name: str, sampler: Callable | None = None):
-    """Register ``sampler`` under ``name`` (usable as a decorator)."""
+@overload
+def register(name: str) -> Callable[[SamplerT], SamplerT]: ...
+@overload
+def register(name: str, sampler: SamplerT) -> SamplerT: ...
+def register(name: str, sampler: Sampler | None = None) -> Any:
+    """Register ``sampler`` under ``name`` (usable as a decorator); it is returned as it was."""
 
-    def add(fn):
+    def add(fn: SamplerT) -> SamplerT:
         if name in SAMPLERS and SAMPLERS[name] is not fn:
             raise ValueError(f"name: sampler {name!r} is already registered")
         SAMPLERS[name] = fn
@@ -35,4 +50,4 @@ def get_sampler(name: str) -> Sampler:
         raise ValueError(f"name: no sampler called {name!r} (known: {known})") from None
 
 
-__all__ = ["SAMPLERS", "Sampler", "get_sampler", "register"]
+__all__ = ["SAMPLERS", "Sampler", "SamplerT", "get_sampler", "register"]

@@ -15,22 +15,35 @@ k acceptances a bonus token of p. Needs torch (the ``models`` extra).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 import numpy as np
 import torch
 
+from ..laws.arrays import DistFn
+from .chain import Rng
 
-def _generator(rng):
+Tensor = Any
+"""A torch tensor (torch is read as Any by the type check: pyproject.toml's [tool.mypy])."""
+
+
+def _generator(rng: Rng) -> torch.Generator:
     return torch.Generator().manual_seed(int(rng.integers(2**63)))
 
 
-def _rows(fn, contexts: list[tuple]):
+def _rows(fn: DistFn, contexts: list[tuple[int, ...]]) -> Tensor:
     return torch.as_tensor(np.stack([np.asarray(fn(c), dtype=np.float64) for c in contexts]))
 
 
-def batch_rounds(p_fn, q_fn, prefixes: list[tuple], k: int, generator) -> list[list[int]]:
+def batch_rounds(
+    p_fn: DistFn, q_fn: DistFn, prefixes: Sequence[Sequence[int]], k: int, generator: torch.Generator
+) -> list[list[int]]:
     """One round of the rule per prefix, all B at once, drawing from ``generator``."""
     contexts = [tuple(prefix) for prefix in prefixes]
-    drafts, qs, ps = [], [], [_rows(p_fn, contexts)]
+    drafts: list[Tensor] = []
+    qs: list[Tensor] = []
+    ps: list[Tensor] = [_rows(p_fn, contexts)]
     for _ in range(k):
         q = _rows(q_fn, contexts)
         x = torch.multinomial(q, 1, generator=generator)[:, 0]
@@ -55,17 +68,17 @@ def batch_rounds(p_fn, q_fn, prefixes: list[tuple], k: int, generator) -> list[l
     return [x[b, :n].tolist() + [int(t)] for b, (n, t) in enumerate(zip(accepted.tolist(), emitted.tolist()))]
 
 
-def speculative_step(p_fn, q_fn, prefix, k: int, rng) -> list[int]:
+def speculative_step(p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng) -> list[int]:
     """One round of the rule in torch (batch 1), its generator seeded from ``rng``."""
     return batch_rounds(p_fn, q_fn, [tuple(prefix)], k, _generator(rng))[0]
 
 
-def rounds(p_fn, q_fn, prefixes, k: int, rng) -> list[list[int]]:
+def rounds(p_fn: DistFn, q_fn: DistFn, prefixes: Iterable[Sequence[int]], k: int, rng: Rng) -> list[list[int]]:
     """One independent round per prefix in one call, the generator seeded from ``rng``."""
     return batch_rounds(p_fn, q_fn, [tuple(prefix) for prefix in prefixes], k, _generator(rng))
 
 
-def one_round_only(p_fn, q_fn, prefix, k: int, rng) -> list[int]:
+def one_round_only(p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng) -> list[int]:
     """``speculative_step`` without the batch declaration (the benchmarks' one-round subject)."""
     return speculative_step(p_fn, q_fn, prefix, k, rng)
 

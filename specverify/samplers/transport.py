@@ -26,26 +26,29 @@ node, 1 to k + 1 tokens per round.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from ..laws.optimal_acceptance import draft_sets, optimal_selection, selection_law
-from .chain import residual, sample
+from ..laws.arrays import DistFn, Vector, normalized
+from ..laws.optimal_acceptance import DraftSet, draft_sets, optimal_selection, selection_law
+from .chain import Rng, residual, sample
 from .registry import register
 from .tree import check_width, tree_walk
 
 
-def spectr_beta(p, q, rho: float) -> float:
+def spectr_beta(p: Vector, q: Vector, rho: float) -> float:
     return float(np.minimum(q, p / rho).sum())
 
 
-def spectr_rho(p, q, m: int, iterations: int = 60) -> float:
+def spectr_rho(p: Vector, q: Vector, m: int, iterations: int = 60) -> float:
     """The smallest rho in [1, m] with 1 - (1 - beta)^m <= rho beta (rho beta grows with rho,
     1 - (1 - beta)^m falls); the bisection returns a feasible end."""
 
-    def feasible(rho):
+    def feasible(rho: float) -> bool:
         beta = spectr_beta(p, q, rho)
-        return 1.0 - (1.0 - beta) ** m <= rho * beta
+        return bool(1.0 - (1.0 - beta) ** m <= rho * beta)
 
     if feasible(1.0):
         return 1.0
@@ -56,36 +59,37 @@ def spectr_rho(p, q, m: int, iterations: int = 60) -> float:
     return hi
 
 
-def spectr_accepted_mass(p, q, m: int, rho: float) -> np.ndarray:
+def spectr_accepted_mass(p: Vector, q: Vector, m: int, rho: float) -> Vector:
     """Probability that the k-SEQ step accepts token y, for every y."""
     beta = spectr_beta(p, q, rho)
     scale = (1.0 - (1.0 - beta) ** m) / beta if beta > 0 else 0.0
-    return np.minimum(q, p / rho) * scale
+    mass: Vector = np.minimum(q, p / rho) * scale
+    return mass
 
 
-def spectr_residual(p, q, m: int, rho: float) -> np.ndarray:
+def spectr_residual(p: Vector, q: Vector, m: int, rho: float) -> Vector:
     r = np.maximum(p - spectr_accepted_mass(p, q, m, rho), 0.0)
-    total = r.sum()
+    total = float(r.sum())
     return r / total if total > 0 else p
 
 
 @functools.lru_cache(maxsize=4096)
-def _spectr(p_bytes: bytes, q_bytes: bytes, width: int) -> tuple[float, np.ndarray]:
+def _spectr(p_bytes: bytes, q_bytes: bytes, width: int) -> tuple[float, Vector]:
     p, q = np.frombuffer(p_bytes), np.frombuffer(q_bytes)
     rho = spectr_rho(p, q, width)
     return rho, spectr_residual(p, q, width, rho)
 
 
-def _key(v) -> bytes:
+def _key(v: ArrayLike) -> bytes:
     return np.ascontiguousarray(v, dtype=np.float64).tobytes()
 
 
-def spectr_parameters(p, q, width: int) -> tuple[float, np.ndarray]:
+def spectr_parameters(p: Vector, q: Vector, width: int) -> tuple[float, Vector]:
     """(rho, the k-SEQ residual) at a node with target p, draft q and ``width`` drafts (cached)."""
     return _spectr(_key(p), _key(q), width)
 
 
-def spectr_verify(p, q, width: int, rng) -> tuple[bool, int]:
+def spectr_verify(p: Vector, q: Vector, width: int, rng: Rng) -> tuple[bool, int]:
     """k-SEQ at one node: (True, accepted draft) or (False, a residual sample)."""
     rho, r = spectr_parameters(p, q, width)
     for _ in range(width):
@@ -96,19 +100,19 @@ def spectr_verify(p, q, width: int, rng) -> tuple[bool, int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _canonical(p_bytes: bytes, q_bytes: bytes, width: int):
+def _canonical(p_bytes: bytes, q_bytes: bytes, width: int) -> tuple[dict[DraftSet, Vector], Vector]:
     p, q = np.frombuffer(p_bytes), np.frombuffer(q_bytes)
     selection = optimal_selection(p, q, width, replacement=True)
     r = selection_law(selection, draft_sets(q, width, replacement=True))
-    return selection, r / r.sum()
+    return selection, normalized(r)
 
 
-def canonical_selection(p, q, width: int) -> tuple[dict, np.ndarray]:
+def canonical_selection(p: Vector, q: Vector, width: int) -> tuple[dict[DraftSet, Vector], Vector]:
     """(psi: draft set -> selection law, r: the selected token's law) at a node (cached)."""
     return _canonical(_key(p), _key(q), width)
 
 
-def canonical_verify(p, q, width: int, rng) -> tuple[bool, int]:
+def canonical_verify(p: Vector, q: Vector, width: int, rng: Rng) -> tuple[bool, int]:
     """Select one of the m drafts with the LP's psi, then the token-wise rule between r and p."""
     drafts = [sample(q, rng) for _ in range(width)]
     selection, r = canonical_selection(p, q, width)
@@ -120,12 +124,12 @@ def canonical_verify(p, q, width: int, rng) -> tuple[bool, int]:
     return False, sample(res, rng)
 
 
-def spectr_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2) -> list[int]:
+def spectr_step(p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng, *, width: int = 2) -> list[int]:
     width = check_width(width)
     return tree_walk(p_fn, q_fn, prefix, k, rng, lambda p, q, rng: spectr_verify(p, q, width, rng))
 
 
-def canonical_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2) -> list[int]:
+def canonical_step(p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k: int, rng: Rng, *, width: int = 2) -> list[int]:
     width = check_width(width)
     return tree_walk(p_fn, q_fn, prefix, k, rng, lambda p, q, rng: canonical_verify(p, q, width, rng))
 

@@ -45,25 +45,27 @@ enumerator visits only the paths the walk takes.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..common.validation import check_same_length
-from .chain import model_output, sample
+from ..laws.arrays import DistFn, Vector
+from .chain import Rng, model_output, sample
 from .registry import register
-from .tree import round_shape, without_token
+from .tree import Shape, round_shape, without_token
 
 
 class Rejected(Exception):
     """The subtree (or the node) handed to ``traverse`` was rejected."""
 
 
-def child_weight(a: float, P: np.ndarray, Q: np.ndarray, x: int) -> float:
+def child_weight(a: float, P: Vector, Q: Vector, x: int) -> float:
     """a(x) = min(1, a(X) p(x | X) / q(x | X)): Algorithm 3, lines 1 and 13."""
-    return 1.0 if a * P[x] >= Q[x] else a * P[x] / Q[x]  # no overflow for tiny q(x)
+    return 1.0 if a * P[x] >= Q[x] else float(a * P[x] / Q[x])  # no overflow for tiny q(x)
 
 
-def parent_update(a: float, P: np.ndarray, Q: np.ndarray) -> tuple[float, np.ndarray]:
+def parent_update(a: float, P: Vector, Q: Vector) -> tuple[float, Vector]:
     """X's (a, p) after one of its children is rejected: Algorithm 3, line 11 eq. (1) and line 12
     eq. (3), both from X's values before the update."""
     r = np.maximum(a * P - Q, 0.0)
@@ -74,7 +76,14 @@ def parent_update(a: float, P: np.ndarray, Q: np.ndarray) -> tuple[float, np.nda
 
 
 def traverse(
-    p_fn, q_fn, path: tuple, a: float, shape: tuple, rng, without_replacement: bool, order: str = "siblings-first"
+    p_fn: DistFn,
+    q_fn: DistFn,
+    path: tuple[int, ...],
+    a: float,
+    shape: Shape,
+    rng: Rng,
+    without_replacement: bool,
+    order: str = "siblings-first",
 ) -> list[int]:
     """Tokens after ``path`` if this node's subtree (or the node) is accepted; Rejected if not.
 
@@ -99,22 +108,30 @@ def traverse(
         if order == "node-first" and rng.random() < a:
             return [sample(P, rng)]
         if without_replacement:  # eq. (2)
-            Q = without_token(Q, x)
-            if Q is None:
+            left = without_token(Q, x)
+            if left is None:
                 break
+            Q = left
     if rng.random() < a:  # every child deleted: the node is now a leaf (line 4)
         return [sample(P, rng)]
     raise Rejected
 
 
 def traversal_step(
-    p_fn, q_fn, prefix, k, rng, *, width: int = 2, without_replacement: bool = False, shape=None
+    p_fn: DistFn,
+    q_fn: DistFn,
+    prefix: Sequence[int],
+    k: int,
+    rng: Rng,
+    *,
+    width: int = 2,
+    without_replacement: bool = False,
+    shape: object = None,
 ) -> list[int]:
     """One traversal-verification round: 1 to k + 1 tokens. The draft tree is ``shape`` (depth
     <= k; see samplers.tree.full_shape) or, by default, the full width-``width`` tree of depth k."""
-    shape = round_shape(k, width, shape)
     try:
-        return traverse(p_fn, q_fn, tuple(prefix), 1.0, shape, rng, without_replacement)
+        return traverse(p_fn, q_fn, tuple(prefix), 1.0, round_shape(k, width, shape), rng, without_replacement)
     except Rejected:  # the root's weight stays 1: unreachable up to rounding
         raise RuntimeError("traversal verification rejected the root") from None
 

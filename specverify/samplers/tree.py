@@ -40,29 +40,30 @@ from __future__ import annotations
 
 import functools
 import numbers
-
-import numpy as np
+from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 from ..common.validation import check_k, check_same_length
-from .chain import accepts, model_output, residual, sample
+from ..laws.arrays import DistFn, Vector
+from .chain import Rng, accepts, model_output, residual, sample
 from .registry import register
 
 
-def check_width(width) -> int:
-    if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < 1:
+def check_width(width: object) -> int:
+    if isinstance(width, bool) or not isinstance(width, numbers.Integral) or int(width) < 1:
         raise ValueError(f"width: must be an integer >= 1, got {width!r}")
     return int(width)
 
 
-def without_token(q: np.ndarray, x: int) -> np.ndarray | None:
+def without_token(q: Vector, x: int) -> Vector | None:
     """q with token x removed and renormalized; None when nothing is left to draw."""
     rest = q.copy()
     rest[x] = 0.0
-    total = rest.sum()
+    total = float(rest.sum())
     return rest / total if total > 0 else None
 
 
-def sibling_rule(p, q, width: int, rng, without_replacement: bool) -> tuple[int | None, int]:
+def sibling_rule(p: Vector, q: Vector, width: int, rng: Rng, without_replacement: bool) -> tuple[int | None, int]:
     """Recursive rejection sampling over ``width`` candidates at one node: the tree rule, written
     once (``verify_siblings`` and ``shaped_walk`` call it).
 
@@ -76,13 +77,14 @@ def sibling_rule(p, q, width: int, rng, without_replacement: bool) -> tuple[int 
             return i, x
         r = residual(r, q)
         if without_replacement:
-            q = without_token(q, x)
-            if q is None:
+            left = without_token(q, x)
+            if left is None:
                 break
+            q = left
     return None, sample(r, rng)
 
 
-def verify_siblings(p, q, width: int, rng, without_replacement: bool) -> tuple[bool, int]:
+def verify_siblings(p: Vector, q: Vector, width: int, rng: Rng, without_replacement: bool) -> tuple[bool, int]:
     """Recursive rejection sampling over ``width`` candidates at one node (``sibling_rule``).
 
     Returns (True, accepted candidate) or (False, token drawn from the final residual).
@@ -91,7 +93,14 @@ def verify_siblings(p, q, width: int, rng, without_replacement: bool) -> tuple[b
     return i is not None, token
 
 
-def tree_walk(p_fn, q_fn, prefix, k, rng, verify) -> list[int]:
+def tree_walk(
+    p_fn: DistFn,
+    q_fn: DistFn,
+    prefix: Sequence[int],
+    k: int,
+    rng: Rng,
+    verify: Callable[[Vector, Vector, Rng], tuple[bool, int]],
+) -> list[int]:
     """Walk a depth-k tree: at each node ``verify(p, q, rng) -> (accepted, token)`` picks the child
     to descend into (accepted) or the correction token that ends the round (not accepted).
 
@@ -113,11 +122,20 @@ def tree_walk(p_fn, q_fn, prefix, k, rng, verify) -> list[int]:
     return path[start:] + [sample(p, rng)]
 
 
-def tree_step(p_fn, q_fn, prefix, k, rng, *, width: int = 2, without_replacement: bool = False) -> list[int]:
+def tree_step(
+    p_fn: DistFn,
+    q_fn: DistFn,
+    prefix: Sequence[int],
+    k: int,
+    rng: Rng,
+    *,
+    width: int = 2,
+    without_replacement: bool = False,
+) -> list[int]:
     """One tree round of depth k with ``width`` candidates per node: 1 to k + 1 tokens."""
     width = check_width(width)
 
-    def verify(p, q, rng):
+    def verify(p: Vector, q: Vector, rng: Rng) -> tuple[bool, int]:
         return verify_siblings(p, q, width, rng, without_replacement)
 
     return tree_walk(p_fn, q_fn, prefix, k, rng, verify)
@@ -139,19 +157,23 @@ def tree_nodes(width: int, k: int) -> int:
 # long as the children are sampled rather than taken top-k).
 
 
-def full_shape(widths) -> tuple:
+Shape = tuple["Shape", ...]
+"""A draft tree's shape: the tuple of its children's shapes (a leaf: ``()``)."""
+
+
+def full_shape(widths: Iterable[int]) -> Shape:
     """The tree with ``widths[d]`` children at every node of depth d (depth = len(widths))."""
-    widths = tuple(check_width(w) for w in widths)
-    shape: tuple = ()
-    for w in reversed(widths):
+    checked = tuple(check_width(w) for w in widths)
+    shape: Shape = ()
+    for w in reversed(checked):
         shape = (shape,) * w
     return shape
 
 
-def check_shape(shape) -> tuple:
+def check_shape(shape: object) -> Shape:
     """A tree shape (nested tuples of tuples); its depth must be >= 1."""
 
-    def check(node, depth):
+    def check(node: object, depth: int) -> None:
         if not isinstance(node, tuple):
             raise TypeError(f"shape: nodes must be tuples of child shapes, got {node!r}")
         if depth > 64:
@@ -160,29 +182,32 @@ def check_shape(shape) -> tuple:
             check(child, depth + 1)
 
     check(shape, 0)
-    if not shape:
+    checked = cast(Shape, shape)  # check() walked it: tuples of tuples all the way down
+    if not checked:
         raise ValueError("shape: the root needs at least one child")
-    return shape
+    return checked
 
 
-def shape_depth(shape: tuple) -> int:
+def shape_depth(shape: Shape) -> int:
     """The longest root-to-leaf path, in draft tokens."""
     return 1 + max(map(shape_depth, shape)) if shape else 0
 
 
-def round_shape(k, width: int = 2, shape=None) -> tuple:
+def round_shape(k: int, width: int = 2, shape: object = None) -> Shape:
     """The draft tree of one round: ``shape`` if given (its depth must be <= k, so the round emits
     at most k + 1 tokens), else the full width-``width`` tree of depth k."""
     k = check_k(k)
     if shape is None:
         return full_shape((check_width(width),) * k)
-    shape = check_shape(shape)
-    if shape_depth(shape) > k:
-        raise ValueError(f"shape: depth {shape_depth(shape)} exceeds k = {k}")
-    return shape
+    checked = check_shape(shape)
+    if shape_depth(checked) > k:
+        raise ValueError(f"shape: depth {shape_depth(checked)} exceeds k = {k}")
+    return checked
 
 
-def shaped_walk(p_fn, q_fn, path: tuple, shape: tuple, rng, without_replacement: bool) -> list:
+def shaped_walk(
+    p_fn: DistFn, q_fn: DistFn, path: tuple[int, ...], shape: Shape, rng: Rng, without_replacement: bool
+) -> list[int]:
     """Token-level verification of a draft tree of any shape (the baseline of arXiv 2505.12398,
     section 2.2 and Algorithm 2, applied top-down): recursive rejection sampling over the node's
     children in drafting order; an accepted child is descended into with its own subshape; when
@@ -198,10 +223,18 @@ def shaped_walk(p_fn, q_fn, path: tuple, shape: tuple, rng, without_replacement:
     return [x] + shaped_walk(p_fn, q_fn, path + (x,), shape[i], rng, without_replacement)
 
 
-def tree_shape_step(p_fn, q_fn, prefix, k, rng, *, shape, without_replacement: bool = False):
+def tree_shape_step(
+    p_fn: DistFn,
+    q_fn: DistFn,
+    prefix: Sequence[int],
+    k: int,
+    rng: Rng,
+    *,
+    shape: object,
+    without_replacement: bool = False,
+) -> list[int]:
     """One token-level round over a draft tree of the given ``shape`` (depth <= k)."""
-    shape = round_shape(k, shape=shape)
-    return shaped_walk(p_fn, q_fn, tuple(prefix), shape, rng, without_replacement)
+    return shaped_walk(p_fn, q_fn, tuple(prefix), round_shape(k, shape=shape), rng, without_replacement)
 
 
 register("tree-iid", functools.partial(tree_step, width=2, without_replacement=False))
