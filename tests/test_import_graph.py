@@ -279,7 +279,6 @@ LONG_MODULES = {
     "specverify.adapters.hf_generate",
     "specverify.battery.core",
     "specverify.bench.compare_samplers",
-    "specverify.engines",
     "specverify.interfaces.loop.cases",
     "specverify.interfaces.loop.checks",
     "specverify.models.measure",

@@ -10,7 +10,17 @@ import os
 import sys
 import time
 
-from . import BUDGET_NAMES, BY_NAME, ENGINES, listing, missing_torch, render_findings, render_listing, render_table, run
+from .engine_run import run
+from .engine_table import (
+    BUDGET_NAMES,
+    BY_NAME,
+    ENGINES,
+    listing,
+    missing_torch,
+    render_findings,
+    render_listing,
+    render_table,
+)
 
 EPILOG = (
     "exit 0: the rows ran (or --list / --render printed); 1: --expect saw an unexpected verdict; "
