@@ -72,3 +72,22 @@ def test_the_watch_sees_an_option_without_help(monkeypatch):
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--loud", action="store_true", help="say more")
     assert silent == ["--quiet"]
+
+
+def help_text(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            cli.main([*argv, "--help"])
+        except SystemExit:
+            pass
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("argv", COMMAND_LINES, ids=" ".join)
+def test_help_reads_as_plain_text(argv):
+    """A docstring's reST markup (``name``) does not reach a terminal's help text."""
+    if argv[0] in ("models", "check-hf-generate"):
+        pytest.importorskip("torch")
+    text = help_text(argv)
+    assert "usage:" in text and "``" not in text, text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from ..errors import EnvironmentProblem
 from . import loader
 from .eagle_rows import EAGLE_ROWS
 from .engine_row import Engine
@@ -65,6 +66,17 @@ def missing_torch(engines: list[Engine]) -> str | None:
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
         return f"torch is not importable ({why}); the engines' code needs it: {MODELS_EXTRA}"
     return None
+
+
+def check_offline_cache(engines: list[Engine]) -> None:
+    """``--offline``: EnvironmentProblem (one line: what to run to fill the cache) when rows of
+    ``engines`` run engine code and none of their wheels is cached, so that nothing would run."""
+    runnable = [e for e in engines if runs_here(e)]
+    if runnable and not any(is_cached(e) for e in runnable):
+        raise EnvironmentProblem(
+            f"--offline: no wheel of the chosen rows is cached in {loader.cache_root()}; run the same "
+            "command once without --offline to download them (specverify engines --list shows what is cached)"
+        )
 
 
 def listing(engines: list[Engine] | None = None) -> list[dict]:
