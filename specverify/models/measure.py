@@ -33,7 +33,7 @@ import numpy as np
 from ..common.files import json_default, write_atomically
 from ..common.validation import check_k
 from ..laws import theory
-from . import decoding, medusa, tree_decoding
+from . import decoding, medusa, model_calls, tree_decoding
 from .costs import KPolicy, StepCosts, measure_step_costs
 from .loading import prompt_ids, torch_modules
 
@@ -117,7 +117,7 @@ def hf_assisted_tokens_per_s(
     try:
         for ids in prompts:
             x = torch.tensor([ids], device=pair.target.device)
-            decoding.synchronize(pair.target)
+            model_calls.synchronize(pair.target)
             start = time.perf_counter()
             with torch.no_grad():
                 out = pair.target.generate(
@@ -129,7 +129,7 @@ def hf_assisted_tokens_per_s(
                     eos_token_id=pair.eos_token_id,
                     **sampling,
                 )
-            decoding.synchronize(pair.target)
+            model_calls.synchronize(pair.target)
             wall += time.perf_counter() - start
             emitted += out.shape[1] - len(ids)
     except (ValueError, TypeError, RuntimeError, NotImplementedError) as exc:

@@ -98,7 +98,7 @@ from ..common.files import atomic_path
 from ..common.validation import check_int, check_k
 from ..laws.processing import check_sampling, process_logits
 from ..samplers.greedy import argmax_token
-from . import decoding, loading
+from . import decoding, loading, model_calls
 from .loading import torch_modules
 
 FORMAT = "specverify-medusa-head/1"
@@ -340,7 +340,7 @@ def _hidden(target, token_ids: list[int], cache):
     torch, _ = torch_modules()
     base = target.base_model
     x = torch.tensor([token_ids], dtype=torch.long, device=target.device)
-    out = base(input_ids=x, use_cache=True, **{decoding.cache_kwarg(base): cache})
+    out = base(input_ids=x, use_cache=True, **{model_calls.cache_kwarg(base): cache})
     return out.last_hidden_state[0]
 
 
@@ -352,7 +352,7 @@ def _rollout(target, prompt: list[int], n_new: int, temperature: float, rng, wid
     """The target generates up to n_new tokens; returns (ids, hidden [n, H], logit rows [n, W])
     where hidden[i] is at position len(prompt) - 1 + i and rows[i] predicts the token after it."""
     torch, _ = torch_modules()
-    cache = decoding.new_cache(target)
+    cache = model_calls.new_cache(target)
     ids, feed, hs, rows = list(prompt), list(prompt), [], []
     for _ in range(n_new):
         h = _hidden(target, feed, cache)[-1:]
@@ -432,7 +432,7 @@ def collect_training_data(
     prompts = list(prompts)
     if not prompts:
         raise ValueError("prompts: at least one prompt is needed")
-    width = decoding.logit_width(target, vocab_size)
+    width = model_calls.logit_width(target, vocab_size)
     k = width if top_k_targets is None else min(top_k_targets, width)
     rng = np.random.default_rng(seed)
     hs, idx, logp, greedy = [], [], [], []
@@ -440,7 +440,7 @@ def collect_training_data(
     with torch.no_grad():
         while n < n_positions and not (t == 0 and n_seq == len(prompts)):
             text = prompts[n_seq % len(prompts)]
-            prompt = loading.prompt_ids(tokenizer, text) if isinstance(text, str) else decoding.prompt_list(text)
+            prompt = loading.prompt_ids(tokenizer, text) if isinstance(text, str) else model_calls.prompt_list(text)
             _, h, rows = _rollout(target, prompt, n_new, t, rng, width, eos_token_id)
             n_seq += 1
             h, rows = h[:-1], rows[1:]  # h_t with the row that predicts t + 2
@@ -632,11 +632,11 @@ def medusa_generate(
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     n_new = check_k(max_new_tokens, "max_new_tokens")
     check_head_matches(head, target)
-    ids = decoding.prompt_list(input_ids)
-    n_prompt, width = len(ids), decoding.logit_width(target, vocab_size)
+    ids = model_calls.prompt_list(input_ids)
+    n_prompt, width = len(ids), model_calls.logit_width(target, vocab_size)
     rng = decoding.as_rng(rng)
     stats = decoding.DecodeStats()
-    cache = decoding.new_cache(target)
+    cache = model_calls.new_cache(target)
 
     def done() -> bool:
         return len(ids) - n_prompt >= n_new or (eos_token_id is not None and eos_token_id in ids[n_prompt:])
@@ -658,7 +658,7 @@ def medusa_generate(
                 j, token = decoding.verify_rows(rows, [x], [q], t, top_k, top_p, rng)
                 ids += [x, token] if j else [token]
                 if not j:
-                    decoding.crop_to(cache, len(ids) - 1)  # drop the rejected draft's keys and values
+                    model_calls.crop_to(cache, len(ids) - 1)  # drop the rejected draft's keys and values
                 h_next, added = hidden[j], 1 + j
                 stats.drafted += 1
                 stats.accepted += j
