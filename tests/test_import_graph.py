@@ -274,7 +274,6 @@ LONG_MODULES = {
     "specverify.interfaces.kernel.battery",
     "specverify.interfaces.round.battery",
     "specverify.adapters.kernels",
-    "specverify.models.medusa",
     "specverify.battery.runner",
     "specverify.adapters.hf_generate",
     "specverify.battery.core",

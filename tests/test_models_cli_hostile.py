@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify.common import tables  # noqa: E402
 from specverify.models import __main__ as cli  # noqa: E402
-from specverify.models import loading, measure, medusa  # noqa: E402
+from specverify.models import loading, measure, medusa, medusa_files  # noqa: E402
 
 TINY_RUN = [
     "--tiny",
@@ -130,8 +130,8 @@ def test_a_head_saves_under_any_file_name(pair, tmp_path):
     """torch.save refuses the temporary name ".tmp-XXXX" that a suffixless path gives; save_head
     serialises in memory first, so the library call works for every name."""
     head = medusa.head_for(pair.target, seed=1)
-    medusa.save_head(head, tmp_path / "myhead")
-    loaded = medusa.load_head(tmp_path / "myhead", pair.target)
+    medusa_files.save_head(head, tmp_path / "myhead")
+    loaded = medusa_files.load_head(tmp_path / "myhead", pair.target)
     for name, tensor in head.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], tensor)
     assert [p.name for p in tmp_path.iterdir()] == ["myhead"]  # no temporary file left
@@ -160,18 +160,18 @@ def _broken_heads():
 def test_a_head_file_missing_an_entry_is_named(case, pair, tmp_path):
     mutate, expected = _broken_heads()[case]
     good = tmp_path / "good.pt"
-    medusa.save_head(medusa.head_for(pair.target), good)
+    medusa_files.save_head(medusa.head_for(pair.target), good)
     bad = tmp_path / "bad.pt"
     torch.save(mutate(torch.load(good, weights_only=True)), bad)
     with pytest.raises(ValueError) as exc:
-        medusa.load_head(bad, pair.target)
+        medusa_files.load_head(bad, pair.target)
     message = str(exc.value)
     assert message.startswith(f"path: {str(bad)!r}") and expected in message, message
 
 
 def test_measure_with_a_head_without_state_dict_is_one_line(pair, tmp_path, capsys):
     good = tmp_path / "good.pt"
-    medusa.save_head(medusa.head_for(pair.target), good)
+    medusa_files.save_head(medusa.head_for(pair.target), good)
     bad = tmp_path / "bad.pt"
     payload = torch.load(good, weights_only=True)
     del payload["state_dict"]
