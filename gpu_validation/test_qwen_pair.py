@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specverify.models import decoding, measure
+from specverify.models import decoding, measure, measure_report
 
 NEW_TOKENS = int(os.environ.get("SPECVERIFY_NEW_TOKENS", "64"))
 K = 4
@@ -114,10 +114,10 @@ def test_prediction_vs_measurement_table(qwen_pair):
     """Every drafter of ``measure.DRAFTERS`` next to the fixed-k loop, target-only and HF assisted."""
     drafters = tuple(measure.DRAFTERS)
     rows = measure.measure(qwen_pair, k=K, max_new_tokens=NEW_TOKENS, n_prompts=3, drafters=drafters)
-    print(measure.table(rows))
+    print(measure_report.table(rows))
     out = os.environ.get("SPECVERIFY_GPU_OUT")
     if out:
-        measure.write_json_atomic(out, {"pair": qwen_pair.name, "rows": rows})
+        measure_report.write_json_atomic(out, {"pair": qwen_pair.name, "rows": rows})
     assert len(rows) == len(measure.WORKLOADS) * 2 * (len(drafters) + 1)
     for row in rows:
         assert set(measure.REQUIRED_FIELDS) <= set(row)
@@ -127,4 +127,4 @@ def test_prediction_vs_measurement_table(qwen_pair):
             assert 0 < row["alpha_predicted"] < 1
         if row["mode"] == "greedy":
             assert row["real_mismatches"] == 0, row
-    print(json.dumps(measure.json_safe(rows)))
+    print(json.dumps(measure_report.json_safe(rows)))

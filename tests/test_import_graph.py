@@ -280,7 +280,6 @@ LONG_MODULES = {
     "specverify.bench.compare_samplers",
     "specverify.interfaces.loop.cases",
     "specverify.interfaces.loop.checks",
-    "specverify.models.measure",
 }
 """The modules of MAX_LINES lines or more, each saying why in its docstring (``REASON``). A module
 that grows past MAX_LINES fails until it is split or listed here with its reason; one that

@@ -21,7 +21,7 @@ import sys
 from ..common.command_line import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, emit
 from ..common.files import json_default
 from ..common.validation import check_distinct_files, positive_int_argument, seed_argument, writable_file_argument
-from . import loading, measure, medusa, medusa_files, medusa_training
+from . import loading, measure, measure_report, medusa, medusa_files, medusa_training
 from .command_helpers import error, save_or_fall_back
 from .head_command import add_train_head_parser, run_train_head
 
@@ -226,19 +226,23 @@ def main(argv=None) -> int:
         return EXIT_INTERRUPTED
     # print first: a failing --out (a full disk) must not lose the measurement
     emit(
-        (json.dumps(measure.json_safe(result), default=json_default) if args.json else measure.human_report(result))
+        (
+            json.dumps(measure_report.json_safe(result), default=json_default)
+            if args.json
+            else measure_report.human_report(result)
+        )
         + "\n"
     )  # emit: a path that LC_ALL=C cannot encode is escaped
     sys.stdout.flush()
     if not args.out:
         return 0
     saved, problem = save_or_fall_back(
-        "--out", args.out, lambda path: measure.write_json_atomic(path, result), "specverify-measure", ".json"
+        "--out", args.out, lambda path: measure_report.write_json_atomic(path, result), "specverify-measure", ".json"
     )
     if problem:
         error(PROG, problem if args.json or saved else f"{problem}; the JSON object follows on stdout")
         if not (args.json or saved):  # the table alone leaves fields out: print them all
-            print(json.dumps(measure.json_safe(result), default=json_default))
+            print(json.dumps(measure_report.json_safe(result), default=json_default))
         return EXIT_USAGE
     return 0
 
