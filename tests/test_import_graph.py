@@ -277,7 +277,6 @@ LONG_MODULES = {
     "specverify.battery.runner",
     "specverify.adapters.hf_generate",
     "specverify.battery.core",
-    "specverify.bench.compare_samplers",
     "specverify.interfaces.loop.cases",
     "specverify.interfaces.loop.checks",
 }
