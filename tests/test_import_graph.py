@@ -275,7 +275,6 @@ LONG_MODULES = {
     "specverify.interfaces.round.battery",
     "specverify.adapters.kernels",
     "specverify.battery.runner",
-    "specverify.adapters.hf_generate",
     "specverify.battery.core",
     "specverify.interfaces.loop.cases",
     "specverify.interfaces.loop.checks",
