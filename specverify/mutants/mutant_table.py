@@ -92,8 +92,8 @@ def render(rows: list[Row], fmt: str, seed: int, budget: str, timing: str = "") 
 
 
 TABLE_WIDTH = 100
-"""The human table's width: the killed_by column wraps to fit it; an id is never wrapped, so a line
-with the longest ids may run a few characters past it."""
+"""The human table's width: the killed_by column wraps to fit it (the catalogue's ids fit whole); an
+id is never wrapped, so ids much longer than the catalogue's widen the table past it."""
 
 
 def table(rows: list[Row], width: int = TABLE_WIDTH) -> str:
