@@ -273,7 +273,6 @@ LONG_MODULES = {
     "specverify.mutants.catalogue",
     "specverify.interfaces.kernel.battery",
     "specverify.interfaces.round.battery",
-    "specverify.adapters.kernels",
     "specverify.battery.runner",
     "specverify.battery.core",
     "specverify.interfaces.loop.cases",
