@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from specverify.models import decoding, measure, medusa
+from specverify.models import decoding, measure, measure_report, medusa, medusa_training
 from specverify.models.unavailable import mode_label
 from specverify.samplers import one_step
 
@@ -136,10 +136,10 @@ def medusa_head(stage):
     epochs. Its work is bounded by those counts; the wall time is printed."""
     pair = stage.pair
     start = time.perf_counter()
-    data = medusa.collect_training_data(
+    data = medusa_training.collect_training_data(
         pair.target,
         pair.tokenizer,
-        medusa.TRAIN_PROMPTS,
+        medusa_training.TRAIN_PROMPTS,
         stage.scale.head_positions,
         max_new_tokens=32,
         seed=0,
@@ -147,7 +147,7 @@ def medusa_head(stage):
         eos_token_id=pair.eos_token_id,
     )
     head = medusa.head_for(pair.target, seed=0, target_name=pair.name)
-    medusa.train_head(head, pair.target, data, epochs=2, seed=0)
+    medusa_training.train_head(head, pair.target, data, epochs=2, seed=0)
     print(f"Medusa head: {len(data)} positions, trained in {time.perf_counter() - start:.1f} s")
     return head
 
@@ -166,10 +166,10 @@ def test_prediction_vs_measurement_table(stage, medusa_head):
         drafters=drafters,
         head=medusa_head,
     )
-    print(measure.table(rows))
+    print(measure_report.table(rows))
     out = os.environ.get("SPECVERIFY_GPU_OUT")
     if out:
-        measure.write_json_atomic(out, {"pair": pair.name, "kind": stage.kind, "rows": rows})
+        measure_report.write_json_atomic(out, {"pair": pair.name, "kind": stage.kind, "rows": rows})
     expected = {
         (w, m, d)
         for w in measure.WORKLOADS
@@ -188,4 +188,4 @@ def test_prediction_vs_measurement_table(stage, medusa_head):
         if row["mode"] == "greedy":
             assert row["real_mismatches"] == 0, row
             assert row["greedy_identical"] or not scale.exact_greedy, row
-    print(json.dumps(measure.json_safe(rows)))
+    print(json.dumps(measure_report.json_safe(rows)))

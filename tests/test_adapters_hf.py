@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from specverify import cli
-from specverify.adapters import hf
+from specverify.adapters import hf, hf_exact_law, hf_settings
 from specverify.adapters import hf_generate as hg
 from specverify.battery import core as battery_core
 from specverify.errors import verdict_exit_code
@@ -149,7 +149,7 @@ def test_cells_partition_the_exact_law(pair, prompt):
         cond = hg.exact_law(pair.target, prompt, setting, 2, 500)
     partition = hg.cells(cond, 2, 500)
     assert sum(partition.values()) == pytest.approx(1.0, abs=1e-12)
-    assert all(500 * v >= hg.MIN_CELL_COUNT for key, v in partition.items() if key != (-1, -1))
+    assert all(500 * v >= hf_exact_law.MIN_CELL_COUNT for key, v in partition.items() if key != (-1, -1))
     mass = {}
     for a in np.flatnonzero(cond[()]):
         for b in np.flatnonzero(cond[(int(a),)]):
@@ -169,11 +169,11 @@ def test_contexts_restore_everything(pair):
         torch.get_num_threads(),
         torch.get_rng_state(),
     )
-    original = hg.hf_generation._speculative_sampling
+    original = hf_settings.hf_generation._speculative_sampling
     with hf.engine_context(pair.draft, 3), hg.recording_rounds():
         torch.rand(3)
-        assert hg.hf_generation._speculative_sampling is not original
-    assert hg.hf_generation._speculative_sampling is original
+        assert hf_settings.hf_generation._speculative_sampling is not original
+    assert hf_settings.hf_generation._speculative_sampling is original
     after = (
         cfg.num_assistant_tokens,
         cfg.assistant_confidence_threshold,
@@ -242,7 +242,7 @@ def test_draft_rows_at_temperature_are_processed_at_t_or_t_squared(pair, prompt)
     with hf.engine_context(pair.draft, hg.K), hg.recording_rounds() as rounds:
         torch.manual_seed(3)
         for _ in range(3):
-            hg.generate_new_tokens(pair, prompt, setting, 12)
+            hf_settings.generate_new_tokens(pair, prompt, setting, 12)
     tv_at = {t: 0.0, t * t: 0.0}
     for rnd in rounds:
         start = len(rnd.ids) - rnd.drafted - 1

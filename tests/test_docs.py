@@ -79,7 +79,7 @@ def test_setup_is_exactly_two_commands_install_and_report_then_tox():
 
 def catalogue_counts() -> dict[str | None, tuple[int, int]]:
     """(mutants, controls) in all (key None) and per interface; a control's effect is "exact"
-    (specverify.mutants.report.summary tells them apart the same way)."""
+    (specverify.mutants.mutant_table.summary tells them apart the same way)."""
     from specverify.mutants import ALL
 
     counts = {}

@@ -94,18 +94,31 @@ def run_without_torch(cache_dir: Path, argv: list[str], after: str = "") -> subp
 # ----------------------------------------------------------------------------- --offline
 
 
-def test_offline_downloads_nothing_for_any_row(cache, capsys, monkeypatch):
+def test_offline_downloads_nothing_for_any_row(cache):
+    from specverify.engines import run
+
     root, calls = cache
-    monkeypatch.setattr("specverify.engines.__main__.missing_torch", lambda engines: None, raising=False)
-    assert main(["--offline", "--json"]) == 0
+    rows = run(download=False)
     assert calls == []  # no pip download, no pip install of triton
-    rows = json.loads(capsys.readouterr().out)
     assert [r["engine"] for r in rows] == [e.name for e in ENGINES]
     for row in rows:
         assert "skipped" in row, row
         if BY_NAME[row["engine"]].build is not None:
             assert "\n" not in row["skipped"]
             assert "not cached" in row["skipped"] and "without --offline" in row["skipped"], row
+
+
+def test_offline_with_nothing_cached_is_one_environment_line(cache, capsys, monkeypatch):
+    """Not an empty table and exit 0: one line saying what to run to fill the cache, exit 4."""
+    root, calls = cache
+    monkeypatch.setattr("specverify.engines.__main__.missing_torch", lambda engines: None)
+    assert main(["--offline"]) == 4
+    assert calls == []
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("specverify engines: error: --offline: no wheel of the chosen rows is cached")
+    assert str(root) in line and "without --offline" in line, line
 
 
 def test_offline_reaches_the_triton_step_too(cache, monkeypatch):

@@ -89,14 +89,20 @@ def help_and_defaulted_options(argv: list[str], monkeypatch) -> tuple[str, list[
 
     monkeypatch.setattr(argparse.ArgumentParser, "format_help", watched)
     monkeypatch.setenv("COLUMNS", "1000")  # long lines: an option's help on as few lines as can be
+    text = help_text(argv)
+    parsers = [p for p in printed if isinstance(p, OneLineParser)]
+    return text, [a for p in parsers for a in p._actions if has_shown_default(a)]
+
+
+def help_text(argv: list[str]) -> str:
+    """``specverify ARGV --help``'s text."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         try:
             cli.main([*argv, "--help"])
         except SystemExit:
             pass
-    parsers = [p for p in printed if isinstance(p, OneLineParser)]
-    return out.getvalue(), [a for p in parsers for a in p._actions if has_shown_default(a)]
+    return out.getvalue()
 
 
 def option_blocks(text: str) -> dict[str, str]:
@@ -132,3 +138,12 @@ def test_check_help_shows_the_default_budget_and_seed(monkeypatch):
     blocks = option_blocks(text)
     assert blocks["--budget"].endswith("(default: standard)"), blocks["--budget"]
     assert blocks["--seed"].endswith("(default: 0)"), blocks["--seed"]
+
+
+@pytest.mark.parametrize("argv", COMMAND_LINES, ids=" ".join)
+def test_help_reads_as_plain_text(argv):
+    """A docstring's reST markup (``name``) does not reach a terminal's help text."""
+    if argv[0] in ("models", "check-hf-generate"):
+        pytest.importorskip("torch")
+    text = help_text(argv)
+    assert "usage:" in text and "``" not in text, text

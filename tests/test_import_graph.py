@@ -287,13 +287,6 @@ MAX_LINES = 520
 
 LONG_MODULES = {
     "specverify.mutants.catalogue",
-    "specverify.adapters.kernels",
-    "specverify.models.medusa",
-    "specverify.adapters.hf_generate",
-    "specverify.bench.compare_samplers",
-    "specverify.engines",
-    "specverify.models.measure",
-    "specverify.mutants.report",
 }
 """The modules of MAX_LINES lines or more, each saying why in its docstring (``REASON``). A module
 that grows past MAX_LINES fails until it is split or listed here with its reason; one that

@@ -8,6 +8,7 @@ battery's exact scan), the mutant report's subjects replaced by a stub."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 
@@ -23,7 +24,7 @@ from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc
 from specverify.interfaces.kernel import plan as kernel_plan
 from specverify.interfaces.kernel.tasks import validate_outputs
-from specverify.mutants import report
+from specverify.mutants import mutant_progress, mutant_table, report
 from specverify.mutants.command import main, parse_args
 from specverify.surface.report_text import counterexample_lines, human
 
@@ -165,10 +166,11 @@ def test_the_killed_by_column_holds_its_longest_detector_name_whole():
         )
 
     rows = [row(0, "contract,seeded-reproducibility"), row(1, "logprobs,tokens-per-pass"), row(2, "exact")]
-    text = report.table(rows)
-    assert max(len(line) for line in text.splitlines()) <= 100
-    for word in ("seeded-reproducibility", "tokens-per-pass", "logprobs,", "contract,"):
+    text = mutant_table.table(rows)
+    for word in ("seeded-reproducibility", "tokens-per-pass", "logprobs,", "contract,", *(r.id for r in rows)):
         assert word in text, text
+    short = [dataclasses.replace(r, id=f"loop/m-{i}") for i, r in enumerate(rows)]
+    assert max(len(line) for line in mutant_table.table(short).splitlines()) <= 100  # ids never wrap; the rest fits
 
 
 # --------------------------------------------------------------------------- budgets
@@ -258,17 +260,17 @@ def _stub_subject(mutant_id, effect, budget, seed, timeout, *units):
 
 def test_a_redirected_report_prints_plain_progress_on_stderr_and_only_the_report_on_stdout(monkeypatch, capsys):
     monkeypatch.setattr(report, "run_subject", _stub_subject)
-    monkeypatch.setattr(report, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(mutant_progress, "PROGRESS_EVERY_S", 0.0)
     assert main(["report", "--mutant", "ratio/inverted", "--workers", "1"]) == 0
     out, err = capsys.readouterr()
     assert re.findall(r"^mutants: (\d)/3 done, \d+ s$", err, re.M) == ["1", "2", "3"], err
-    assert "mutants:" not in out and out.splitlines()[-1].startswith("baseline passed")
+    assert "mutants:" not in out and out.splitlines()[-2].startswith("baseline passed")
 
 
 def test_plain_progress_says_a_line_every_ten_seconds_and_a_last_one():
     now = [0.0]
     stream = io.StringIO()
-    progress = report.PlainProgress(4, stream=stream, clock=lambda: now[0])
+    progress = mutant_progress.PlainProgress(4, stream=stream, clock=lambda: now[0])
     for t in (3.0, 11.0, 15.0):
         now[0] = t
         progress.advance()
@@ -282,7 +284,7 @@ def test_plain_progress_says_a_line_every_ten_seconds_and_a_last_one():
         "mutants: 4/4 done, 23 s",
     ]
     quiet = io.StringIO()
-    short = report.PlainProgress(1, stream=quiet, clock=lambda: 0.0)
+    short = mutant_progress.PlainProgress(1, stream=quiet, clock=lambda: 0.0)
     short.advance()
     assert quiet.getvalue() == ""  # a report done within the first ten seconds says nothing
 
@@ -292,5 +294,5 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere():
         def isatty(self):
             return True
 
-    assert report.progress_mode_for(Terminal()) == "bar"
-    assert report.progress_mode_for(io.StringIO()) == "lines"
+    assert mutant_progress.progress_mode_for(Terminal()) == "bar"
+    assert mutant_progress.progress_mode_for(io.StringIO()) == "lines"

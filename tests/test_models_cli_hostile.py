@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify.common import tables  # noqa: E402
 from specverify.models import __main__ as cli  # noqa: E402
-from specverify.models import loading, measure, medusa  # noqa: E402
+from specverify.models import loading, measure, measure_report, medusa, medusa_files  # noqa: E402
 
 TINY_RUN = [
     "--tiny",
@@ -130,8 +130,8 @@ def test_a_head_saves_under_any_file_name(pair, tmp_path):
     """torch.save refuses the temporary name ".tmp-XXXX" that a suffixless path gives; save_head
     serialises in memory first, so the library call works for every name."""
     head = medusa.head_for(pair.target, seed=1)
-    medusa.save_head(head, tmp_path / "myhead")
-    loaded = medusa.load_head(tmp_path / "myhead", pair.target)
+    medusa_files.save_head(head, tmp_path / "myhead")
+    loaded = medusa_files.load_head(tmp_path / "myhead", pair.target)
     for name, tensor in head.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], tensor)
     assert [p.name for p in tmp_path.iterdir()] == ["myhead"]  # no temporary file left
@@ -160,18 +160,18 @@ def _broken_heads():
 def test_a_head_file_missing_an_entry_is_named(case, pair, tmp_path):
     mutate, expected = _broken_heads()[case]
     good = tmp_path / "good.pt"
-    medusa.save_head(medusa.head_for(pair.target), good)
+    medusa_files.save_head(medusa.head_for(pair.target), good)
     bad = tmp_path / "bad.pt"
     torch.save(mutate(torch.load(good, weights_only=True)), bad)
     with pytest.raises(ValueError) as exc:
-        medusa.load_head(bad, pair.target)
+        medusa_files.load_head(bad, pair.target)
     message = str(exc.value)
     assert message.startswith(f"path: {str(bad)!r}") and expected in message, message
 
 
 def test_measure_with_a_head_without_state_dict_is_one_line(pair, tmp_path, capsys):
     good = tmp_path / "good.pt"
-    medusa.save_head(medusa.head_for(pair.target), good)
+    medusa_files.save_head(medusa.head_for(pair.target), good)
     bad = tmp_path / "bad.pt"
     payload = torch.load(good, weights_only=True)
     del payload["state_dict"]
@@ -269,7 +269,7 @@ def test_hub_probe_of_a_closed_port(closed_hub):
 
 def _fail_on(path):
     """A stand-in for files.write_atomically that fails with ENOSPC at ``path`` only."""
-    real = measure.write_atomically
+    real = measure_report.write_atomically
 
     def write(target, text):
         if os.fspath(target) == os.fspath(path):
@@ -286,7 +286,7 @@ def test_full_disk_under_out_keeps_the_measurement(tmp_path, monkeypatch, capsys
     fallback_dir = tmp_path / "tmp"
     fallback_dir.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(fallback_dir))
-    monkeypatch.setattr(measure, "write_atomically", _fail_on(out))
+    monkeypatch.setattr(measure_report, "write_atomically", _fail_on(out))
     code, _ = run_main(["measure", *TINY_RUN, "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 2
@@ -342,7 +342,7 @@ def _canned_result():
 
 
 def test_human_table_fits_100_columns_with_wide_values():
-    text = measure.human_report(_canned_result())
+    text = measure_report.human_report(_canned_result())
     lines = text.splitlines()
     assert all(len(line) <= 100 for line in lines), max(map(len, lines))
     assert "shape:" not in text and "a-very-long-" in text and "with-parts" in text
@@ -353,7 +353,7 @@ def test_human_table_fits_100_columns_with_wide_values():
 def test_out_and_fallback_both_failing_still_prints_everything(json_flag, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out.json"
     monkeypatch.setattr(cli, "run_measure", lambda args: _canned_result())
-    monkeypatch.setattr(measure, "write_atomically", _fail_on(out))
+    monkeypatch.setattr(measure_report, "write_atomically", _fail_on(out))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))  # no such folder: the fallback fails
     code, _ = run_main(["measure", "--tiny", "--out", str(out), *(["--json"] if json_flag else [])])
     captured = capsys.readouterr()
@@ -362,7 +362,7 @@ def test_out_and_fallback_both_failing_still_prints_everything(json_flag, tmp_pa
     assert f"--out: could not write {str(out)!r} (" in err
     assert "nothing saved" in err and err.startswith("specverify models measure: error: --out:")
     printed = json.loads(captured.out.strip().splitlines()[-1])  # every field, on stdout
-    assert printed == measure.json_safe(_canned_result())
+    assert printed == measure_report.json_safe(_canned_result())
     assert not out.exists()
 
 
@@ -372,15 +372,15 @@ def test_out_written_after_printing(tmp_path, monkeypatch, capsys):
     code, _ = run_main(["measure", "--tiny", "--json", "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 0 and captured.err == ""
-    assert json.loads(out.read_text()) == json.loads(captured.out) == measure.json_safe(_canned_result())
+    assert json.loads(out.read_text()) == json.loads(captured.out) == measure_report.json_safe(_canned_result())
 
 
 # ---------------------------------------------------------------------------- specverify.common.tables
 
 
 def test_tables_render_is_the_mutant_table():
-    """``tables.render`` generalises ``mutants.report.table``; the same cells give the same text."""
-    from specverify.mutants import report
+    """``tables.render`` generalises ``mutants.mutant_table.table``; the same cells give the same text."""
+    from specverify.mutants import mutant_table, report
 
     rows = [
         report.Row(
@@ -412,8 +412,8 @@ def test_tables_render_is_the_mutant_table():
     killed_by = len("detector-0,")  # the killed_by column: as wide as its longest word
     for width in (40, 80, 100, 200):
         assert tables.render(
-            heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: killed_by, 0: 9}
-        ) == report.table(rows, width)
+            heads, cells, width, right={4, 5}, shrink=(3,), min_widths={3: killed_by}
+        ) == mutant_table.table(rows, width)
 
 
 def test_tables_wrap_keeps_every_character():

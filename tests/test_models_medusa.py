@@ -22,7 +22,7 @@ pytest.importorskip("transformers", reason=f"the real-model stage needs transfor
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify.laws import stats  # noqa: E402
-from specverify.models import decoding, medusa  # noqa: E402
+from specverify.models import decoding, medusa, medusa_files, medusa_training  # noqa: E402
 from specverify.models.__main__ import main  # noqa: E402
 
 GREEDY_PROMPTS = ["def f(x):\n    return x", "Hello, how are you?", "import numpy as np\n"]
@@ -31,17 +31,23 @@ NEW_TOKENS = 48
 
 @pytest.fixture(scope="module")
 def train_data(pair):
-    return medusa.collect_training_data(
-        pair.target, pair.tokenizer, medusa.TRAIN_PROMPTS, 1000, temperature=0.7, seed=0, vocab_size=pair.vocab_size
+    return medusa_training.collect_training_data(
+        pair.target,
+        pair.tokenizer,
+        medusa_training.TRAIN_PROMPTS,
+        1000,
+        temperature=0.7,
+        seed=0,
+        vocab_size=pair.vocab_size,
     )
 
 
 @pytest.fixture(scope="module")
 def held_data(pair):
-    return medusa.collect_training_data(
+    return medusa_training.collect_training_data(
         pair.target,
         pair.tokenizer,
-        medusa.HELD_OUT_PROMPTS,
+        medusa_training.HELD_OUT_PROMPTS,
         300,
         temperature=0.7,
         top_k_targets=None,
@@ -53,7 +59,7 @@ def held_data(pair):
 @pytest.fixture(scope="module")
 def trained(pair, train_data):
     head = medusa.head_for(pair.target, target_name="tiny")
-    history = medusa.train_head(head, pair.target, train_data, epochs=20, lr=3e-3, seed=0)
+    history = medusa_training.train_head(head, pair.target, train_data, epochs=20, lr=3e-3, seed=0)
     return head, history
 
 
@@ -61,7 +67,7 @@ def trained(pair, train_data):
 def memorised_head(pair):
     """A head fitted to the greedy continuations of GREEDY_PROMPTS: it agrees with the target
     often, so the loop's acceptance path is exercised as much as its rejection path."""
-    data = medusa.collect_training_data(
+    data = medusa_training.collect_training_data(
         pair.target,
         pair.tokenizer,
         GREEDY_PROMPTS,
@@ -71,11 +77,11 @@ def memorised_head(pair):
         vocab_size=pair.vocab_size,
     )
     head = medusa.head_for(pair.target, intermediate_size=512)
-    medusa.train_head(head, pair.target, data, epochs=150, lr=3e-3, seed=0)
-    fit = medusa.evaluate_head(
+    medusa_training.train_head(head, pair.target, data, epochs=150, lr=3e-3, seed=0)
+    fit = medusa_training.evaluate_head(
         head,
         pair.target,
-        medusa.collect_training_data(
+        medusa_training.collect_training_data(
             pair.target,
             pair.tokenizer,
             GREEDY_PROMPTS,
@@ -106,7 +112,7 @@ def test_positions_pair_h_t_with_p_t_plus_2(pair):
     """Greedy data: hidden[i] is h at position n_prompt - 1 + i, logp[i] is log p of the token two
     further (the teacher-forced row at n_prompt + i), greedy[i] the greedy token there."""
     ids = pair.tokenizer.encode(GREEDY_PROMPTS[0])
-    data = medusa.collect_training_data(
+    data = medusa_training.collect_training_data(
         pair.target,
         pair.tokenizer,
         [ids],
@@ -127,7 +133,7 @@ def test_positions_pair_h_t_with_p_t_plus_2(pair):
     torch.testing.assert_close(
         data.logp, torch.log_softmax(logits[n : n + 9].double(), -1).float(), rtol=1e-4, atol=1e-4
     )
-    top = medusa.collect_training_data(
+    top = medusa_training.collect_training_data(
         pair.target,
         pair.tokenizer,
         [ids],
@@ -155,8 +161,8 @@ def test_training_lowers_the_loss_and_raises_held_out_alpha(pair, train_data, he
     assert losses[-1] < 0.75 * losses[0], losses
     assert all(b <= a * 1.02 for a, b in zip(losses, losses[1:])), losses  # Adam wobbles a little at most
     untrained = medusa.head_for(pair.target)
-    before = medusa.evaluate_head(untrained, pair.target, held_data, per_position=True)
-    after = medusa.evaluate_head(head, pair.target, held_data, per_position=True)
+    before = medusa_training.evaluate_head(untrained, pair.target, held_data, per_position=True)
+    after = medusa_training.evaluate_head(head, pair.target, held_data, per_position=True)
     print(
         f"held-out: top-1 {before['top1']:.4f} -> {after['top1']:.4f}, alpha(T=1) "
         f"{before['alpha'][1.0]:.3f} -> {after['alpha'][1.0]:.3f}, KL {before['loss']:.3f} -> {after['loss']:.3f}"
@@ -164,15 +170,15 @@ def test_training_lowers_the_loss_and_raises_held_out_alpha(pair, train_data, he
     assert after["loss"] < 0.8 * before["loss"]
     for t in (1.0, 0.7):  # paired over positions, one-sided; false-fail rate 1e-3 each
         assert sps.wilcoxon(after["alphas"][t], before["alphas"][t], alternative="greater").pvalue < 1e-3
-    fit_before = medusa.evaluate_head(untrained, pair.target, train_data, temperatures=())
-    fit_after = medusa.evaluate_head(head, pair.target, train_data, temperatures=())
+    fit_before = medusa_training.evaluate_head(untrained, pair.target, train_data, temperatures=())
+    fit_after = medusa_training.evaluate_head(head, pair.target, train_data, temperatures=())
     print(f"training text: top-1 {fit_before['top1']:.4f} -> {fit_after['top1']:.4f}")
     assert fit_after["top1"] > fit_before["top1"] + 0.05, (fit_before["top1"], fit_after["top1"])
 
 
 def test_evaluate_needs_full_rows(pair, train_data, trained):
     with pytest.raises(ValueError, match="top_k_targets=None"):
-        medusa.evaluate_head(trained[0], pair.target, train_data, temperatures=(1.0,))
+        medusa_training.evaluate_head(trained[0], pair.target, train_data, temperatures=(1.0,))
 
 
 # ---------------------------------------------------------------------------- save / load
@@ -181,9 +187,9 @@ def test_evaluate_needs_full_rows(pair, train_data, trained):
 def test_save_load_round_trips_bit_identically(pair, trained, held_data, tmp_path):
     head = trained[0]
     path = tmp_path / "head.pt"
-    medusa.save_head(head, path)
+    medusa_files.save_head(head, path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["head.pt"], "a temporary file was left behind"
-    loaded = medusa.load_head(path, pair.target)
+    loaded = medusa_files.load_head(path, pair.target)
     saved, back = head.state_dict(), loaded.state_dict()
     assert saved.keys() == back.keys()
     assert all(torch.equal(saved[k], back[k]) for k in saved)
@@ -192,25 +198,25 @@ def test_save_load_round_trips_bit_identically(pair, trained, held_data, tmp_pat
     with torch.no_grad():
         h = held_data.hidden[:16]
         assert torch.equal(loaded.logits(pair.target, h), head.logits(pair.target, h))
-    medusa.save_head(loaded, path)  # overwriting goes through os.replace as well
+    medusa_files.save_head(loaded, path)  # overwriting goes through os.replace as well
     assert sorted(p.name for p in tmp_path.iterdir()) == ["head.pt"]
 
 
 def test_mismatched_heads_are_refused(pair, tmp_path):
     narrow = medusa.MedusaHead(32, 320, meta={"target_name": "other"})
-    medusa.save_head(narrow, tmp_path / "narrow.pt")
-    medusa.load_head(tmp_path / "narrow.pt")  # without a target, only the file itself is checked
+    medusa_files.save_head(narrow, tmp_path / "narrow.pt")
+    medusa_files.load_head(tmp_path / "narrow.pt")  # without a target, only the file itself is checked
     with pytest.raises(ValueError, match=r"^head: hidden size 32 does not match the target's 64"):
-        medusa.load_head(tmp_path / "narrow.pt", pair.target)
+        medusa_files.load_head(tmp_path / "narrow.pt", pair.target)
     wide_vocab = medusa.MedusaHead(64, 999)
     with pytest.raises(ValueError, match=r"^head: vocabulary .*999 does not match the target's 320"):
         medusa.medusa_generate(pair.target, wide_vocab, [1, 2, 3], 4)
     (tmp_path / "junk.pt").write_bytes(b"not a head")
     with pytest.raises(ValueError, match=r"^path: "):
-        medusa.load_head(tmp_path / "junk.pt")
+        medusa_files.load_head(tmp_path / "junk.pt")
     torch.save({"format": "something-else"}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not a saved Medusa head"):
-        medusa.load_head(tmp_path / "other.pt")
+        medusa_files.load_head(tmp_path / "other.pt")
 
 
 # ---------------------------------------------------------------------------- decoding
@@ -343,7 +349,7 @@ def test_train_head_command_end_to_end(pair, tmp_path, capsys):
     assert result["loss_per_epoch"][-1] < result["loss_before"]
     assert set(result["trained"]) >= {"top1", "alpha", "loss"}
     assert result["greedy_generation"]["identical"] == 1
-    head = medusa.load_head(out, pair.target)
+    head = medusa_files.load_head(out, pair.target)
     assert head.meta["seed"] == 3 and head.meta["positions"] == 150
 
 

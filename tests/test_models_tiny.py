@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch", reason=f"the real-model stage needs torch: 
 pytest.importorskip("transformers", reason=f"the real-model stage needs transformers: {INSTALL}")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-from specverify.models import decoding, loading, measure  # noqa: E402
+from specverify.models import decoding, loading, measure, measure_report  # noqa: E402
 from specverify.models.__main__ import main  # noqa: E402
 from specverify.models.unavailable import MEDUSA_NEEDS_A_HEAD  # noqa: E402
 from specverify.samplers.one_step import one_step_output_distribution, sample_one_step  # noqa: E402
@@ -180,7 +180,7 @@ def test_a_drafter_that_cannot_run_is_a_row_that_says_why(pair):
     assert (left_out["workload"], left_out["mode"]) == ("edit", "greedy")
     assert all(left_out[f] is None for f in measure.REQUIRED_FIELDS if f not in ("workload", "mode", "drafter"))
     assert fixed["greedy_identical"] is True and fixed["tokens_per_s"] > 0
-    assert "medusa" in measure.human_table(rows)
+    assert "medusa" in measure_report.human_table(rows)
     with pytest.raises(ValueError, match="needs a head"):
         measure.run_medusa(measure.Setting(pair, "edit", [[1]], 0.0, 2, 8, None))
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 from specverify.laws import stats  # noqa: E402
 from specverify.laws.processing import process_logits  # noqa: E402
-from specverify.models import decoding  # noqa: E402
+from specverify.models import decoding, model_calls  # noqa: E402
 from specverify.models import tree_decoding as tree
 from specverify.samplers.tree import tree_nodes  # noqa: E402
 
@@ -40,9 +40,9 @@ def _phase_paths(prompt):
 
 
 def _masked_rows(model, prompt):
-    cache = decoding.new_cache(model)
+    cache = model_calls.new_cache(model)
     with torch.no_grad():
-        decoding.forward(model, prompt[:-1], cache)
+        model_calls.forward(model, prompt[:-1], cache)
         rows = tree.tree_forward(model, [prompt[-1]] + TREE_TOKENS, TREE_PARENTS, 0, cache)
     return rows.numpy(), cache
 
@@ -76,7 +76,7 @@ def test_keep_slots_equals_prefilling_the_path(pair):
     _, cache = _masked_rows(pair.target, prompt)
     n_past = len(prompt) - 1
     path_phase = [0, 2, 5]  # root, its second child, that child's child
-    tree.keep_slots(cache, list(range(n_past)) + [n_past + j for j in path_phase])
+    model_calls.keep_slots(cache, list(range(n_past)) + [n_past + j for j in path_phase])
     with torch.no_grad():
         _assert_cache_is_prefill(pair.target, cache, prompt + [TREE_TOKENS[1], TREE_TOKENS[4]])
 
@@ -84,15 +84,15 @@ def test_keep_slots_equals_prefilling_the_path(pair):
 def test_keep_slots_refuses_bad_slots(pair):
     _, cache = _masked_rows(pair.target, pair.tokenizer.encode(PROMPTS[0]))
     with pytest.raises(ValueError, match="keep"):
-        tree.keep_slots(cache, [3, 2])
+        model_calls.keep_slots(cache, [3, 2])
 
 
 def _assert_cache_is_prefill(model, cache, ids):
     """Keys/values equal a fresh prefill's to 1e-4 (different batch shapes round differently,
     ~1e-5 here; a wrong or misplaced slot differs by O(0.1))."""
-    fresh = decoding.new_cache(model)
-    decoding.forward(model, ids, fresh)
-    assert decoding.cache_length(cache) == len(ids)
+    fresh = model_calls.new_cache(model)
+    model_calls.forward(model, ids, fresh)
+    assert model_calls.cache_length(cache) == len(ids)
     for got, want in zip(cache.layers, fresh.layers):
         torch.testing.assert_close(got.keys, want.keys, rtol=0, atol=1e-4)
         torch.testing.assert_close(got.values, want.values, rtol=0, atol=1e-4)

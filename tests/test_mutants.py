@@ -89,3 +89,71 @@ def test_report_cli_one_mutant_json_and_atomic_out(tmp_path, capsys):
 def test_report_cli_unknown_mutant_is_a_usage_error(capsys):
     assert main(["report", "--mutant", "no/such"]) == 2
     assert "no mutant with id 'no/such'" in capsys.readouterr().err
+
+
+def table_rows(ids):
+    from specverify.mutants.mutant_verdict import Row
+
+    return [
+        Row(i, "biased", "killed", "exact,chi2,degenerate-residual,tokens", 0.25, None, None, 1.0, "", "") for i in ids
+    ]
+
+
+def test_the_human_table_never_wraps_an_id():
+    """``grep ID`` on a redirected report finds every id whole, however narrow the table."""
+    from specverify.mutants import ALL
+    from specverify.mutants.mutant_table import table
+
+    ids = sorted((m.id for m in ALL), key=len)[-6:]  # the longest ids of the catalogue
+    for width in (40, 80, 100):
+        lines = table(table_rows(ids), width).splitlines()
+        assert all(sum(i in line for line in lines) == 1 for i in ids), (width, lines)
+
+
+def test_the_timing_line_says_judging_is_summed_over_the_workers():
+    from specverify.mutants.mutant_table import render, timing_line
+
+    rows = table_rows([BASELINE_ID, SANITY_ID])  # 1 s each
+    assert timing_line(rows, 2, 1.2) == "1 s wall time, 2 s of judging summed over 2 worker processes"
+    assert timing_line(rows) == "2 s of judging in 1 process"
+    assert render(rows, "table", 0, "quick", timing_line(rows, 2, 1.2)).splitlines()[-1] == timing_line(rows, 2, 1.2)
+
+
+def test_the_report_workers_leave_ctrl_c_to_the_parent():
+    """An idle pool worker that got SIGINT would print a ``Process ForkProcess-N:`` traceback."""
+    import signal
+
+    from specverify.mutants.report import worker_pool
+
+    with worker_pool(2) as pool:
+        assert pool.submit(signal.getsignal, signal.SIGINT).result(timeout=60) == signal.SIG_IGN
+
+
+def test_ctrl_c_on_a_terminal_stops_the_report_with_one_line():
+    """Ctrl-C on a terminal reaches the whole process group (parent and pool workers): the parent
+    prints one line and exits 130; no worker prints a ``Process ForkProcess-N:`` traceback."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+    if not children.exists():
+        pytest.skip("needs /proc/PID/task/PID/children to see the report's workers")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "specverify.mutants", "report", "--workers", "2", "--seed", "31337"]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    own = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(own.read_text().split()) < 2:  # the 2 pool workers
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert len(err.strip().splitlines()) == 1 and "interrupted" in err, err

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis_labels import label_model
 
-from specverify.bench.compare_samplers import copy_heavy_chain, copy_heavy_prompt, exact_long_run, simulate
+from specverify.bench.compare_samplers import copy_heavy_chain, copy_heavy_prompt
+from specverify.bench.long_run import exact_long_run, simulate
 from specverify.laws.chains import TableModel, handout_iid, toy_chain
 from specverify.laws.exact import (
     exact_tv,

@@ -69,7 +69,7 @@ def parse_args(argv):
         type=count_argument,
         default=100,
         help="with --tiny-qwen: generations per setting for acceptance, each of "
-        "hf_generate.ACCEPTANCE_NEW_TOKENS (24) tokens (default 100)",
+        "hf_settings.ACCEPTANCE_NEW_TOKENS (24) tokens (default 100)",
     )
     ap.add_argument(
         "--junit-xml", metavar="FILE", type=writable_file_argument, help="also write check's JUnit XML (one test case)"

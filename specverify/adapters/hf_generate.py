@@ -46,326 +46,38 @@ models' configs, transformers' logging, torch's thread count and global RNG is u
 What it finds in transformers 5.24.0 is in docs/ADAPTERS.md. References: Leviathan et al. 2023
 (arXiv 2211.17192); transformers' ``_assisted_decoding`` and ``AssistedCandidateGenerator``.
 
-It is over 550 lines because its two checks, the exact law of the first tokens and the acceptance
-rate per round, run on the same recorded generations of each setting and share the recording hooks
-and the cells of the law; split, the recording would become a protocol between modules.
+Here: each setting's check, its findings and the report (``check_setting``, ``findings_of``,
+``check_generate``, ``add_to_report``). What runs is ``hf_settings``' (the settings, the
+``generate`` call), the exact law and its chi-square ``hf_exact_law``'s, the acceptance test
+``hf_acceptance``'s.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-
-import numpy as np
-from scipy.stats import norm
 
 from ..battery.core import Finding
 from ..common.validation import check_int, check_seed
 from ..laws import stats
-from ..laws.processing import process_logits
-from ..models.loading import tiny_pair, torch_modules
+from ..models.loading import tiny_pair
 from . import hf
-
-torch, transformers = torch_modules()
-import transformers.generation.utils as hf_generation  # noqa: E402 - after torch_modules(): a missing torch is one clear error
-
-PROMPT = "def mean(xs):"
-NEW_TOKENS = 3
-K = 4
-ACCEPTANCE_NEW_TOKENS = 24
-MAX_CONTEXTS = 512
-MIN_CELL_COUNT = 5
-FALSE_FAIL_RATE = stats.DEFAULT_FALSE_FAIL_RATE
-FALSE_PASS_RATE = 0.01
-MIN_ROUNDS = 30  # fewer verified drafts at a position: no z-test there
-
-
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    temperature: float
-    top_k: int | None = None
-    ensemble_weight: float | None = None
-    pad_token_id: int | None = None
-
-    def generate_kwargs(self) -> dict:
-        """Sampling options for ``generate``; top_k=0 disables transformers' default top-k of 50."""
-        out = {"do_sample": True, "temperature": self.temperature, "top_k": self.top_k or 0, "top_p": 1.0}
-        if self.ensemble_weight is not None:
-            out["assistant_ensemble_weight"] = self.ensemble_weight
-        if self.pad_token_id is not None:
-            out["pad_token_id"] = self.pad_token_id
-        return out
-
-    def process(self, logits) -> np.ndarray:
-        return process_logits(logits, self.temperature, self.top_k)
-
-
-PAD_DEMO_TOKEN = 52
-"""The default tiny pair's most likely first token after PROMPT (p = 0.28 at T = 1), used as
-``pad_token_id`` in the fourth setting: a pad id that is also an ordinary, generable token."""
-
-SETTINGS = (
-    Setting("T=1.0", 1.0),
-    Setting("T=0.7", 0.7),
-    Setting("top-k=20, T=1.0", 1.0, 20),
-    Setting(f"T=1.0, pad_token_id={PAD_DEMO_TOKEN}", 1.0, pad_token_id=PAD_DEMO_TOKEN),
+from .hf_acceptance import measure_acceptance, recording_rounds
+from .hf_exact_law import cell_of, cells, distribution_test, exact_law
+from .hf_settings import (
+    ACCEPTANCE_NEW_TOKENS,
+    CONTROL,
+    FALSE_FAIL_RATE,
+    FALSE_PASS_RATE,
+    NEW_TOKENS,
+    PROCESSING_TOL,
+    PROMPT,
+    SETTINGS,
+    K,
+    Setting,
+    sample_generations,
+    torch,
+    transformers,
 )
-CONTROL = Setting("ensemble w=0.5, T=1.0 (control)", 1.0, None, hf.ENSEMBLE_WEIGHT)
-PROCESSING_TOL = 1e-3
-"""Largest TV allowed between the engine's processed rows and ours (float32 rounding is ~1e-6)."""
-
-
-# --------------------------------------------------------------------------- the engine
-
-
-def generate_new_tokens(pair, prompt: list[int], setting: Setting, max_new_tokens: int) -> tuple:
-    """One ``generate(assistant_model=draft)`` call; its new tokens."""
-    x = torch.tensor([prompt])
-    out = pair.target.generate(
-        input_ids=x,
-        attention_mask=torch.ones_like(x),
-        assistant_model=pair.draft,
-        max_new_tokens=max_new_tokens,
-        **setting.generate_kwargs(),
-    )
-    new = tuple(int(t) for t in out[0, len(prompt) :].tolist())
-    if len(new) != max_new_tokens:
-        raise RuntimeError(f"generate returned {len(new)} new tokens, asked for {max_new_tokens}")
-    return new
-
-
-def sample_generations(pair, prompt, setting: Setting, n: int, m: int, seed: int) -> list[tuple]:
-    torch.manual_seed(seed)
-    return [generate_new_tokens(pair, prompt, setting, m) for _ in range(n)]
-
-
-# --------------------------------------------------------------------------- the exact law
-
-
-def last_logits(model, contexts: list[list[int]], chunk: int = 256) -> np.ndarray:
-    """float32 logits after each context (all of one length), in batched uncached forwards."""
-    rows = []
-    for start in range(0, len(contexts), chunk):
-        x = torch.tensor(contexts[start : start + chunk])
-        rows.append(model(input_ids=x).logits[:, -1, :].float().numpy())
-    return np.concatenate(rows)
-
-
-def exact_law(target, prompt: list[int], setting: Setting, m: int, n: int) -> dict:
-    """prefix -> the target's processed next-token distribution, for every prefix expanded.
-
-    Depth by depth: all prefixes with positive probability when there are at most MAX_CONTEXTS,
-    else the most probable ones among those with n * P(prefix) >= 2 * MIN_CELL_COUNT (a prefix
-    rarer than that could not be split into testable cells anyway).
-    """
-    cond: dict[tuple, np.ndarray] = {}
-    level = {(): 1.0}
-    for depth in range(m):
-        expand = sorted(level, key=lambda pre: -level[pre])
-        if len(expand) > MAX_CONTEXTS:
-            expand = [pre for pre in expand[:MAX_CONTEXTS] if n * level[pre] >= 2 * MIN_CELL_COUNT]
-        if not expand:
-            break
-        rows = last_logits(target, [prompt + list(pre) for pre in expand])
-        nxt = {}
-        for pre, row in zip(expand, rows):
-            cond[pre] = setting.process(row)
-            if depth + 1 < m:
-                for t in np.flatnonzero(cond[pre]):
-                    nxt[pre + (int(t),)] = level[pre] * cond[pre][t]
-        level = nxt
-    return cond
-
-
-def _bucket(prefix: tuple, m: int) -> tuple:
-    """The cell 'prefix, then anything': -1 marks the free positions."""
-    return prefix + (-1,) * (m - len(prefix))
-
-
-def cells(cond: dict, m: int, n: int) -> dict[tuple, float]:
-    """An exact partition of the m-token sequences into cells with expected count >= 5 at n.
-
-    A leaf (a whole sequence) keeps its own cell when n * P >= MIN_CELL_COUNT; what its prefix
-    does not keep goes to the prefix's rest cell ``_bucket(prefix)``, which itself moves up to the
-    parent's when too small. The root's rest cell keeps whatever is left.
-    """
-    out: dict[tuple, float] = {}
-
-    def walk(prefix: tuple, mass: float) -> float:
-        rest = 0.0
-        vec = cond.get(prefix)
-        if vec is None:
-            rest = mass
-        else:
-            for t in np.flatnonzero(vec):
-                child, child_mass = prefix + (int(t),), mass * float(vec[t])
-                if len(child) < m:
-                    rest += walk(child, child_mass)
-                elif n * child_mass >= MIN_CELL_COUNT:
-                    out[child] = child_mass
-                else:
-                    rest += child_mass
-        if prefix and n * rest < MIN_CELL_COUNT:
-            return rest
-        if rest > 0:
-            out[_bucket(prefix, m)] = rest
-        return 0.0
-
-    walk((), 1.0)
-    return out
-
-
-def cell_of(sample: tuple, cond: dict, partition: dict) -> tuple:
-    """The cell a generated sequence falls in; the sequence itself when the law gives it 0."""
-    m = len(sample)
-    for j in range(m):
-        vec = cond.get(sample[:j])
-        if vec is None:
-            break
-        if not 0 <= sample[j] < vec.size or vec[sample[j]] == 0:
-            return sample  # impossible under the target: absent from the expected cells
-    for j in range(m, -1, -1):
-        key = _bucket(sample[:j], m)
-        if key in partition:
-            return key
-    raise AssertionError(f"no cell holds {sample}")  # the root's rest cell always exists
-
-
-def distribution_test(samples: list[tuple], cond: dict, partition: dict, rate: float) -> dict:
-    mapped = [cell_of(s, cond, partition) for s in samples]
-    test = stats.chi_square_test(mapped, partition, false_fail_rate=rate)
-    n = len(samples)
-    return {
-        "n": n,
-        "cells": len(partition),
-        "passed": bool(test.passed),
-        "p_value": float(test.p_value if test.p_value is not None else 0.0),
-        "per_check_rate": rate,
-        "tv": stats.tv_distance(stats.empirical_distribution(mapped), partition),
-        "min_discrepancy": stats.min_discrepancy_chi_square(n, partition, rate, FALSE_PASS_RATE),
-        "detail": test.detail,
-    }
-
-
-# --------------------------------------------------------------------------- acceptance
-
-
-@dataclass
-class Round:
-    ids: list[int]  # context and the drafts
-    drafted: int
-    accepted: int
-    p_engine: np.ndarray  # the engine's processed target rows at the draft positions
-    q_engine: np.ndarray  # the engine's processed draft rows
-
-
-@contextmanager
-def recording_rounds():
-    """Wrap transformers' ``_speculative_sampling`` (looked up in its module at each call by
-    ``_assisted_decoding``) to record every verification round; the original is put back."""
-    original = hf_generation._speculative_sampling
-    rounds: list[Round] = []
-
-    def recorder(candidate_input_ids, candidate_logits, candidate_length, new_logits, *args, **kwargs):
-        valid, n_matches = original(
-            candidate_input_ids, candidate_logits, candidate_length, new_logits, *args, **kwargs
-        )
-        c = int(candidate_length)
-        rounds.append(
-            Round(
-                candidate_input_ids[0].tolist(),
-                c,
-                int(n_matches),
-                new_logits[0, :c].double().softmax(-1).numpy(),
-                candidate_logits[0].double().softmax(-1).numpy(),
-            )
-        )
-        return valid, n_matches
-
-    hf_generation._speculative_sampling = recorder
-    try:
-        yield rounds
-    finally:
-        hf_generation._speculative_sampling = original
-
-
-def _tv(a: np.ndarray, b: np.ndarray) -> float:
-    return 0.5 * float(np.abs(a - b).sum())
-
-
-def teacher_forced_alphas(pair, setting: Setting, rnd: Round) -> tuple[np.ndarray, float, float]:
-    """alpha_i per draft position from uncached forwards of the round's context and drafts,
-    processed as requested; and the largest TV of the engine's target rows, and of its draft
-    rows, from ours."""
-    start = len(rnd.ids) - rnd.drafted - 1  # the row predicting the first draft
-    x = torch.tensor([rnd.ids])
-    p_rows = pair.target(input_ids=x).logits[0, start : start + rnd.drafted].float().numpy()
-    q_rows = pair.draft(input_ids=x).logits[0, start : start + rnd.drafted].float().numpy()
-    alphas, p_tv, q_tv = [], 0.0, 0.0
-    for i in range(rnd.drafted):
-        p, q = setting.process(p_rows[i]), setting.process(q_rows[i])
-        alphas.append(float(np.minimum(p, q).sum()))
-        p_tv = max(p_tv, _tv(p, rnd.p_engine[i]))
-        q_tv = max(q_tv, _tv(q, rnd.q_engine[i]))
-    return np.array(alphas), p_tv, q_tv
-
-
-def acceptance_z_test(accepted: np.ndarray, alphas: np.ndarray) -> float:
-    """Two-sided p-value of sum(accepted - alpha) = 0 (martingale CLT, variance sum a (1 - a))."""
-    diff = float(np.sum(accepted - alphas))
-    var = float(np.sum(alphas * (1.0 - alphas)))
-    if var <= 0:
-        return 1.0 if abs(diff) < 1e-9 else 0.0
-    return float(2.0 * norm.sf(abs(diff) / math.sqrt(var)))
-
-
-def measure_acceptance(pair, prompt, setting: Setting, n_gen: int, k: int, seed: int, rate: float) -> dict:
-    """Acceptance per draft position (measured, predicted, the engine's own alpha) and one
-    z-test over every verified draft of the setting (per-position p-values are descriptive)."""
-    torch.manual_seed(seed)
-    with recording_rounds() as rounds:
-        for _ in range(n_gen):
-            generate_new_tokens(pair, prompt, setting, ACCEPTANCE_NEW_TOKENS)
-    by_pos = [{"acc": [], "alpha": [], "engine": []} for _ in range(k)]
-    p_tv = q_tv = 0.0
-    for rnd in rounds:
-        alphas, round_p_tv, round_q_tv = teacher_forced_alphas(pair, setting, rnd)
-        p_tv, q_tv = max(p_tv, round_p_tv), max(q_tv, round_q_tv)
-        for i in range(min(rnd.drafted, rnd.accepted + 1)):  # positions verified this round
-            pos = by_pos[i]
-            pos["acc"].append(float(rnd.accepted > i))
-            pos["alpha"].append(alphas[i])
-            pos["engine"].append(float(np.minimum(rnd.p_engine[i], rnd.q_engine[i]).sum()))
-    out = {
-        "rounds": len(rounds),
-        "target_processing_tv_max": p_tv,
-        "draft_processing_tv_max": q_tv,
-        "rounds_per_position": [],
-        "alpha_predicted": [],
-        "acceptance_measured": [],
-        "alpha_engine": [],
-        "acceptance_p_values": [],
-    }
-    for pos in by_pos:
-        acc, alpha = np.array(pos["acc"]), np.array(pos["alpha"])
-        out["rounds_per_position"].append(len(acc))
-        out["alpha_predicted"].append(float(alpha.mean()) if len(acc) else None)
-        out["acceptance_measured"].append(float(acc.mean()) if len(acc) else None)
-        out["alpha_engine"].append(float(np.mean(pos["engine"])) if len(acc) else None)
-        out["acceptance_p_values"].append(acceptance_z_test(acc, alpha) if len(acc) >= MIN_ROUNDS else None)
-    acc = np.concatenate([pos["acc"] for pos in by_pos])
-    alpha = np.concatenate([pos["alpha"] for pos in by_pos])
-    out["verified_drafts"] = int(acc.size)
-    out["acceptance_mean_measured"] = float(acc.mean()) if acc.size else None
-    out["alpha_mean_predicted"] = float(alpha.mean()) if acc.size else None
-    out["acceptance_p_value"] = acceptance_z_test(acc, alpha) if acc.size >= MIN_ROUNDS else None
-    out["acceptance_per_check_rate"] = rate
-    out["acceptance_passed"] = out["acceptance_p_value"] is None or out["acceptance_p_value"] >= rate
-    return out
-
 
 # --------------------------------------------------------------------------- the check
 
@@ -597,9 +309,15 @@ def _fmt(values, spec: str = ".3f") -> str:
 
 
 __all__ = [
+    "ACCEPTANCE_NEW_TOKENS",
     "CASE_PREFIX",
     "CONTROL",
     "SETTINGS",
+    "FALSE_FAIL_RATE",
+    "K",
+    "NEW_TOKENS",
+    "PROCESSING_TOL",
+    "PROMPT",
     "Setting",
     "add_to_report",
     "cell_of",

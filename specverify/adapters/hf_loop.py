@@ -25,7 +25,7 @@ max_tokens -> ``max_new_tokens``. frequency_penalty, presence_penalty and allowe
 
 Counts: each request's ``Output`` carries no logprobs but its drafted and accepted counts, read from
 transformers' own verification rounds (``counting_rounds`` wraps ``_speculative_sampling``, as
-``hf_generate.recording_rounds`` does; ``round_counts`` cuts each round's block at a stop id as the
+``hf_acceptance.recording_rounds`` does; ``round_counts`` cuts each round's block at a stop id as the
 reference loop does), so that the battery's tokens-per-pass check compares transformers' tokens per
 target pass with the rule's on every declared case (a mean test over the runs). transformers'
 greedy path verifies without that function: its requests return no counts.

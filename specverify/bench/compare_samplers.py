@@ -39,9 +39,6 @@ References: Leviathan et al. arXiv 2211.17192 (rule, speedup model); SpecInfer a
 and RSD arXiv 2402.14160 (trees); SpecDec++ arXiv 2405.19715 (confidence stopping); prompt lookup
 decoding (github.com/apoorvumang/prompt-lookup-decoding).
 
-It is over 500 lines because the comparison's models, its exact long-run measurement and the two
-tables it writes (the samplers at their best settings, the rules at one step) share the cost model
-and the rows, and the page it writes is read as one.
 """
 
 from __future__ import annotations
@@ -63,6 +60,7 @@ from ..samplers.prompt_lookup import prompt_lookup_step
 from ..samplers.transport import canonical_step, spectr_step
 from ..samplers.traversal import traversal_step
 from ..samplers.tree import tree_nodes, tree_step
+from .long_run import measure, speedup
 
 if TYPE_CHECKING:  # polars is imported where it is used: a usage error need not load it
     import polars as pl
@@ -74,10 +72,6 @@ TREE_K_RANGE = range(1, 6)
 CONFIDENCE_THRESHOLD = 0.5
 ADAPTIVE_MAX_K = 8
 LOOKUP_K = 8
-MAX_PATHS = 10_000
-SEQUENCES = 80
-ROUNDS = 100
-CESARO_STEPS = 4000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,101 +127,6 @@ def copy_heavy_prompt(length: int = 42) -> tuple[int, ...]:
     while len(seq) < length:
         seq.append(copy_successor(seq[-2], seq[-1]))
     return tuple(seq)
-
-
-# ---------------------------------------------------------------------------------------------
-# measurements
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Measurement:
-    tokens: float  # mean tokens per round
-    se: float  # standard error of ``tokens`` (0 when exact)
-    draft_calls: float  # mean draft-model calls per round under the cost model
-    method: str  # "exact" or "simulated"
-
-
-def exact_long_run(sampler, model: TableModel, prompt, k: int, fixed_calls=None) -> Measurement:
-    """Long-run tokens and draft calls per round of a stateless sampler (see module docstring)."""
-    from ..laws.round_chain import round_transition
-
-    states, kernel, tokens, calls = round_transition(sampler, model, k, max_paths=MAX_PATHS)
-    if fixed_calls is not None:
-        calls = np.full(len(states), float(fixed_calls))
-    start = tuple(prompt)[len(prompt) - model.order :] if model.order else ()
-    mu = cesaro_average(kernel, states.index(start))
-    return Measurement(float(mu @ tokens), 0.0, float(mu @ calls), "exact")
-
-
-def cesaro_average(kernel: np.ndarray, start: int, steps: int = CESARO_STEPS) -> np.ndarray:
-    """Average of the state distribution over ``steps`` rounds from ``start``: the stationary
-    distribution of the start state's recurrent class, also for periodic chains."""
-    dist = np.zeros(len(kernel))
-    dist[start] = 1.0
-    total = np.zeros(len(kernel))
-    for _ in range(steps):
-        total += dist
-        dist = dist @ kernel
-    return total / steps
-
-
-def simulate(
-    sampler,
-    model: TableModel,
-    prompt,
-    k: int,
-    seed: int = 0,
-    fixed_calls=None,
-    sequences: int = SEQUENCES,
-    rounds: int = ROUNDS,
-) -> Measurement:
-    """Mean tokens and draft calls per round over independent sequences from ``prompt``."""
-    from ..laws.round_chain import counted_round
-
-    rng = np.random.default_rng(seed)
-    per_sequence, all_calls = [], []
-    for _ in range(sequences):
-        prefix, n_tokens = tuple(prompt), 0
-        for _ in range(rounds):
-            out, n_calls = counted_round(sampler, model.p_fn, model.q_fn, prefix, k, rng)
-            prefix += out
-            n_tokens += len(out)
-            all_calls.append(n_calls if fixed_calls is None else fixed_calls)
-        per_sequence.append(n_tokens / rounds)
-    se = float(np.std(per_sequence, ddof=1) / np.sqrt(sequences))
-    return Measurement(float(np.mean(per_sequence)), se, float(np.mean(all_calls)), "simulated")
-
-
-_CACHE: dict[tuple, Measurement] = {}
-
-
-def measure(sampler, model, prompt, k, try_exact: bool = True, fixed_calls=None, seed=0) -> Measurement:
-    """Exact where enumerable (and ``try_exact``), else simulated.
-
-    Pass ``try_exact=False`` for samplers that look beyond the model's last ``order`` tokens
-    (AdaptiveK's estimates, prompt lookup's whole prefix). Results are cached per
-    (sampler object, model, prompt, k): they do not depend on the cost ratio.
-    """
-    key = (sampler, model.name, tuple(prompt), k, fixed_calls)
-    if key not in _CACHE:
-        _CACHE[key] = _measure(sampler, model, prompt, k, try_exact, fixed_calls, seed)
-    return _CACHE[key]
-
-
-def _measure(sampler, model, prompt, k, try_exact, fixed_calls, seed) -> Measurement:
-    from ..laws.exact import NotEnumerable
-
-    if try_exact:
-        try:
-            return exact_long_run(sampler, model, prompt, k, fixed_calls)
-        except NotEnumerable:
-            pass
-    return simulate(sampler, model, prompt, k, seed=seed, fixed_calls=fixed_calls)
-
-
-def speedup(m: Measurement, c: float) -> float:
-    return m.tokens / (m.draft_calls * c + 1.0)
 
 
 # ---------------------------------------------------------------------------------------------

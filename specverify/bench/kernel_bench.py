@@ -187,7 +187,9 @@ def main(argv=None) -> int:
     from ..common.command_line import OneLineParser, parsed
     from ..common.validation import writable_file_argument
 
-    ap = OneLineParser(prog="specverify bench kernel", description=__doc__.split("\n")[0])
+    ap = OneLineParser(
+        prog="specverify bench kernel", description=" ".join(__doc__.split("\n\n")[0].split()).replace("``", "")
+    )
     ap.add_argument("--json", action="store_true", help="print the measurements as one JSON object")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, TV 1e-2 instead of 1e-3")
     ap.add_argument(

@@ -9,7 +9,7 @@ longer than the column, and only such a word, is broken (after one of its hyphen
 be, else anywhere). A head or a cell may hold "\\n" for lines of its own (a two-line column
 head). Lines carry no trailing spaces.
 
-The mutant report's human table (``specverify.mutants.report.table``) is
+The mutant report's human table (``specverify.mutants.mutant_table.table``) is
 ``render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: W, 0: 9})``, W the
 longest single word of its killed_by cells (at least 9).
 

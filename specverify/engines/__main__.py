@@ -10,12 +10,24 @@ import os
 import sys
 import time
 
-from . import BUDGET_NAMES, BY_NAME, ENGINES, listing, missing_torch, render_findings, render_listing, render_table, run
+from ..errors import EnvironmentProblem, exit_code_of
+from .engine_run import run
+from .engine_table import (
+    BUDGET_NAMES,
+    BY_NAME,
+    ENGINES,
+    check_offline_cache,
+    listing,
+    missing_torch,
+    render_findings,
+    render_listing,
+    render_table,
+)
 
 EPILOG = (
     "exit 0: the rows ran (or --list / --render printed); 1: --expect saw an unexpected verdict; "
     "2: a usage error; 4: the environment cannot run the rows (torch missing: "
-    "python -m pip install -e '.[models]')"
+    "python -m pip install -e '.[models]'; --offline with no chosen row's wheel cached)"
 )
 
 
@@ -36,7 +48,7 @@ def parser():
     from ..common.validation import seed_argument
     from ..surface.check_command import workers_argument
 
-    ap = OneLineParser(prog="specverify engines", description=__doc__, epilog=EPILOG)
+    ap = OneLineParser(prog="specverify engines", description=__doc__.replace("``", ""), epilog=EPILOG)
     ap.add_argument(
         "--engine",
         action="append",
@@ -65,7 +77,8 @@ def parser():
     ap.add_argument(
         "--offline",
         action="store_true",
-        help="use the cache only, never the network: a row whose wheel is not cached is a skip line",
+        help="use the cache only, never the network: a row whose wheel is not cached is a skip line; "
+        "exit 4 when no chosen row's wheel is cached",
     )
     ap.add_argument(
         "--expect", action="store_true", help="exit 1 unless every judged row's verdict matches its expectation"
@@ -99,6 +112,12 @@ def main(argv=None) -> int:
     if problem:
         emit(f"{ap.prog}: error: {problem}\n", sys.stderr)
         return EXIT_ENVIRONMENT
+    if args.offline:
+        try:
+            check_offline_cache(chosen)
+        except EnvironmentProblem as exc:
+            emit(f"{ap.prog}: error: {exc}\n", sys.stderr)
+            return exit_code_of(exc)
     return run_and_print(args, chosen)
 
 

@@ -21,7 +21,7 @@ import sys
 from ..common.command_line import EXIT_INTERRUPTED, EXIT_USAGE, OneLineParser, emit
 from ..common.files import json_default
 from ..common.validation import check_distinct_files, positive_int_argument, seed_argument, writable_file_argument
-from . import loading, measure, medusa
+from . import loading, measure, measure_report, medusa, medusa_files, medusa_training
 from .command_helpers import error, save_or_fall_back
 from .head_command import add_train_head_parser, run_train_head
 
@@ -122,11 +122,17 @@ def maybe_compile(pair, args) -> None:
 
 def tiny_head(pair, seed: int):
     """A Medusa head for the tiny pair, trained in seconds on 256 positions of its own text."""
-    data = medusa.collect_training_data(
-        pair.target, pair.tokenizer, medusa.TRAIN_PROMPTS, 256, max_new_tokens=32, seed=seed, vocab_size=pair.vocab_size
+    data = medusa_training.collect_training_data(
+        pair.target,
+        pair.tokenizer,
+        medusa_training.TRAIN_PROMPTS,
+        256,
+        max_new_tokens=32,
+        seed=seed,
+        vocab_size=pair.vocab_size,
     )
     head = medusa.head_for(pair.target, seed=seed, target_name=pair.name)
-    medusa.train_head(head, pair.target, data, epochs=2, seed=seed)
+    medusa_training.train_head(head, pair.target, data, epochs=2, seed=seed)
     return head
 
 
@@ -138,7 +144,7 @@ def choose_drafters(args, pair) -> tuple[list[str], object]:
     if "medusa" not in drafters:
         return drafters, None
     if args.head:
-        return drafters, medusa.load_head(args.head, pair.target, name="--head")
+        return drafters, medusa_files.load_head(args.head, pair.target, name="--head")
     if args.tiny:
         return drafters, tiny_head(pair, args.seed)
     if "all" in asked:
@@ -220,19 +226,23 @@ def main(argv=None) -> int:
         return EXIT_INTERRUPTED
     # print first: a failing --out (a full disk) must not lose the measurement
     emit(
-        (json.dumps(measure.json_safe(result), default=json_default) if args.json else measure.human_report(result))
+        (
+            json.dumps(measure_report.json_safe(result), default=json_default)
+            if args.json
+            else measure_report.human_report(result)
+        )
         + "\n"
     )  # emit: a path that LC_ALL=C cannot encode is escaped
     sys.stdout.flush()
     if not args.out:
         return 0
     saved, problem = save_or_fall_back(
-        "--out", args.out, lambda path: measure.write_json_atomic(path, result), "specverify-measure", ".json"
+        "--out", args.out, lambda path: measure_report.write_json_atomic(path, result), "specverify-measure", ".json"
     )
     if problem:
         error(PROG, problem if args.json or saved else f"{problem}; the JSON object follows on stdout")
         if not (args.json or saved):  # the table alone leaves fields out: print them all
-            print(json.dumps(measure.json_safe(result), default=json_default))
+            print(json.dumps(measure_report.json_safe(result), default=json_default))
         return EXIT_USAGE
     return 0
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..common.validation import check_alpha, check_k
 from ..laws import theory
-from . import decoding
+from . import model_calls
 from .loading import torch_modules
 
 
@@ -82,12 +82,12 @@ class StepCosts:
 
 def _timed_forward_s(model, cache, base: int, feed: list[int]) -> float:
     """Seconds of one cached forward of ``feed``, after which the cache is cropped back to ``base``."""
-    decoding.synchronize(model)
+    model_calls.synchronize(model)
     start = time.perf_counter()
-    decoding.forward(model, feed, cache, keep=len(feed))
-    decoding.synchronize(model)
+    model_calls.forward(model, feed, cache, keep=len(feed))
+    model_calls.synchronize(model)
     elapsed = time.perf_counter() - start
-    decoding.crop_to(cache, base)
+    model_calls.crop_to(cache, base)
     return elapsed
 
 
@@ -103,13 +103,13 @@ def measure_step_costs(target, draft, ids: list[int], max_k: int, repeats: int =
     max_k = check_k(max_k, "max_k")
     repeats = check_k(repeats, "repeats")
     models = [target] + ([] if draft is None else [draft])
-    caches = [decoding.new_cache(m) for m in models]
+    caches = [model_calls.new_cache(m) for m in models]
     sizes = [(0, n) for n in range(1, max_k + 2)] + ([(1, 1)] if draft is not None else [])
     times = {size: [] for size in sizes}
     with torch.no_grad():
         for model, cache in zip(models, caches):
-            decoding.forward(model, ids, cache, keep=1)
-        base = decoding.cache_length(caches[0])
+            model_calls.forward(model, ids, cache, keep=1)
+        base = model_calls.cache_length(caches[0])
         for i in range(warmup + repeats):
             for which, n in sizes:
                 elapsed = _timed_forward_s(models[which], caches[which], base, [ids[-1]] * n)
@@ -129,11 +129,11 @@ def _prefill_s(model, ids: list[int], repeats: int = 3) -> float:
     times = []
     with torch.no_grad():
         for i in range(repeats + 1):  # the first is a warm-up
-            cache = decoding.new_cache(model)
-            decoding.synchronize(model)
+            cache = model_calls.new_cache(model)
+            model_calls.synchronize(model)
             start = time.perf_counter()
-            decoding.forward(model, ids, cache, keep=1)
-            decoding.synchronize(model)
+            model_calls.forward(model, ids, cache, keep=1)
+            model_calls.synchronize(model)
             if i:
                 times.append(time.perf_counter() - start)
     return statistics.median(times)

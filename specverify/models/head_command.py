@@ -23,17 +23,9 @@ from ..common.validation import positive_int_argument, same_file, seed_argument
 from . import decoding, loading
 from .command_helpers import error, save_or_fall_back, suffixed_file_argument
 from .loading import torch_modules
-from .medusa import (
-    HELD_OUT_PROMPTS,
-    TRAIN_PROMPTS,
-    collect_training_data,
-    evaluate_head,
-    head_for,
-    json_default,
-    medusa_generate,
-    save_head,
-    train_head,
-)
+from .medusa import head_for, medusa_generate
+from .medusa_files import json_default, save_head
+from .medusa_training import HELD_OUT_PROMPTS, TRAIN_PROMPTS, collect_training_data, evaluate_head, train_head
 
 
 def add_train_head_parser(subparsers) -> argparse.ArgumentParser:

@@ -16,24 +16,22 @@
 At batch 1 in eager PyTorch small models are launch-bound, so c can sit far above the parameter
 ratio; ``static_cache`` + ``compile`` (GPU only) cut that overhead.
 
-It is over 500 lines because every drafter's row (a draft model, adaptive k, prompt lookup, a tree,
-a Medusa head, transformers' own assisted generation) is measured under one ``Setting`` and printed
-by one table, side by side from one run.
+Every drafter's row (a draft model, adaptive k, prompt lookup, a tree, a Medusa head,
+transformers' own assisted generation) is measured here under one ``Setting``, side by side from
+one run; ``measure_report`` prints the rows (the human table, JSON).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..common.files import json_default, write_atomically
 from ..common.validation import check_k
 from ..laws import theory
-from . import decoding, medusa, tree_decoding
+from . import decoding, medusa, model_calls, tree_decoding
 from .costs import KPolicy, StepCosts, measure_step_costs
 from .loading import prompt_ids, torch_modules
 from .unavailable import mode_label, unavailable_reason, unavailable_row
@@ -118,7 +116,7 @@ def hf_assisted_tokens_per_s(
     try:
         for ids in prompts:
             x = torch.tensor([ids], device=pair.target.device)
-            decoding.synchronize(pair.target)
+            model_calls.synchronize(pair.target)
             start = time.perf_counter()
             with torch.no_grad():
                 out = pair.target.generate(
@@ -130,7 +128,7 @@ def hf_assisted_tokens_per_s(
                     eos_token_id=pair.eos_token_id,
                     **sampling,
                 )
-            decoding.synchronize(pair.target)
+            model_calls.synchronize(pair.target)
             wall += time.perf_counter() - start
             emitted += out.shape[1] - len(ids)
     except (ValueError, TypeError, RuntimeError, NotImplementedError) as exc:
@@ -433,106 +431,3 @@ def measure(
             setting = Setting(pair, w, ids[w], temperature, k, max_new_tokens, costs, seed, static_len, head)
             rows.extend(measure_setting(setting, drafters, sweep))
     return rows
-
-
-def table(rows: list[dict]):
-    """The rows as a polars DataFrame of 17 columns (floats to 3 decimals)."""
-    import polars as pl
-
-    cols = [
-        "workload",
-        "mode",
-        "drafter",
-        "k",
-        "alpha_predicted",
-        "alpha_measured",
-        "c",
-        "v_k",
-        "tokens_per_pass_predicted",
-        "tokens_per_pass_measured",
-        "speedup_predicted",
-        "speedup_measured",
-        "tokens_per_s",
-        "target_only_tokens_per_s",
-        "hf_assisted_tokens_per_s",
-        "vs_hf_assisted",
-        "greedy_identical",
-    ]
-    return pl.DataFrame([{c: r.get(c) for c in cols} for r in rows]).with_columns(pl.col(pl.Float64).round(3))
-
-
-HUMAN_COLUMNS = (  # (head, field, format): what the human table shows; --json has every field
-    ("workload", "workload", "{}"),
-    ("mode", "mode", "{}"),
-    ("drafter", "drafter", "{}"),
-    ("k", "k", "{}"),
-    ("alpha\npred", "alpha_predicted", "{:.3f}"),
-    ("alpha\nmeas", "alpha_measured", "{:.3f}"),
-    ("tok/\npass", "tokens_per_pass_measured", "{:.2f}"),
-    ("speedup\npred", "speedup_predicted", "{:.2f}"),
-    ("speedup\nmeas", "speedup_measured", "{:.2f}"),
-    ("tok/s", "tokens_per_s", "{:.1f}"),
-    ("vs HF\nassist", "vs_hf_assisted", "{:.2f}"),
-    ("greedy\nsame", "greedy_identical", "{}"),
-)
-HUMAN_LEGEND = (
-    "k: the drafts per round most used; alpha: acceptance rate, pred(icted) from the teacher-forced "
-    "target and draft, meas(ured) in the run; tok/pass: tokens per target pass (measured); speedup: "
-    "over target-only decoding; vs HF assist: tokens/s over HF assisted generation; greedy same: "
-    "greedy output identical to target-only's. Every field (c, v_k, k_mean, near ties, ...): --json."
-)
-
-
-def _cell(value, fmt: str) -> str:
-    if value is None or (isinstance(value, (float, np.floating)) and not np.isfinite(value)):
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    return fmt.format(value)
-
-
-def human_table(rows: list[dict], width: int = 100) -> str:
-    """The rows as a fixed-width text table (``specverify.common.tables.render``) of the columns in
-    ``HUMAN_COLUMNS``, every line within ``width``: numbers right-aligned, the drafter and
-    workload columns wrapped when they would not fit; an empty cell is a missing value. c, the
-    same for every row drafted by the draft model, goes in ``human_report``'s heading."""
-    from ..common.tables import render
-
-    heads = [h for h, _, _ in HUMAN_COLUMNS]
-    cells = [[_cell(r.get(f), fmt) for _, f, fmt in HUMAN_COLUMNS] for r in rows]
-    right = set(range(3, len(HUMAN_COLUMNS) - 1))
-    return render(heads, cells, width, right=right, shrink=(2, 0), min_widths={2: 7, 0: 4}, gap=2)
-
-
-def human_report(result: dict, width: int = 100) -> str:
-    """What ``measure`` prints without --json: the pair, c, the table, the legend; every line
-    within ``width``."""
-    import textwrap
-
-    rows = result["rows"]
-    cs = sorted({r["c"] for r in rows if r.get("drafter", "").startswith("model") and r.get("c") is not None})
-    lines = [f"pair: {result['pair']} on {result['device']} ({result['dtype']})"]
-    if cs:
-        lines.append(f"c (draft step / target step): {', '.join(f'{c:.3f}' for c in cs)}")
-    lines += [human_table(rows, width), HUMAN_LEGEND]
-    return "\n".join(
-        part
-        for text in lines
-        for part in ([text] if "\n" in text else textwrap.wrap(text, width, break_on_hyphens=False) or [""])
-    )
-
-
-def json_safe(obj):
-    """NaN and inf become null (JSON has no such numbers); NumPy scalars become Python ones."""
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if np.isfinite(obj) else None
-    return obj
-
-
-def write_json_atomic(path, obj) -> None:
-    """Write JSON to a temp file in the same folder, then os.replace it over ``path``."""
-    write_atomically(path, json.dumps(json_safe(obj), indent=2, default=json_default))

@@ -76,58 +76,26 @@ t + 2 greedy token 0.00 untrained -> 0.32 trained; alpha 0.013 -> 0.279 (T = 1) 
 1.14 tokens per pass, 4.14 tokens/s against 4.24 target-only. On the tiny random pair held-out
 top-1 stays at noise level (its text has no structure to learn; tests/test_models_medusa.py).
 
-It is over 550 lines because about 85 of them are this docstring and 20 the prompt lists, and
-because the head, its save format, the training data, the loss, the evaluation and
-``medusa_generate`` share one convention stated once above (h_t after the final norm, fed to the
-target's own frozen LM head, proposing token t + 2), which a split would leave to each file to
-restate. The ``train-head`` command over them is ``models.head_command``.
+Here: the head and the target forwards it reads (``hidden_states``, ``lm_rows``, ``rollout``), and
+``medusa_generate``. Its file format is ``medusa_files``' (``save_head``, ``load_head``), its
+training data, loss and held-out figures ``medusa_training``'s; the ``train-head`` command over
+them is ``models.head_command``.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import pickle
 import time
-from dataclasses import dataclass, field
 
-import numpy as np
-
-from ..common.files import atomic_path
 from ..common.validation import check_int, check_k
 from ..laws.processing import check_sampling, process_logits
 from ..samplers.greedy import argmax_token
-from . import decoding, loading
+from . import decoding, model_calls
 from .loading import torch_modules
-
-FORMAT = "specverify-medusa-head/1"
-TRAIN_PROMPTS = [
-    "Add type hints to this function:\n\ndef scale(values, factor):\n    return [v * factor for v in values]",
-    "Write a Python function that returns the n-th Fibonacci number.",
-    "Explain what a hash map is in two sentences.",
-    "Write a function that checks whether a string is a palindrome.",
-    "Add a docstring to this function:\n\ndef clamp(x, lo, hi):\n    return max(lo, min(x, hi))",
-    "Write a Python class for a stack with push, pop and peek.",
-    "What is the difference between a list and a tuple in Python?",
-    "Write a function that merges two sorted lists into one sorted list.",
-    "Rewrite this loop as a list comprehension:\n\nsquares = []\nfor i in range(10):\n    squares.append(i * i)",
-    "Write a function that counts the vowels in a string.",
-    "Explain recursion to a beginner programmer.",
-    "Write a SQL query that returns the ten most recent orders.",
-]
-HELD_OUT_PROMPTS = [
-    "Fix the bug in this function:\n\ndef mean(xs):\n    return sum(xs) / len(xs) if xs else sum(xs) / 0",
-    "Write a function that flattens a nested list.",
-    "Write a Python function that reads a CSV file and returns the rows as dicts.",
-    "What does the `yield` keyword do in Python?",
-]
-
 
 # ---------------------------------------------------------------------------- the head
 
 
-def _head_class():
+def _build_head_class():
     torch, _ = torch_modules()
 
     class MedusaHead(torch.nn.Module):
@@ -180,17 +148,17 @@ def _head_class():
 _HEAD_CLASS = None
 
 
-def _head_cls():
+def head_class():
     global _HEAD_CLASS
     if _HEAD_CLASS is None:
-        _HEAD_CLASS = _head_class()
+        _HEAD_CLASS = _build_head_class()
     return _HEAD_CLASS
 
 
 def __getattr__(name):
     """``medusa.MedusaHead`` is built on first access, so importing this module needs no torch."""
     if name == "MedusaHead":
-        return _head_cls()
+        return head_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -201,18 +169,18 @@ def head_for(target, n_blocks: int = 1, intermediate_size: int | None = None, se
     torch, _ = torch_modules()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # W1's random init; W2 = 0 keeps the head the identity anyway
-        head = _head_cls()(cfg.hidden_size, _lm_width(target), n_blocks, intermediate_size, meta)
+        head = head_class()(cfg.hidden_size, lm_width(target), n_blocks, intermediate_size, meta)
     lm = target.get_output_embeddings()
     return head.to(device=lm.weight.device, dtype=lm.weight.dtype)
 
 
-def _lm_width(target) -> int:
+def lm_width(target) -> int:
     return int(target.get_output_embeddings().weight.shape[0])
 
 
 def check_head_matches(head, target) -> None:
     """ValueError naming ``head`` when its shapes do not fit ``target``."""
-    hidden, width = int(target.config.hidden_size), _lm_width(target)
+    hidden, width = int(target.config.hidden_size), lm_width(target)
     if head.hidden_size != hidden:
         raise ValueError(
             f"head: hidden size {head.hidden_size} does not match the target's {hidden} "
@@ -225,138 +193,31 @@ def check_head_matches(head, target) -> None:
         )
 
 
-# ---------------------------------------------------------------------------- save / load
-
-
-def save_head(head, path) -> None:
-    """torch.save of {"format", "meta", "state_dict"} to ``path``, atomically (``files.atomic_path``:
-    a temporary file in the same folder, then os.replace), so a reader never sees half a head.
-    The bytes are serialised in memory first: torch.save refuses some temporary names (a path
-    without a suffix gives ".tmp-XXXX", which it calls an invalid file name)."""
-    import io
-
-    torch, _ = torch_modules()
-    meta = dict(
-        head.meta,
-        hidden_size=head.hidden_size,
-        vocab_size=head.vocab_size,
-        n_blocks=head.n_blocks,
-        intermediate_size=head.intermediate_size,
-    )
-    payload = {
-        "format": FORMAT,
-        "meta": json.loads(json.dumps(meta, default=json_default)),
-        "state_dict": {k: v.detach().cpu().clone() for k, v in head.state_dict().items()},
-    }
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(buffer.getvalue())
-
-
-HEAD_KEYS = ("format", "meta", "state_dict")
-"""The entries of a saved head."""
-META_KEYS = ("hidden_size", "vocab_size")
-"""The entries of a head's ``meta`` that loading needs (``n_blocks``, ``intermediate_size``
-default to 1 and hidden_size)."""
-
-
-def load_head(path, target=None, name: str = "path"):
-    """The head saved at ``path`` (on CPU, or on ``target``'s device and dtype when given).
-
-    ValueError, naming ``name`` (the argument: "path", or "--head" for the CLI) and the file,
-    when the file cannot be read, is not a saved head, lacks an entry (``state_dict``, ``meta``
-    or one of its ``META_KEYS``), holds entries of the wrong type or weights that do not fit its
-    metadata; or, ``target`` given, "head: ..." when its hidden size or vocabulary does not match
-    the target's. Loaded with ``weights_only=True``: no pickled code runs.
-    """
-    torch, _ = torch_modules()
-    where = repr(str(path))
-    if os.path.isdir(path):
-        raise ValueError(f"{name}: {where} is a folder, not a saved head file")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (
-        OSError,
-        RuntimeError,
-        EOFError,
-        ValueError,
-        KeyError,
-        TypeError,
-        AttributeError,
-        pickle.UnpicklingError,
-    ) as exc:
-        cause = " ".join(str(exc).split())[:200]
-        raise ValueError(f"{name}: cannot read a head from {where} ({type(exc).__name__}: {cause})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise ValueError(f"{name}: {where} is not a saved Medusa head (format {FORMAT!r})")
-    missing = [key for key in HEAD_KEYS if key not in payload]
-    if missing:
-        raise ValueError(
-            f"{name}: {where} has no {' and no '.join(map(repr, missing))} entry "
-            f"(a saved head holds {', '.join(HEAD_KEYS)}; save it with train-head)"
-        )
-    meta, state = payload["meta"], payload["state_dict"]
-    if not isinstance(meta, dict):
-        raise ValueError(f"{name}: {where} has a 'meta' entry of type {type(meta).__name__}, not a dict")
-    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
-        raise ValueError(f"{name}: {where} has a 'state_dict' entry that is not a dict of tensors")
-    missing = [key for key in META_KEYS if key not in meta]
-    if missing:
-        raise ValueError(f"{name}: {where} has no {' and no '.join(map(repr, missing))} in its 'meta' entry")
-    try:
-        head = _head_cls()(
-            meta["hidden_size"], meta["vocab_size"], meta.get("n_blocks", 1), meta.get("intermediate_size"), dict(meta)
-        )
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name}: {where} has bad head metadata ({exc})") from None
-    try:
-        head.load_state_dict(state)
-    except (RuntimeError, TypeError, ValueError) as exc:
-        cause = " ".join(str(exc).split())[:300]
-        raise ValueError(f"{name}: the weights in {where} do not fit its metadata ({cause})") from None
-    if target is not None:
-        check_head_matches(head, target)  # "head: ..." (the head does not fit this target)
-        lm = target.get_output_embeddings()
-        head = head.to(device=lm.weight.device, dtype=lm.weight.dtype)
-    return head.eval()
-
-
-def json_default(x):
-    """A head's meta and ``train-head``'s figures in JSON: NumPy numbers as numbers, anything else
-    as its str."""
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    return str(x)
-
-
 # ---------------------------------------------------------------------------- target forwards
 
 
-def _hidden(target, token_ids: list[int], cache):
+def hidden_states(target, token_ids: list[int], cache):
     """Last hidden states [len(token_ids), hidden] (post final norm) after what ``cache`` holds."""
     torch, _ = torch_modules()
     base = target.base_model
     x = torch.tensor([token_ids], dtype=torch.long, device=target.device)
-    out = base(input_ids=x, use_cache=True, **{decoding.cache_kwarg(base): cache})
+    out = base(input_ids=x, use_cache=True, **{model_calls.cache_kwarg(base): cache})
     return out.last_hidden_state[0]
 
 
-def _lm(target, hidden, width: int):
+def lm_rows(target, hidden, width: int):
     return target.get_output_embeddings()(hidden)[..., :width].float()
 
 
-def _rollout(target, prompt: list[int], n_new: int, temperature: float, rng, width: int, eos):
+def rollout(target, prompt: list[int], n_new: int, temperature: float, rng, width: int, eos):
     """The target generates up to n_new tokens; returns (ids, hidden [n, H], logit rows [n, W])
     where hidden[i] is at position len(prompt) - 1 + i and rows[i] predicts the token after it."""
     torch, _ = torch_modules()
-    cache = decoding.new_cache(target)
+    cache = model_calls.new_cache(target)
     ids, feed, hs, rows = list(prompt), list(prompt), [], []
     for _ in range(n_new):
-        h = _hidden(target, feed, cache)[-1:]
-        row = _lm(target, h, width)[0]
+        h = hidden_states(target, feed, cache)[-1:]
+        row = lm_rows(target, h, width)[0]
         hs.append(h[0].float().cpu())
         rows.append(row.cpu())
         token = decoding.sample_token(row, temperature, None, None, rng)
@@ -365,236 +226,6 @@ def _rollout(target, prompt: list[int], n_new: int, temperature: float, rng, wid
         if token == eos:
             break
     return ids, torch.stack(hs), torch.stack(rows)
-
-
-# ---------------------------------------------------------------------------- data
-
-
-@dataclass
-class HeadData:
-    """Positions of target-generated text: h_t and the target's p_{t+2} (temperature 1).
-
-    ``logp[i]`` are log p_{t+2} at ``idx[i]`` (its top K, most likely first); when the full rows
-    were kept, ``full`` is True, ``idx`` is None and ``logp[i]`` is the whole row in id order.
-    ``greedy[i]`` is argmax p_{t+2}.
-    """
-
-    hidden: object  # torch float32 [N, H]
-    idx: object  # torch int64 [N, K], or None for full rows
-    logp: object  # torch float32 [N, K]
-    greedy: object  # torch int64 [N]
-    width: int
-    full: bool
-    n_sequences: int
-    wall_s: float
-    meta: dict = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return int(self.hidden.shape[0])
-
-    @property
-    def target_mass(self) -> float:
-        """Mean mass of p_{t+2} inside the kept ids (1.0 for full rows)."""
-        return float(self.logp.double().exp().sum(-1).mean())
-
-
-def collect_training_data(
-    target,
-    tokenizer,
-    prompts,
-    n_positions: int,
-    max_new_tokens: int = 64,
-    temperature: float = 0.7,
-    top_k_targets: int | None = 64,
-    seed: int = 0,
-    vocab_size: int | None = None,
-    eos_token_id=None,
-    progress=None,
-) -> HeadData:
-    """Text generated by the target itself from ``prompts`` and, at each generated position t,
-    (h_t, p_{t+2}): up to ``n_positions`` positions.
-
-    Each rollout generates ``max_new_tokens`` tokens (fewer at ``eos_token_id``) and yields one
-    position fewer. At temperature > 0 the prompts are cycled with fresh draws until
-    ``n_positions`` are collected; at temperature 0 (greedy) a repeat would give the same text,
-    so each prompt is used once and fewer positions may come back (``len(data)`` says how many).
-    ``top_k_targets`` keeps the K most likely ids of each p_{t+2} (None: the full row, which
-    ``evaluate_head`` needs for alpha). ``vocab_size``: logits compared (default: the model's
-    width; pass ``len(tokenizer)`` to drop padded ids). ``progress(n, n_positions)``, when given,
-    is called after each rollout.
-    """
-    torch, _ = torch_modules()
-    n_positions = check_int("n_positions", n_positions, 1)
-    n_new = check_int("max_new_tokens", max_new_tokens, 2)
-    t, _, _ = check_sampling(temperature)
-    if top_k_targets is not None:
-        check_int("top_k_targets", top_k_targets, 1)
-    prompts = list(prompts)
-    if not prompts:
-        raise ValueError("prompts: at least one prompt is needed")
-    width = decoding.logit_width(target, vocab_size)
-    k = width if top_k_targets is None else min(top_k_targets, width)
-    rng = np.random.default_rng(seed)
-    hs, idx, logp, greedy = [], [], [], []
-    n, n_seq, start = 0, 0, time.perf_counter()
-    with torch.no_grad():
-        while n < n_positions and not (t == 0 and n_seq == len(prompts)):
-            text = prompts[n_seq % len(prompts)]
-            prompt = loading.prompt_ids(tokenizer, text) if isinstance(text, str) else decoding.prompt_list(text)
-            _, h, rows = _rollout(target, prompt, n_new, t, rng, width, eos_token_id)
-            n_seq += 1
-            h, rows = h[:-1], rows[1:]  # h_t with the row that predicts t + 2
-            if len(h) == 0:
-                continue
-            lp = torch.log_softmax(rows.double(), -1).float()
-            top = torch.topk(lp, k, dim=-1) if k < width else None
-            hs.append(h)
-            if top is not None:
-                idx.append(top.indices)
-            logp.append(top.values if top is not None else lp)
-            greedy.append(rows.argmax(-1))
-            n += len(h)
-            if progress is not None:
-                progress(min(n, n_positions), n_positions)
-    if n == 0:
-        raise ValueError("prompts: the target stopped at once on every prompt; no position to learn from")
-    cat = lambda xs: torch.cat(xs)[:n_positions]  # noqa: E731
-    return HeadData(
-        cat(hs),
-        cat(idx) if idx else None,
-        cat(logp),
-        cat(greedy),
-        width,
-        k == width,
-        n_seq,
-        time.perf_counter() - start,
-        {"temperature": t, "max_new_tokens": n_new, "top_k_targets": k, "seed": seed},
-    )
-
-
-# ---------------------------------------------------------------------------- training
-
-
-def _kl(head, target, data: HeadData, rows, width: int):
-    """Mean KL(p~_{t+2} || q_head) over ``rows`` of ``data`` (p~: kept ids, renormalised)."""
-    torch, _ = torch_modules()
-    lm = head.logits(target, data.hidden[rows].to(target.device))[:, :width].float()
-    logq = torch.log_softmax(lm, -1)
-    if data.idx is not None:
-        logq = logq.gather(1, data.idx[rows].to(lm.device))
-    logp = torch.log_softmax(data.logp[rows].to(lm.device), -1)  # renormalise to the kept ids
-    return (logp.exp() * (logp - logq)).sum(-1).mean()
-
-
-def head_loss(head, target, data: HeadData, batch_size: int = 256) -> float:
-    """The loss ``train_head`` minimises, averaged over every position of ``data``."""
-    torch, _ = torch_modules()
-    total = 0.0
-    with torch.no_grad():
-        for lo in range(0, len(data), batch_size):
-            rows = torch.arange(lo, min(lo + batch_size, len(data)))
-            total += float(_kl(head, target, data, rows, data.width)) * len(rows)
-    return total / len(data)
-
-
-def train_head(
-    head, target, data: HeadData, epochs: int = 3, lr: float = 1e-3, batch_size: int = 64, seed: int = 0
-) -> dict:
-    """Adam on the mean KL(p~_{t+2} || q_head) (see the module docstring), the target frozen.
-
-    Returns {"loss_before", "loss_per_epoch" (mean training loss after each epoch, over all
-    positions), "wall_s"}; the head is trained in place and left in eval mode.
-    """
-    torch, _ = torch_modules()
-    check_head_matches(head, target)
-    epochs = check_int("epochs", epochs, 1)
-    batch_size = check_int("batch_size", batch_size, 1)
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr: must be a finite number > 0, got {lr!r}")
-    if len(data) == 0:
-        raise ValueError("data: no positions to train on")
-    start = time.perf_counter()
-    history = {"loss_before": head_loss(head, target, data), "loss_per_epoch": []}
-    opt = torch.optim.Adam(head.parameters(), lr=lr)
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(epochs):
-        head.train()
-        order = torch.randperm(len(data), generator=gen)
-        for lo in range(0, len(data), batch_size):
-            loss = _kl(head, target, data, order[lo : lo + batch_size], data.width)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        head.eval()
-        history["loss_per_epoch"].append(head_loss(head, target, data))
-    history["wall_s"] = time.perf_counter() - start
-    head.meta.update(
-        positions=len(data),
-        epochs=epochs,
-        lr=lr,
-        seed=seed,
-        loss_before=history["loss_before"],
-        loss_after=history["loss_per_epoch"][-1],
-    )
-    return history
-
-
-# ---------------------------------------------------------------------------- evaluation
-
-
-def evaluate_head(
-    head,
-    target,
-    data: HeadData,
-    temperatures=(1.0, 0.7),
-    top_k=None,
-    top_p=None,
-    batch_size: int = 64,
-    per_position: bool = False,
-) -> dict:
-    """On held-out positions (``data`` collected with ``top_k_targets=None``, teacher-forced on
-    target-generated text): top-1 agreement of the head with the target's greedy token t + 2,
-    and alpha = mean over positions of sum_x min(p_{t+2}(x), q_head(x)), p and q processed alike
-    at each temperature in ``temperatures`` (with ``top_k`` / ``top_p``). Top-1 and the loss need
-    only top-K rows; alpha needs the full rows.
-
-    Returns {"positions", "top1", "alpha": {temperature: alpha}, "loss"}; with
-    ``per_position``, also "hits" (bool array) and "alphas" ({temperature: float64 array}).
-    """
-    torch, _ = torch_modules()
-    check_head_matches(head, target)
-    temps = [check_sampling(t, top_k, top_p)[0] for t in temperatures]
-    if temps and not data.full:
-        raise ValueError(
-            "data: alpha needs full target rows; collect it with top_k_targets=None "
-            "(or pass temperatures=() for top-1 and loss only)"
-        )
-    if any(t == 0 for t in temps):
-        raise ValueError("temperatures: alpha at temperature 0 is the top-1 agreement; pass T > 0")
-    hits, alphas = [], {t: [] for t in temps}
-    with torch.no_grad():
-        for lo in range(0, len(data), batch_size):
-            rows = torch.arange(lo, min(lo + batch_size, len(data)))
-            q_logits = head.logits(target, data.hidden[rows].to(target.device))[:, : data.width].float().cpu()
-            hits.append((q_logits.argmax(-1) == data.greedy[rows]).numpy())
-            p_logp = data.logp[rows].numpy()  # full rows, ids in order
-            q_np = q_logits.numpy()
-            for t in temps:
-                alphas[t] += [
-                    float(np.minimum(process_logits(p, t, top_k, top_p), process_logits(q, t, top_k, top_p)).sum())
-                    for p, q in zip(p_logp, q_np)
-                ]
-    hits = np.concatenate(hits)
-    alphas = {t: np.array(a) for t, a in alphas.items()}
-    out = {
-        "positions": len(data),
-        "top1": float(hits.mean()),
-        "alpha": {t: float(a.mean()) for t, a in alphas.items()},
-        "loss": head_loss(head, target, data),
-    }
-    if per_position:
-        out.update(hits=hits, alphas=alphas)
-    return out
 
 
 # ---------------------------------------------------------------------------- decoding
@@ -632,11 +263,11 @@ def medusa_generate(
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     n_new = check_k(max_new_tokens, "max_new_tokens")
     check_head_matches(head, target)
-    ids = decoding.prompt_list(input_ids)
-    n_prompt, width = len(ids), decoding.logit_width(target, vocab_size)
+    ids = model_calls.prompt_list(input_ids)
+    n_prompt, width = len(ids), model_calls.logit_width(target, vocab_size)
     rng = decoding.as_rng(rng)
     stats = decoding.DecodeStats()
-    cache = decoding.new_cache(target)
+    cache = model_calls.new_cache(target)
 
     def done() -> bool:
         return len(ids) - n_prompt >= n_new or (eos_token_id is not None and eos_token_id in ids[n_prompt:])
@@ -645,11 +276,11 @@ def medusa_generate(
         start = time.perf_counter()
         draft = None
         if len(ids) > 1:  # the cache holds ids[:-1]; the head on h at ids[-2] drafts ids[-1]'s successor
-            draft = _propose(head, target, _hidden(target, ids[:-1], cache)[-1], width, t, top_k, top_p, rng)
+            draft = _propose(head, target, hidden_states(target, ids[:-1], cache)[-1], width, t, top_k, top_p, rng)
         while not done():
             feed = [ids[-1]] + ([draft[0]] if draft else [])
-            hidden = _hidden(target, feed, cache)
-            rows = _lm(target, hidden, width)
+            hidden = hidden_states(target, feed, cache)
+            rows = lm_rows(target, hidden, width)
             if draft is None:
                 ids.append(decoding.sample_token(rows[0], t, top_k, top_p, rng))
                 h_next, added = hidden[0], 1
@@ -658,7 +289,7 @@ def medusa_generate(
                 j, token = decoding.verify_rows(rows, [x], [q], t, top_k, top_p, rng)
                 ids += [x, token] if j else [token]
                 if not j:
-                    decoding.crop_to(cache, len(ids) - 1)  # drop the rejected draft's keys and values
+                    model_calls.crop_to(cache, len(ids) - 1)  # drop the rejected draft's keys and values
                 h_next, added = hidden[j], 1 + j
                 stats.drafted += 1
                 stats.accepted += j

@@ -59,7 +59,7 @@ from ..common.validation import check_k
 from ..laws.processing import check_sampling, process_logits
 from ..samplers.greedy import greedy_node
 from ..samplers.tree import check_width, verify_siblings, without_token
-from . import decoding
+from . import decoding, model_calls
 from .loading import torch_modules
 
 SHAPES = ("full", "spine")
@@ -145,16 +145,16 @@ def tree_forward(model, tokens: list[int], parents: list[int], start: int, cache
     n_new = len(parents) - start
     if len(tokens) != n_new:
         raise ValueError(f"tokens: expected {n_new} new tokens for parents[{start}:], got {len(tokens)}")
-    n_past = decoding.cache_length(cache) - start
+    n_past = model_calls.cache_length(cache) - start
     if n_past < 0:
-        held = decoding.cache_length(cache)
+        held = model_calls.cache_length(cache)
         raise ValueError(f"start: the cache holds {held} slots, fewer than start={start}")
     device, dtype = model.device, model.dtype
     ids = torch.tensor([tokens], dtype=torch.long, device=device)
     pos = torch.tensor([tree_positions(n_past, parents, start)], dtype=torch.long, device=device)
     mask = tree_mask(n_past, parents, start, dtype, device)
     out = model(
-        input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{decoding.cache_kwarg(model): cache}
+        input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{model_calls.cache_kwarg(model): cache}
     )
     return out.logits[0].float()
 
@@ -162,44 +162,6 @@ def tree_forward(model, tokens: list[int], parents: list[int], start: int, cache
 def chain_parents(n: int) -> list[int]:
     """Phase parents of n committed tokens fed in order: each sees the one before."""
     return list(range(-1, n - 1))
-
-
-# ---------------------------------------------------------------------------- caches
-
-
-def _layers(cache):
-    """(holder, keys, values) per layer: a 5.x ``cache.layers[i]`` with its ``keys`` / ``values``
-    attributes, or (4.x) the cache with (``key_cache``, i) / (``value_cache``, i) list entries."""
-    if hasattr(cache, "layers"):
-        for layer in cache.layers:
-            if getattr(layer, "is_sliding", False):
-                raise ValueError("cache: sliding-window layers cannot be gathered to a tree path")
-        return [(layer, "keys", "values") for layer in cache.layers]
-    return [(cache, ("key_cache", i), ("value_cache", i)) for i in range(len(cache.key_cache))]
-
-
-def _select(holder, name, index) -> None:
-    if isinstance(name, tuple):
-        tensors = getattr(holder, name[0])
-        tensors[name[1]] = tensors[name[1]].index_select(-2, index)
-    elif getattr(holder, name) is not None and getattr(holder, name).numel():
-        setattr(holder, name, getattr(holder, name).index_select(-2, index))
-
-
-def keep_slots(cache, keep: list[int]) -> None:
-    """Keep only cache slots ``keep`` (increasing), gathered along the sequence dimension."""
-    torch, _ = torch_modules()
-    length = decoding.cache_length(cache)
-    if any(not 0 <= s < length for s in keep) or any(a >= b for a, b in zip(keep, keep[1:])):
-        raise ValueError(f"keep: must be increasing slots in 0..{length - 1}, got {keep}")
-    if keep == list(range(len(keep))):
-        decoding.crop_to(cache, len(keep))  # a prefix: crop, no copy
-        return
-    for holder, keys, values in _layers(cache):
-        device = (getattr(holder, keys) if isinstance(keys, str) else holder.key_cache[0]).device
-        index = torch.tensor(keep, dtype=torch.long, device=device)
-        _select(holder, keys, index)
-        _select(holder, values, index)
 
 
 # ---------------------------------------------------------------------------- drafting
@@ -275,7 +237,7 @@ def draft_tree(draft, pending: list[int], cache, k: int, sampling: Sampling, sha
     """
     tree = Tree()
     parents = chain_parents(len(pending))
-    row = decoding.forward(draft, pending, cache)[-1, : sampling.vocab]
+    row = model_calls.forward(draft, pending, cache)[-1, : sampling.vocab]
     level = _expand(tree, -1, row, sampling, shape, k == 1)
     slot = {}
     for depth in range(2, k + 1):
@@ -372,16 +334,16 @@ class TreeState:
         if not 0 <= length <= self.t_len:
             raise ValueError(f"length: must lie in 0..{self.t_len}, got {length}")
         self.t_len, self.d_len = length, min(self.d_len, length)
-        decoding.crop_to(self.t_cache, self.t_len)
-        decoding.crop_to(self.d_cache, self.d_len)
+        model_calls.crop_to(self.t_cache, self.t_len)
+        model_calls.crop_to(self.d_cache, self.d_len)
 
 
 def prefill(target, draft, ids: list[int]) -> TreeState:
     """Fresh caches holding all of ``ids`` but the last token (the round feeds that one)."""
-    state = TreeState(decoding.new_cache(target), decoding.new_cache(draft))
+    state = TreeState(model_calls.new_cache(target), model_calls.new_cache(draft))
     if len(ids) > 1:
-        decoding.forward(target, ids[:-1], state.t_cache)
-        decoding.forward(draft, ids[:-1], state.d_cache)
+        model_calls.forward(target, ids[:-1], state.t_cache)
+        model_calls.forward(draft, ids[:-1], state.d_cache)
         state.t_len = state.d_len = len(ids) - 1
     return state
 
@@ -397,10 +359,10 @@ def _target_rows(target, ids, state: TreeState, tree: Tree, vocab: int):
 
 def _crop_to_path(state: TreeState, n_target_pending: int, n_draft_pending: int, path, d_slot) -> None:
     base = state.t_len + n_target_pending
-    keep_slots(state.t_cache, list(range(base)) + [base + n for n in path])
+    model_calls.keep_slots(state.t_cache, list(range(base)) + [base + n for n in path])
     fed_path = [state.d_len + d_slot[n] for n in path if n in d_slot]  # the leaf may not be fed
     keep_d = list(range(state.d_len + n_draft_pending)) + fed_path
-    keep_slots(state.d_cache, keep_d)
+    model_calls.keep_slots(state.d_cache, keep_d)
     state.t_len += n_target_pending + len(path)
     state.d_len = len(keep_d)
 
@@ -453,17 +415,17 @@ def tree_generate(
     k, width, shape = check_k(k), check_width(width), check_shape(shape)
     t, top_k, top_p = check_sampling(temperature, top_k, top_p)
     n_new = check_k(max_new_tokens, "max_new_tokens")
-    ids = decoding.prompt_list(input_ids)
-    vocab = min(decoding.logit_width(target, vocab_size), decoding.logit_width(draft, vocab_size))
+    ids = model_calls.prompt_list(input_ids)
+    vocab = min(model_calls.logit_width(target, vocab_size), model_calls.logit_width(draft, vocab_size))
     sampling = Sampling(t, top_k, top_p, width, vocab, decoding.as_rng(rng), bool(without_replacement))
     n_prompt, stats = len(ids), decoding.DecodeStats()
     with torch.no_grad():
-        decoding.synchronize(target)
+        model_calls.synchronize(target)
         start = time.perf_counter()
         state = prefill(target, draft, ids)
         while len(ids) - n_prompt < n_new and eos_token_id not in ids[n_prompt:]:
             ids += tree_round(target, draft, ids, state, k, sampling, shape, stats)
-        decoding.synchronize(target)
+        model_calls.synchronize(target)
         stats.wall_s = time.perf_counter() - start
     return decoding.Generation(decoding.finish_ids(ids, n_prompt, n_new, eos_token_id), n_prompt, stats)
 

@@ -14,7 +14,7 @@ from ..common.validation import positive_int_argument, positive_seconds_argument
 from ..surface.check_command import add_junit_and_executor, budget_argument, plot_file_argument
 
 FORMATS = ("table", "markdown", "json", "csv")
-"""What ``--format`` offers (``report.render`` writes each)."""
+"""What ``--format`` offers (``mutant_table.render`` writes each)."""
 
 
 def parse_args(argv):

@@ -7,31 +7,25 @@ able to fail), then every mutant with killed / survived / error / timeout, and a
 naming the culprits. Every row comes from ``specverify.interfaces.round.battery.run_battery``: the report only
 renders what the one detector battery found.
 
-It is over 550 lines because one run of the report (the subjects over worker processes or Ray, its
-progress on a terminal or in a log) is judged and rendered from the same rows: the judging, the four
-formats, the JUnit cases and the picture all read one ``Row`` and one ``Status``, and split they
-would pass a run's state between modules.
+Here: the subjects (the baseline, the forced fail, the catalogue), one subject's battery
+(``run_subject``), all of them over worker processes or Ray (``run_all``) and the command
+(``run``). A row and its verdict are ``mutant_verdict``'s, the progress ``mutant_progress``'s, the
+report's text ``mutant_table``'s.
 """
 
 from __future__ import annotations
 
 import difflib
-import enum
-import json
+import signal
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
-
-import polars as pl
 
 from .. import interfaces
 from ..battery import capture, runner, signals
-from ..battery.core import BREAKING_KINDS, BatteryResult
+from ..battery.core import BREAKING_KINDS
 from ..battery.executors import ExecutorUnavailable
-from ..common import tables
-from ..common.command_line import is_terminal
 from ..common.files import write_atomically
 from ..common.validation import with_overrides
 from ..interfaces.campaign_cost import campaign_table
@@ -39,9 +33,10 @@ from ..interfaces.round import cases as round_cases
 from ..interfaces.round.units import merge_output, prefetched
 from ..samplers.chain import draft, speculative_step
 from . import ALL, Mutant, get
+from .mutant_progress import PlainProgress, RayProgress, completed, progress_mode_for, progress_mode_of, with_progress
+from .mutant_table import culprits, junit_case, render, timing_line
+from .mutant_verdict import BASELINE_ID, SANITY_ID, SHORT_CHECK_NAMES, Row, Status, judge
 
-BASELINE_ID = "baseline/reference"
-SANITY_ID = "sanity/emit-drafts"
 # the report's budget: statistics on the handout's toy chain (plus any case the enumerator cannot
 # follow) up to 8,000 runs; enumeration up to 40,000 paths per case (beyond: statistics); one
 # binned engine-scale case, V = 4096, k = 2, at 1,000 runs (binned TV ~0.17 per position with
@@ -55,64 +50,11 @@ REPORT_OVERRIDES = {
     "scale_runs": 1000,
     "scale_cases": ((4096, 2, "residual"),),
 }
-PROGRESS_EVERY_S = 10.0
-"""How often a report whose stderr is not a terminal says how far it got (``PlainProgress``)."""
-SHORT_CHECK_NAMES = {"exact-tv": "exact", "chi-square": "chi2", "tokens-per-round": "tokens", "contract": "contract"}
 
 
 def emit_drafts(p_fn, q_fn, prefix, k, rng):
     """The forced-fail subject: no verification at all. Every detector must flag it."""
     return draft(q_fn, tuple(prefix), k, rng)[0]
-
-
-class Status(enum.StrEnum):
-    KILLED = "killed"  # a mutant flagged as its effect says
-    SURVIVED = "survived"  # a mutant no detector flagged
-    PASSED = "passed"  # a control (or the baseline) with no finding
-    ACCUSED = "accused"  # a control flagged, or a fewer-tokens mutant flagged in distribution
-    ERROR = "error"  # specverify raised (a bug of ours)
-    TIMEOUT = "timeout"  # the subject's battery ran past --timeout
-    ENVIRONMENT = "cannot run here"  # no CUDA, a missing package: neither killed nor survived
-
-
-@dataclass
-class Row:
-    id: str
-    effect: str
-    status: Status
-    killed_by: str
-    exact_tv: float | None
-    chi2_p_value: float | None
-    samples_to_detect: int | None
-    seconds: float
-    description: str
-    reference: str
-    detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status in (Status.KILLED, Status.PASSED)
-
-
-def judge(effect: str, result: BatteryResult) -> tuple[str, str]:
-    """Status and a detail line for a subject with the given expected effect; a subject that
-    cannot run here (``result.environment``) is neither killed nor passed, whatever it is."""
-    if result.environment:
-        return Status.ENVIRONMENT, result.environment
-    wrong = result.flagged()
-    slow = result.flagged(("efficiency",))
-    edges = result.flagged(("edge",))
-    if effect == "exact":  # negative control: no distribution, contract or edge finding allowed
-        return (Status.ACCUSED, (wrong or edges)[0].message) if (wrong or edges) else (Status.PASSED, "")
-    if effect == "edge":  # exact in law: killed only by an edge check
-        if wrong:
-            return Status.ACCUSED, f"exact in law, yet: {wrong[0].message}"
-        return (Status.KILLED, edges[0].message) if edges else (Status.SURVIVED, "no edge event reported")
-    if effect == "fewer-tokens":  # exact in distribution: killed only by tokens per round
-        if wrong:
-            return Status.ACCUSED, f"exact in distribution, yet: {wrong[0].message}"
-        return (Status.KILLED, slow[0].message) if slow else (Status.SURVIVED, "tokens per round as theory")
-    return (Status.KILLED, (wrong or slow)[0].message) if (wrong or slow) else (Status.SURVIVED, "")
 
 
 def subject_fn(mutant_id: str):
@@ -204,6 +146,18 @@ def subjects(only: str | None) -> list[Mutant]:
     return [baseline, sanity, *rest]
 
 
+def leave_ctrl_c_to_the_parent() -> None:
+    """A worker process's start: ignore SIGINT. Ctrl-C on a terminal reaches every process of the
+    foreground group; the parent alone answers it (one line, exit 130) and kills the workers,
+    which would otherwise each print a ``Process ForkProcess-N:`` traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """The local executor of ``run_all``: ``workers`` processes that leave Ctrl-C to the parent."""
+    return ProcessPoolExecutor(workers, initializer=leave_ctrl_c_to_the_parent)
+
+
 def run_all(
     items: list[Mutant],
     budget: str,
@@ -224,7 +178,7 @@ def run_all(
     if executor != "local":
         from ..battery.executors import ray_map
 
-        bar = {"bar": _ray_progress, "lines": PlainProgress}[progress](len(args)) if progress else None
+        bar = {"bar": RayProgress, "lines": PlainProgress}[progress](len(args)) if progress else None
         try:
             outcomes = ray_map(
                 run_subject,
@@ -238,17 +192,17 @@ def run_all(
             if bar:
                 bar.stop()
     elif workers <= 1:
-        outcomes = [run_subject(*a) for a in _progress(args, progress, total=len(args))]
+        outcomes = [run_subject(*a) for a in with_progress(args, progress, total=len(args))]
     else:
         # controls and the baseline run every case in full: start them first so that the two
         # workers finish together
         order = sorted(range(len(args)), key=lambda i: args[i][1] not in ("exact", "fewer-tokens"))
-        pool = ProcessPoolExecutor(workers)
+        pool = worker_pool(workers)
         try:
             futures = {i: pool.submit(run_subject, *args[i]) for i in order}
             lines = PlainProgress(len(args)) if progress == "lines" else None
-            waiting = _completed(futures.values(), on_wait=lines.tick if lines else None)
-            for _ in _progress(waiting, progress, total=len(args), lines=lines):
+            waiting = completed(futures.values(), on_wait=lines.tick if lines else None)
+            for _ in with_progress(waiting, progress, total=len(args), lines=lines):
                 pass
             outcomes = [futures[i].result() for i in range(len(args))]
         except KeyboardInterrupt:
@@ -260,216 +214,6 @@ def run_all(
             raise
         pool.shutdown()
     return [make_row(m, o) for m, o in zip(items, outcomes)]
-
-
-def _completed(futures, poll_s: float = 0.1, on_wait=None):
-    """Yield futures as they finish, waking every ``poll_s`` so that Ctrl-C is seen at once (and
-    calling ``on_wait()``, when given, at each wake)."""
-    pending = set(futures)
-    while pending:
-        done, pending = wait(pending, timeout=poll_s, return_when=FIRST_COMPLETED)
-        if on_wait is not None:
-            on_wait()
-        yield from done
-
-
-def progress_mode_of(progress: bool | str | None) -> str | None:
-    """The progress mode ``run_all`` shows: "bar", "lines" or None (True is "bar", False None)."""
-    if progress is True:
-        return "bar"
-    if progress in (None, False):
-        return None
-    if progress not in ("bar", "lines"):
-        raise ValueError(f"progress: must be bar, lines or None, got {progress!r}")
-    return progress
-
-
-def progress_mode_for(stream) -> str:
-    """ "bar" (rich's, redrawn in place) on a terminal; "lines" (plain, one per ~10 s) where
-    ``stream`` is a file or a pipe, which a redrawn bar would fill with escape codes."""
-    return "bar" if is_terminal(stream) else "lines"
-
-
-def _progress(items, mode: str | None, total: int | None = None, lines=None):
-    """``items`` as they come, showing ``mode``'s progress: rich's transient bar ("bar"),
-    plain lines ("lines": ``lines``, or a new ``PlainProgress``, advanced after each item), or
-    none."""
-    if mode == "bar":
-        from rich.progress import track
-
-        yield from track(items, description="mutants", total=total, transient=True, console=_stderr_console())
-    elif mode == "lines":
-        lines = lines or PlainProgress(total if total is not None else len(items))
-        for item in items:
-            yield item
-            lines.advance()
-    else:
-        yield from items
-
-
-class PlainProgress:
-    """Progress where stderr is not a terminal (a log file, a pipe, CI): a plain line
-    ``mutants: DONE/TOTAL done, S s`` on ``stream`` (default stderr) once at least ``every_s``
-    seconds (default ``PROGRESS_EVERY_S``) passed since the start or the last line, checked when a
-    subject finishes (``advance``) and while waiting (``tick``); when every subject is done, a
-    last line, if any line came before (a short report stays silent). stdout is left to the
-    report."""
-
-    def __init__(self, total: int, every_s: float | None = None, stream=None, clock=time.monotonic):
-        self.total, self.done, self.lines = total, 0, 0
-        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
-        self.stream, self.clock = stream, clock
-        self.start = self.last = clock()
-
-    def advance(self) -> None:
-        """One more subject done: a line when it is time, or when it was the last and lines came before."""
-        self.done += 1
-        if self.done >= self.total and self.lines:
-            self.say()
-        else:
-            self.tick()
-
-    def tick(self) -> None:
-        """A line if ``every_s`` seconds passed since the last one (or the start)."""
-        if self.clock() - self.last >= self.every_s:
-            self.say()
-
-    def say(self) -> None:
-        now = self.clock()
-        print(
-            f"mutants: {self.done}/{self.total} done, {now - self.start:.0f} s",
-            file=self.stream or sys.stderr,
-            flush=True,
-        )
-        self.last, self.lines = now, self.lines + 1
-
-    def stop(self) -> None:
-        """Nothing to clear (the lines stay): ``_ray_progress``'s interface."""
-
-
-class _ray_progress:
-    def __init__(self, total: int):
-        from rich.progress import Progress
-
-        self.progress = Progress(console=_stderr_console(), transient=True)
-        self.progress.start()
-        self.task = self.progress.add_task("mutants (ray)", total=total)
-
-    def advance(self) -> None:
-        self.progress.advance(self.task)
-
-    def stop(self) -> None:
-        self.progress.stop()
-
-
-def _stderr_console():
-    from rich.console import Console
-
-    return Console(file=sys.stderr)
-
-
-def to_frame(rows: list[Row]) -> pl.DataFrame:
-    return pl.DataFrame(
-        [
-            {
-                k: getattr(r, k)
-                for k in (
-                    "id",
-                    "effect",
-                    "status",
-                    "killed_by",
-                    "exact_tv",
-                    "chi2_p_value",
-                    "samples_to_detect",
-                    "seconds",
-                )
-            }
-            for r in rows
-        ],
-        schema_overrides={"exact_tv": pl.Float64, "chi2_p_value": pl.Float64, "samples_to_detect": pl.Int64},
-    )
-
-
-def summary(rows: list[Row]) -> str:
-    """The report's last line, within 100 characters: the baseline, the forced fail, the mutants
-    killed and the controls passed, and the seconds the subjects' batteries took together."""
-    by_id = {r.id: r for r in rows}
-    rest = [r for r in rows if r.id not in (BASELINE_ID, SANITY_ID)]
-    mutants = [r for r in rest if r.effect != "exact"]
-    controls = [r for r in rest if r.effect == "exact"]
-    killed = sum(r.status == Status.KILLED for r in mutants)
-    passed = sum(r.status == Status.PASSED for r in controls)
-    base, sanity = by_id[BASELINE_ID], by_id[SANITY_ID]
-    return (
-        f"baseline {'passed' if base.status == Status.PASSED else 'FAILED'}, forced-fail "
-        f"{'detected' if sanity.status == Status.KILLED else 'NOT DETECTED'}; "
-        f"{killed}/{len(mutants)} mutants killed, {passed}/{len(controls)} controls passed; "
-        f"{sum(r.seconds for r in rows):.0f} s judging"
-    )
-
-
-def culprits(rows: list[Row]) -> list[Row]:
-    return [r for r in rows if not r.ok]
-
-
-def render(rows: list[Row], fmt: str, seed: int, budget: str) -> str:
-    frame = to_frame(rows)
-    if fmt == "json":
-        return (
-            json.dumps(
-                {
-                    "seed": seed,
-                    "budget": budget,
-                    "summary": summary(rows),
-                    "ok": not culprits(rows),
-                    "rows": [r.__dict__ for r in rows],
-                },
-                indent=2,
-            )
-            + "\n"
-        )
-    if fmt == "csv":
-        return frame.write_csv()
-    if fmt == "markdown":
-        return _markdown(frame) + "\n\n" + summary(rows) + "\n"
-    return f"{table(rows)}\n{summary(rows)}\n"
-
-
-TABLE_WIDTH = 100
-"""The human table's width: every line of ``--format table`` fits in it (the summary line aside)."""
-
-
-def table(rows: list[Row], width: int = TABLE_WIDTH) -> str:
-    """The human table: id, effect, status, killed_by, exact_tv, seconds, in fixed-width columns
-    of plain ASCII; a cell too long for its column wraps onto the next line(s) (``tables.wrap``:
-    ids at "/", killed_by after ", "; a hyphenated word whole). The id and killed_by columns share
-    what the others leave of ``width``; killed_by is never narrower than its longest detector
-    name, so that no detector's name is split."""
-    heads = ("id", "effect", "status", "killed_by", "exact_tv", "seconds")
-    cells = [
-        (
-            r.id,
-            r.effect,
-            str(r.status),
-            r.killed_by.replace(",", ", "),
-            "" if r.exact_tv is None else f"{r.exact_tv:.3g}",
-            f"{r.seconds:.1f}",
-        )
-        for r in rows
-    ]
-    killed_by_least = max([9] + [tables.longest_word(c[3]) for c in cells])
-    return tables.render(heads, cells, width, right={4, 5}, shrink=(3, 0), min_widths={3: killed_by_least, 0: 9})
-
-
-def _markdown(frame: pl.DataFrame) -> str:
-    def cell(v):
-        if v is None:
-            return ""
-        return f"{v:.3g}" if isinstance(v, float) else str(v)
-
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
-    return "\n".join(lines)
 
 
 def run(args) -> int:
@@ -493,11 +237,11 @@ def run(args) -> int:
         print(f"specverify.mutants: {unknown_mutant_line(args.mutant, [m.id for m in ALL])}", file=sys.stderr)
         return 2
     progress = progress_mode_for(sys.stderr)
+    items = subjects(args.mutant)
+    start = time.monotonic()
     try:
         with signals.sigterm_as_interrupt():
-            rows = run_all(
-                subjects(args.mutant), args.budget, args.seed, args.timeout, args.workers, progress, args.executor
-            )
+            rows = run_all(items, args.budget, args.seed, args.timeout, args.workers, progress, args.executor)
     except ExecutorUnavailable as exc:
         print(f"specverify.mutants: {exc}", file=sys.stderr)
         return 2
@@ -506,7 +250,8 @@ def run(args) -> int:
         how, code = signals.how_stopped(stop)
         print(f"specverify.mutants: {how}; workers stopped", file=sys.stderr)
         return code
-    text = render(rows, args.format, args.seed, args.budget)
+    workers = min(args.workers, len(items)) if args.executor != "local" or args.workers > 1 else 1
+    text = render(rows, args.format, args.seed, args.budget, timing_line(rows, workers, time.monotonic() - start))
     sys.stdout.write(text)
     bad = culprits(rows)
     for r in bad:
@@ -552,22 +297,3 @@ def campaign_line(tv: float = 1e-3, budget: str = "thorough", runs_per_second: f
     """The campaign line of this report's subjects (the catalogue, the baseline and the forced
     fail) at TV ``tv``: ``interfaces.campaign_cost.campaign_table``."""
     return campaign_table(len(ALL) + 2, tv, budget, runs_per_second)
-
-
-def junit_case(row: Row):
-    """A killed mutant or a passed control is a passing test case; a survivor or an accused
-    control a failure carrying the finding (or its absence); an error or a timeout an error."""
-    from ..surface import junit
-
-    line = f"{row.status}: {row.detail}" if row.detail else str(row.status)
-    text = (
-        f"{row.id} ({row.effect}): {row.status}; {row.description}"
-        + (f" [{row.reference}]" if row.reference else "")
-        + (f"\n{row.detail}" if row.detail else "")
-    )
-    outcome = "passed" if row.ok else ("error" if row.status in (Status.ERROR, Status.TIMEOUT) else "failure")
-    if row.status == Status.ENVIRONMENT:
-        outcome = "skipped"
-    if row.status == Status.SURVIVED:
-        line = f"survived: no detector flagged this {row.effect} mutant" + (f" ({row.detail})" if row.detail else "")
-    return junit.Case(row.id, f"specverify.mutants.{row.effect}", row.seconds, outcome, line, text)

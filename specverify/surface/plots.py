@@ -12,7 +12,7 @@ which check killed which mutant.
 What a picture says is decided by the pure functions ``counterexample_bars`` and
 ``kills_matrix``; the drawing functions only lay them out. Both read plain data: ``report`` is
 ``api.Report.to_dict()`` (what ``check --json`` prints); ``rows`` are any objects with the
-fields ``id``, ``status`` and ``killed_by`` of ``specverify.mutants.report.Row`` (this layer
+fields ``id``, ``status`` and ``killed_by`` of ``specverify.mutants.mutant_verdict.Row`` (this layer
 cannot import the mutants, which sit above it). matplotlib loads inside the drawing functions and
 only through its object API (``Figure`` and ``FigureCanvasAgg``, no pyplot state), so importing
 this module stays light. Every file is written through ``common.files.atomic_path`` (a temporary

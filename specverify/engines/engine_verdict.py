@@ -1,0 +1,189 @@
+"""A row's verdict: the engine's Report under its budget (``judge``), float32 rounding told apart
+from a finding (``judge_float32``), and the table's words for the verdict, the power, how it was
+reached, the reach, the efficiency and the edges."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .engine_row import Engine
+
+
+def judge(engine: Engine, subject, budget: str, seed: int = 0, workers: int = 1):
+    """The engine's Report under budget ``budget`` (its per-engine overrides applied). ``workers``:
+    processes of a round row's subject that share its enumerations and sampled runs (the report
+    is the same with 1 or N); a kernel row runs in one."""
+    from ..interfaces.kernel import battery as KI
+    from ..interfaces.round import cases as round_cases
+    from ..surface import api
+
+    spec = dict(engine.budgets.get(budget, {"base": budget}))
+    base = spec.pop("base", budget)
+    stop = spec.pop("stop_on_first", False)
+    counterexample = engine.expected != "exact" or engine.interface == "kernel"
+    if engine.interface == "kernel":
+        kb = replace(KI.get_budget(base), name=f"{budget}-{engine.name}", **spec)
+        result = KI.run(subject, kb, seed, stop_on_first=stop)
+        return api.Report(
+            target=engine.name,
+            seed=seed,
+            budget=kb.name,
+            coverage=KI.coverage(kb),
+            false_fail_rate=kb.false_fail_rate,
+            result=result,
+        )
+    rb = replace(round_cases.get_budget(base), name=f"{budget}-{engine.name}", **spec)
+    return api.check(
+        subject,
+        budget=rb,
+        seed=seed,
+        interface="round",
+        counterexample=counterexample,
+        target=engine.name,
+        progress=False,  # the engines command reports its own progress
+        workers=workers,
+    )
+
+
+FLOAT32_GRID = 2.0**-24
+"""One float32 ulp near 1 (torch.rand's grid step)."""
+
+
+def rounding_bound(entry: dict) -> float:
+    """The TV a float32 engine's rounding can reach on one round case (a ``coverage.cases``
+    entry): per round, the kernel battery's tolerance (``interfaces.kernel.plan.tolerance``: k coins
+    and up to V cumulative sums, each moved by a few float32 ulps), times the rounds of the
+    window (at most its tokens)."""
+    return 4 * FLOAT32_GRID * (entry["k"] + 1 + entry["vocab"]) * entry["tokens"]
+
+
+def _case_entry(entries: dict, name: str | None) -> dict | None:
+    """The coverage entry of a finding's case (tokens-per-round names lack the window)."""
+    if name in entries:
+        return entries[name]
+    return next((e for n, e in entries.items() if name and n.startswith(name + ",")), None)
+
+
+def within_rounding(finding, entries: dict) -> bool:
+    """Whether an exact finding of a float32 round row is float32 rounding: an exact TV, or a
+    tokens-per-round gap over (k + 1) such TVs, within ``rounding_bound`` of its case."""
+    entry = _case_entry(entries, finding.case)
+    if entry is None:
+        return False
+    ev = finding.evidence
+    if finding.check == "exact-tv":
+        return ev.get("exact_tv", 1.0) <= rounding_bound(entry)
+    if finding.check == "tokens-per-round" and "exact" in finding.message:
+        return abs(ev["measured"] - ev["expected"]) <= (entry["k"] + 1) * rounding_bound(entry)
+    return False
+
+
+def judge_float32(report) -> str:
+    """Drop the exact findings of a float32 round row that are float32 rounding (``within_rounding``)
+    from ``report`` (the verdict follows); what was dropped, in words (empty: nothing)."""
+    entries = {c["name"]: c for c in report.to_dict()["coverage"]["cases"]}
+    rounding = [f for f in report.result.findings if within_rounding(f, entries)]
+    if not rounding:
+        return ""
+    report.result.findings[:] = [f for f in report.result.findings if f not in rounding]
+    tvs = [f.evidence["exact_tv"] for f in rounding if f.check == "exact-tv"]
+    worst = f"largest {max(tvs):.2g}" if tvs else "tokens per round only"
+    return f"{len(rounding)} exact findings within float32 rounding ({worst}; bound 4 * 2^-24 * (k + 1 + V) per round)"
+
+
+def how_text(report, interface: str) -> str:
+    """How the row's power was reached: the cases whose law was had exactly (enumerated, or from
+    explicit uniforms) and those judged by statistics alone, with the TV those see."""
+    cases = report.to_dict()["coverage"]["cases"]
+    exact = [c for c in cases if c.get("judged") in ("enumeration", "exact from uniforms")]
+    stat = [c for c in cases if c.get("judged") in ("chi-square", "binned chi-square")]
+    words = []
+    if exact:
+        law = "exact from explicit uniforms" if interface == "kernel" else "exact law"
+        tv = report.result.exact_tv_max
+        words.append(f"{law}: {len(exact)} cases" + (f" (largest TV {tv:.2g})" if tv is not None else ""))
+    if stat:
+        seen = [c["detect_tv"] for c in stat if c.get("detect_tv") is not None]
+        words.append(f"statistics: {len(stat)} cases" + (f" (see TV >= {max(seen):.3g})" if seen else ""))
+    return "; ".join(words) or "none (not judged)"
+
+
+def reach_text(reach: dict, note: str = "") -> str:
+    """The reach box of a row's run in words (``interfaces.reach_words``: each swept dimension's
+    largest value, e.g. ``k <= 6, batch <= 65, dense V <= 1,024``): what its "exact" covers;
+    ``note`` (``row_reach``'s) says when the box is that of the cases run, not the budget's."""
+    from ..interfaces import reach_words
+
+    words = reach_words(reach or {})
+    return f"reach{f' ({note})' if note else ''}: {words}" if words else ""
+
+
+def row_reach(engine: Engine, budget: str, report) -> tuple[dict, str]:
+    """(reach box, note) of a row's run: the battery's reach (its budget's sweeps), or, for a row
+    that stops at its first finding (its budget's ``stop_on_first``), the box of the cases it
+    ran (largest k, V and batch of the coverage entries) with a note saying so: the budget's
+    sweeps past the first finding were not run, so they are not claimed."""
+    coverage = report.to_dict()["coverage"]
+    if not engine.budgets.get(budget, {}).get("stop_on_first"):
+        return coverage["reach"], ""
+    cases = coverage["cases"]
+    box = {
+        "k": max((c.get("k", 0) for c in cases), default=0),
+        "V": max((c.get("vocab", 0) for c in cases), default=0),
+        "batch": max((b for c in cases for b in c.get("batches", [])), default=0),
+    }
+    return box, f"run until its first finding: {len(cases)} case{'s' if len(cases) != 1 else ''}"
+
+
+def power_text(result) -> str:
+    if result.power:
+        worst = max(p.get("min_tv", p.get("min_detectable_tv", float("nan"))) for p in result.power)
+        runs = sum(p["runs"] for p in result.power)
+        return f"statistics: sees TV >= {worst:.3g} per case ({len(result.power)} cases, {runs:,} rows/rounds)"
+    if result.exact_tv_max is not None:
+        return f"exact (no sampling noise): largest TV {result.exact_tv_max:.2g}"
+    return "none (not judged)"
+
+
+def efficiency_text(result) -> str:
+    pairs = list(result.mean_tokens_per_round.values())
+    if not pairs:
+        return "n/a"
+    got, want = sum(a for a, _ in pairs), sum(b for _, b in pairs)
+    return f"{got / want:.3f}x the token-wise rule's tokens/round ({len(pairs)} cases)" if want else "n/a"
+
+
+def verdict_text(engine: Engine, report) -> str:
+    e = report.exact
+    dist = [f for f in report.findings if f.kind == "distribution"]
+    if engine.expected == "different-rule" and dist and not [f for f in report.findings if f.kind == "contract"]:
+        return (
+            "differs from the token-wise rule given drafts (block verification is a different rule; "
+            "see the round row for its marginal law)"
+        )
+    word = {True: "exact", False: "not exact", None: "inconclusive"}[e]
+    if e is False and engine.expected == "lossy":
+        word += " (lossy by design)"
+    return word
+
+
+def edge_text(report) -> str:
+    edges = [f for f in report.findings if f.kind == "edge"]
+    if not edges:
+        return ""
+    kinds: dict = {}
+    for f in edges:
+        kinds.setdefault(f.check, f.message)
+    return "; ".join(f"battery {k} ({sum(f.check == k for f in edges)}x): {m[:160]}" for k, m in kinds.items())
+
+
+def short_counterexample(cx: dict | None) -> dict | None:
+    if not cx:
+        return None
+    keep = {
+        k: cx[k]
+        for k in ("method", "model", "vocab_size", "k", "draft_ids", "p", "q", "exact_tv", "empirical_tv", "samples")
+        if k in cx
+    }
+    keep["distributions"] = cx.get("distributions", [])[:6]
+    return keep
