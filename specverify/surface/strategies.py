@@ -40,7 +40,6 @@ this reason (huggingface/transformers issue #32867, PR #33534).
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -50,11 +49,9 @@ from numpy.typing import ArrayLike, NDArray
 from ..common.validation import check_alpha, check_prob_vector
 from ..laws.chains import TableModel
 from ..laws.processing import check_sampling, process_logits
-from ..laws.requests import LastTokenGrammar, LogitTable, Request, SamplingParams
 from ..samplers.prompt_lookup import one_hot
-
-DEFAULT_VOCAB_SIZE = (1, 8)
-"""Vocabulary sizes drawn when ``vocab_size=None``."""
+from .loop_strategies import LoopSetup, grammars, logit_tables, loop_setups, requests, sampling_params
+from .strategy_arguments import DEFAULT_VOCAB_SIZE, IntRange, Vector, int_range, read_only, seeds, vocab_sizes
 
 MAX_TABLE_ROWS = 4096
 """Largest table (V^order * period rows) ``table_models`` agrees to draw."""
@@ -64,43 +61,9 @@ TINY = 1e-12
 
 _REGIMES = ("spread", "one_hot", "near_degenerate", "tiny", "float32")
 
-_IntRange = int | tuple[int, int] | None  # a size argument: None (the default range), an int or a (min, max) pair
-_Vector = NDArray[np.float64]
+_IntRange = IntRange
+_Vector = Vector
 _Pair = tuple[_Vector, _Vector]
-
-
-# ------------------------------------------------------------------------------- argument checks
-
-
-def _int_range(value: _IntRange, name: str, minimum: int, default: tuple[int, int]) -> tuple[int, int]:
-    """None -> default, an int -> (v, v), a (lo, hi) pair -> itself; checked against minimum."""
-    if value is None:
-        return max(default[0], minimum), default[1]
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        lo = hi = int(value)
-    elif (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in value)
-    ):
-        lo, hi = int(value[0]), int(value[1])
-    else:
-        raise ValueError(f"{name}: expected None, an int or a (min, max) pair of ints, got {value!r}")
-    if lo < minimum:
-        raise ValueError(f"{name}: must be >= {minimum}, got {value!r}")
-    if lo > hi:
-        raise ValueError(f"{name}: min {lo} is larger than max {hi}")
-    return lo, hi
-
-
-def _sizes(vocab_size: _IntRange) -> st.SearchStrategy[int]:
-    return st.integers(*_int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE))
-
-
-def _read_only(*arrays: _Vector) -> tuple[_Vector, ...]:
-    for a in arrays:
-        a.setflags(write=False)
-    return arrays
 
 
 # --------------------------------------------------------------------------- probability vectors
@@ -149,7 +112,7 @@ def prob_vectors(vocab_size: _IntRange = None, *, allow_zeros: bool = True) -> s
     (one entry 1 - 1e-9), tiny entries (1e-12), and float32-rounded entries renormalized in
     float32, so the float64 sum is 1 only to float32 rounding (within ``SUM_TOL`` = 1e-5).
     """
-    return _sizes(vocab_size).flatmap(lambda v: _vector_of_size(v, allow_zeros))
+    return vocab_sizes(vocab_size).flatmap(lambda v: _vector_of_size(v, allow_zeros))
 
 
 # ---------------------------------------------------------------------------------- (p, q) pairs
@@ -203,11 +166,11 @@ def pq_pairs(
     zeros).
     """
     if alpha is None:
-        return _sizes(vocab_size).flatmap(lambda v: _random_pair(v, allow_zeros))
+        return vocab_sizes(vocab_size).flatmap(lambda v: _random_pair(v, allow_zeros))
     a = check_alpha(alpha)
     if a == 0.0 and not allow_zeros:
         raise ValueError("alpha: 0 needs disjoint supports, i.e. zeros; allow_zeros is False")
-    lo, hi = _int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE)
+    lo, hi = int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE)
     if a < 1.0:
         if hi < 2:
             raise ValueError(f"vocab_size: alpha = {a} < 1 needs at least 2 tokens, got {vocab_size!r}")
@@ -216,7 +179,7 @@ def pq_pairs(
 
 
 def _pair(p: list[float], q: list[float]) -> _Pair:
-    p_array, q_array = _read_only(np.array(p, dtype=np.float64), np.array(q, dtype=np.float64))
+    p_array, q_array = read_only(np.array(p, dtype=np.float64), np.array(q, dtype=np.float64))
     return p_array, q_array
 
 
@@ -252,7 +215,7 @@ emits, near-degenerate pairs and a ratio p/q of 5e11."""
 def adversarial_or_random_pairs(vocab_size: _IntRange = None, *, allow_zeros: bool = True) -> st.SearchStrategy[_Pair]:
     """``ADVERSARIAL_PAIRS`` that fit ``vocab_size`` (as writable copies) mixed with
     ``pq_pairs(vocab_size)``."""
-    lo, hi = _int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE)
+    lo, hi = int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE)
     fitting = [
         pq
         for pq in ADVERSARIAL_PAIRS
@@ -285,9 +248,9 @@ def table_models(
     """``TableModel``s with V^order * period rows; with ``period > 1`` every position modulo
     period has its own target and draft. Rows are drawn from a pool of up to six (p, q) pairs
     (adversarial or random), so small tables shrink to one repeated pair."""
-    v_lo, v_hi = _int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE)
-    o_lo, o_hi = _int_range(order, "order", 0, (0, 3))
-    t_lo, t_hi = _int_range(period, "period", 1, (1, 3))
+    v_lo, v_hi = int_range(vocab_size, "vocab_size", 1, DEFAULT_VOCAB_SIZE)
+    o_lo, o_hi = int_range(order, "order", 0, (0, 3))
+    t_lo, t_hi = int_range(period, "period", 1, (1, 3))
     if v_hi**o_hi * t_hi > MAX_TABLE_ROWS:
         raise ValueError(
             f"vocab_size, order, period: up to {v_hi}^{o_hi} * {t_hi} table rows, more than "
@@ -388,107 +351,7 @@ def processed_pair(
     ``apply_processing`` with one config (drawn from ``processing_configs()`` unless given)."""
     if config is not None:
         _check_config(config)
-    return _sizes(vocab_size).flatmap(lambda v: _processed_pair_of_size(v, config))
-
-
-# ----------------------------------------------------------------------------------------- seeds
-
-
-def seeds() -> st.SearchStrategy[int]:
-    """Seeds for ``numpy.random.default_rng``, drawn by Hypothesis so a failure replays and
-    shrinks (towards 0) with the rest of the example."""
-    return st.integers(0, 2**32 - 1)
-
-
-# ---------------------------------------------------------------------------- the loop interface
-# Requests, params, grammars and logit tables for specverify.laws.requests's generate(target, draft,
-# requests, k, rng). Small by default (vocabularies of 2 to 3, max_tokens up to 3) so that the
-# exact enumeration of a whole batch stays cheap.
-
-
-@st.composite
-def logit_tables(draw: st.DrawFn, vocab_size: int, width: int | None = None, period: _IntRange = (1, 2)) -> LogitTable:
-    """A ``LogitTable`` over ``vocab_size`` contexts with ``width`` logits per row (default: the
-    vocabulary); rows may hold a -inf (a token the model never gives)."""
-    width = vocab_size if width is None else width
-    per = draw(st.integers(*_int_range(period, "period", 1, (1, 2))))
-    values = draw(
-        st.lists(
-            st.floats(-3, 3, allow_nan=False).map(lambda x: round(x, 3)),
-            min_size=per * vocab_size * width,
-            max_size=per * vocab_size * width,
-        )
-    )
-    table = np.array(values).reshape(per, vocab_size, width)
-    return LogitTable(table, f"drawn {per}x{vocab_size}x{width}")
-
-
-@st.composite
-def grammars(draw: st.DrawFn, vocab_size: int) -> LastTokenGrammar:
-    """A ``LastTokenGrammar``: a non-empty allowed set first and after each token (and, half the
-    time, a different table at odd lengths)."""
-    ids = st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=vocab_size, unique=True).map(
-        lambda xs: tuple(sorted(xs))
-    )
-    table = st.tuples(*[ids] * vocab_size)
-    return LastTokenGrammar(draw(ids), draw(table), draw(st.none() | table))
-
-
-@st.composite
-def sampling_params(
-    draw: st.DrawFn, vocab_size: int, max_tokens: _IntRange = (0, 3), seeded: bool = False
-) -> SamplingParams:
-    """``SamplingParams`` with every field drawn (greedy included); ``seeded``: a seed is drawn
-    half the time."""
-    token = st.integers(0, vocab_size - 1)
-    return SamplingParams(
-        temperature=draw(st.sampled_from([0.0, 0.7, 1.0, 1.5])),
-        top_k=draw(st.none() | st.integers(1, vocab_size)),
-        top_p=draw(st.sampled_from([1.0, 0.9, 0.6])),
-        min_p=draw(st.sampled_from([0.0, 0.1, 0.3])),
-        repetition_penalty=draw(st.sampled_from([1.0, 1.3, 0.8])),
-        frequency_penalty=draw(st.sampled_from([0.0, 0.5, -0.3])),
-        presence_penalty=draw(st.sampled_from([0.0, 0.4])),
-        logit_bias=draw(st.dictionaries(token, st.sampled_from([-1.0, 0.5, 2.0]), max_size=2)),
-        allowed_tokens=draw(st.none() | grammars(vocab_size)),
-        stop_token_ids=draw(st.lists(token, max_size=1, unique=True).map(tuple)),
-        max_tokens=draw(st.integers(*_int_range(max_tokens, "max_tokens", 0, (0, 3)))),
-        seed=draw(st.none() | seeds()) if seeded else None,
-    )
-
-
-@st.composite
-def requests(draw: st.DrawFn, vocab_size: int, max_tokens: _IntRange = (0, 3), seeded: bool = False) -> Request:
-    """A ``Request``: a prompt of 1 to 2 tokens and drawn params."""
-    prompt = draw(st.lists(st.integers(0, vocab_size - 1), min_size=1, max_size=2).map(tuple))
-    return Request(prompt, draw(sampling_params(vocab_size, max_tokens, seeded)))
-
-
-class LoopSetup(NamedTuple):
-    target: object
-    draft: object
-    requests: list[Request]
-    k: int
-
-
-@st.composite
-def loop_setups(
-    draw: st.DrawFn,
-    vocab_size: _IntRange = (2, 3),
-    batch: _IntRange = (1, 3),
-    max_tokens: _IntRange = (0, 3),
-    k: _IntRange = (1, 2),
-    seeded: bool = False,
-) -> LoopSetup:
-    """(target, draft, requests, k): logit tables whose draft is as wide as the target, narrower
-    or wider (padding rows), and a ragged batch of requests with their own params and lengths."""
-    v = draw(st.integers(*_int_range(vocab_size, "vocab_size", 2, (2, 3))))
-    width = draw(st.sampled_from([v, v + 1, max(v - 1, 1)]))
-    n = draw(st.integers(*_int_range(batch, "batch", 1, (1, 3))))
-    reqs = draw(st.lists(requests(v, max_tokens, seeded), min_size=n, max_size=n))
-    return LoopSetup(
-        draw(logit_tables(v)), draw(logit_tables(v, width)), reqs, draw(st.integers(*_int_range(k, "k", 1, (1, 2))))
-    )
+    return vocab_sizes(vocab_size).flatmap(lambda v: _processed_pair_of_size(v, config))
 
 
 __all__ = [
