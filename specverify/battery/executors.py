@@ -30,6 +30,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ..errors import UsageError
+
 LOCAL = "local"
 RAY_EXTRA_HINT = "--executor ray needs Ray: install the extra with pip install -e '.[ray]' (or pip install 'ray>=2.9')"
 RAY_CLIENT_HINT = "pip install 'ray[client]'"
@@ -41,7 +43,7 @@ Unit = tuple[Callable[..., Any], tuple[Any, ...]]
 """An independent unit of work: ``(function, its arguments)``, run as its own task."""
 
 
-class ExecutorUnavailable(Exception):
+class ExecutorUnavailable(UsageError):
     """The executor asked for cannot be used here (a usage error, exit 2)."""
 
 

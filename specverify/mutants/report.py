@@ -28,6 +28,7 @@ from ..battery.core import BREAKING_KINDS
 from ..battery.executors import ExecutorUnavailable
 from ..common.files import write_atomically
 from ..common.validation import with_overrides
+from ..errors import EXIT_CODES
 from ..interfaces.campaign_cost import campaign_table
 from ..interfaces.round import cases as round_cases
 from ..interfaces.round.units import merge_output, prefetched
@@ -228,14 +229,14 @@ def run(args) -> int:
         )
     except ValueError as exc:
         print(f"specverify.mutants: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CODES["usage"]
     if args.command == "list":
         for m in ALL:
             print(f"{m.id:48s} {m.effect:13s} {m.description}")
         return 0
     if args.mutant and args.mutant not in {m.id for m in ALL}:
         print(f"specverify.mutants: {unknown_mutant_line(args.mutant, [m.id for m in ALL])}", file=sys.stderr)
-        return 2
+        return EXIT_CODES["usage"]
     progress = progress_mode_for(sys.stderr)
     items = subjects(args.mutant)
     start = time.monotonic()
@@ -244,7 +245,7 @@ def run(args) -> int:
             rows = run_all(items, args.budget, args.seed, args.timeout, args.workers, progress, args.executor)
     except ExecutorUnavailable as exc:
         print(f"specverify.mutants: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CODES["usage"]
     except KeyboardInterrupt as stop:
         runner.kill_all()
         how, code = signals.how_stopped(stop)
@@ -265,7 +266,7 @@ def run(args) -> int:
                 f"the report is printed above",
                 file=sys.stderr,
             )
-            return 2
+            return EXIT_CODES["usage"]
     if getattr(args, "plot", None):
         from ..surface.plots import mutant_kills_figure
 
@@ -273,7 +274,7 @@ def run(args) -> int:
             mutant_kills_figure(rows, args.plot, checks=list(SHORT_CHECK_NAMES.values()))
         except (OSError, ValueError) as exc:
             print(f"specverify.mutants: --plot: could not draw {args.plot!r} ({exc})", file=sys.stderr)
-            return 2
+            return EXIT_CODES["usage"]
     if args.junit_xml:
         from ..surface import junit
 
