@@ -10,6 +10,7 @@ token a round).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def context_sweep(largest: int) -> list[LoopCase]:
     cases = []
     for i, n in enumerate(prompts):
         prompt = (0,) + tuple(1 + (t % 3 == 2) for t in range(n - 1))
-        penalty = {"repetition_penalty": 1.3} if i % 2 else {}
+        penalty: dict[str, Any] = {"repetition_penalty": 1.3} if i % 2 else {}
         cases.append(
             LoopCase(
                 f"sweep: context {n + 3} (prompt {n} from first token 0, max_tokens 3"
