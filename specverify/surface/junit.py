@@ -67,7 +67,7 @@ def _clean_char(ch: str) -> str:
     return ch
 
 
-def write(path, suite: str, cases: list[Case], what: str) -> int:
+def write(path: str, suite: str, cases: list[Case], what: str) -> int:
     """Write the XML atomically: 0, or 2 with one line on stderr (files.write_or_report)."""
     from ..common.files import write_or_report
 

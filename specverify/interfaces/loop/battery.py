@@ -92,6 +92,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...battery.budgets import LoopBudget
 from ...battery.core import BatteryResult
 from ...battery.subject_calls import run_in_subject
 from ..corners import corner_words
@@ -180,7 +181,7 @@ def declared_coverage(budget, cases, from_subject: bool = True) -> str:
     )
 
 
-def get_budget(budget):
+def get_budget(budget: object) -> LoopBudget:
     """The loop section of a budget (``budgets.section``): by the budget's name (a round
     ``Budget`` too), ``tv=X`` (every request the enumerator cannot follow sampled until it sees
     TV X: ``loop_cases.campaign_loop_budget``), a ``LoopBudget`` as it is; an unknown name is an

@@ -208,7 +208,7 @@ def _sweeps(context: int, max_tokens: int, sampled: LoopBudget) -> tuple[LoopCas
     return tuple(context_sweep(context) + sampled_sweeps(sampled) + ([greedy] if greedy else []))
 
 
-def sweep_loop_cases(budget="standard") -> list[LoopCase]:
+def sweep_loop_cases(budget: object = "standard") -> list[LoopCase]:
     """The budget's sweeps, one dimension at a time, the others small (kind "sweep"):
     ``context_sweep`` to ``sweep_context`` (enumerated like edges), the ones judged per position
     (``sampled_sweeps``, ``sweep_runs`` runs each; the seeded one over ``seed_law_runs`` seeds),
