@@ -376,7 +376,7 @@ def check_name(name) -> str:
     return name
 
 
-def check_budget(budget):
+def check_budget(budget: object) -> object:
     """``budget`` as a caller of the API gives it, checked once without building anything: a name
     every interface has (``check_name``) or a budget object of one interface's class
     (``CLASSES``: a round ``Budget``, a ``LoopBudget``, a ``KernelBudget``), returned as it is.
@@ -412,6 +412,7 @@ def campaign(interface: str, name: str):
     tv = check_tv_budget(name)
     thorough = TABLE["thorough"][interface]
     if interface == "loop":
+        assert isinstance(thorough, LoopBudget), "TABLE's loop sections are LoopBudgets"
         return replace(
             thorough,
             name=f"tv={tv:g}",
@@ -421,6 +422,7 @@ def campaign(interface: str, name: str):
             guard_s=CAMPAIGN_SECONDS,
         )
     if interface == "kernel":
+        assert isinstance(thorough, KernelBudget), "TABLE's kernel sections are KernelBudgets"
         return replace(thorough, name=name, detect_tv=tv, n_max=1 << 40)
     raise KeyError(f"{interface}: its tv=X section is built by the interface (section's campaign_of)")
 

@@ -86,7 +86,7 @@ def remove_captures_of(pid: int) -> list[str]:
     with SIGKILL, which runs no finalizer); returns their paths. For a parent that kills its
     worker processes (the mutant report on Ctrl-C)."""
     folder, prefix = tempfile.gettempdir(), capture_prefix(pid)
-    removed = []
+    removed: list[str] = []
     try:
         names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".log")]
     except OSError:

@@ -334,7 +334,7 @@ class SubjectTree:
 
     def _live_roots(self, table: dict[int, tuple[int, int]]) -> set[int]:
         """The subject's process and the recorded ones, those still running as the same process."""
-        owned = dict(self.records)
+        owned: dict[int, int | None] = dict(self.records)
         if self.root is not None:
             owned[self.root] = self.root_start
         return {pid for pid, start in owned.items() if table.get(pid, (0, None))[1] == start}
@@ -357,11 +357,13 @@ class SubjectTree:
     def _kill_group(self) -> None:
         """SIGKILL the subject's process group, unless its pid (the group's id) now names another
         process: while the subject is not reaped, or a member is left, the id is still ours."""
-        start = _start_time(self.root)
+        root = self.root
+        assert root is not None, "end() kills the group only of a started subject"
+        start = _start_time(root)
         if start is not None and start != self.root_start:
             return
         try:
-            os.killpg(self.root, signal.SIGKILL)
+            os.killpg(root, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):  # gone, or the child never led it
             pass
 

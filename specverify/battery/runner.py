@@ -40,6 +40,8 @@ import time
 import traceback
 import weakref
 from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import ForkingPickler
 
 from ..common.validation import check_positive_real
@@ -196,8 +198,8 @@ class Runner:
         if method not in ("fork", "spawn"):
             raise ValueError(f"start_method: must be fork or spawn, got {method!r}")
         self.start_method = method
-        self._process = None
-        self._conn = None
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
         self._leftovers = _Leftovers()
         self._finalizer = weakref.finalize(self, self._leftovers.release)
 
@@ -228,17 +230,19 @@ class Runner:
         parent, child = ctx.Pipe()
         capture = self._leftovers.capture()
         leaf = self._leftovers.tree.leaf_for_child()
-        self._process = ctx.Process(
+        self._process = ctx.Process(  # type: ignore[attr-defined]  # typeshed's BaseContext lacks Process; every context has it
             target=_child_main,
             args=(child, parent, os.getpid(), self._load, capture, leaf),
             daemon=True,
             name="specverify-subject",
         )
+        process = self._process
         try:
-            self._process.start()
+            process.start()
         finally:
             child.close()
-        self._leftovers.tree.adopt(self._process.pid)  # it leads its own group (os.setsid)
+        assert process.pid is not None, "a started process has its pid"
+        self._leftovers.tree.adopt(process.pid)  # it leads its own group (os.setsid)
         self._conn = parent
         _LIVE.add(self)
         status, value = self._receive(self._load_limit, "loading the subject")
@@ -281,14 +285,19 @@ class Runner:
         if self._process is None or not self._process.is_alive():
             self.kill()
             self.start()
-        self._conn.send((task, args))
+        self._pipe().send((task, args))
         status, value = self._receive(limit + KILL_MARGIN_S, "a call")
         if status == "error":
             raise RunnerError(f"{getattr(task, '__name__', task)} failed in the subject's process:\n{value}")
         return value
 
+    def _pipe(self) -> Connection:
+        """The pipe to the subject's process (``start`` sets it, ``kill`` clears it)."""
+        assert self._conn is not None, "no subject process: the runner is started before a call"
+        return self._conn
+
     def _receive(self, limit: float, what: str):
-        if not self._conn.poll(limit):
+        if not self._pipe().poll(limit):
             self.kill()
             raise SubjectFailed(f"{what} did not return within {limit:g} s; its process was killed")
         data = self._read_message(limit)
@@ -309,10 +318,11 @@ class Runner:
         length header the subject forged could otherwise keep ``recv_bytes`` waiting forever) and
         at most ``MAX_MESSAGE_BYTES``; SubjectFailed when the child died, overran or lied."""
         box: dict = {}
+        conn = self._pipe()
 
-        def read():
+        def read() -> None:
             try:
-                box["data"] = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
+                box["data"] = conn.recv_bytes(MAX_MESSAGE_BYTES)
             except BaseException as exc:  # noqa: BLE001 - handed to the caller below
                 box["error"] = exc
 
@@ -328,6 +338,7 @@ class Runner:
             return box["data"]
         if isinstance(error, EOFError) or (isinstance(error, OSError) and "bad message length" not in str(error)):
             process = self._process
+            assert process is not None, "a reply is read only from a started subject's process"
             exited = _wait_unreaped(process, 5)
             self.kill()  # ends its tree while its pid is still ours, then reaps it
             raise SubjectFailed(describe_exit(process.exitcode if exited else None)) from None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def stream(seed, *path: int) -> np.random.SeedSequence:
+def stream(seed: int | np.random.SeedSequence, *path: int) -> np.random.SeedSequence:
     """The node at ``path`` of ``SeedSequence(seed)``'s tree (the module's docstring): ``seed``
     an int (the check's seed), or a ``SeedSequence`` node, whose path this extends (its child
     ``path[0]``, that one's child ``path[1]``, ...). ``stream(seed)`` is the root."""

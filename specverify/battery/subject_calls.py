@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any
 
 from . import runner
 from .core import BatteryResult, Finding
@@ -80,11 +81,12 @@ class Battery:
     def __init__(self, subject: runner.Runner, budget, seed: int, deadline: float | None):
         self.subject, self.budget, self.seed, self.deadline = subject, budget, seed, deadline
         self.result = BatteryResult(budget=budget.name)
-        self.runs_done, self.runs_planned = 0, None  # sampled runs so far, and the budget's plan
+        self.runs_done: int = 0  # sampled runs so far
+        self.runs_planned: int | None = None  # the budget's plan
         self.workers = 1  # processes that share independent calls (``map_calls``): the subject's and clones
         self._clones: list[runner.Runner] = []
 
-    def map_calls(self, calls: list[tuple], seconds: list[float], stop: Callable[[object], bool]) -> list:
+    def map_calls(self, calls: list[tuple], seconds: list[float], stop: Callable[[Any], bool]) -> list:
         """``[task(subject, *args) for task, args in calls]`` in order, each within its
         ``seconds``, shared among ``workers`` processes of the subject (the subject's own and
         clones loaded the same way, started on first use, closed by ``close``). The calls must
@@ -134,6 +136,7 @@ class Battery:
         for i in range(cut[0]):
             ok, value = results[i]
             if not ok:
+                assert isinstance(value, BaseException), "a failed call's value is what it raised"
                 raise value
             out.append(value)
         return out

@@ -60,11 +60,12 @@ def import_failure(target: str, where: str, own_module: str | None, exc: BaseExc
     advice = environment_problem(why + import_site_note(exc), own_module=own_module)
     if advice:
         return environment_error(f"TARGET {target!r}: cannot import {where!r}: {advice} ({why})")
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
     site = import_site(exc) if isinstance(exc, ModuleNotFoundError) else None
-    if site and exc.name and not is_target_itself(exc.name, own_module):
+    if site and missing and not is_target_itself(missing, own_module):
         path, line, statement = site
         return TargetError(
-            f"TARGET {target!r}: {shown_path(path)}:{line}: {statement!r}: no module named {exc.name!r} "
+            f"TARGET {target!r}: {shown_path(path)}:{line}: {statement!r}: no module named {missing!r} "
             f"beside {os.path.basename(path)} nor installed here (a typo, or a file that is missing?)"
         )
     return TargetError(f"TARGET {target!r}: cannot import {where!r} ({why})")
@@ -79,7 +80,9 @@ def shown_path(path: str) -> str:
 def is_target_itself(module: str, own_module: str | None) -> bool:
     """Whether the missing ``module`` is the TARGET's module or a package above it (a misspelt
     TARGET, said as such, not an import line of the subject's)."""
-    return bool(own_module) and (own_module == module or own_module.startswith(module + "."))
+    if not own_module:
+        return False
+    return own_module == module or own_module.startswith(module + ".")
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -102,6 +105,7 @@ def _import_file(path: str):
         sys.path.insert(0, folder)
     mod_name = "specverify_target_" + os.path.splitext(os.path.basename(path))[0]
     spec = importlib.util.spec_from_file_location(mod_name, path)
+    assert spec is not None and spec.loader is not None, "a .py path (split_target's rule) has a source loader"
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     spec.loader.exec_module(module)

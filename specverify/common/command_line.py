@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..errors import EXIT_CODES
 
@@ -94,7 +96,11 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def parsed(parse, argv) -> tuple[argparse.Namespace | None, int]:
+Parsed = TypeVar("Parsed")
+"""What a command's parser returns (an ``argparse.Namespace``, or a command's own record)."""
+
+
+def parsed(parse: Callable[[Any], Parsed], argv: Any) -> tuple[Parsed | None, int]:
     """``(parse(argv), 0)``, or ``(None, exit code)`` when parsing stopped: 0 after ``--help``,
     ``EXIT_USAGE`` after a usage error (``OneLineParser`` has printed its one line). ``parse``:
     a parser's ``parse_args`` or a module's ``parse_args(argv)``. Every command's ``main`` starts

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ArgumentError, ArgumentTypeError
 
@@ -297,7 +297,11 @@ def check_overrides(what: str, budget, overrides: dict) -> dict:
     return overrides
 
 
-def with_overrides(what: str, budget, overrides: dict):
+Section = TypeVar("Section")
+"""A budget dataclass of one interface (``with_overrides`` returns one of the same class)."""
+
+
+def with_overrides(what: str, budget: Section, overrides: dict[str, Any]) -> Section:
     """``budget`` with ``overrides`` (checked by ``check_overrides``) replacing its fields; the
     budget itself when there are none."""
     import dataclasses

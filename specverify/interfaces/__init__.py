@@ -145,7 +145,7 @@ def parse_ks(text) -> tuple[int, ...]:
     if isinstance(text, bool):
         raise InterfaceError(f"k: expected an int, A..B or A,B,..., got {text!r}")
     if isinstance(text, int):
-        ks = (text,)
+        ks: tuple[int, ...] = (text,)
     elif isinstance(text, str) and re.fullmatch(r"\s*\d+\s*\.\.\s*\d+\s*", text):
         a, b = (int(x) for x in text.split(".."))
         if a > b:

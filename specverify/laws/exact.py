@@ -48,7 +48,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..common.validation import check_int, check_k, check_prob_vector
-from .stats import total_variation  # noqa: F401  (re-exported: exact.total_variation)
+from .stats import total_variation as total_variation  # re-exported: exact.total_variation
 from .symbolic_uniform import Interval, SymbolicUniform, as_constant
 
 MAX_BRANCHING = 4096
@@ -404,9 +404,9 @@ def sequence_distribution(p_fn, prefix, m: int) -> dict[tuple[int, ...], float]:
     """
     m = check_k(m, "m")
     prefix = tuple(prefix)
-    frontier = {(): 1.0}
+    frontier: dict[tuple[int, ...], float] = {(): 1.0}
     for _ in range(m):
-        extended = {}
+        extended: dict[tuple[int, ...], float] = {}
         for seq, prob in frontier.items():
             p = check_prob_vector(f"p_fn({prefix + seq})", p_fn(prefix + seq))
             for tok in np.flatnonzero(p).tolist():

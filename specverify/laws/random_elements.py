@@ -247,6 +247,7 @@ class RandomElements:
         weights = race_weights(forms, [v for j, v in enumerate(values) if ids[j] < 0]) if race else None
         if weights is None:
             self.rng.refuse("argmax of random values that are not a fresh exponential race or Gumbel-max")
+        assert weights is not None, "refuse raised for a row that is not a race"
         self.spent.update(uniforms)
         return entries[0][0], self.choice([j for j, _ in entries], weights / weights.sum())
 

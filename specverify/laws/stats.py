@@ -41,7 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
-from ..common.validation import DEFAULT_FALSE_FAIL_RATE, check_discrepancy, check_int, check_rate
+from ..common.validation import DEFAULT_FALSE_FAIL_RATE as DEFAULT_FALSE_FAIL_RATE  # re-exported: the suite's default
+from ..common.validation import check_discrepancy, check_int, check_rate
 
 PROB_SUM_TOL = 1e-9  # expected-probability dicts must sum to 1 within this (absolute)
 MIN_EXPECTED_COUNT = 5.0  # chi-square cells below this expected count are pooled

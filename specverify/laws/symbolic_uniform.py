@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -99,6 +101,12 @@ class SymbolicUniform:
 
     __slots__ = ("_iv", "_a", "_b")
     __array_priority__ = 1000
+
+    if TYPE_CHECKING:  # set by _refuses_unmodelled_uses, as every name of _REFUSED: NotEnumerable
+
+        def __float__(self) -> NoReturn: ...
+
+        def __int__(self) -> NoReturn: ...
 
     def __init__(self, interval: Interval, a: float = 1.0, b: float = 0.0):
         self._iv, self._a, self._b = interval, a, b
@@ -195,10 +203,11 @@ class SymbolicUniform:
         for x in inputs:
             if isinstance(x, np.ndarray) and x.ndim > 0:
                 self._iv.rng.refuse(f"numpy.{ufunc.__name__} of a symbolic uniform and an array is not modelled")
+        assert op is not None, "refuse raised for a ufunc that is not modelled"
         return op(*(x.item() if isinstance(x, (np.ndarray, np.generic)) else x for x in inputs))
 
 
-_UFUNC_OPERATORS = {
+_UFUNC_OPERATORS: dict[str, Callable[..., Any]] = {
     "less": operator.lt, "less_equal": operator.le, "greater": operator.gt,
     "greater_equal": operator.ge, "add": operator.add, "subtract": operator.sub,
     "multiply": operator.mul, "divide": operator.truediv, "true_divide": operator.truediv,

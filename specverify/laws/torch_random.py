@@ -33,6 +33,7 @@ import functools
 import itertools
 import math
 import random as pyrandom
+from typing import Any, Literal, overload
 
 import numpy as np
 import torch
@@ -212,6 +213,7 @@ class Interception(TorchFunctionMode):
                     return self.__torch_function__(func, types, args, kwargs)
                 if handler is None:
                     self.rng.refuse(f"torch {name} of a random tensor is not modelled by the exact enumerator")
+            assert handler is not None, "refuse raised for a random tensor with no handler"
             return getattr(self, handler)(func, name, args, kwargs)
 
     def _decide_choices(self, tensors) -> bool:
@@ -224,6 +226,7 @@ class Interception(TorchFunctionMode):
             where = [j for j, e in enumerate(flat) if e >= 0 and self.elements.is_choice(e)]
             if not where:
                 continue
+            assert ids is not None, "a tensor without ids holds no choices"
             found = True
             values = torch.tensor([self.elements.choice_value(flat[j]) for j in where], dtype=t.dtype)
             if t.dim() == 0:
@@ -242,6 +245,15 @@ class Interception(TorchFunctionMode):
                 self.rng.refuse(f"read_deferred of a {t.dim()}-dimensional {t.dtype} tensor (1-D integers only)")
             values, ids = t.tolist(), self._ids(t)
             return values if ids is None else [self.elements.handed_out(v, e) for v, e in zip(values, ids.tolist())]
+
+    @overload
+    def _ids(self, t: torch.Tensor, create: Literal[True], concrete: bool = False) -> torch.Tensor: ...
+
+    @overload
+    def _ids(self, t: torch.Tensor, create: bool = False, *, concrete: Literal[True]) -> torch.Tensor: ...
+
+    @overload
+    def _ids(self, t: torch.Tensor, create: bool = False, concrete: bool = False) -> torch.Tensor | None: ...
 
     def _ids(self, t: torch.Tensor, create: bool = False, concrete: bool = False) -> torch.Tensor | None:
         """The expression id of each element of t (-1: concrete), a view into its storage's overlay;
@@ -269,7 +281,9 @@ class Interception(TorchFunctionMode):
                 self.rng.refuse("a random torch tensor was kept from an earlier run and reused")
             if found or not overlays or not t.numel() or t.untyped_storage().data_ptr() not in overlays:
                 continue
-            found = int(self._ids(t).max()) >= 0
+            ids = self._ids(t)
+            assert ids is not None, "a storage with an overlay has ids"
+            found = int(ids.max()) >= 0
         return found
 
     def _concrete_rest(self, args, kwargs, data: tuple) -> None:
@@ -405,7 +419,8 @@ class Interception(TorchFunctionMode):
         """Read x and y (before an in-place operation writes): (j, expression, the other operand's
         value, whether the expression is x) for each broadcast element j with a symbolic operand."""
         shape = tuple(np.broadcast_shapes(*(v.shape for v in (x, y) if isinstance(v, torch.Tensor))))
-        n, flat = math.prod(shape), []
+        n = math.prod(shape)
+        flat: list[Any] = []  # x's ids (None: concrete) and values, then y's
         listed = lambda t: (t if t.shape == shape else t.expand(shape)).reshape(-1).tolist()  # noqa: E731
         for v in (x, y):
             tensor = isinstance(v, torch.Tensor)

@@ -129,13 +129,13 @@ def rows_at(batch: Batch, j):
 def verify_batch(
     batch: Batch,
     *,
-    accept: Callable = None,
+    accept: Callable | None = None,
     first: Callable = first_rejection,
     rows: Callable = rows_at,
     residual: Callable = residual_weights,
     recover: Callable = inverse_cdf,
     bonus: Callable = inverse_cdf,
-    recover_uniform: Callable = None,
+    recover_uniform: Callable | None = None,
 ):
     """The rule on a validated ``Batch``: (output_ids [B, k + 1], num_accepted [B]).
 

@@ -161,7 +161,7 @@ def name_of(sampler: object) -> str:
     return f"{module}:{name}" if isinstance(module, str) else name
 
 
-def adapted(sampler: object, interface: object) -> tuple[Any, object]:
+def adapted(sampler: object, interface: object) -> tuple[Any, str | None]:
     """(the sampler to check, the interface to check it as): ``sampler`` and ``interface`` as
     given, or with an adapter (a callable ``interface``) applied to a callable sampler and the
     handout's interface (``interfaces.HANDOUT``). ArgumentTypeError when the sampler is none of

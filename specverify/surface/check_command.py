@@ -108,6 +108,7 @@ def parse_args(argv):
         metavar="BUDGET",
         help=f"how much to run ({BUDGET_WORDS}; --help says what each covers)",
     )
+    assert isinstance(show_help, HelpAfter), "add_argument returns the action its class made"
     show_help.fill = lambda: setattr(budget, "help", budget_help())
     ap.add_argument(
         "--interface",

@@ -73,6 +73,7 @@ def junit_case(target: str, outcome: tuple[str, object]):
         return junit.Case(target, "specverify.check", 0.0, "error", f"usage error: {value}", str(value))
     if status == "environment":
         return junit.Case(target, "specverify.check", 0.0, "skipped", f"cannot run here: {value}", str(value))
+    assert isinstance(value, dict), "an ok outcome carries its report as a dict"
     report = value
     if report.get("environment"):
         why = f"cannot run here: {report['environment']}"

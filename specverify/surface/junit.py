@@ -43,9 +43,9 @@ def to_xml(suite: str, cases: list[Case]) -> str:
             child.text = _clean(c.text)
         elif c.text:
             ET.SubElement(el, "system-out").text = _clean(c.text)
-    suites.set("tests", root.get("tests"))
-    suites.set("failures", root.get("failures"))
-    suites.set("errors", root.get("errors"))
+    suites.set("tests", root.attrib["tests"])
+    suites.set("failures", root.attrib["failures"])
+    suites.set("errors", root.attrib["errors"])
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
@@ -67,7 +67,7 @@ def _clean_char(ch: str) -> str:
     return ch
 
 
-def write(path, suite: str, cases: list[Case], what: str) -> int:
+def write(path: str, suite: str, cases: list[Case], what: str) -> int:
     """Write the XML atomically: 0, or 2 with one line on stderr (files.write_or_report)."""
     from ..common.files import write_or_report
 

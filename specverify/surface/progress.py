@@ -116,6 +116,7 @@ class StatusLine:
             finally:
                 self.bar = None
                 if self.owned:
+                    assert self.stream is not None, "an owned stream is open until stop"
                     self.stream.close()
 
 

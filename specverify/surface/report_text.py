@@ -300,7 +300,9 @@ def fit(lines: list[str], width: int = WIDTH) -> list[str]:
         if len(line) <= width:
             out.append(line)
             continue
-        lead = re.match(r" *(?:\| )?", line).group()
+        match = re.match(r" *(?:\| )?", line)
+        assert match is not None, "the pattern matches the empty string"
+        lead = match.group()
         more = lead[:-2] + "|   " if lead.endswith("| ") else lead + "  "
         pieces = wrap(line[len(lead) :], max(20, width - len(more)))
         out += [lead + pieces[0]] + [more + p for p in pieces[1:]]

@@ -160,7 +160,7 @@ class KernelBattery(KernelContract, KernelExact):
     its batch pairs."""
 
     # -- all -------------------------------------------------------------------------------------
-    def run(self, stop_on_first: bool = False, only=None) -> BatteryResult:
+    def run(self, stop_on_first: bool | tuple[str, ...] = False, only=None) -> BatteryResult:
         all_cases = cases(self.budget, self.seed, self.aim) if only is None else list(only)
         started = time.perf_counter()
         if not self.contract(all_cases[0]):
@@ -290,7 +290,7 @@ def run(
     seed: int,
     *,
     deadline=None,
-    stop_on_first: bool = False,
+    stop_on_first: bool | tuple[str, ...] = False,
     prefetched: dict | None = None,
     cases=None,
     aim=None,
@@ -325,7 +325,7 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) 
     return result.counterexample
 
 
-def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
+def units(load, budget, stop_on_first: bool | tuple[str, ...] = False) -> list[tuple]:
     """None: the kernel battery runs whole (its calls are already batched)."""
     return []
 

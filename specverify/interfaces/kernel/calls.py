@@ -39,7 +39,8 @@ class KernelCalls(Battery):
         self.statistical = False  # judged by statistics: a generator, or uniforms that do not replay
         self.flagged_instances: list = []  # (V*k, case, b, got, want, tv, method)
         self.stat_checks = 1  # instances the statistics' false-fail rate is split over (set by run)
-        self.pinned = None  # (rows [N], uniforms [N, k + 1], position): rows() then varies that row only
+        # (rows [N], uniforms [N, k + 1], position): rows() then varies that row only
+        self.pinned: tuple[np.ndarray, np.ndarray, int] | None = None
         self.scan_batch = budget.scan_rows  # rows per call of the scans (1 while measuring again)
 
     def chunk_rows(self, case: kc.KernelCase) -> int:
@@ -105,6 +106,7 @@ class KernelCalls(Battery):
     def pinned_rows(self, case: kc.KernelCase, uniforms):
         """``rows`` while pinned to (batch rows, their uniforms, position): one call per uniform
         row given, the pinned batch with that position's uniforms replaced by it."""
+        assert self.pinned is not None, "rows() calls this only while pinned"
         rows, base, position = self.pinned
         sets = np.repeat(np.asarray(base, dtype=np.float32)[None], len(uniforms), axis=0)
         sets[:, position] = uniforms

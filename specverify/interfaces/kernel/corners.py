@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ...battery.budgets import KernelBudget
 from ..corners import CORNER_PREFIX, CORNER_SEED
 from .cases import KernelCase
 from .sweeps import binned_sweep_case, k_sweep_cases
@@ -63,7 +64,7 @@ def binned_k_corner(V: int, k: int) -> KernelCase:
     return replace(last, name=f"{CORNER_PREFIX} binned V{V} x k={k}", draft_ids=ids, q=q, p=p)
 
 
-def kernel_corner_cases(budget) -> list[KernelCase]:
+def kernel_corner_cases(budget: KernelBudget) -> list[KernelCase]:
     """The kernel's corners (k x batch, binned V x k; see the module's docstring), those whose
     two dimensions the ``KernelBudget`` sweeps, where it has ``sweep_corners``."""
     if not budget.sweep_corners or budget.k_sweep < 2:

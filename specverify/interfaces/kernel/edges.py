@@ -30,7 +30,8 @@ class KernelEdges(KernelScans):
         that deviates there is reported as a measure-zero event only if it keeps to the rule at
         interior uniforms of the same cell, in the same batch (``deviation_inside``)."""
         k = case.k
-        rows, what = [], []
+        rows: list[tuple[int, np.ndarray]] = []
+        what: list[tuple[str, int, int, float, bool | None]] = []  # (kind, instance, index, u, coin or None)
         for b in insts:
             xs = case.drafts(b)
             for i, x in enumerate(xs):

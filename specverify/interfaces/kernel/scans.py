@@ -79,20 +79,21 @@ class KernelScans(KernelStatistics):
                 probs.append((b, j))
                 bases.append(base)
         probes = [probe_points(kc.emission_breakpoints(case, b, j), grid_points(case)) for b, j in probs]
-        bases = np.array(bases)
+        stacked = np.array(bases)
 
         def evaluate(ids, vals):
-            u = bases[ids].copy()
+            u = stacked[ids].copy()
             u[:, k] = vals
             bs = np.array([probs[j][0] for j in ids], dtype=np.int64)
             out, nacc = self.rows(case, bs, u, batch=self.scan_batch)
             return nacc * (V + 1) + out[np.arange(len(ids)), nacc] + 1
 
-        return dict(zip(probs, segments(evaluate, probes))), dict(zip(probs, bases))
+        return dict(zip(probs, segments(evaluate, probes))), dict(zip(probs, stacked))
 
     def kernel_law(self, case, b, coin, emission) -> dict | None:
         """{(j, y): probability} from the pieces; None if an emission piece has another count."""
-        V, law, reach = case.vocab_size, {}, 1.0
+        V, reach = case.vocab_size, 1.0
+        law: dict[tuple[int, int], float] = {}
         kb = len(case.drafts(b))
         for j in range(kb + 1):
             accept = (

@@ -61,6 +61,8 @@ class KernelStatistics(KernelCalls):
             power = stats.min_discrepancy_chi_square(done, want, per_check, POWER_FALSE_PASS_RATE)
             self.result.power.append({"case": f"{case.name}: {case.labels[b]}", "runs": done, "min_tv": power})
             r = self.result
+            assert result is not None, "planned_looks plans at least one look"
+            assert result.p_value is not None, "a chi-square test always has its p-value"
             r.chi2_p_value_min = min(r.chi2_p_value_min if r.chi2_p_value_min is not None else 1.0, result.p_value)
             got = {tuple(map(int, key.split())): c / done for key, c in counts.items()}
             if not result.passed:

@@ -294,6 +294,7 @@ def as_round_sampler(kernel):
         prefix = tuple(prefix)
         drafts, qs = draft(q_fn, prefix, k, rng)
         ps = [np.asarray(p_fn(prefix + tuple(drafts[:i])), dtype=np.float32) for i in range(k + 1)]
+        u: np.random.Generator | np.ndarray  # the kernel's generator, or its uniforms
         if generator:
             u = np.random.default_rng(int(rng.integers(1 << 62)))
         else:

@@ -92,6 +92,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...battery.budgets import LoopBudget
 from ...battery.core import BatteryResult
 from ...battery.subject_calls import run_in_subject
 from ..corners import corner_words
@@ -180,7 +181,7 @@ def declared_coverage(budget, cases, from_subject: bool = True) -> str:
     )
 
 
-def get_budget(budget):
+def get_budget(budget: object) -> LoopBudget:
     """The loop section of a budget (``budgets.section``): by the budget's name (a round
     ``Budget`` too), ``tv=X`` (every request the enumerator cannot follow sampled until it sees
     TV X: ``loop_cases.campaign_loop_budget``), a ``LoopBudget`` as it is; an unknown name is an
@@ -257,7 +258,7 @@ def coverage(budget) -> str:
         f"{b.generated_paths} reference paths each); seeds replayed ({b.seeds}) and judged "
         f"by their law ({b.seed_law_runs} seeds); {len(sweeps)} sweeps, one dimension at a time "
         f"({_swept_words(cases_reach(sweeps))}; {b.sweep_runs} runs where sampled"
-        f"{corner_words([c.sweep for c in loop_corner_cases(b)])}); "
+        f"{corner_words([c.sweep for c in loop_corner_cases(b) if c.sweep is not None])}); "
         + (
             f"one engine-scale batch (V {b.scale_vocab}, k {b.scale_k}, max_tokens "
             f"{b.scale_tokens}, binned chi-square per position over {b.scale_runs} runs); "
@@ -274,7 +275,7 @@ def run(
     seed: int,
     *,
     deadline=None,
-    stop_on_first: bool = False,
+    stop_on_first: bool | tuple[str, ...] = False,
     prefetched: dict | None = None,
     aim=None,
     cases=None,
@@ -300,7 +301,7 @@ def run_loop_battery(
     budget="standard",
     seed: int = 0,
     *,
-    stop_on_first: bool = False,
+    stop_on_first: bool | tuple[str, ...] = False,
     deadline: float | None = None,
     cases=None,
     aim=None,
@@ -366,7 +367,7 @@ def sweep_counterexample(result: BatteryResult, sweeps) -> dict | None:
     return None if finding is None else describe_binned_loop(by_name[finding.case], finding, "positions")
 
 
-def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
+def units(load, budget, stop_on_first: bool | tuple[str, ...] = False) -> list[tuple]:
     """None: the loop battery runs whole."""
     return []
 

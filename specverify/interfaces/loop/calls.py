@@ -90,7 +90,7 @@ class LoopCalls(Battery):
         paths = b.max_paths if case.kind in CORE_KINDS else min(b.max_paths, b.extra_max_paths)
         return self.call(loop_enumerate_task, case, tuple(ids), paths, b.guard_s, seconds=self.task_limit)
 
-    def sample(self, case: LoopCase, n: int, rng) -> tuple:
+    def sample(self, case: LoopCase, n: int, rng) -> tuple | None:
         """n runs of the whole case (``loop_sample_task``), contracts checked on each; (outcomes,
         rng after, replayed), or None when a breach or the guard ended them (reported here)."""
         b = self.budget

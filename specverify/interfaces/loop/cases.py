@@ -48,7 +48,7 @@ def campaign_loop_budget(name: str) -> LoopBudget:
     return budgets.campaign("loop", name)
 
 
-def get_loop_budget(budget) -> LoopBudget:
+def get_loop_budget(budget: object) -> LoopBudget:
     """A ``LoopBudget`` as it is, a name of ``LOOP_BUDGETS`` or ``tv=X`` (``campaign_loop_budget``);
     another interface's budget (a round ``Budget``) by its name (``budgets.section``)."""
     return budgets.section("loop", budget)

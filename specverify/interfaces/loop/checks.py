@@ -74,7 +74,7 @@ class LoopBattery(LawChecks, PositionChecks):
             )
         return bool(replayed)
 
-    def run(self, cases, stop_on_first: bool) -> BatteryResult:
+    def run(self, cases, stop_on_first: bool | tuple[str, ...]) -> BatteryResult:
         r = self.result
         per_check = self.split(cases)
         exact_ok = self.replays(cases)

@@ -8,6 +8,7 @@ loop's (``loop.reference``), exact or by a one-sided mean test.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,7 @@ class LawChecks(LoopCalls):
         ``efficiency``. Each request's (method, law got, law wanted, runs) goes to ``self.laws``."""
         r = self.result
         self.laws = {}
+        value: Any  # the laws enumerated, a breach, the guard's words or why not enumerable
         status, value = self.enumerate(case, range(len(case.requests))) if exact_ok else ("no", "rng replay differed")
         if status == "breach":
             self.find("contract", "contract", value, case)

@@ -6,6 +6,7 @@ position (``scale_case``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -30,7 +31,7 @@ def positions_tests(case: LoopCase) -> int:
     return sum(m + 1 + min(max(m - 1, 0), MAX_LAG) for m in lengths) + len(identical_groups(case))
 
 
-def _product(row_a: np.ndarray, row_b: np.ndarray) -> dict:
+def _product(row_a: np.ndarray, row_b: np.ndarray) -> dict[tuple[int, ...], float]:
     return {(int(a), int(b)): float(row_a[a] * row_b[b]) for a in np.flatnonzero(row_a) for b in np.flatnonzero(row_b)}
 
 
@@ -70,17 +71,19 @@ class PositionChecks(SeedChecks):
             return
         names = ("seed-law", "seed-law") if case.seeded else ("position-law", "joint-law")
         rows = [step_distribution(case.target(q.prompt), q.params, q.prompt, ()) for q in case.requests[: len(got[0])]]
-        tests = []
+        tests: list[tuple[str, int, str, Sequence[tuple[int, ...]], dict[tuple[int, ...], float]]] = []
         for i, row in enumerate(rows):
             outs = [o[i][0] for o in got]
-            law = {(int(t),): float(row[t]) for t in np.flatnonzero(row)}
-            columns = [[(o[j],) for o in outs if len(o) > j] for j in range(case.requests[i].params.max_tokens)]
+            law: dict[tuple[int, ...], float] = {(int(t),): float(row[t]) for t in np.flatnonzero(row)}
+            columns: list[list[tuple[int, ...]]] = [
+                [(o[j],) for o in outs if len(o) > j] for j in range(case.requests[i].params.max_tokens)
+            ]
             tests += [(names[0], i, f"position {j + 1}", c, law) for j, c in enumerate(columns) if len(c) >= MIN_COLUMN]
             tests.append((names[0], i, "all positions pooled", [t for c in columns for t in c], law))
             pairs = _product(row, row)
             for lag in range(1, min(len(columns), MAX_LAG + 1)):
-                samples = [p for o in outs for p in lag_pairs(o, lag)]
-                tests.append((names[1], i, f"pairs of positions {lag} apart", samples, pairs))
+                lagged = [p for o in outs for p in lag_pairs(o, lag)]
+                tests.append((names[1], i, f"pairs of positions {lag} apart", lagged, pairs))
         for a, b in (g[:2] for g in identical_groups(case)):
             both = [t for o in got for t in zip(o[a][0], o[b][0])]
             tests.append(

@@ -10,6 +10,7 @@ token a round).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def context_sweep(largest: int) -> list[LoopCase]:
     cases = []
     for i, n in enumerate(prompts):
         prompt = (0,) + tuple(1 + (t % 3 == 2) for t in range(n - 1))
-        penalty = {"repetition_penalty": 1.3} if i % 2 else {}
+        penalty: dict[str, Any] = {"repetition_penalty": 1.3} if i % 2 else {}
         cases.append(
             LoopCase(
                 f"sweep: context {n + 3} (prompt {n} from first token 0, max_tokens 3"
@@ -207,7 +208,7 @@ def _sweeps(context: int, max_tokens: int, sampled: LoopBudget) -> tuple[LoopCas
     return tuple(context_sweep(context) + sampled_sweeps(sampled) + ([greedy] if greedy else []))
 
 
-def sweep_loop_cases(budget="standard") -> list[LoopCase]:
+def sweep_loop_cases(budget: object = "standard") -> list[LoopCase]:
     """The budget's sweeps, one dimension at a time, the others small (kind "sweep"):
     ``context_sweep`` to ``sweep_context`` (enumerated like edges), the ones judged per position
     (``sampled_sweeps``, ``sweep_runs`` runs each; the seeded one over ``seed_law_runs`` seeds),

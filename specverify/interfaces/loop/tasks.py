@@ -99,7 +99,7 @@ def _plain_row(o, vocab: int) -> tuple | None:
     if toks is None or not (_plain_count(drafted) and _plain_count(accepted)):
         return None
     if lps is not None:
-        if (type(lps) is not tuple and type(lps) is not list) or len(lps) != len(toks):
+        if type(lps) not in (tuple, list) or len(lps) != len(toks):
             return None
         if not all(type(x) is float for x in lps):
             return None

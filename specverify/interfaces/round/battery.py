@@ -83,7 +83,7 @@ def run(
     seed: int,
     *,
     deadline=None,
-    stop_on_first: bool = False,
+    stop_on_first: bool | tuple[str, ...] = False,
     prefetched: dict | None = None,
     aim=None,
     workers: int = 1,
@@ -126,7 +126,7 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) 
     return shrink_engine_scale(subject, budget, seed, smallest(big)) if big else None
 
 
-def units(load, budget, stop_on_first: bool = False) -> list[tuple]:
+def units(load, budget, stop_on_first: bool | tuple[str, ...] = False) -> list[tuple]:
     """The battery's case enumerations as ``(specverify.interfaces.round.units.enumeration_unit, args)`` pairs."""
     from .units import enumeration_calls, enumeration_unit
 
@@ -140,7 +140,7 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
     binned chi-square, tokens per round, in that order (``run``)."""
 
     # -- all -----------------------------------------------------------------------------------
-    def run(self, stop_on_first: bool) -> BatteryResult:
+    def run(self, stop_on_first: bool | tuple[str, ...]) -> BatteryResult:
         b, r = self.budget, self.result
         fixed, drawn = battery(b), generated_cases(b, self.seed)
         swept = sweep_cases(b, self.seed) + round_corner_cases(b)
@@ -281,7 +281,7 @@ def run_battery(
     budget: str | Budget = "standard",
     seed: int = 0,
     *,
-    stop_on_first: bool = False,
+    stop_on_first: bool | tuple[str, ...] = False,
     deadline: float | None = None,
     prefetched: dict | None = None,
     aim=None,

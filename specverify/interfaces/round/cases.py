@@ -151,8 +151,8 @@ def sweep_cases(budget: str | Budget, seed: int) -> list[Case]:
             out.append(Case(f"sweep context {n} (seed {seed}): {model.name}, k=2, 2 tokens", model, tokens[:n], 2, 2))
     if b.sweep_k:
         for k in range(1, b.sweep_k + 1):
-            model = one_hot_draft_model(2, 17, SWEEP_K_SEED, chance=tuple(sorted({0, k // 2, k - 1, k})))
-            out.append(Case(f"sweep k={k}: {model.name}, {k + 1} tokens", model, (), k, k + 1))
+            k_model = one_hot_draft_model(2, 17, SWEEP_K_SEED, chance=tuple(sorted({0, k // 2, k - 1, k})))
+            out.append(Case(f"sweep k={k}: {k_model.name}, {k + 1} tokens", k_model, (), k, k + 1))
     return out
 
 

@@ -24,7 +24,7 @@ the subject does not draw (only) from its rng."""
 class ContractDetector(RoundSampling):
     """The contract's rounds on every case, first of the detectors (``RoundBattery.run``)."""
 
-    def contract_rounds(self, case, rng) -> tuple[dict, object]:
+    def contract_rounds(self, case, rng: np.random.Generator) -> tuple[dict, np.random.Generator]:
         """``contract_task``'s rounds for ``case``: its first call alone, under one call's limit
         (a call that hangs where the in-process alarm cannot reach it, in C or swallowing the
         alarm, is killed after one call's limit, not the whole contract's), then the rest."""

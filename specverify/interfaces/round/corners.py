@@ -29,7 +29,7 @@ def first_token_chance_model(vocab: int, period: int, seed: int, chance: tuple[i
     return FirstTokenModel(p, q, order=1, period=period, name=name)
 
 
-def round_corner_cases(budget) -> list[Case]:
+def round_corner_cases(budget: object) -> list[Case]:
     """The round's corner (context x k, see the module's docstring), or none where the budget
     has no ``sweep_corners`` or does not sweep both."""
     b = get_budget(budget)

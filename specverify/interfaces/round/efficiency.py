@@ -6,6 +6,8 @@ to each case's figure go the optimum over exact chain rules and over width-2 tre
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE, Finding
@@ -29,6 +31,8 @@ class TokensPerRoundDetector(RoundSampling):
         b, r = self.budget, self.result
         per_check = stats.split_budget(false_fail_rate, len(cases))
         skip_exact = any(f.check == "rng" for f in r.findings)
+        value: Any  # the enumeration's law of lengths, its breach or its guard's words
+        got: float
         for i, case in enumerate(cases):
             want = expected_round_length(case)
             status, value = "not-enumerable", None

@@ -24,7 +24,7 @@ def top_table(dist: dict, limit: int = 16) -> dict:
 class ExactDetector(RoundSampling):
     """Exact TV per case, the enumerations one by one or shared among the workers."""
 
-    def exact(self, cases, stop_on_first: bool) -> list[Case]:
+    def exact(self, cases, stop_on_first: bool | tuple[str, ...]) -> list[Case]:
         """Exact TV per case; returns the cases left to statistics."""
         r = self.result
         if any(f.check == "rng" for f in r.findings):
@@ -68,7 +68,7 @@ class ExactDetector(RoundSampling):
                 )
         return fallback
 
-    def enumerate_ahead(self, cases, stop_on_first: bool) -> list | None:
+    def enumerate_ahead(self, cases, stop_on_first: bool | tuple[str, ...]) -> list | None:
         """With several workers, every case's enumeration, and the tokens-per-round cases'
         round-length laws (kept in ``self.lengths_ahead`` for ``tokens_per_round``), shared among
         the subject's processes (``map_calls``), in the cases' order; None (enumerate one by one,

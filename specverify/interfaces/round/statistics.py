@@ -32,7 +32,7 @@ class ChiSquareDetector(RoundSampling):
             return
         sizes = looks(b.n_min, b.n_max)
         per_check = stats.split_budget(false_fail_rate, len(cases) * len(sizes))
-        live = {i: [] for i in range(len(cases))}
+        live: dict[int, list] = {i: [] for i in range(len(cases))}
         last_p: dict = {}
         last = {i: self.last_look(c, fallback, sizes) for i, c in enumerate(cases)}
         for look, n in enumerate(sizes):

@@ -35,7 +35,9 @@ from . import cases as round_cases
 from . import tasks as round_tasks
 
 
-def enumeration_calls(budget: round_cases.Budget, stop_on_first: bool = False) -> list[tuple[bool, int]]:
+def enumeration_calls(
+    budget: round_cases.Budget, stop_on_first: bool | tuple[str, ...] = False
+) -> list[tuple[bool, int]]:
     """The enumerations worth a unit, as ``(lengths, case index)``: those the battery asks for
     unless the contract fails. Every case of the budget (``all_cases()``), or with
     ``stop_on_first`` only the first (a mutant's first finding ends enumeration, usually on
