@@ -438,3 +438,16 @@ def vllm_style_forward(target, bonus, draft_probs, ids, seeded_seqs):
     out[0, :n] = ids[0, :n]
     out[0, n] = recovered[n] if n < k else bonus[0, 0]
     return out
+
+
+def test_a_random_value_written_into_an_empty_tensor_is_no_random_element():
+    """An empty tensor has no elements and no storage to overlay: writing into it records nothing
+    (the enumerator once failed on ``None.nbytes()`` here), and the law is the rest of the run's."""
+
+    def program(rng):
+        g = generator(rng)
+        empty = torch.empty(0)
+        empty[...] = torch.rand(1, generator=g)
+        return bool(torch.rand(1, generator=g) < 0.25)
+
+    assert_law(enumerate_distribution(program), {True: 0.25, False: 0.75}, tol=1e-7)

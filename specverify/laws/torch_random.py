@@ -257,9 +257,12 @@ class Interception(TorchFunctionMode):
 
     def _ids(self, t: torch.Tensor, create: bool = False, concrete: bool = False) -> torch.Tensor | None:
         """The expression id of each element of t (-1: concrete), a view into its storage's overlay;
-        when the storage has none: one made with ``create``, all -1 with ``concrete``, else None."""
-        storage = t.untyped_storage() if t.numel() else None
-        entry = self.overlays.get(storage.data_ptr()) if storage is not None else None
+        when the storage has none: one made with ``create``, all -1 with ``concrete``, else None. An
+        empty tensor has no overlay: its ids are an empty tensor with ``create`` or ``concrete``."""
+        if not t.numel():  # no elements, so nothing random to record: no overlay
+            return torch.full(t.shape, -1) if create or concrete else None
+        storage = t.untyped_storage()
+        entry = self.overlays.get(storage.data_ptr())
         if entry is None and create:
             if t.device.type != "cpu":
                 self.rng.refuse(f"random values written to a tensor on {t.device} are not modelled")
