@@ -23,6 +23,8 @@ import operator
 
 import numpy as np
 
+from . import precision
+
 
 class Interval:
     """The interval [lo, hi) one uniform is known to lie in on the current path."""
@@ -57,6 +59,7 @@ def as_constant(x, what: str, rng) -> float:
         return x
     if isinstance(x, SymbolicUniform):
         rng.refuse(f"{what} of two symbolic uniforms is not modelled")
+    precision.note(x)  # the precision a threshold was computed in (laws.precision)
     if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
         x = x.item()
     if not isinstance(x, numbers.Real):

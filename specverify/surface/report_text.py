@@ -135,6 +135,9 @@ def verdict_line(report: dict, width: int = WIDTH) -> str:
     ("pkg.mod:fn: EXACT, efficient (1.3 s)"); a subject too long for it is shortened in the
     middle ("...") and given whole on the next line (``subject_lines``)."""
     label = CANNOT_RUN_HERE if report.get("environment") else verdict_label(report["exact"], report["efficient"])
+    rounded = report.get("rounding") or {}
+    if report["exact"] and rounded.get("rounding_cases"):  # laws.rounding: "EXACT at float32 rounding, ..."
+        label = label.replace("EXACT", f"EXACT at {rounded['precision']} rounding", 1)
     tail = f": {label} ({report['seconds']:.1f} s)"
     return shortened(str(report["target"]), width - len(tail)) + tail
 
