@@ -272,6 +272,10 @@ def tally(summary: dict, judgement: Judgement) -> None:
             summary["largest_rule_tv"] = max(summary.get("largest_rule_tv", 0.0), judgement.rule_tv)
         ratio = judgement.tv / (judgement.allowed / MULTIPLE)  # of max(the rule's TV, the floor) on its case
         summary["largest_ratio"] = max(summary.get("largest_ratio", 0.0), ratio)
+    if not judgement.exact:
+        summary["above_cases"] = summary.get("above_cases", 0) + 1
+        if judgement.tv > summary.get("above_tv", 0.0):  # the worst finding, with both figures
+            summary.update(above_tv=judgement.tv, above_rule_tv=judgement.rule_tv, above_allowed=judgement.allowed)
 
 
 def summary_words(summary: dict) -> str:
@@ -282,17 +286,26 @@ def summary_words(summary: dict) -> str:
         return ""
     p = summary["precision"]
     head = f"judged at {p} ({summary.get('precision_from', 'observed')})"
+    parts = []
     n = summary.get("rounding_cases", 0)
-    if not n:
-        return head
-    rule = summary.get("largest_rule_tv")
-    rule = f"; the rule in {p}: {rule:.2g}" if rule is not None else ""
-    return (
-        f"{head}: {n} exact case{'s' if n != 1 else ''} within {p} rounding (largest TV "
-        f"{summary['largest_tv']:.2g}{rule}; on its own case a TV is at most {summary.get('largest_ratio', 0):.2g}x "
-        f"the rule's or the floor, of {MULTIPLE:g}x allowed); rounding this small is invisible to the sampled cases, "
-        "the exact cases settled it"
-    )
+    if n:
+        rule = summary.get("largest_rule_tv")
+        rule = f"; the rule in {p}: {rule:.2g}" if rule is not None else ""
+        parts.append(
+            f"{n} exact case{'s' if n != 1 else ''} within {p} rounding (largest TV "
+            f"{summary['largest_tv']:.2g}{rule}; on its own case a TV is at most {summary.get('largest_ratio', 0):.2g}x "
+            f"the rule's or the floor, of {MULTIPLE:g}x allowed); rounding this small is invisible to the sampled "
+            "cases, the exact cases settled it"
+        )
+    above = summary.get("above_cases", 0)
+    if above and p != "float64":
+        rule = summary.get("above_rule_tv")
+        rule = f"the rule in {p}: {rule:.2g}" if rule is not None else "no rule enumerable: analytic bound"
+        parts.append(
+            f"{above} exact case{'s' if above != 1 else ''} above {p} rounding (largest TV {summary['above_tv']:.2g}; "
+            f"{rule} on its case, allowed {summary['above_allowed']:.2g})"
+        )
+    return f"{head}: {'; '.join(parts)}" if parts else head
 
 
 __all__ = [
