@@ -62,11 +62,11 @@ def precision_of(x) -> str | None:
     except (KeyError, TypeError):
         pass
     try:
-        name = str(dtype).removeprefix("torch.")
+        text = str(dtype).removeprefix("torch.")
     except Exception:  # noqa: BLE001 - a dtype attribute that is not one
         return None
-    name = {"half": "float16", "float": "float32", "double": "float64"}.get(name, name)
-    name = name if name in SIGNIFICAND_BITS else None
+    text = {"half": "float16", "float": "float32", "double": "float64"}.get(text, text)
+    name = text if text in SIGNIFICAND_BITS else None
     try:
         _NAMES[dtype] = name
     except TypeError:  # not hashable: not a dtype

@@ -50,6 +50,7 @@ from .precision import (
     unobserved,
     working_precision,
 )
+from .stats import total_variation
 
 EXACT_TV_TOL = 1e-9
 """The float64 floor: a correct float64 sampler's exact TV is ~1e-15; above 1e-9 is a bias."""
@@ -117,7 +118,9 @@ def rule_in(precision: str):
         return round_to(fn(context), precision)
 
     def speculative_step(p_fn, q_fn, prefix, k, rng):
-        prefix, drafts, qs = tuple(prefix), [], []
+        prefix = tuple(prefix)
+        drafts: list[int] = []
+        qs: list[np.ndarray] = []
         for _ in range(k):
             qs.append(row(q_fn, prefix + tuple(drafts)))
             drafts.append(draw(qs[-1], rng, precision))
@@ -142,7 +145,7 @@ def yardstick(p_fn, q_fn, prefix, k: int, m: int, precision: str, target: dict, 
             law = exact.sampler_distribution(rule_in(precision), p_fn, q_fn, prefix, k, m, max_paths=max_paths)
         except exact.NotEnumerable:
             return None
-    return exact.total_variation(law, target)
+    return total_variation(law, target)
 
 
 def analytic_bound(precision: str, k: int, support: int, rounds: int = 1) -> float:
