@@ -140,3 +140,37 @@ def test_the_fixture_takes_precision_from_its_marker():
     from specverify.surface import pytest_plugin
 
     assert "precision" in pytest_plugin.MARKER_KEYWORDS
+
+
+def test_rounding_controls_and_mutants_need_no_torch():
+    """The mutant report's main job runs without torch: the rounding controls and mutants are
+    NumPy only (bfloat16 emulated), and the bfloat16 control is judged at bfloat16, exact at its
+    rounding, while the bfloat16-coins mutant stays a finding at float32. Exact enumeration in a
+    fresh interpreter where ``import torch`` fails: no false-fail rate to state."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+class NoTorch:  # import torch -> ModuleNotFoundError, as where it is not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "torch":
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, NoTorch())
+import numpy as np
+from specverify.laws import exact, rounding
+from specverify.mutants import get
+P = np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3], [0.15, 0.25, 0.6]])
+Q = np.array([[0.3, 0.3, 0.4], [0.5, 0.25, 0.25], [0.1, 0.7, 0.2]])
+p_fn, q_fn = (lambda c: P[len(c) % 3]), (lambda c: Q[len(c) % 3])
+want = exact.sequence_distribution(p_fn, (), 3)
+for mutant_id, precision, is_exact in (("control/bfloat16-rule", "bfloat16", True),
+                                       ("control/float32-rule", "float32", True),
+                                       ("rounding/bfloat16-coins", "float32", False)):
+    law = exact.sampler_distribution(get(mutant_id).fn, p_fn, q_fn, (), 2, 3)
+    j = rounding.judge_law(exact.total_variation(law, want), law, want, p_fn, q_fn, (), 2, 3)
+    assert (j.precision, j.exact) == (precision, is_exact), (mutant_id, j.words())
+assert "torch" not in sys.modules
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
