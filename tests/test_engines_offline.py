@@ -380,21 +380,15 @@ def test_vllm_v0_round_wrapper_with_no_drafts_emits_the_bonus():
 
 
 def test_float32_rounding_is_told_from_a_bias():
-    from specverify.battery.core import Finding
-    from specverify.engines import rounding_bound, within_rounding
+    """The engines' rows judge through the one rounding policy (laws.rounding): the analytic
+    bound is the kernel's tolerance per round, and a float32 law's round-length gap of 1e-8 is
+    rounding while 1e-3 is not."""
+    from specverify.laws import precision, rounding
 
-    entries = {"c, k=1, 2 tokens": {"k": 1, "vocab": 3, "tokens": 2}}
-    assert rounding_bound(entries["c, k=1, 2 tokens"]) == pytest.approx(40 * 2.0**-24)
-
-    def tv(x, case="c, k=1, 2 tokens"):
-        return Finding("exact-tv", "distribution", f"TV {x}", case, {"exact_tv": x})
-
-    assert within_rounding(tv(3e-8), entries)
-    assert not within_rounding(tv(1e-3), entries) and not within_rounding(tv(3e-8, "other"), entries)
-    gap = Finding(
-        "tokens-per-round", "efficiency", "1.75 vs 1.75 (exact)", "c, k=1", {"measured": 1.75, "expected": 1.75 + 1e-8}
-    )
-    assert within_rounding(gap, entries)
+    assert rounding.analytic_bound("float32", 1, 3, 2) == pytest.approx(40 * 2.0**-24)
+    law = precision.ObservedLaw({1: 0.25, 2: 0.75}, {"float32", "float64"})
+    assert 1e-8 <= rounding.mean_gap_allowed(law, 1) < 1e-3
+    assert rounding.mean_gap_allowed(precision.ObservedLaw({1: 1.0}, {"float64"}), 1) == rounding.EXACT_TV_TOL
 
 
 # ----------------------------------------------------------------------------- EAGLE-1 top-2 tree

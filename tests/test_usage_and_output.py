@@ -155,7 +155,7 @@ def test_the_marker_refuses_what_it_would_ignore_and_hides_assert_exact(pytester
     )
     result.assert_outcomes(passed=1, failed=1, errors=2)
     out = result.stdout.str()
-    allowed = "budget, seed, interface, allow_inconclusive"
+    allowed = "budget, seed, interface, allow_inconclusive, precision"
     result.stdout.fnmatch_lines(
         [
             f"*@pytest.mark.specverify takes keywords only ({allowed}), got positional argument(s) "

@@ -134,6 +134,7 @@ class BatteryResult:
     seconds: float = 0.0
     cases: list[dict] = field(default_factory=list)  # every case run, one ``coverage_entry`` each
     reach: dict = field(default_factory=dict)  # dimension -> the largest value the cases run reached
+    rounding: dict = field(default_factory=dict)  # the precision exact laws were judged at (laws.rounding.tally)
 
     def cover(self, **entry) -> None:
         """Record one case in ``cases`` (``coverage_entry``'s fields), once per name."""

@@ -56,15 +56,7 @@ from .engine_table import (
     render_table,
     runs_here,
 )
-from .engine_verdict import (
-    FLOAT32_GRID,
-    judge,
-    judge_float32,
-    reach_text,
-    rounding_bound,
-    row_reach,
-    within_rounding,
-)
+from .engine_verdict import judge, reach_text, row_reach
 from .row_budgets import FAST_KERNEL, FAST_ROUND, MODELS_EXTRA, NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL, TRITON_SWEEPS
 
 __all__ = [
@@ -73,7 +65,6 @@ __all__ = [
     "ENGINES",
     "FAST_KERNEL",
     "FAST_ROUND",
-    "FLOAT32_GRID",
     "MODELS_EXTRA",
     "NEEDS_TRITON",
     "ONE_MINUS_F32",
@@ -88,7 +79,6 @@ __all__ = [
     "describe_probes",
     "is_cached",
     "judge",
-    "judge_float32",
     "kernel_probe",
     "listing",
     "loader",
@@ -102,11 +92,9 @@ __all__ = [
     "render_table",
     "replays",
     "round_probe",
-    "rounding_bound",
     "row_reach",
     "run",
     "run_engine",
     "run_probes",
     "runs_here",
-    "within_rounding",
 ]

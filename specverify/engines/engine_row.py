@@ -25,7 +25,6 @@ class Engine:
     uniform_range: str = "[0, 1)"
     files: tuple[str, ...] = ()  # the files of the wheel the row unpacks (pins)
     needs: tuple[str, ...] = ("torch",)  # what running the row needs here, besides its wheel
-    float32: bool = False  # a round row whose engine computes in float32: exact laws judged at float32 rounding
     recheck: Callable | None = None  # (engine, download) -> the skip line of a ``skip`` row that looks for its wheel
 
 

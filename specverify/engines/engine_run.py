@@ -15,7 +15,6 @@ from .engine_verdict import (
     efficiency_text,
     how_text,
     judge,
-    judge_float32,
     power_text,
     row_reach,
     short_counterexample,
@@ -65,7 +64,10 @@ def run_engine(
     load_s = time.perf_counter() - t0
     say(f"judging ({engine.interface} battery, budget {budget})")
     report = judge(engine, built.subject, budget, seed, workers)
-    rounding = judge_float32(report) if engine.float32 else ""
+    from ..laws.rounding import summary_words  # here: the command's usage errors load no SciPy
+
+    rounded = report.result.rounding  # one policy for every row: laws.rounding
+    rounding = summary_words(rounded) if rounded.get("rounding_cases") else ""
     say("probing the measure-zero events and disagreements")
     facts = (
         run_probes(built.probe, ONE_MINUS_F64 if "float64" in engine.uniform_range else ONE_MINUS_F32)

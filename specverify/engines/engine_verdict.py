@@ -1,5 +1,5 @@
-"""A row's verdict: the engine's Report under its budget (``judge``), float32 rounding told apart
-from a finding (``judge_float32``), and the table's words for the verdict, the power, how it was
+"""A row's verdict: the engine's Report under its budget (``judge``; rounding is told apart from a
+finding by the one policy, ``laws.rounding``, inside the battery), and the table's words for the verdict, the power, how it was
 reached, the reach, the efficiency and the edges."""
 
 from __future__ import annotations
@@ -43,52 +43,6 @@ def judge(engine: Engine, subject, budget: str, seed: int = 0, workers: int = 1)
         progress=False,  # the engines command reports its own progress
         workers=workers,
     )
-
-
-FLOAT32_GRID = 2.0**-24
-"""One float32 ulp near 1 (torch.rand's grid step)."""
-
-
-def rounding_bound(entry: dict) -> float:
-    """The TV a float32 engine's rounding can reach on one round case (a ``coverage.cases``
-    entry): per round, the kernel battery's tolerance (``interfaces.kernel.plan.tolerance``: k coins
-    and up to V cumulative sums, each moved by a few float32 ulps), times the rounds of the
-    window (at most its tokens)."""
-    return 4 * FLOAT32_GRID * (entry["k"] + 1 + entry["vocab"]) * entry["tokens"]
-
-
-def _case_entry(entries: dict, name: str | None) -> dict | None:
-    """The coverage entry of a finding's case (tokens-per-round names lack the window)."""
-    if name in entries:
-        return entries[name]
-    return next((e for n, e in entries.items() if name and n.startswith(name + ",")), None)
-
-
-def within_rounding(finding, entries: dict) -> bool:
-    """Whether an exact finding of a float32 round row is float32 rounding: an exact TV, or a
-    tokens-per-round gap over (k + 1) such TVs, within ``rounding_bound`` of its case."""
-    entry = _case_entry(entries, finding.case)
-    if entry is None:
-        return False
-    ev = finding.evidence
-    if finding.check == "exact-tv":
-        return ev.get("exact_tv", 1.0) <= rounding_bound(entry)
-    if finding.check == "tokens-per-round" and "exact" in finding.message:
-        return abs(ev["measured"] - ev["expected"]) <= (entry["k"] + 1) * rounding_bound(entry)
-    return False
-
-
-def judge_float32(report) -> str:
-    """Drop the exact findings of a float32 round row that are float32 rounding (``within_rounding``)
-    from ``report`` (the verdict follows); what was dropped, in words (empty: nothing)."""
-    entries = {c["name"]: c for c in report.to_dict()["coverage"]["cases"]}
-    rounding = [f for f in report.result.findings if within_rounding(f, entries)]
-    if not rounding:
-        return ""
-    report.result.findings[:] = [f for f in report.result.findings if f not in rounding]
-    tvs = [f.evidence["exact_tv"] for f in rounding if f.check == "exact-tv"]
-    worst = f"largest {max(tvs):.2g}" if tvs else "tokens per round only"
-    return f"{len(rounding)} exact findings within float32 rounding ({worst}; bound 4 * 2^-24 * (k + 1 + V) per round)"
 
 
 def how_text(report, interface: str) -> str:

@@ -90,7 +90,6 @@ VLLM_ROWS = [
         _vllm_v0_round,
         FAST_ROUND,
         files=pins.VLLM_V0_FILES,
-        float32=True,
     ),
     Engine(
         "vllm-v0-typical",

@@ -12,6 +12,9 @@
 - ``torch_random``: torch's random functions followed by the enumerator (imported only with torch),
   with ``random_elements`` (the run's random elements and their decisions) and ``torch_seeds``;
 - ``uniform_cells``: the exact law of a function of one float32 uniform;
+- ``precision``: the working precision a subject computes in, observed by the enumerator or
+  stated; ``rounding``: exact laws judged at that precision against the token-wise rule carried
+  out in it (rounding is not a bias);
 - ``stats``: calibrated tests of categorical laws with stated false-fail rates and power;
   ``scalar_tests``: those of one scalar (a bounded mean, a proportion);
 - ``scale``: binned laws at engine-scale vocabularies;

@@ -48,6 +48,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..common.validation import check_int, check_k, check_prob_vector
+from . import precision
 from .stats import total_variation as total_variation  # re-exported: exact.total_variation
 from .symbolic_uniform import Interval, SymbolicUniform, as_constant
 
@@ -59,6 +60,15 @@ MAX_DECISIONS_PER_RUN = 10_000
 
 # numpy.random.Generator.choice refuses p whose sum is further than this from 1.
 _NUMPY_P_SUM_ATOL = math.sqrt(np.finfo(np.float64).eps)
+
+
+def choice_atol(p) -> float:
+    """How far from 1 ``Generator.choice`` lets p sum: sqrt(eps) of float64, or of p's own
+    floating dtype when that is coarser (numpy/random/_generator.pyx: float32 p, 3.5e-4)."""
+    dtype = getattr(p, "dtype", None)
+    if dtype is not None and np.issubdtype(dtype, np.floating):
+        return max(_NUMPY_P_SUM_ATOL, math.sqrt(np.finfo(dtype).eps))
+    return _NUMPY_P_SUM_ATOL
 
 
 class NotEnumerable(Exception):
@@ -161,6 +171,7 @@ class EnumeratingRng:
             self._branch_cap(n, "rng.choice")
             index = self.decide((1.0 / n,) * n)
         else:
+            precision.note(p)  # the weights' dtype (laws.precision)
             outcomes, weights = self._choice_weights(p, n)
             index = outcomes[self.decide(weights)]
         return np.int64(index) if population is None else population[index]
@@ -177,6 +188,7 @@ class EnumeratingRng:
         return cached
 
     def _check_choice_p(self, p, n: int) -> tuple[list[int], tuple]:
+        atol = choice_atol(p)
         p = np.asarray(p, dtype=np.float64)  # float() of a symbolic entry raises NotEnumerable
         if p.ndim != 1:
             raise ValueError("p must be 1-dimensional")
@@ -187,7 +199,7 @@ class EnumeratingRng:
         if (p < 0).any():
             raise ValueError("probabilities are not non-negative")
         total = math.fsum(p)
-        if abs(total - 1.0) > _NUMPY_P_SUM_ATOL:
+        if abs(total - 1.0) > atol:
             raise ValueError("probabilities do not sum to 1")
         outcomes = np.flatnonzero(p)
         self._branch_cap(len(outcomes), "rng.choice")
@@ -283,6 +295,7 @@ class SubrunMemo:
     def __init__(self, max_keys: int = 100_000):
         self.max_keys = check_int("max_keys", max_keys, 1)
         self._trees: dict = {}
+        self.precisions: set = set()  # what its sub-runs computed in, noted again on a replay (laws.precision)
 
     def run(self, rng, key, thunk):
         """thunk(), or the value its recorded run along this path returned (class docstring).
@@ -294,9 +307,12 @@ class SubrunMemo:
         while node is not None and node.weights is not None:
             node = node.after.get(rng.decide(node.weights))
         if node is not None and node.value is not _UNSET:
+            precision.note_all(self.precisions)
             return node.value
         rng._pos = first  # the decisions walked are taken again by the thunk, as on any replay
-        value = thunk()
+        with precision.observing() as seen:
+            value = thunk()
+        self.precisions |= seen
         rng._memo_runs.append((self, key, first, rng._pos, value))
         return value
 
@@ -424,7 +440,10 @@ def _round_tokens(sampler, p_fn, q_fn, prefix: tuple, k: int, rng) -> tuple[int,
 
 
 def _round_distribution(sampler, p_fn, q_fn, prefix: tuple, k: int, budget: _Budget) -> dict:
-    return _enumerate(lambda rng: _round_tokens(sampler, p_fn, q_fn, prefix, k, rng), budget)
+    """One round's law, carrying the precisions the sampler computed in (``precision.ObservedLaw``)."""
+    with precision.observing() as seen:
+        law = _enumerate(lambda rng: _round_tokens(sampler, p_fn, q_fn, prefix, k, rng), budget)
+    return precision.ObservedLaw(law, seen)
 
 
 def sampler_distribution(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000) -> dict[tuple[int, ...], float]:
@@ -452,7 +471,7 @@ def sampler_distribution(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000
                     result[seq[:m]] += prob * w
                 else:
                     pending[len(seq)][seq] += prob * w
-    return dict(result)
+    return precision.observed_law(result, *rounds.values())
 
 
 def round_length_distribution(sampler, p_fn, q_fn, prefix, k, *, max_paths=200_000) -> dict[int, float]:
@@ -461,7 +480,7 @@ def round_length_distribution(sampler, p_fn, q_fn, prefix, k, *, max_paths=200_0
     lengths: dict[int, float] = defaultdict(float)
     for out, w in dist.items():
         lengths[len(out)] += w
-    return dict(sorted(lengths.items()))
+    return precision.observed_law(sorted(lengths.items()), dist)
 
 
 def exact_tv(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000) -> float:

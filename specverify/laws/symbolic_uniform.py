@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
+from . import precision
+
 
 class Interval:
     """The interval [lo, hi) one uniform is known to lie in on the current path."""
@@ -59,6 +61,7 @@ def as_constant(x, what: str, rng) -> float:
         return x
     if isinstance(x, SymbolicUniform):
         rng.refuse(f"{what} of two symbolic uniforms is not modelled")
+    precision.note(x)  # the precision a threshold was computed in (laws.precision)
     if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
         x = x.item()
     if not isinstance(x, numbers.Real):

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from . import precision
 from .random_elements import ORDERS, DeferredChoice, RandomElements, keeps_choice, merged
 from .torch_seeds import RunSeeds, TorchSeed
 
@@ -319,6 +320,7 @@ class Interception(TorchFunctionMode):
         out = func(*args, **kwargs)  # torch checks the arguments; the draw itself is discarded
         if out.device.type != "cpu" or not out.is_floating_point():
             self.rng.refuse(f"torch {name} on {out.device} or of dtype {out.dtype} is not modelled")
+        precision.note(out)  # the coins' dtype (laws.precision)
         low, high = (
             float(_param(args, kwargs, i + 1, k, i)) if name == "uniform_" else i for i, k in enumerate(("from", "to"))
         )
@@ -331,6 +333,7 @@ class Interception(TorchFunctionMode):
         self.seeds.check_generator(kwargs)
         out = func(*args, **kwargs)  # torch checks the arguments; the draw itself is replaced
         if name == "multinomial":
+            precision.note(args[0])  # the weights' dtype (laws.precision)
             n, replace = _param(args, kwargs, 1, "num_samples", 1), _param(args, kwargs, 2, "replacement", False)
             rows = args[0].tolist() if args[0].dim() == 2 else [args[0].tolist()]
             if n == 1 or replace:  # independent draws: deferred to their first use
@@ -466,6 +469,7 @@ class Interception(TorchFunctionMode):
     def _compare(self, func, name, args, kwargs):
         if kwargs or len(args) != 2:
             self.rng.refuse(f"torch {name} of a random tensor with options is not modelled")
+        precision.note_all(args)  # a threshold's dtype (laws.precision)
         items, _ = self._operands(name, *args)
         answers = {j: self.elements.answers(name, e, c, left) for j, e, c, left in items if self.elements.is_choice(e)}
         if any(len(a) > 1 for a in answers.values()):

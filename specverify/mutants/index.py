@@ -1,4 +1,4 @@
-"""The whole catalogue in one tuple (``ALL``: the chain mutants, the multi-draft, rule, loop and
+"""The whole catalogue in one tuple (``ALL``: the chain mutants, the multi-draft, rule, rounding, loop and
 kernel mutants, then the controls) and ``get(id)``; ``specverify.mutants`` re-exports both."""
 
 from __future__ import annotations
@@ -7,14 +7,17 @@ from .catalogue import CONTROLS, MUTANTS, Mutant
 from .kernel_mutants import KERNEL_CONTROLS, KERNEL_MUTANTS
 from .loop_mutants import LOOP_CONTROLS, LOOP_MUTANTS
 from .multi_draft import MULTI_DRAFT_MUTANTS
+from .rounding_controls import ROUNDING_CONTROLS, ROUNDING_MUTANTS
 from .rules import RULE_CONTROLS, RULE_MUTANTS
 
 ALL: tuple[Mutant, ...] = (
     *MUTANTS,
     *(Mutant(**m) for m in MULTI_DRAFT_MUTANTS),
     *RULE_MUTANTS,
+    *ROUNDING_MUTANTS,
     *CONTROLS,
     *RULE_CONTROLS,
+    *ROUNDING_CONTROLS,
     *LOOP_MUTANTS,
     *LOOP_CONTROLS,
     *KERNEL_MUTANTS,

@@ -44,6 +44,7 @@ from ..interfaces.campaign_cost import (  # noqa: F401 - re-exported
     duration,
     measure_runs_per_second,
 )
+from ..laws.precision import stated
 from .progress import StatusLine
 from .report_text import (
     VERDICT_WORDS,
@@ -82,6 +83,7 @@ def check(
     time_limit: float | None = None,
     workers: int = 1,
     overrides: Mapping[str, Any] | None = None,
+    precision: str | None = None,
 ) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``: the keywords become one
     ``request.CheckRequest`` (each checked by ``request.FIELD_CHECKS``, as the ``check`` command
@@ -128,6 +130,11 @@ def check(
     says after how many of its planned runs and is INCONCLUSIVE unless a finding came first.
     ``workers``: processes of a round subject that share its enumerations and sampled runs (1
     to 256; the report is the same with any number); the loop and kernel batteries run in one.
+
+    ``precision``: the working precision to judge exact laws at (float64, float32, float16,
+    bfloat16; ``specverify.laws.rounding``); None (default): as observed while the enumerator
+    follows the subject. An exact TV within the rounding of that precision (the token-wise rule
+    carried out in it, on the same case) is exact at that rounding, and the report says so.
     """
     name = target if target is not None else name_of(sampler)  # named before adapting
     sampler, interface = adapted(sampler, interface)
@@ -145,6 +152,7 @@ def check(
         workers=workers,
         progress=progress,
         target=name,
+        precision=precision,
     )
     return run(sampler, request)
 
@@ -325,7 +333,7 @@ def battery_result(
     doing = f"{doing}: {kind.NAME} battery, budget {budget.name}"
     status_line.say(doing)
     deadline = None if request.time_limit is None else time.monotonic() + request.time_limit
-    with listening(lambda words: status_line.say(f"{doing}: {words}")):
+    with listening(lambda words: status_line.say(f"{doing}: {words}")), stated(request.precision):
         result = kind.run(
             subject,
             budget,
@@ -340,9 +348,10 @@ def battery_result(
         )
     if request.counterexample and not result.environment:
         status_line.say(f"{doing}: looking for the smallest counterexample")
-        result.counterexample = kind.counterexample(
-            subject, budget, request.seed, result, aim=request.aim or None, cases=declared
-        )
+        with stated(request.precision):  # rounding alone is no counterexample (laws.rounding)
+            result.counterexample = kind.counterexample(
+                subject, budget, request.seed, result, aim=request.aim or None, cases=declared
+            )
     return result
 
 
@@ -358,14 +367,15 @@ def assert_exact(
     k: int | str | list[int] | tuple[int, ...] | None = None,
     max_tokens: int | None = None,
     progress: bool | str | None = None,
+    precision: str | None = None,
 ) -> Report:
     """``check`` the sampler; AssertionError unless it is exact (and, unless
     ``allow_inconclusive``, conclusively so). A subject that cannot run here raises
     ``EnvironmentProblem`` instead (no CUDA, a missing package: not evidence about exactness),
     and a usage mistake ``UsageError``. The message puts the verdict first, then each
     finding, then the smallest counterexample side by side (tokens: sampler vs target). Returns
-    the report when the assertion holds. ``vocab``, ``k``, ``max_tokens``, ``progress``: as
-    ``check``'s."""
+    the report when the assertion holds. ``vocab``, ``k``, ``max_tokens``, ``progress``,
+    ``precision``: as ``check``'s."""
     __tracebackhide__ = True  # a failing test's traceback ends at its own call, not here
     allow_inconclusive = check_flag("allow_inconclusive")(allow_inconclusive)
     report = check(
@@ -378,6 +388,7 @@ def assert_exact(
         k=k,
         max_tokens=max_tokens,
         progress=progress,
+        precision=precision,
     )
     if report.environment:
         raise environment_error(f"{report.target}: cannot run here: {report.environment}")

@@ -20,6 +20,7 @@ from ..battery.executors import ExecutorUnavailable, executor_argument, prefligh
 from ..common.command_line import OneLineParser, emit, parsed
 from ..common.validation import writable_file_argument
 from ..errors import EXIT_CODES
+from ..laws.precision import PRECISIONS
 from .request import INTERFACE_CHOICES, CheckCommand, CheckRequest, option_type
 
 BUDGET_WORDS = ", ".join([*budgets.NAMES, "tv=X"])
@@ -167,6 +168,15 @@ def parse_args(argv):
         "enumeration draws nothing)",
     )
     ap.add_argument(
+        "--precision",
+        type=option_type("precision"),
+        default=None,
+        metavar="{" + ",".join(PRECISIONS) + "}",
+        help="the working precision to judge exact laws at (default: as observed while the enumerator "
+        "follows the subject): an exact TV within the rounding of the token-wise rule carried out in it, "
+        "on the same case, is exact at that rounding (docs/CHECK.md, Rounding)",
+    )
+    ap.add_argument(
         "--fail-fast",
         action="store_true",
         help="stop each TARGET's battery at its first finding that makes it NOT EXACT (as pytest -x): "
@@ -203,6 +213,7 @@ def command(args: argparse.Namespace, ap: argparse.ArgumentParser) -> CheckComma
         fail_fast=args.fail_fast,
         time_limit=args.time_limit,
         workers=args.workers,
+        precision=args.precision,
     )
     return CheckCommand(
         targets=tuple(args.targets),

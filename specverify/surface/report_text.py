@@ -135,6 +135,9 @@ def verdict_line(report: dict, width: int = WIDTH) -> str:
     ("pkg.mod:fn: EXACT, efficient (1.3 s)"); a subject too long for it is shortened in the
     middle ("...") and given whole on the next line (``subject_lines``)."""
     label = CANNOT_RUN_HERE if report.get("environment") else verdict_label(report["exact"], report["efficient"])
+    rounded = report.get("rounding") or {}
+    if report["exact"] and rounded.get("rounding_cases"):  # laws.rounding: "EXACT at float32 rounding, ..."
+        label = label.replace("EXACT", f"EXACT at {rounded['precision']} rounding", 1)
     tail = f": {label} ({report['seconds']:.1f} s)"
     return shortened(str(report["target"]), width - len(tail)) + tail
 
@@ -240,7 +243,7 @@ def short_lines(report: dict, width: int = WIDTH) -> list[str]:
     the counterexample last."""
     lines = head_lines(report, width) + coverage_lines(report) + power_lines(report)
     lines += [one_line(line, width) for line in finding_lines(report)] + verdict_reason_lines(report)
-    lines += control_lines(report) + run_lines(report, printed=PRINTED_SHORT, checks=False)
+    lines += rounding_lines(report) + control_lines(report) + run_lines(report, printed=PRINTED_SHORT, checks=False)
     lines += checks_summary_lines(report)
     return lines + smallest_model_lines(report["counterexample"])
 
@@ -270,6 +273,15 @@ def verdict_reason_lines(report: dict) -> list[str]:
     if report["exact"] is None and any(f["check"] == "rng" for f in report["findings"]):
         return [RNG_REASON]
     return []
+
+
+def rounding_lines(report: dict) -> list[str]:
+    """The battery's ``rounding:`` line (``laws.rounding.summary_words``: the precision judged
+    at, the cases exact at its rounding, the worst case above it with both TVs) when that
+    precision is below float64; at float64 the findings say it all."""
+    if (report.get("rounding") or {}).get("precision", "float64") == "float64":
+        return []
+    return [f"  {line}" for line in report["ran"] if line.startswith("rounding: ")]
 
 
 def one_line(line: str, width: int = WIDTH) -> str:

@@ -4,7 +4,8 @@
 (a name, ``tv=X`` or a budget object: resolved later, once, by the interface that runs it), the
 seed, the interface (``auto`` or a name of ``interfaces.NAMES``), overrides of the budget's
 fields, the aim (``--vocab``, ``--k``, ``--max-tokens``), declared cases, the device, the
-counterexample search, fail-fast, the time limit, the workers and the progress line.
+counterexample search, fail-fast, the time limit, the workers, the progress line and the
+stated working precision (``laws.precision``; None: as observed).
 ``CheckRequest.of(**given)`` checks every field given by its checker in ``FIELD_CHECKS``, the
 same checkers the ``check`` command line's options run (``check_command``: each option's
 ``type=`` is ``option_type(field)``), so the API and the command line refuse the same values
@@ -31,6 +32,7 @@ from .. import interfaces
 from ..battery import budgets
 from ..common.validation import check_seed, check_workers
 from ..errors import ArgumentError, ArgumentTypeError, UsageError
+from ..laws.precision import check_precision
 
 INTERFACE_CHOICES = ("auto", *interfaces.NAMES)
 """What ``interface`` may name: ``auto`` (told from the subject's parameter names) or an interface."""
@@ -112,6 +114,11 @@ def check_aim(value: Any) -> interfaces.Aim:
     return value
 
 
+def check_stated_precision(value: Any) -> str | None:
+    """None (judge exact laws at the precision observed) or a name of ``laws.precision.PRECISIONS``."""
+    return None if value is None else check_precision("precision", value)
+
+
 def check_target(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ArgumentTypeError(f"target: expected a name (a string), got {value!r}")
@@ -132,6 +139,7 @@ FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "workers": check_workers,
     "progress": check_progress,
     "target": check_target,
+    "precision": check_stated_precision,
 }
 """Each field of ``CheckRequest`` -> its checker (the value as the request keeps it, or a usage
 error naming the argument). ``units`` is the executor's, never a user's: not checked."""
@@ -155,6 +163,8 @@ class CheckRequest:
     time_limit: float | None = None
     workers: int = 1
     progress: bool | str | None = None
+    precision: str | None = None
+    """The working precision to judge exact laws at (``laws.rounding``); None: as observed."""
     target: str | None = None
     """The name the report gives the subject (None: the TARGET string or the function's name)."""
     units: tuple[dict[str, Any], ...] = ()
@@ -222,6 +232,7 @@ __all__ = [
     "check_interface",
     "check_overrides",
     "check_progress",
+    "check_stated_precision",
     "check_target",
     "check_time_limit",
     "option_type",

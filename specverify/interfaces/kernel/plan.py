@@ -15,6 +15,8 @@ from ...battery.budgets import KernelBudget
 from ...battery.core import POWER_FALSE_PASS_RATE
 from ...battery.seed_tree import stream
 from ...laws import stats
+from ...laws.precision import stated_precision
+from ...laws.rounding import analytic_bound
 from ...laws.uniform_cells import GRID_POINTS, probe_points
 from . import cases as kc
 from .corners import kernel_corner_cases
@@ -89,11 +91,12 @@ def cases_reach(run: list) -> dict:
 
 
 def tolerance(case: kc.KernelCase) -> float:
-    """The TV a float32 kernel's rounding can reach on the case: each of the rule's thresholds
+    """The TV a float32 kernel's rounding can reach on the case (``laws.rounding.analytic_bound``,
+    at the stated precision where one is, ``check --precision``): each of the rule's thresholds
     (k coins, and a cumulative sum per token of positive target probability) may move by a few
     float32 ulps (2^-24 near 1)."""
     support = int((case.p > 0).sum(axis=2).max())
-    return 4 * GRID_PROBABILITY * (case.k + 1 + support)
+    return analytic_bound(stated_precision() or "float32", case.k, support)  # one policy: laws.rounding
 
 
 def measured_tv_words(measured: list[float], tol: float) -> str:

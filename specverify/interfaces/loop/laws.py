@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE
-from ...laws import exact, stats
+from ...laws import exact, rounding, stats
 from ...laws.requests import independence_tv
 from .calls import LoopCalls, identical_groups, request_law
 from .cases import CORE_KINDS, LoopCase
@@ -77,8 +77,8 @@ class LawChecks(LoopCalls):
             self.laws[i] = ("exact", got, want, None)
             r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
             r.ran.append(f"sequence-law: {case.name}: request {i}: exact TV {tv:.3g}")
-            if tv <= EXACT_TV_TOL:
-                continue
+            if tv <= rounding.stated_allowance(case.k, case.vocab_size, rounding.longest_window(got)):
+                continue  # laws.rounding: at float64 (the default) EXACT_TV_TOL
             check = "batch-isolation" if len(ids) > 1 and self.exact_alone(case, i, want) else "sequence-law"
             self.find(
                 check,
@@ -112,7 +112,7 @@ class LawChecks(LoopCalls):
         tv = independence_tv(joint)
         r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
         r.ran.append(f"joint-law: {case.name}: exact TV {tv:.3g} from the product of the requests' laws")
-        if tv <= EXACT_TV_TOL:
+        if tv <= rounding.stated_allowance(case.k, case.vocab_size, rounding.longest_window(joint)):
             return
         n = len(case.requests)
         worst, i, j = max((independence_tv(_pair_law(joint, i, j)), i, j) for i in range(n) for j in range(i + 1, n))

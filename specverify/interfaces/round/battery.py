@@ -10,7 +10,8 @@ never re-implement a detector. Detectors, each on the battery's table-driven cas
   exit, no write into the arrays p_fn / q_fn hand out (each call gets fresh copies, compared
   afterwards), every call within ``Budget.call_limit_s``; the same seed replays the same rounds.
 - ``exact``: the exact distribution of the first m emitted tokens by enumerating every path of
-  the sampler's random decisions (specverify.laws.exact); a finding when TV > ``EXACT_TV_TOL``.
+  the sampler's random decisions (specverify.laws.exact); a finding when TV is above the
+  rounding of the subject's working precision (specverify.laws.rounding: 1e-9 at float64).
 - ``chi-square``: sampled runs against the exact target at doubling sample sizes; the false-fail
   budget is split Bonferroni over every case and every look.
 - ``tokens-per-round``: the mean round length against the exact rule's; a shortfall is an
@@ -47,6 +48,7 @@ from ...battery import runner
 from ...battery.core import BatteryResult, stopping_kinds
 from ...battery.guards import ContractBreach
 from ...battery.subject_calls import OutOfTime, run_in_subject
+from ...laws import rounding
 from . import cases as round_cases
 from .cases import Budget, Case, battery, coverage, engine_scale_cases, generated_cases, round_length_cases, sweep_cases
 from .contract import REPLAYED_CALLS, ContractDetector
@@ -178,6 +180,8 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
             self.tokens_per_round(round_length_cases(), half / 2)
         self.cover_cases(fixed, drawn, swept, big, fallback)
         r.reach = round_reach(r.cases)
+        if r.rounding:
+            r.ran.append(f"rounding: {rounding.summary_words(r.rounding)}")
         return r
 
     def cover_cases(self, fixed, drawn, swept, big, fallback) -> None:

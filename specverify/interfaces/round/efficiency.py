@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE, Finding
-from ...laws import scalar_tests, stats
+from ...laws import rounding, scalar_tests, stats
 from .cases import expected_round_length, optimum_tokens_per_round, tree_optimum_tokens_per_round
 from .sampling import RoundSampling
 from .tasks import enumerate_task, round_length_run
@@ -44,7 +44,7 @@ class TokensPerRoundDetector(RoundSampling):
                 )
             if status == "ok":
                 got = sum(length * w for length, w in value.items())
-                differs, how = abs(got - want) > 1e-9, "exact"
+                differs, how = abs(got - want) > rounding.mean_gap_allowed(value, case.k), "exact"
             elif status == "breach":
                 self.breach(value, case)
                 continue

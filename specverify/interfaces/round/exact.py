@@ -1,15 +1,16 @@
 """The round exact detector: the exact law of each case's first m emitted tokens, by enumerating
 every path of the sampler's random decisions (specverify.laws.exact, run in the subject's process
-by ``round.tasks.enumerate_task``), against the target's; a finding when TV > ``EXACT_TV_TOL``.
+by ``round.tasks.enumerate_task``), against the target's; a finding when TV is above the rounding of the subject's working
+precision (``specverify.laws.rounding``: ``EXACT_TV_TOL``, 1e-9, at float64).
 A case the enumerator cannot follow goes to the chi-square (``round.statistics``).
 """
 
 from __future__ import annotations
 
-from ...battery.core import EXACT_TV_TOL, Finding, stopping_kinds
+from ...battery.core import Finding, stopping_kinds
 from ...battery.guards import ContractBreach
 from ...battery.subject_calls import Battery, OutOfTime
-from ...laws import exact
+from ...laws import exact, rounding
 from .cases import Case, round_length_cases, target_distribution
 from .sampling import RoundSampling
 from .tasks import enumerate_task
@@ -56,14 +57,17 @@ class ExactDetector(RoundSampling):
             tv = exact.total_variation(value, want)
             r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
             r.ran.append(f"exact: {case.name}: TV {tv:.3g}")
-            if tv > EXACT_TV_TOL:
+            m = case.model
+            judged = rounding.judge_law(tv, value, want, m.p_fn, m.q_fn, case.prefix, case.k, case.m)
+            rounding.tally(r.rounding, judged)  # one policy: laws.rounding
+            if not judged.exact:
                 r.findings.append(
                     Finding(
                         "exact-tv",
                         "distribution",
-                        f"exact output distribution differs from the target's: TV {tv:.4g}",
+                        judged.words(),
                         case.name,
-                        {"exact_tv": tv, "got": top_table(value), "expected": top_table(want)},
+                        {"exact_tv": tv, **judged.evidence(), "got": top_table(value), "expected": top_table(want)},
                     )
                 )
         return fallback
