@@ -12,7 +12,8 @@ import torch
 
 from specverify.engines import others, rounds
 from specverify.laws.exact import SubrunMemo
-from specverify.laws.torch_random import decide_deferred, read_deferred
+from specverify.laws.random_elements import decide_deferred
+from specverify.laws.torch_random import read_deferred
 
 
 def _eagle_module():

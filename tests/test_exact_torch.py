@@ -29,7 +29,8 @@ from specverify.laws.exact import (
     sequence_distribution,
     total_variation,
 )
-from specverify.laws.torch_random import decide_deferred, read_deferred
+from specverify.laws.random_elements import decide_deferred
+from specverify.laws.torch_random import read_deferred
 from specverify.samplers.chain import draft, speculative_step
 
 FLOAT32 = 1e-6

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from ..laws.exact import SubrunMemo
-from ..laws.torch_random import decide_deferred, read_deferred
+from ..laws.random_elements import decide_deferred
+from ..laws.torch_random import read_deferred
 
 GRID = 1 << 24
 """torch.rand's float32 grid: uniforms are multiples of 2^-24 in [0, 1)."""

@@ -257,4 +257,22 @@ class RandomElements:
         return {bool(order(o, c) if left else order(c, o)) for o in self.exprs[e][1][0]}
 
 
-__all__ = ["ORDERS", "DeferredChoice", "RandomElements", "keeps_choice", "merged"]
+def decide_deferred(values, rng) -> list:
+    """``values`` with each ``DeferredChoice`` replaced by its outcome, decided by
+    ``rng.choice(len(outcomes), p=weights)`` in the order of first appearance, once per draw: the
+    call, order and weights the layer itself uses where a deferred choice is first read
+    (``tolist`` of the tensor), so the decisions, and the law, are the same. Values without a
+    ``DeferredChoice`` need no ``rng`` (None is fine)."""
+    decided: dict[int, int] = {}
+    out = []
+    for v in values:
+        if isinstance(v, DeferredChoice):
+            if v.draw not in decided:
+                pick = int(rng.choice(len(v.outcomes), p=np.array(v.weights, dtype=np.float64)))
+                decided[v.draw] = v.outcomes[pick]
+            v = decided[v.draw]
+        out.append(v)
+    return out
+
+
+__all__ = ["ORDERS", "DeferredChoice", "RandomElements", "decide_deferred", "keeps_choice", "merged"]

@@ -40,7 +40,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import precision
-from .random_elements import ORDERS, DeferredChoice, RandomElements, keeps_choice, merged
+from .random_elements import ORDERS, RandomElements, keeps_choice, merged
 from .torch_seeds import RunSeeds, TorchSeed
 
 NAN = float("nan")
@@ -121,27 +121,9 @@ def _python_random_names() -> tuple[str, ...]:
 def read_deferred(t: torch.Tensor) -> list:
     """``t.tolist()`` of a 1-D integer tensor, except that, while a run is followed, each element
     that is a deferred choice not decided yet is a ``DeferredChoice`` rather than decided. The
-    choice is then the caller's to decide, with ``decide_deferred``, and torch may not use it again
+    choice is then the caller's to decide, with ``random_elements.decide_deferred``, and torch may not use it again
     in this run (NotEnumerable). Any other random element refuses. Outside a followed run: tolist."""
     return _ACTIVE[-1].read_deferred(t) if _ACTIVE else t.tolist()
-
-
-def decide_deferred(values, rng) -> list:
-    """``values`` with each ``DeferredChoice`` replaced by its outcome, decided by
-    ``rng.choice(len(outcomes), p=weights)`` in the order of first appearance, once per draw: the
-    call, order and weights the layer itself uses where a deferred choice is first read
-    (``tolist`` of the tensor), so the decisions, and the law, are the same. Values without a
-    ``DeferredChoice`` need no ``rng`` (None is fine)."""
-    decided: dict[int, int] = {}
-    out = []
-    for v in values:
-        if isinstance(v, DeferredChoice):
-            if v.draw not in decided:
-                pick = int(rng.choice(len(v.outcomes), p=np.array(v.weights, dtype=np.float64)))
-                decided[v.draw] = v.outcomes[pick]
-            v = decided[v.draw]
-        out.append(v)
-    return out
 
 
 class SymbolicTensor(torch.Tensor):
