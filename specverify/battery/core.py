@@ -21,11 +21,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..laws import stats
+from ..laws.rounding import EXACT_TV_TOL  # noqa: F401 - the float64 floor, re-exported for the batteries
 from .budgets import CAMPAIGN_SECONDS  # noqa: F401 - a campaign's time limits, re-exported
 from .environment import environment_problem
-
-EXACT_TV_TOL = 1e-9
-"""A correct sampler's exact TV is rounding noise (~1e-15); anything above 1e-9 is a bias."""
 
 DEFAULT_FALSE_FAIL_RATE = stats.DEFAULT_FALSE_FAIL_RATE
 POWER_FALSE_PASS_RATE = 0.05
