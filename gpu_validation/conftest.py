@@ -175,6 +175,12 @@ class Stage:
     def new_tokens(self) -> int:
         return int(os.environ.get("SPECVERIFY_NEW_TOKENS", self.scale.new_tokens))
 
+    @property
+    def table_repeats(self) -> int:
+        """Timing repeats per table row; ``SPECVERIFY_TABLE_REPEATS`` lowers it for a CPU run
+        (it changes the timings' spread, not what a row measures)."""
+        return int(os.environ.get("SPECVERIFY_TABLE_REPEATS", self.scale.table_repeats))
+
 
 def tiny_stage_pair():
     """``tiny_pair(seed=0)`` moved to ``stage_device()`` (fp32 wherever it runs)."""

@@ -162,7 +162,7 @@ def test_prediction_vs_measurement_table(stage, medusa_head):
         k=K,
         max_new_tokens=stage.new_tokens,
         n_prompts=scale.table_prompts,
-        repeats=scale.table_repeats,
+        repeats=stage.table_repeats,
         drafters=drafters,
         head=medusa_head,
     )
