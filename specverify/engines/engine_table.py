@@ -15,7 +15,9 @@ from .eagle_rows import EAGLE_ROWS
 from .engine_row import Engine
 from .engine_verdict import reach_text
 from .flashinfer_rows import FLASHINFER_ROWS
+from .lmdeploy_rows import LMDEPLOY_ROWS
 from .medusa_rows import MEDUSA_ROWS
+from .mlx_rows import MLX_ROWS
 from .row_budgets import MODELS_EXTRA
 from .sglang_rows import SGLANG_ROWS
 from .trtllm_rows import TRTLLM_ROWS
@@ -24,6 +26,8 @@ from .vllm_rows import VLLM_ROWS
 ENGINES = [
     *VLLM_ROWS,
     *SGLANG_ROWS,
+    *LMDEPLOY_ROWS,
+    *MLX_ROWS,
     *EAGLE_ROWS,
     *MEDUSA_ROWS,
     *TRTLLM_ROWS,

@@ -14,7 +14,42 @@ VLLM_V1_FILES = ("vllm/v1/sample/rejection_sampler.py",)
 SGLANG = ("sglang", "0.5.23", ("sglang/kernels/ops/speculative/reject_sampling.py",))
 EAGLE = ("eagle-llm", "1.2.1", ("eagle/model/utils.py",))
 MEDUSA = ("medusa-llm", "0.1", ("medusa/model/utils.py",))
+LMDEPLOY = (
+    "lmdeploy",
+    "0.18.0",
+    (
+        "lmdeploy/pytorch/backends/rejection_sampling.py",
+        "lmdeploy/pytorch/backends/default/rejection_sampling.py",
+        "lmdeploy/pytorch/backends/cuda/rejection_sampling.py",
+        "lmdeploy/pytorch/kernels/cuda/rejection_sampling.py",
+    ),
+)
+MLX_LM = ("mlx-lm", "0.32.2", ("mlx_lm/generate.py", "mlx_lm/models/cache.py", "mlx_lm/sample_utils.py"))
+MLX = ("mlx", "0.32.4")
+"""The mlx the MLX-LM row installs into ``<cache>/site`` (with ``mlx-cpu`` of the same version: the
+CPU backend's libraries; neither imports alone on Linux)."""
+SGLANG_BLOCKWISE = (
+    "sglang",
+    "0.5.23",
+    (
+        "sglang/kernels/ops/speculative/dspark/blockwise_rejection.py",
+        "sglang/kernels/ops/speculative/dspark/dispatch.py",
+    ),
+)
 TENSORRT_LLM = ("tensorrt-llm", "1.2.1")
 FLASHINFER = ("flashinfer-python", "0.7.2.post1")
 
-__all__ = ["EAGLE", "FLASHINFER", "MEDUSA", "SGLANG", "TENSORRT_LLM", "VLLM", "VLLM_V0_FILES", "VLLM_V1_FILES"]
+__all__ = [
+    "EAGLE",
+    "FLASHINFER",
+    "LMDEPLOY",
+    "MEDUSA",
+    "MLX",
+    "MLX_LM",
+    "SGLANG",
+    "SGLANG_BLOCKWISE",
+    "TENSORRT_LLM",
+    "VLLM",
+    "VLLM_V0_FILES",
+    "VLLM_V1_FILES",
+]

@@ -19,6 +19,15 @@ from .plan import grid_points, row_bytes
 from .statistics import KernelStatistics
 
 
+def piece_point(start: float, measure: float) -> np.float32:
+    """A float32 uniform inside the piece [start, start + measure): its middle, or the float32
+    just below the piece's end when the middle rounds up to it (a one-point piece just below 1
+    would otherwise give u = 1.0, outside [0, 1))."""
+    middle = np.float32(start + measure / 2)
+    end = np.float32(start + measure)
+    return middle if middle < end else max(np.float32(start), np.nextafter(end, np.float32(0)))
+
+
 class KernelScans(KernelStatistics):
     """The scans along the uniforms and the laws they give (a law that does not factorize is
     left to ``KernelStatistics``)."""
@@ -54,7 +63,7 @@ class KernelScans(KernelStatistics):
                 acc = [(m, s) for s, lab, m in zip(pc.starts, pc.labels, pc.measures()) if lab == 1]
                 if acc:
                     m, s = max(acc, key=lambda t: t[0])
-                    accept_pts[b, i] = np.float32(s + m / 2)
+                    accept_pts[b, i] = piece_point(s, m)
         return pieces
 
     def emission_pieces(self, case, insts, accept_pts, coin):
@@ -75,7 +84,7 @@ class KernelScans(KernelStatistics):
                     if not rej:
                         continue
                     m, s = max(rej, key=lambda t: t[0])
-                    base[j] = np.float32(s + m / 2)
+                    base[j] = piece_point(s, m)
                 probs.append((b, j))
                 bases.append(base)
         probes = [probe_points(kc.emission_breakpoints(case, b, j), grid_points(case)) for b, j in probs]
