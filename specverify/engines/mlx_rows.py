@@ -1,3 +1,178 @@
-"""placeholder"""
+"""MLX-LM's row (pinned ``pins.MLX_LM``, run with ``pins.MLX``): the speculative loop of mlx-lm
+0.32.2, ``mlx_lm/generate.py : speculative_generate_step(prompt, model, draft_model, *,
+num_draft_tokens, max_tokens, sampler, ...)``, one round of it judged as a round sampler.
 
-MLX_ROWS = []
+What the loop does (generate.py, the ``while True`` body): the draft model samples k tokens with
+``sampler``; the target model is run once on them and ``sampler`` draws one target token at
+each of the k + 1 positions; the drafts are accepted while each equals the target's token at
+its position, and the first target token that differs (or the bonus) is emitted. Every emitted
+token is a draw from the target given what precedes it, so the output law is the target's
+(exact), but a draft is kept only when a fresh target draw happens to equal it: acceptance
+sum_x p(x) q(x) per position, never more than the rejection rule's sum_x min(p(x), q(x)) (lower
+tokens per round: reported as efficiency, not a failure; cf. lablup/mlxcel#902).
+
+How the row runs it (``mlx_round``): the models are ``ChainModel``: an mlx-lm model in the
+interface the loop calls (``model(tokens[None], cache=cache)`` -> logits [1, n, V], ``layers``
+for ``make_prompt_cache``, the real ``KVCache`` trimmed by the loop), whose logits are log p_fn
+and log q_fn of the round battery's models at each position, read back from the cache's offset
+(so the loop's rewinds are obeyed). Budget: ``row_budgets.SLOW_ROUND`` (a round is a few small mlx calls,
+about 25 ms on a shared core; mlx's key is not followed by the enumerator, so every case is
+judged by statistics). The sampler is mlx-lm's own ``make_sampler(temp=1.0)``
+(``mx.random.categorical``), mlx's global key seeded from the round's rng before each round.
+The loop runs with ``num_draft_tokens = k`` and ``max_tokens = k + 1``, a BOS token 0 before the
+prefix, and is closed after the first token that is not a draft (the round's end). Everything
+of the round is mlx-lm's code on mlx; nothing is torch.
+
+Install: ``mlx==0.32.4`` and ``mlx-cpu==0.32.4`` (the CPU backend's libraries; on Linux neither
+imports alone) go into ``<cache>/site`` with ``pip --no-deps`` (``ensure_mlx``), as
+``loader.ensure_triton`` installs triton. mlx-lm is unpacked from its wheel (all its ``.py``
+files; ``generate.py`` imports its siblings, which load for real); its package ``__init__`` (which
+imports the converter and the server) is not run. ``transformers`` must import (the tokenizer
+module imports it at load).
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+
+from . import loader, pins
+from .engine_row import Built, Engine
+from .row_budgets import SLOW_ROUND
+
+PACKAGE, VERSION, FILES = pins.MLX_LM
+MLX_VERSION = pins.MLX[1]
+BOS = 0
+"""The token before the prefix: the loop needs a non-empty prompt; the models ignore it."""
+FEEDS = "log p and log q per position (ChainModel), mlx-lm's make_sampler(temp=1.0), k drafts, max_tokens k + 1"
+"""What the MLX-LM wrapper feeds the loop, in words."""
+
+
+def ensure_mlx(install: bool = True) -> str:
+    """``mlx.core`` importable (``<cache>/site`` on ``sys.path``); its version. Installs
+    ``mlx`` and ``mlx-cpu`` of ``pins.MLX`` there (no deps) when missing and ``install``, else
+    loader.Unavailable (one line)."""
+    site = loader.cache_root() / "site"
+    if site.is_dir() and str(site) not in sys.path:
+        sys.path.append(str(site))
+    try:
+        import mlx.core as mx
+    except ImportError as first:
+        if not install:
+            raise loader.Unavailable(
+                f"mlx is not importable ({first}) and installing it is off; run without --offline to install "
+                f"mlx=={MLX_VERSION} and mlx-cpu=={MLX_VERSION} into the cache"
+            ) from None
+        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(loader.cache_dir() / "site")]
+        cmd += [f"mlx=={MLX_VERSION}", f"mlx-cpu=={MLX_VERSION}"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise loader.Unavailable(f"mlx=={MLX_VERSION}: pip install failed ({exc})") from None
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            raise loader.Unavailable(f"mlx=={MLX_VERSION}: pip install failed ({last})") from None
+        if str(site) not in sys.path:
+            sys.path.append(str(site))
+        importlib.invalidate_caches()
+        try:
+            import mlx.core as mx
+        except ImportError as exc:
+            raise loader.Unavailable(f"mlx does not import after installing it: {exc}") from None
+    return mx.__version__
+
+
+def load_mlx_lm(download: bool = True):
+    """(``mlx_lm.generate``, ``mlx_lm.sample_utils``) from the wheel: every ``mlx_lm/*.py`` file
+    unpacked, ``generate.py`` loaded under its real name (its siblings import for real, the
+    package ``__init__`` does not run). loader.Unavailable (one line) when it cannot be had."""
+    ensure_mlx(install=download)
+    wheel = loader.wheel_file(PACKAGE, VERSION, download)
+    with zipfile.ZipFile(wheel) as z:
+        members = tuple(n for n in z.namelist() if n.startswith("mlx_lm/") and n.endswith(".py"))
+    root = loader.fetch(PACKAGE, VERSION, members, download)
+    generate = loader.load("mlx_lm.generate", root)
+    return generate, sys.modules["mlx_lm.sample_utils"]
+
+
+class ChainModel:
+    """An mlx-lm model over a probability function: ``model(tokens [1, n], cache=[KVCache])``
+    returns logits [1, n, V], log ``prob_fn`` of the context ending at each input token (the BOS
+    token dropped). The context is the tokens fed so far, cut to the cache's offset before each
+    call, so a trimmed cache forgets the rejected tokens as the loop means it to."""
+
+    def __init__(self, prob_fn):
+        self.prob_fn = prob_fn
+        self.layers = [None]  # one layer: make_prompt_cache gives one KVCache
+        self.tokens: list[int] = []
+
+    def __call__(self, inputs, cache=None):
+        import mlx.core as mx
+
+        new = [int(t) for t in np.asarray(inputs).reshape(-1)]
+        start = cache[0].offset
+        self.tokens = self.tokens[:start] + new
+        blank = mx.zeros((1, 1, len(new), 1))
+        cache[0].update_and_fetch(blank, blank)
+        with np.errstate(divide="ignore"):
+            rows = [
+                np.log(np.asarray(self.prob_fn(tuple(self.tokens[1 : i + 1])), np.float64))
+                for i in range(start, len(self.tokens))
+            ]
+        return mx.array(np.stack(rows).astype(np.float32))[None]
+
+
+def mlx_round(speculative_generate_step, make_sampler):
+    """A round sampler ``speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]`` around the
+    loop (module docstring); ``speculative_step.verify`` is None (the loop draws its own drafts)."""
+    import mlx.core as mx
+
+    sampler = make_sampler(temp=1.0)
+
+    def speculative_step(p_fn, q_fn, prefix, k, rng):
+        mx.random.seed(int(rng.integers(2**32)))
+        prompt = mx.array([BOS, *(int(t) for t in prefix)], dtype=mx.uint32)
+        loop = speculative_generate_step(
+            prompt, ChainModel(p_fn), ChainModel(q_fn), num_draft_tokens=k, max_tokens=k + 1, sampler=sampler
+        )
+        out = []
+        try:
+            for token, _, from_draft in loop:
+                out.append(int(token))
+                if not from_draft:
+                    break
+        finally:
+            loop.close()
+        return out
+
+    return speculative_step
+
+
+def _mlx(download: bool = True) -> Built:
+    generate, sample_utils = load_mlx_lm(download=download)
+    return Built(mlx_round(generate.speculative_generate_step, sample_utils.make_sampler), None, "")
+
+
+MLX_ROWS = [
+    Engine(
+        "mlx-lm-speculative",
+        PACKAGE,
+        VERSION,
+        f"speculative_generate_step (mlx_lm/generate.py), one round (round wrapper, B = 1); feeds {FEEDS}",
+        "round",
+        "exact",
+        "mlx's global key (mx.random.categorical in make_sampler), seeded from the round's rng; drafts drawn "
+        "by the loop from q",
+        _mlx,
+        SLOW_ROUND,
+        files=FILES,
+        needs=(
+            f"mlx=={MLX_VERSION} + mlx-cpu=={MLX_VERSION} (pip --no-deps into the cache if missing)",
+            "transformers (imported by mlx-lm's tokenizer module)",
+        ),
+    ),
+]

@@ -295,3 +295,18 @@ SGLANG_ROWS.append(
         needs=NEEDS_TRITON,
     )
 )
+
+SGLANG_ROWS.append(
+    Engine(
+        "sglang-tree-target-only",
+        *pins.SGLANG[:2],
+        "tree_speculative_sampling_target_only / verify_tree_greedy (CUDA JIT)",
+        "kernel",
+        "exact",
+        "the caller's uniforms (coins, final uniform)",
+        skip="sglang-tree-target-only: CUDA only (a CUDA JIT kernel), not run here; the GPU stage does not run "
+        "it yet either (ENGINES-NOTES: no duplicate-sibling guard, threshold_single / threshold_acc < 1 lossy "
+        "by design)",
+        needs=("CUDA (not run on a CPU machine)",),
+    )
+)

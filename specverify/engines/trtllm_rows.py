@@ -27,8 +27,8 @@ TRTLLM_ROWS = [
         "kernel",
         "exact",
         "torch.rand / torch.multinomial with a generator",
-        skip="tensorrt-llm: the package index has no wheel for it here (only a stub sdist that downloads "
-        "from another host); adapter ready: adapters.kernels.from_trtllm",
+        skip="tensorrt-llm 1.2.1: the package index serves only a stub sdist whose setup downloads the real "
+        "wheel from its vendor's host, unreachable here; adapter ready: adapters.kernels.from_trtllm",
         needs=("a tensorrt-llm wheel (none on the package index)", "the compiled TensorRT-LLM runtime"),
         recheck=recheck_wheel,
     ),
