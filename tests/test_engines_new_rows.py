@@ -207,3 +207,29 @@ def test_the_new_rows_are_declared_with_their_pins_and_the_skip_lines_say_why():
     assert "stub" in BY_NAME["tensorrt-llm"].skip and "unreachable" in BY_NAME["tensorrt-llm"].skip
     for gpu_only in ("flashinfer", "sglang-tree-target-only"):
         assert "CUDA only" in BY_NAME[gpu_only].skip and BY_NAME[gpu_only].build is None
+
+
+def test_a_scan_point_inside_a_one_point_piece_below_1_stays_below_1():
+    """The kernel scans pick a uniform inside each piece; a one-point piece [1 - 2^-24, 1)
+    (blockwise's log-space rejection of p = q at the largest coin) must not give u = 1.0."""
+    from specverify.interfaces.kernel.scans import piece_point
+
+    top = float(np.float32(1) - np.float32(2.0**-24))
+    assert piece_point(top, 2.0**-24) == np.float32(top)
+    assert piece_point(0.25, 0.5) == np.float32(0.5)
+
+
+def test_a_wrapper_written_for_logits_refuses_a_function_that_takes_probabilities():
+    """``check_parameters`` (run by each new row at build) passes the signature the wrapper was
+    written for and turns another one into one adapter-error line, never a verdict."""
+    from specverify.engines.lmdeploy_rows import FEEDS, PARAMETERS
+    from specverify.engines.signatures import check_parameters
+
+    def forward(self, target_logits, draft_token_ids, bonus_token_ids, *, is_greedy, draft_probs=None): ...
+
+    def older(self, target_probs, draft_token_ids, bonus_token_ids, *, is_greedy, draft_probs=None): ...
+
+    check_parameters(forward, PARAMETERS, "forward", FEEDS)
+    with pytest.raises(loader.Unavailable, match="adapter error: older takes \\(target_probs") as caught:
+        check_parameters(older, PARAMETERS, "older", FEEDS)
+    assert "feeds logits" in str(caught.value) and "\n" not in str(caught.value)

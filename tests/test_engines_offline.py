@@ -435,8 +435,13 @@ def test_triton_rows_state_their_sweeps_and_the_table_prints_the_reach():
     from specverify.engines import TRITON_SWEEPS, reach_text
     from specverify.interfaces.kernel import battery as KI
 
-    triton = [e for e in ENGINES if e.interface == "kernel" and "triton" in " ".join(e.needs)]
-    assert {e.name for e in triton} == {"vllm-v1-rejection", "sglang-chain", "sglang-block-kernel"}
+    triton = [e for e in ENGINES if e.interface == "kernel" and "TRITON_INTERPRET" in " ".join(e.needs)]
+    assert {e.name for e in triton} == {
+        "vllm-v1-rejection",
+        "sglang-chain",
+        "sglang-block-kernel",
+        "lmdeploy-rejection-triton",
+    }
     for engine in triton:
         for budget, sweeps in TRITON_SWEEPS.items():
             spec = engine.budgets[budget]

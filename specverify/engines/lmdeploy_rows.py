@@ -39,6 +39,8 @@ CUDA = "lmdeploy.pytorch.backends.cuda.rejection_sampling"
 KERNELS = "lmdeploy.pytorch.kernels.cuda.rejection_sampling"
 FEEDS = "logits (log p), is_greedy=None, the caller's bonus token, draft_probs q"
 """What the LMDeploy wrapper feeds ``forward``, in words (the contract it states)."""
+PARAMETERS = ("target_logits", "draft_token_ids", "bonus_token_ids", "is_greedy", "draft_probs")
+"""``forward``'s parameters the wrapper is written for (checked at build: ``signatures``)."""
 
 ImplT = TypeVar("ImplT")
 
@@ -134,7 +136,10 @@ def lmdeploy_uniforms_kernel(forward, feed_probabilities: bool = False):
 
 def build_lmdeploy(triton: bool, download: bool = True) -> Built:
     """The row's subject: ``lmdeploy_uniforms_kernel`` around the loaded implementation."""
+    from .signatures import check_parameters
+
     impl = load_lmdeploy(triton=triton, download=download)()
+    check_parameters(impl.forward, PARAMETERS, f"lmdeploy {VERSION} {type(impl).__name__}.forward", FEEDS)
     kernel = lmdeploy_uniforms_kernel(impl.forward)
     return Built(
         kernel,

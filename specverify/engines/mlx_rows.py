@@ -50,6 +50,8 @@ BOS = 0
 """The token before the prefix: the loop needs a non-empty prompt; the models ignore it."""
 FEEDS = "log p and log q per position (ChainModel), mlx-lm's make_sampler(temp=1.0), k drafts, max_tokens k + 1"
 """What the MLX-LM wrapper feeds the loop, in words."""
+PARAMETERS = ("prompt", "model", "draft_model", "stream", "num_draft_tokens", "max_tokens", "sampler")
+"""``speculative_generate_step``'s parameters the wrapper is written for (checked at build)."""
 
 
 def ensure_mlx(install: bool = True) -> str:
@@ -153,7 +155,11 @@ def mlx_round(speculative_generate_step, make_sampler):
 
 
 def _mlx(download: bool = True) -> Built:
+    from .signatures import check_parameters
+
     generate, sample_utils = load_mlx_lm(download=download)
+    label = f"mlx-lm {VERSION} speculative_generate_step"
+    check_parameters(generate.speculative_generate_step, PARAMETERS, label, FEEDS)
     return Built(mlx_round(generate.speculative_generate_step, sample_utils.make_sampler), None, "")
 
 

@@ -93,6 +93,20 @@ BLOCKWISE = "sglang.kernels.ops.speculative.dspark.blockwise_rejection"
 DISPATCH = "sglang.kernels.ops.speculative.dspark.dispatch"
 BLOCKWISE_FEEDS = "logits (log p, log q) at temperature 1, candidates [B, k + 1] with a root column"
 """What the blockwise wrapper feeds ``blockwise_rejection_torch``, in words."""
+BLOCKWISE_PARAMETERS = (
+    "candidates",
+    "target_logits",
+    "draft_logits",
+    "target_temperatures",
+    "draft_temperatures",
+    "noise",
+)
+"""Its keyword parameters the wrapper is written for (checked at build: ``signatures``)."""
+BLOCKWISE_NEEDS = (
+    "torch",
+    "the triton package importable (the file defines its Triton kernels at import; only its torch function runs)",
+)
+"""What the blockwise row needs: torch, and triton only to import the file (nothing is interpreted)."""
 CHAIN_FILE = "sglang/kernels/ops/speculative/reject_sampling.py"
 CHAIN_UNUSED = ("threshold_single", "threshold_acc")
 """Parameters ``chain_speculative_sampling_triton`` takes and never reads (sglang 0.5.23: neither
@@ -267,7 +281,11 @@ def unused_parameters(path, function: str) -> list[str]:
 
 
 def _blockwise(download: bool = True):
+    from .signatures import check_parameters
+
     module = load_blockwise(download=download)
+    label = f"sglang {BLOCKWISE_VERSION} blockwise_rejection_torch"
+    check_parameters(module.blockwise_rejection_torch, BLOCKWISE_PARAMETERS, label, BLOCKWISE_FEEDS)
     kernel = blockwise_uniforms_kernel(module.blockwise_rejection_torch)
     return Built(
         kernel,
@@ -292,7 +310,7 @@ SGLANG_ROWS.append(
         _blockwise,
         FAST_KERNEL,
         files=pins.SGLANG_BLOCKWISE[2],
-        needs=NEEDS_TRITON,
+        needs=BLOCKWISE_NEEDS,
     )
 )
 
