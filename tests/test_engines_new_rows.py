@@ -233,3 +233,25 @@ def test_a_wrapper_written_for_logits_refuses_a_function_that_takes_probabilitie
     with pytest.raises(loader.Unavailable, match="adapter error: older takes \\(target_probs") as caught:
         check_parameters(older, PARAMETERS, "older", FEEDS)
     assert "feeds logits" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_mlx_loop_runs_on_tiny_random_llamas_and_a_self_draft_is_always_kept(mlx_loop):
+    """mlx-lm's loop on two tiny random llamas from its ``ModelArgs`` (no download): every token
+    is an id of the vocabulary; drafting with the target itself under greedy sampling keeps every
+    draft (the first k tokens of each round come from the draft)."""
+    import mlx.core as mx
+
+    from specverify.engines.mlx_rows import tiny_llama
+
+    speculative_generate_step, make_sampler = mlx_loop
+    target, draft = tiny_llama(11, 0), tiny_llama(11, 1)
+    prompt = mx.array([1, 2, 3], dtype=mx.uint32)
+    mx.random.seed(0)
+    sampled = list(
+        speculative_generate_step(
+            prompt, target, draft, num_draft_tokens=2, max_tokens=6, sampler=make_sampler(temp=1.0)
+        )
+    )
+    assert len(sampled) == 6 and all(0 <= int(t) < 11 for t, _, _ in sampled)
+    greedy = list(speculative_generate_step(prompt, target, target, num_draft_tokens=2, max_tokens=6))
+    assert [d for _, _, d in greedy] == [True, True, False, True, True, False]

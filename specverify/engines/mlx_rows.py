@@ -27,8 +27,10 @@ Install: ``mlx==0.32.4`` and ``mlx-cpu==0.32.4`` (the CPU backend's libraries; o
 imports alone) go into ``<cache>/site`` with ``pip --no-deps`` (``ensure_mlx``), as
 ``loader.ensure_triton`` installs triton. mlx-lm is unpacked from its wheel (all its ``.py``
 files; ``generate.py`` imports its siblings, which load for real); its package ``__init__`` (which
-imports the converter and the server) is not run. ``transformers`` must import (the tokenizer
-module imports it at load).
+imports the converter and the server) is not run. Stand-in: ``transformers`` (and its
+``tokenization_utils_base``), with only the tokenizer class names mlx-lm's ``generate.py`` and
+``tokenizer_utils.py`` import (``transformers_standins``): the loop never tokenizes, and importing
+transformers costs 10-40 s here.
 """
 
 from __future__ import annotations
@@ -88,6 +90,36 @@ def ensure_mlx(install: bool = True) -> str:
     return mx.__version__
 
 
+class Tokenizer:
+    """Stand-in for the transformers tokenizer classes mlx-lm names at import
+    (``PreTrainedTokenizer``, ``PreTrainedTokenizerFast``, ``PreTrainedTokenizerBase``,
+    ``AutoTokenizer``): the loop takes token ids and never touches a tokenizer."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("stand-in: mlx-lm's tokenizer is not used by the speculative loop")
+
+    from_pretrained = classmethod(__init__)
+
+    @classmethod
+    def register(cls, *args, **kwargs) -> None:
+        """``AutoTokenizer.register`` (tokenizer_utils.py registers its newline tokenizer at
+        import): nothing to register with, as no tokenizer is ever built."""
+
+
+def transformers_standins() -> dict:
+    """``transformers`` and ``transformers.tokenization_utils_base`` as stand-ins holding only the
+    tokenizer class names mlx-lm imports (``Tokenizer``): importing transformers itself takes
+    10-40 s here and nothing of it runs in the loop."""
+    names = ("PreTrainedTokenizer", "PreTrainedTokenizerFast", "PreTrainedTokenizerBase", "AutoTokenizer")
+    doc = "stand-in: tokenizer class names only (the speculative loop takes token ids)"
+    return {
+        "transformers": loader.standin("transformers", doc, **dict.fromkeys(names, Tokenizer)),
+        "transformers.tokenization_utils_base": loader.standin(
+            "transformers.tokenization_utils_base", doc, PreTrainedTokenizerBase=Tokenizer
+        ),
+    }
+
+
 def load_mlx_lm(download: bool = True):
     """(``mlx_lm.generate``, ``mlx_lm.sample_utils``) from the wheel: every ``mlx_lm/*.py`` file
     unpacked, ``generate.py`` loaded under its real name (its siblings import for real, the
@@ -97,8 +129,31 @@ def load_mlx_lm(download: bool = True):
     with zipfile.ZipFile(wheel) as z:
         members = tuple(n for n in z.namelist() if n.startswith("mlx_lm/") and n.endswith(".py"))
     root = loader.fetch(PACKAGE, VERSION, members, download)
-    generate = loader.load("mlx_lm.generate", root)
+    generate = loader.load("mlx_lm.generate", root, transformers_standins())
     return generate, sys.modules["mlx_lm.sample_utils"]
+
+
+def tiny_llama(vocab: int, seed: int):
+    """A tiny random llama (one layer, hidden size 16) built from mlx-lm's own ``ModelArgs``
+    (``mlx_lm/models/llama.py``, loaded from the unpacked wheel; no download of weights): the
+    kind of model the loop runs on in practice, for the tests that run it end to end."""
+    import mlx.core as mx
+
+    root = loader.cache_root() / "src" / f"{PACKAGE}-{VERSION}"
+    llama = loader.load("mlx_lm.models.llama", root)
+    args = llama.ModelArgs(
+        model_type="llama",
+        hidden_size=16,
+        num_hidden_layers=1,
+        intermediate_size=32,
+        num_attention_heads=2,
+        rms_norm_eps=1e-5,
+        vocab_size=vocab,
+    )
+    mx.random.seed(seed)
+    model = llama.Model(args)
+    mx.eval(model.parameters())
+    return model
 
 
 class ChainModel:
@@ -176,9 +231,6 @@ MLX_ROWS = [
         _mlx,
         SLOW_ROUND,
         files=FILES,
-        needs=(
-            f"mlx=={MLX_VERSION} + mlx-cpu=={MLX_VERSION} (pip --no-deps into the cache if missing)",
-            "transformers (imported by mlx-lm's tokenizer module)",
-        ),
+        needs=(f"mlx=={MLX_VERSION} + mlx-cpu=={MLX_VERSION} (pip --no-deps into the cache if missing)",),
     ),
 ]
