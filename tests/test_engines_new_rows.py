@@ -105,10 +105,10 @@ def test_sglang_blockwise_with_controlled_draws_is_the_rule_row_by_row(blockwise
 
 
 def test_blockwise_draws_answer_two_rands_and_the_gumbel_log_and_refuse_others():
-    from specverify.engines.sglang_rows import BlockwiseDraws
+    from specverify.engines.sglang_rows import blockwise_draws
 
     coins, noise = torch.tensor([[0.25, 0.5]]), torch.tensor([[1e-9, 2.0, float("inf")]])
-    with BlockwiseDraws(coins, noise) as mode:
+    with blockwise_draws(coins, noise) as mode:
         got = torch.rand((1, 2), generator=torch.Generator())
         gumbel = -torch.log(-torch.log(torch.rand((1, 3))))
         with pytest.raises(RuntimeError, match="randn"):

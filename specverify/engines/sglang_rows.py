@@ -141,48 +141,45 @@ def load_blockwise(root=None, download: bool = True):
     return loader.load(BLOCKWISE, root, std)
 
 
-class BlockwiseDraws:
-    """During one ``blockwise_rejection_torch`` call: its first ``torch.rand`` ([B, k], the coins)
+def blockwise_draws(coins, noise):
+    """A mode for one ``blockwise_rejection_torch`` call: its first ``torch.rand`` ([B, k], the coins)
     returns ``coins``; its second ([B, V], the Gumbel uniforms U of ``-log(-log(U))``) returns a
     placeholder whose ``torch.log`` is answered exactly with ``-noise`` (log U = -E for the race's
     exponential row E, ``vllm.race_noise``), so argmax(residual + Gumbel) = argmax(log w - log E)
     is the race of ``vllm``'s docstring without float32 U losing E's low bits; any other draw
-    raises RuntimeError naming it. A ``TorchFunctionMode`` (a context manager)."""
+    raises RuntimeError naming it. Returns the ``TorchFunctionMode`` (a context manager; torch is
+    imported here, not when the table is listed)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
 
-    def __new__(cls, coins, noise):
-        import torch
-        from torch.overrides import TorchFunctionMode
+    from .vllm import RANDOM_DRAWS
 
-        from .vllm import RANDOM_DRAWS
+    class Mode(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.answered: list[str] = []
+            self.placeholder = None
 
-        class Mode(TorchFunctionMode):
-            def __init__(self):
-                super().__init__()
-                self.answered: list[str] = []
-                self.placeholder = None
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.rand and len(self.answered) < 2:
+                want = coins if not self.answered else noise
+                size = kwargs.get("size", args[0] if len(args) == 1 else args)
+                if torch.Size(size) != want.shape:
+                    raise RuntimeError(f"torch.rand of size {list(size)}, expected {list(want.shape)}")
+                self.answered.append("rand")
+                if len(self.answered) == 1:
+                    return coins.clone()
+                self.placeholder = torch.exp(-noise)
+                return self.placeholder
+            if func is torch.log and self.placeholder is not None and args and args[0] is self.placeholder:
+                self.answered.append("log")
+                return -noise.clone()
+            if func in RANDOM_DRAWS:
+                raise RuntimeError(f"the engine drew {getattr(func, '__name__', func)} beyond the controlled uniforms")
+            return func(*args, **kwargs)
 
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                if func is torch.rand and len(self.answered) < 2:
-                    want = coins if not self.answered else noise
-                    size = kwargs.get("size", args[0] if len(args) == 1 else args)
-                    if torch.Size(size) != want.shape:
-                        raise RuntimeError(f"torch.rand of size {list(size)}, expected {list(want.shape)}")
-                    self.answered.append("rand")
-                    if len(self.answered) == 1:
-                        return coins.clone()
-                    self.placeholder = torch.exp(-noise)
-                    return self.placeholder
-                if func is torch.log and self.placeholder is not None and args and args[0] is self.placeholder:
-                    self.answered.append("log")
-                    return -noise.clone()
-                if func in RANDOM_DRAWS:
-                    raise RuntimeError(
-                        f"the engine drew {getattr(func, '__name__', func)} beyond the controlled uniforms"
-                    )
-                return func(*args, **kwargs)
-
-        return Mode()
+    return Mode()
 
 
 def blockwise_race_noise(batch, position, final):
@@ -231,7 +228,7 @@ def blockwise_uniforms_kernel(blockwise_rejection_torch, wrong_gumbel: bool = Fa
             logits = torch.log(batch.target_probs[rows, : kb + 1]).reshape(n * (kb + 1), V).contiguous()
             noise = blockwise_race_noise(batch, (position + 1) if wrong_gumbel else position, final)[rows]
             counter = torch.zeros(1, dtype=torch.int64)
-            with BlockwiseDraws(batch.uniforms[rows, :kb].contiguous(), noise.contiguous()):
+            with blockwise_draws(batch.uniforms[rows, :kb].contiguous(), noise.contiguous()):
                 accepted, token, _ = blockwise_rejection_torch(
                     candidates=candidates,
                     target_logits=logits,
@@ -291,7 +288,7 @@ def _blockwise(download: bool = True):
         kernel,
         kernel_probe(kernel, explicit=True),
         "controlled uniforms: the coins and the Gumbel row's log answered from the explicit uniforms "
-        "(sglang_rows.BlockwiseDraws)",
+        "(sglang_rows.blockwise_draws)",
     )
 
 
