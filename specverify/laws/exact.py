@@ -189,7 +189,7 @@ class EnumeratingRng:
         """(outcomes with p > 0, their normalized weights, their ``ChoiceLaw`` from
         ``SUMMED_FROM`` outcomes on); memoized on the bytes of p, since
         re-running a sampler along every path hands the same few vectors over and over."""
-        key = (p.shape, p.tobytes()) if type(p) is np.ndarray and p.dtype == np.float64 else None
+        key = (p.dtype.str, p.shape, p.tobytes()) if type(p) is np.ndarray and p.dtype.kind == "f" else None
         cached = self._choice_cache.get((n, key)) if key is not None else None
         if cached is None:
             cached = self._check_choice_p(p, n)
