@@ -80,7 +80,9 @@ class Budget:
     sweep_runs: int = 1000  # runs of a swept case the enumerator cannot follow (its power stated)
     sweep_max_paths: int = 2000  # the most paths a swept case's enumeration may follow (past it: sampled)
     sweep_corners: bool = False  # the pairwise corner: context x k at both largest values (corners.py)
-    engine_vocab: int = 256  # one more generated case: an i.i.d. pair over this many ids, k = 1 (0: none)
+    engine_vocab: int = (
+        4096  # one more generated case: a dense i.i.d. pair over this many ids, k = 1, enumerated (0: none)
+    )
     # engine-scale cases judged by a binned chi-square per position (specverify.laws.scale): (V, k, side)
     scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
     scale_runs: int = 2000  # runs per engine-scale or aimed case (one look)
@@ -219,7 +221,7 @@ TABLE = {
             detect_tv=0.15,
             generated=1,
             sweep_context=128,
-            engine_vocab=128,
+            engine_vocab=1024,
             scale_cases=(),
             scale_runs=1000,
         ),
@@ -270,7 +272,7 @@ TABLE = {
             sweep_context=4096,
             sweep_k=10,
             sweep_corners=True,
-            engine_vocab=512,
+            engine_vocab=8192,
             scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
             scale_runs=4000,
         ),

@@ -13,11 +13,11 @@ arXiv 2302.01318) shows a total-variation distance of ~1e-16 from the target, an
 true bias rather than bias plus noise.
 
 A symbolic uniform (``laws.symbolic_uniform``) carries the interval that earlier comparisons on
-this path left it, and branches through the rng when a comparison splits it. Anything the
-enumerator cannot follow (float(u), np.log(u), comparing two symbolic values, an rng method that
-is not modelled, too many outcomes, too many paths) raises ``NotEnumerable``, never a wrong
-number; even a sampler that swallows that exception is caught, because the refusal is remembered
-for the run.
+this path left it, and branches through the rng when a comparison splits it. A ``choice`` over
+many outcomes is a deferred draw, summed over where nothing but the outcome reads it
+(``laws.summed_draws``). Anything the enumerator cannot follow (float(u), an rng method not
+modelled, too many outcomes or paths) raises ``NotEnumerable``, never a wrong number, remembered
+for the run (a sampler that swallows it is caught).
 
 While torch is imported (never by this module), each run follows torch's random functions too:
 ``laws.torch_random`` routes ``torch.rand``, ``exponential_``, ``multinomial`` and the rest through
@@ -33,8 +33,6 @@ of the enumeration.
 ``sampler_distribution`` composes rounds: the state between rounds is the prefix alone (a sampler
 draws all randomness from the rng it is given), so each round is enumerated once per prefix and
 memoized, and ``max_paths`` bounds the total number of paths over all rounds.
-
-The round-start chain of a stateless sampler (``round_transition``) is ``laws.round_chain``.
 """
 
 from __future__ import annotations
@@ -50,10 +48,12 @@ import numpy as np
 from ..common.validation import check_int, check_k, check_prob_vector
 from . import precision
 from .stats import total_variation as total_variation  # re-exported: exact.total_variation
+from .summed_draws import SUMMED_FROM, ChoiceLaw, DeferredToken, as_token, expanded, expansions, pattern
 from .symbolic_uniform import Interval, SymbolicUniform, as_constant
 
-MAX_BRANCHING = 4096
-"""Most outcomes one ``choice`` / ``integers`` call may branch over."""
+MAX_BRANCHING = 16_384
+"""Most outcomes one ``choice`` / ``integers`` call may branch over (a draft drawn over an engine
+vocabulary and read branches over all of them: ``laws.summed_draws``)."""
 
 MAX_DECISIONS_PER_RUN = 10_000
 """Most decisions one run may make (``while rng.random() < 0.5`` would otherwise never end)."""
@@ -63,8 +63,7 @@ _NUMPY_P_SUM_ATOL = math.sqrt(np.finfo(np.float64).eps)
 
 
 def choice_atol(p) -> float:
-    """How far from 1 ``Generator.choice`` lets p sum: sqrt(eps) of float64, or of p's own
-    floating dtype when that is coarser (numpy/random/_generator.pyx: float32 p, 3.5e-4)."""
+    """How far from 1 ``Generator.choice`` lets p sum: sqrt(eps) of float64 or of p's coarser dtype."""
     dtype = getattr(p, "dtype", None)
     if dtype is not None and np.issubdtype(dtype, np.floating):
         return max(_NUMPY_P_SUM_ATOL, math.sqrt(np.finfo(dtype).eps))
@@ -101,6 +100,7 @@ class EnumeratingRng:
         self._choice_cache: dict = {}
         self._torch = None  # the run's laws.torch_random.Interception while torch is followed
         self._memo_runs: list[tuple] = []  # this path's SubrunMemo runs: (memo, key, first, end, value)
+        self.max_decisions = MAX_DECISIONS_PER_RUN  # an enumeration's own cap (_Budget)
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -134,14 +134,14 @@ class EnumeratingRng:
                     f"(decision {pos}: {self._weights[pos]} then {weights})"
                 )
             return self._chosen[pos]
-        if pos >= MAX_DECISIONS_PER_RUN:
-            self.refuse(f"more than {MAX_DECISIONS_PER_RUN} random decisions in one run")
+        if pos >= self.max_decisions:
+            self.refuse(f"more than {self.max_decisions} random decisions in one run")
         self._chosen.append(0)
         self._weights.append(weights)
         self._probs.append((self._probs[-1] if pos else 1.0) * weights[0])
         return 0
 
-    def _branch_cap(self, n: int, what: str):
+    def branch_cap(self, n: int, what: str):
         if n > self._max_branching:
             self.refuse(f"{what} over {n} outcomes exceeds max_branching={self._max_branching}")
 
@@ -151,6 +151,7 @@ class EnumeratingRng:
 
         p is checked as NumPy does (ValueError on NaN, negative entries, or a sum off 1 by more
         than sqrt(eps)) and then normalized by its sum; zero-probability outcomes never branch.
+        ``SUMMED_FROM`` outcomes or more (a an int): a ``DeferredToken`` (``laws.summed_draws``).
         """
         if size is not None:
             self.refuse("rng.choice(size=...) is not modelled; draw one token at a time")
@@ -168,18 +169,27 @@ class EnumeratingRng:
         if n <= 0:
             raise ValueError("a must be a positive integer unless no samples are taken")
         if p is None:
-            self._branch_cap(n, "rng.choice")
+            self.branch_cap(n, "rng.choice")
             index = self.decide((1.0 / n,) * n)
         else:
             precision.note(p)  # the weights' dtype (laws.precision)
-            outcomes, weights = self._choice_weights(p, n)
+            outcomes, weights, law = self._choice_weights(p, n)
+            if law is not None and population is None:
+                return self.defer(law)
             index = outcomes[self.decide(weights)]
         return np.int64(index) if population is None else population[index]
 
-    def _choice_weights(self, p, n: int) -> tuple[list[int], tuple]:
-        """(outcomes with p > 0, their normalized weights); memoized on the bytes of p, since
+    def defer(self, law: ChoiceLaw) -> DeferredToken:
+        """A draw of ``law`` decided where read, summed over where not (``laws.summed_draws``)."""
+        if not self._active:
+            self.refuse("EnumeratingRng used outside enumerate_distribution")
+        return DeferredToken(self, law)
+
+    def _choice_weights(self, p, n: int) -> tuple[list[int], tuple, ChoiceLaw | None]:
+        """(outcomes with p > 0, their normalized weights, their ``ChoiceLaw`` from
+        ``SUMMED_FROM`` outcomes on); memoized on the bytes of p, since
         re-running a sampler along every path hands the same few vectors over and over."""
-        key = (p.shape, p.tobytes()) if type(p) is np.ndarray and p.dtype == np.float64 else None
+        key = (p.dtype.str, p.shape, p.tobytes()) if type(p) is np.ndarray and p.dtype.kind == "f" else None
         cached = self._choice_cache.get((n, key)) if key is not None else None
         if cached is None:
             cached = self._check_choice_p(p, n)
@@ -187,7 +197,7 @@ class EnumeratingRng:
                 self._choice_cache[(n, key)] = cached
         return cached
 
-    def _check_choice_p(self, p, n: int) -> tuple[list[int], tuple]:
+    def _check_choice_p(self, p, n: int) -> tuple[list[int], tuple, ChoiceLaw | None]:
         atol = choice_atol(p)
         p = np.asarray(p, dtype=np.float64)  # float() of a symbolic entry raises NotEnumerable
         if p.ndim != 1:
@@ -202,8 +212,11 @@ class EnumeratingRng:
         if abs(total - 1.0) > atol:
             raise ValueError("probabilities do not sum to 1")
         outcomes = np.flatnonzero(p)
-        self._branch_cap(len(outcomes), "rng.choice")
-        return outcomes.tolist(), tuple((p[outcomes] / total).tolist())
+        weights = tuple((p[outcomes] / total).tolist())
+        if len(outcomes) >= SUMMED_FROM:
+            return outcomes.tolist(), weights, ChoiceLaw(outcomes.tolist(), weights)
+        self.branch_cap(len(outcomes), "rng.choice")
+        return outcomes.tolist(), weights, None
 
     def random(self, size=None, dtype=np.float64, out=None):
         """A SymbolicUniform, or an object array of independent ones for size=int / tuple."""
@@ -235,7 +248,7 @@ class EnumeratingRng:
             raise ValueError("high <= low")
         if n > self._max_branching and size is None and self._torch is not None:
             return self._torch.seed_token()  # a seed for torch only (laws.torch_random)
-        self._branch_cap(n, "rng.integers")
+        self.branch_cap(n, "rng.integers")
         weights = (1.0 / n,) * n
 
         def draw():
@@ -257,8 +270,7 @@ class EnumeratingRng:
 
 
 class _Node:
-    """One decision of a memoized sub-run (its branch weights, the nodes after each branch taken),
-    or its end (``weights`` None, ``value`` what the sub-run returned)."""
+    """A memoized sub-run's decision (weights, next nodes) or end (weights None, its value)."""
 
     __slots__ = ("weights", "after", "value")
 
@@ -335,11 +347,9 @@ class SubrunMemo:
 # Enumeration
 
 
-class _Budget:
-    """Paths allowed over one or several enumerations."""
-
-    def __init__(self, max_paths: int):
-        self.cap = check_int("max_paths", max_paths, 1)
+class _Budget:  # paths allowed over one or several enumerations, and decisions per run
+    def __init__(self, max_paths: int, max_decisions: int = MAX_DECISIONS_PER_RUN):
+        self.cap, self.decisions = check_int("max_paths", max_paths, 1), check_int("max_decisions", max_decisions, 1)
         self.used = 0
 
     def spend(self):
@@ -367,6 +377,7 @@ def _run(fn, rng: EnumeratingRng):
 
 def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
     rng = EnumeratingRng(max_branching)
+    rng.max_decisions = budget.decisions
     unwatched = "torch" not in sys.modules
     chosen, weights, probs = rng._chosen, rng._weights, rng._probs
     dist: dict = defaultdict(float)
@@ -391,7 +402,7 @@ def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
         for memo, key, first, end, value in rng._memo_runs:  # the path is complete: its sub-runs count
             memo._record(key, weights[first:end], chosen[first:end], value)
         try:
-            dist[outcome] += probs[-1] if probs else 1.0
+            dist[pattern(outcome)] += probs[-1] if probs else 1.0
         except TypeError:
             raise TypeError(f"fn must return a hashable outcome, got {type(outcome).__name__}") from None
         while chosen and chosen[-1] == len(weights[-1]) - 1:  # backtrack
@@ -403,21 +414,20 @@ def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
 
 
 def enumerate_distribution(fn, *, max_paths: int = 200_000, max_branching: int = MAX_BRANCHING):
-    """fn(rng) -> hashable outcome. Returns {outcome: probability} exactly (floats).
+    """fn(rng) -> hashable outcome. Returns {outcome: probability} exactly (floats); a draw
+    nothing but the outcome reads is summed over (``laws.summed_draws``), not branched on.
 
     Depth-first search over recorded decision prefixes: each path is visited once and weighted
     by the product of its branch weights. Raises NotEnumerable if fn does something unmodelled or
     more than ``max_paths`` paths are needed. Exceptions raised by fn itself that are not
     NotEnumerable propagate unchanged.
     """
-    return _enumerate(fn, _Budget(max_paths), max_branching)
+    return expanded(_enumerate(fn, _Budget(max_paths), max_branching))
 
 
 def sequence_distribution(p_fn, prefix, m: int) -> dict[tuple[int, ...], float]:
-    """Exact distribution of the next m tokens when sampling from p token by token.
-
-    Zero-probability branches are skipped, so the result has one entry per reachable sequence.
-    """
+    """Exact distribution of the next m tokens when sampling from p token by token (one entry
+    per reachable sequence)."""
     m = check_k(m, "m")
     prefix = tuple(prefix)
     frontier: dict[tuple[int, ...], float] = {(): 1.0}
@@ -433,29 +443,28 @@ def sequence_distribution(p_fn, prefix, m: int) -> dict[tuple[int, ...], float]:
 
 def _round_tokens(sampler, p_fn, q_fn, prefix: tuple, k: int, rng) -> tuple[int, ...]:
     out = sampler(p_fn, q_fn, prefix, k, rng)
-    tokens = tuple(int(t) for t in out)
+    tokens = tuple(as_token(t) for t in out)
     if not tokens:
         raise ValueError(f"sampler returned no tokens from prefix {prefix}; a round emits >= 1")
     return tokens
 
 
 def _round_distribution(sampler, p_fn, q_fn, prefix: tuple, k: int, budget: _Budget) -> dict:
-    """One round's law, carrying the precisions the sampler computed in (``precision.ObservedLaw``)."""
+    """One round's law (of patterns), with the precisions it computed in (``precision.ObservedLaw``)."""
     with precision.observing() as seen:
         law = _enumerate(lambda rng: _round_tokens(sampler, p_fn, q_fn, prefix, k, rng), budget)
     return precision.ObservedLaw(law, seen)
 
 
-def sampler_distribution(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000) -> dict[tuple[int, ...], float]:
+def sampler_distribution(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000, max_decisions=MAX_DECISIONS_PER_RUN):
     """Exact distribution of the first m tokens emitted by running ``sampler`` rounds from prefix
-    (each round's output appended to the prefix) until at least m tokens are out.
-
-    Each round is enumerated once per prefix it starts from; ``max_paths`` caps the total number
-    of paths over all of them.
-    """
+    (each round's output appended to the prefix) until at least m tokens are out. Each round is
+    enumerated once per prefix it starts from; ``max_paths`` caps the paths over all of them. A
+    round's law is one of patterns (``laws.summed_draws``): a draw the window cuts off is summed
+    away, one inside it is summed over at the end. ``max_decisions``: the most decisions per run."""
     m = check_k(m, "m")
     prefix = tuple(prefix)
-    budget = _Budget(max_paths)
+    budget = _Budget(max_paths, max_decisions)
     rounds: dict[tuple, dict] = {}
     pending: list[dict] = [defaultdict(float) for _ in range(m)]  # by number of tokens emitted
     pending[0][()] = 1.0
@@ -469,9 +478,10 @@ def sampler_distribution(sampler, p_fn, q_fn, prefix, k, m, *, max_paths=200_000
                 seq = emitted + out
                 if len(seq) >= m:
                     result[seq[:m]] += prob * w
-                else:
-                    pending[len(seq)][seq] += prob * w
-    return precision.observed_law(result, *rounds.values())
+                else:  # the next round starts after these tokens: each summed draw's outcomes apart
+                    for start_seq, v in expansions(seq):
+                        pending[len(seq)][start_seq] += prob * w * v
+    return precision.observed_law(expanded(result), *rounds.values())
 
 
 def round_length_distribution(sampler, p_fn, q_fn, prefix, k, *, max_paths=200_000) -> dict[int, float]:

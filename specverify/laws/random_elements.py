@@ -36,6 +36,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .summed_draws import ChoiceLaw
+
 ORDERS = {
     name: getattr(operator, op)
     for op, names in (
@@ -261,15 +263,21 @@ def decide_deferred(values, rng) -> list:
     """``values`` with each ``DeferredChoice`` replaced by its outcome, decided by
     ``rng.choice(len(outcomes), p=weights)`` in the order of first appearance, once per draw: the
     call, order and weights the layer itself uses where a deferred choice is first read
-    (``tolist`` of the tensor), so the decisions, and the law, are the same. Values without a
-    ``DeferredChoice`` need no ``rng`` (None is fine)."""
-    decided: dict[int, int] = {}
+    (``tolist`` of the tensor), so the decisions, and the law, are the same. A draw the
+    enumerator's ``choice`` defers (``laws.summed_draws``: many outcomes) stays deferred, over
+    the choice's own outcomes: summed over where nothing but the output reads it, not branched
+    on. Values without a ``DeferredChoice`` need no ``rng`` (None is fine)."""
+    decided: dict[int, object] = {}
     out = []
     for v in values:
         if isinstance(v, DeferredChoice):
             if v.draw not in decided:
-                pick = int(rng.choice(len(v.outcomes), p=np.array(v.weights, dtype=np.float64)))
-                decided[v.draw] = v.outcomes[pick]
+                pick = rng.choice(len(v.outcomes), p=np.array(v.weights, dtype=np.float64))
+                if getattr(pick, "deferred", False):
+                    law = ChoiceLaw([v.outcomes[i] for i in pick.law.outcomes], pick.law.weights)
+                    decided[v.draw] = rng.defer(law)
+                else:
+                    decided[v.draw] = v.outcomes[int(pick)]
             v = decided[v.draw]
         out.append(v)
     return out

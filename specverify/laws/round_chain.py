@@ -15,17 +15,20 @@ import itertools
 import numpy as np
 
 from .exact import NotEnumerable, enumerate_distribution
+from .summed_draws import as_token
 
 
 def counted_round(sampler, p_fn, q_fn, prefix, k, rng) -> tuple[tuple[int, ...], int]:
-    """Run one round; return its tokens and the number of q_fn calls (draft steps) it made."""
+    """Run one round; return its tokens and the number of q_fn calls (draft steps) it made. A
+    token drawn over many ids and not read stays a deferred draw (``laws.summed_draws``): the
+    enumeration sums over it rather than branching."""
     calls = [0]
 
     def q_counted(ctx):
         calls[0] += 1
         return q_fn(ctx)
 
-    return tuple(int(t) for t in sampler(p_fn, q_counted, prefix, k, rng)), calls[0]
+    return tuple(as_token(t) for t in sampler(p_fn, q_counted, prefix, k, rng)), calls[0]
 
 
 def round_transition(sampler, model, k, *, max_paths=200_000):

@@ -37,6 +37,7 @@ what ``torch.Tensor.to(torch.bfloat16)`` does to a float32; float16 and float32 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -81,7 +82,11 @@ def round_to(x, precision: str) -> np.ndarray:
 
 
 def running_sum(w: np.ndarray, precision: str) -> np.ndarray:
-    """The cumulative sums of ``w``, each partial sum rounded to ``precision`` (a sequential scan)."""
+    """The cumulative sums of ``w``, each partial sum rounded to ``precision`` (a sequential scan:
+    NumPy's ``add.accumulate`` in float32 or float16 adds in order and rounds each sum; float64
+    exactly as in the loop; bfloat16, which NumPy lacks, by the loop)."""
+    if precision != "bfloat16":
+        return np.add.accumulate(np.asarray(w, dtype=np.float64).astype(precision)).astype(np.float64)
     out, total = np.empty(len(w)), 0.0
     for i, x in enumerate(w.tolist()):
         total = float(round_to(total + x, precision))
@@ -96,16 +101,32 @@ def coin(u, threshold: float, precision: str) -> bool:
     return u < math.ceil(float(threshold) / h) * h
 
 
-def draw(w: np.ndarray, rng, precision: str) -> int:
+def draw(w: np.ndarray, rng, precision: str):
     """One token by the inverse CDF of ``w`` in ``precision``: the cumulative sums and their
-    quotients by the total rounded to it, one uniform on its grid."""
+    quotients by the total rounded to it, one uniform on its grid; the first id of positive
+    weight whose threshold the uniform is below (``coin``), else the last such id. Drawn as the
+    categorical law that walk has (``inverse_cdf_law``), by ``rng.choice``: the same law, and the
+    enumerator sums over it where nothing reads it (``laws.summed_draws``) rather than branching
+    once per threshold, so the rule in a precision is enumerable at engine vocabularies."""
+    w = np.asarray(w, dtype=np.float64)
+    return rng.choice(len(w), p=inverse_cdf_law(w.tobytes(), precision))
+
+
+@functools.lru_cache(maxsize=256)
+def inverse_cdf_law(row: bytes, precision: str) -> np.ndarray:
+    """The law of ``draw`` on the row whose float64 bytes are ``row``: id i of positive weight
+    gets the uniform's mass between the running maximum of the grid thresholds (``coin``'s
+    ceiling to the grid) before it and its own; the last such id the rest up to 1."""
+    w = np.frombuffer(row, dtype=np.float64)
     cdf = running_sum(round_to(w, precision), precision)
-    thresholds = round_to(cdf / cdf[-1], precision)
-    u = rng.random()
-    for i, t in enumerate(thresholds.tolist()):
-        if w[i] > 0 and coin(u, t, precision):
-            return i
-    return int(np.flatnonzero(w)[-1])
+    h = unit_roundoff(precision)
+    edges = np.ceil(round_to(cdf / cdf[-1], precision) / h) * h
+    positive = np.flatnonzero(w > 0)
+    reached = np.minimum(np.maximum.accumulate(edges[positive]), 1.0)
+    reached[-1] = 1.0
+    law = np.zeros(len(w))
+    law[positive] = np.diff(reached, prepend=0.0)
+    return law
 
 
 def rule_in(precision: str):

@@ -17,6 +17,10 @@ Mutants (must stay killed: their TV stands above float32 rounding, the rest of t
 - ``rounding/float16-ratio``: float32 code, the acceptance ratio in float16 (lablup/mlxcel#992).
 - ``rounding/bfloat16-coins``: float32 code, each coin's threshold rounded to bfloat16.
 - ``rounding/float16-cumsum``: float32 code, the residual's cumulative sum in float16.
+- ``rounding/float16-ratio-wide``: float64 code whose acceptance ratio is computed in float16 only
+  over more than ``NARROW_FROM`` ids (a kernel path taken at engine vocabularies), handed back as
+  a Python float: exact on every small case, a bias of order 1e-4 at V 4096 that only the exact
+  law of a round at an engine vocabulary (the engine-vocabulary case, ``round.cases``) sees.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import numpy as np
 
 from ..laws import precision
 from ..laws.rounding import coin, round_to
-from .catalogue import Mutant
+from ..samplers.chain import accepts
+from .catalogue import Mutant, round_with
 
 F32 = np.float32
 
@@ -76,6 +81,23 @@ def float16_cumsum(p_fn, q_fn, prefix, k, rng):
     )
 
 
+NARROW_FROM = 2048
+"""``rounding/float16-ratio-wide`` computes its ratio in float16 over more ids than this."""
+
+
+def float16_ratio_past(p, q, x, rng) -> bool:
+    """The rule's coin, its ratio p(x) / q(x) computed in float16 when p has more than
+    ``NARROW_FROM`` ids (a q(x) that float16 rounds to 0 accepts), as a Python float."""
+    if len(p) <= NARROW_FROM:
+        return accepts(p, q, x, rng)
+    px, qx = float(np.float16(p[x])), float(np.float16(q[x]))
+    return bool(rng.random() < (min(1.0, px / qx) if qx > 0 else 1.0))
+
+
+def float16_ratio_wide(p_fn, q_fn, prefix, k, rng):
+    return round_with(p_fn, q_fn, prefix, k, rng, accept=float16_ratio_past)
+
+
 def bfloat16_rule(p_fn, q_fn, prefix, k, rng):
     """The token-wise rule in bfloat16: rows, ratio and residual rounded to bfloat16 after each
     operation (``round_to``, torch's rounding), each coin a uniform on bfloat16's grid of [0, 1)
@@ -119,6 +141,8 @@ ROUNDING_MUTANTS: tuple[Mutant, ...] = (
            "biased", bfloat16_coins, None, _S),
     Mutant("rounding/float16-cumsum", "float32 code with the residual's cumulative sum in float16",
            "biased", float16_cumsum, None, _S),
+    Mutant("rounding/float16-ratio-wide", f"float64 code with the acceptance ratio in float16 past V {NARROW_FROM}",
+           "biased", float16_ratio_wide, None, _S),
 )  # fmt: skip
 
 __all__ = ["ROUNDING_CONTROLS", "ROUNDING_MUTANTS"]

@@ -96,14 +96,16 @@ def sample(p: Vector, rng: Rng) -> int:
     itself: 1.7x to 2.5x faster at V = 4 to 33,024 (``tests/test_chain_properties.py`` pins the equality).
     A p whose sum is not well within choice's tolerance, a negative entry, and any other rng (the
     exact enumerator's ``EnumeratingRng``) go through ``rng.choice``, so what it refuses or
-    models stays as it was."""
+    models stays as it was; a draw it defers (``deferred``) is emitted undecided, so the
+    enumerator sums over it where nothing reads it (``laws.summed_draws``)."""
     if type(rng) is np.random.Generator and type(p) is np.ndarray and p.dtype == np.float64 and p.ndim == 1 and p.size:
         cdf = np.add.accumulate(p)  # np.cumsum(p) and p.min() without their wrappers (4x the work at V = 4)
         total = cdf[-1]
         if abs(total - 1.0) <= CHOICE_ATOL / 2 and np.minimum.reduce(p) >= 0:
             cdf /= total
             return int(cdf.searchsorted(rng.random(), side="right"))
-    return int(rng.choice(len(p), p=p))
+    x = rng.choice(len(p), p=p)
+    return x if getattr(x, "deferred", False) else int(x)  # the enumerator's deferred draw, undecided
 
 
 def recover(p: Vector, q: Vector, rng: Rng) -> int:

@@ -50,7 +50,17 @@ from ...battery.guards import ContractBreach
 from ...battery.subject_calls import OutOfTime, run_in_subject
 from ...laws import rounding
 from . import cases as round_cases
-from .cases import Budget, Case, battery, coverage, engine_scale_cases, generated_cases, round_length_cases, sweep_cases
+from .cases import (
+    ENGINE_VOCAB_ORIGIN,
+    Budget,
+    Case,
+    battery,
+    coverage,
+    engine_scale_cases,
+    generated_cases,
+    round_length_cases,
+    sweep_cases,
+)
 from .contract import REPLAYED_CALLS, ContractDetector
 from .corners import round_corner_cases
 from .counterexample import describe_case, find_counterexample, shrink_engine_scale
@@ -160,6 +170,9 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
         swept = [c for c in swept if c.name not in self.too_slow]
         fallback = self.exact(cases, stop_on_first)
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
+        # the engine-vocabulary case the enumerator cannot follow: binned, as the engine-scale cases
+        big = [c for c in fallback if c.name.startswith(ENGINE_VOCAB_ORIGIN)] + big
+        fallback = [c for c in fallback if not among(c, big)]
         stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
         runs = self.planned_runs(stat, fallback, big)
         self.plan(runs, forecast_words(b, runs, [c.m for c in stat + big], self.speed))
@@ -188,7 +201,7 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
         """One ``coverage_entry`` per case run, in the order run."""
         runs = {row["case"]: row for row in self.result.power}
         for origin, cases in (("fixed", fixed), ("generated", drawn), ("sweep", swept)):
-            for case in cases:
+            for case in (c for c in cases if not among(c, big)):
                 sampled = runs.get(case.name)
                 judged = "chi-square" if among(case, fallback) else "enumeration"
                 self.result.cover(

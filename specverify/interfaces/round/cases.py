@@ -156,8 +156,7 @@ def sweep_cases(budget: str | Budget, seed: int) -> list[Case]:
     return out
 
 
-SWEEP_K_SEED = 17
-"""The k sweep's fixed model (``sweep_cases``): the same tables for every seed and budget."""
+SWEEP_K_SEED = 17  # the k sweep's fixed model (sweep_cases): the same tables for every seed and budget
 
 
 GENERATED_SHAPES = ((2, 5, 6), (3, 4, 4), (4, 3, 3))
@@ -168,10 +167,11 @@ def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
     """``budget.generated`` cases, case i drawn from ``round_stream(seed, "generated cases", i)``
     (the same seed gives the same cases): a vocabulary of 2 to 4, order 0 to 2, period 1 to 3, zeros
     or not, k and a window up to ``GENERATED_SHAPES``' bounds, a random prefix; then, with
-    ``engine_vocab``, an i.i.d. pair over that many ids (``scale.enumerable_pair``: mass on 40
-    of them, edges included; k = 1, one token: ~3,000 paths whatever V) where a bug that needs a
-    large vocabulary (a narrow id type, drafts from a truncated q) can show, drawn from
-    ``round_stream(seed, "generated cases", budget.generated)`` (the child after the cases')."""
+    ``engine_vocab``, a dense i.i.d. pair over that many ids (``scale.scale_pair``; k = 1, one
+    token), enumerated (``engine_vocab_paths``: the last token summed, ``laws.summed_draws``): a
+    bug that needs a large vocabulary (a narrow id type, a ratio rounded past some V, drafts from
+    a truncated q) shows by its exact TV. Drawn from ``round_stream(seed, "generated cases",
+    budget.generated)`` (the child after the cases')."""
     b = get_budget(budget)
     out = []
     for i in range(b.generated):
@@ -185,9 +185,25 @@ def generated_cases(budget: str | Budget, seed: int) -> list[Case]:
         out.append(Case(f"generated #{i} (seed {seed}): {model.name}, k={k}, {m} tokens", model, prefix, k, m))
     if b.engine_vocab:
         V = b.engine_vocab
-        model = scale.enumerable_pair(V, np.random.default_rng(round_stream(seed, "generated cases", b.generated)))
-        out.append(Case(f"generated V{V} iid (seed {seed}), k=1, 1 token", model, (), 1, 1))
+        model = scale.scale_pair(
+            V, "residual", np.random.default_rng(round_stream(seed, "generated cases", b.generated))
+        )
+        out.append(Case(f"{ENGINE_VOCAB_ORIGIN} V{V} iid dense (seed {seed}), k=1, 1 token", model, (), 1, 1))
     return out
+
+
+ENGINE_VOCAB_ORIGIN = "generated engine-vocabulary"  # how that case's name begins (generated_cases)
+
+
+def engine_vocab_paths(vocab: int) -> int:
+    """The engine-vocabulary case's paths: the rule's draft over V ids, its coin where p < q (<= 2 V
+    paths), its last token summed; a sampler branching on that token too (V^2) goes to statistics."""
+    return 2 * vocab + 64
+
+
+ENGINE_VOCAB_DECISIONS = 64
+"""Decisions one run of the engine-vocabulary case may take: the rule's two (draft, coin); a loop of
+comparisons over V ids takes one per id passed, refused at once rather than after V-step paths."""
 
 
 WIDE_VOCAB = 128
@@ -271,8 +287,7 @@ def round_length_cases() -> list[Case]:
     ]
 
 
-def reference_case() -> Case:
-    """The handout's two-token window on its toy chain (k = 2)."""
+def reference_case() -> Case:  # the handout's two-token window on its toy chain (k = 2)
     return all_cases()[0]
 
 
@@ -451,6 +466,8 @@ __all__ = [
     "SCALE_STREAMS",
     "SMALL_MODELS_SEED",
     "SMALL_PAIRS",
+    "ENGINE_VOCAB_DECISIONS",
+    "ENGINE_VOCAB_ORIGIN",
     "WIDE_VOCAB",
     "SWEEP_K_SEED",
     "SWEEP_PERIOD",
@@ -462,6 +479,7 @@ __all__ = [
     "coverage",
     "engine_scale_case",
     "engine_scale_cases",
+    "engine_vocab_paths",
     "expected_round_length",
     "generated_cases",
     "get_budget",

@@ -17,7 +17,7 @@ import numpy as np
 from ...battery import runner
 from ...battery.guards import ContractBreach
 from ...battery.subject_calls import Battery, OutOfTime, Speed
-from .cases import Budget, Case, round_stream, run_blocks
+from .cases import ENGINE_VOCAB_ORIGIN, Budget, Case, engine_vocab_paths, round_stream, run_blocks
 from .figures import RoundFigures
 from .tasks import sample_guard_s, sample_task
 
@@ -46,6 +46,8 @@ class RoundSampling(Battery):
         ``sweep_max_paths``; ``lengths``: its round-length law rather than its window's."""
         b = self.budget
         paths = replace(b, max_paths=b.sweep_max_paths) if case.name in self.swept and not lengths else b
+        if case.name.startswith(ENGINE_VOCAB_ORIGIN):  # its own cap: ``engine_vocab_paths``
+            paths = replace(b, max_paths=min(b.max_paths, engine_vocab_paths(case.model.vocab_size)))
         return (case, paths, True) if lengths else (case, paths)
 
     def enumeration_s(self) -> float:

@@ -34,7 +34,8 @@ from ...battery.guards import (
 )
 from ...laws import exact
 from ...laws.chains import TableModel
-from .cases import Budget, Case
+from ...laws.summed_draws import DeferredToken
+from .cases import ENGINE_VOCAB_DECISIONS, ENGINE_VOCAB_ORIGIN, Budget, Case
 
 
 def validate_round(out, k: int, vocab_size: int) -> list[int]:
@@ -51,7 +52,19 @@ def validate_round(out, k: int, vocab_size: int) -> list[int]:
     n, items = items_of(out, "returned", k + 1)
     if not 1 <= n <= k + 1:
         raise ContractBreach(f"returned {n} tokens with k={k} (must be 1 to {k + 1})")
-    return [token_id(t, vocab_size, "returned") for t in items]
+    return [deferred_token(t, vocab_size) for t in items]
+
+
+def deferred_token(t, vocab_size: int):
+    """A returned token as ``token_id`` checks it, except a draw the enumerator deferred
+    (``laws.summed_draws``): its value once decided, else the draw itself, undecided, to be summed
+    over, when every outcome is a token id below ``vocab_size``."""
+    if isinstance(t, DeferredToken):
+        if t.value is not None:
+            t = t.value
+        elif 0 <= min(t.law.outcomes) and max(t.law.outcomes) < vocab_size:
+            return t
+    return token_id(t, vocab_size, "returned")
 
 
 def _handing_out(name: str, fn: Callable, handed: list) -> Callable:
@@ -225,8 +238,16 @@ def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
                 return "ok", exact.round_length_distribution(
                     g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths
                 )
+            wide = case.name.startswith(ENGINE_VOCAB_ORIGIN)  # its paths' decisions capped too
             return "ok", exact.sampler_distribution(
-                g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, case.m, max_paths=budget.max_paths
+                g,
+                case.model.p_fn,
+                case.model.q_fn,
+                case.prefix,
+                case.k,
+                case.m,
+                max_paths=budget.max_paths,
+                max_decisions=ENGINE_VOCAB_DECISIONS if wide else exact.MAX_DECISIONS_PER_RUN,
             )
     except GuardStopped as exc:
         return "guard", f"stopped by a guard: {message_of(exc)}"
