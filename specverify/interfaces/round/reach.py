@@ -50,6 +50,22 @@ def reach(budget) -> dict:
     return round_reach(entries)
 
 
+POWER_KINDS = ("fixed", "generated", "swept", "binned", "cross-check")
+"""The kinds of sampled round case, each with its own promised TV (``promised_power``)."""
+
+
+def promised_power(budget) -> dict:
+    """The TV each kind of sampled round case sees with probability 0.95 at ``budget``: a fixed
+    or generated case the enumerator cannot follow ``detect_tv``, a swept one ``sweep_tv``, an
+    engine-scale case's binned chi-square per position ``scale_tv``, the pooled cross-check of
+    enumerated cases ``cross_check_tv`` (averaged over its cases). Every case is sized to reach
+    its kind's (``round.statistics``, ``round.engine_scale``), so the JSON's ``power`` rows are
+    at or below these."""
+    b = get_budget(budget)
+    tvs = (b.detect_tv, b.detect_tv, b.sweep_tv, b.scale_tv, b.cross_check_tv)
+    return dict(zip(POWER_KINDS, tvs))
+
+
 def rounds_of(runs: int, windows: list[int], speed: Speed) -> float:
     """Subject calls (rounds) ``runs`` runs of windows like ``windows`` take at the measured
     tokens per round (a run of m tokens takes about m / tokens-per-round rounds, at least 1)."""
@@ -114,4 +130,13 @@ def other_budgets(budget: Budget, seed: int, fallback_names: set, every_case_fel
     return out
 
 
-__all__ = ["Forecast", "forecast_words", "other_budgets", "reach", "round_reach", "rounds_of"]
+__all__ = [
+    "POWER_KINDS",
+    "promised_power",
+    "Forecast",
+    "forecast_words",
+    "other_budgets",
+    "reach",
+    "round_reach",
+    "rounds_of",
+]
