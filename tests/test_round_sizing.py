@@ -36,7 +36,7 @@ def test_a_fallback_case_runs_until_it_sees_its_promised_tv_at_the_stated_false_
     for case in fallback:
         sizes = case_looks(b, case, set(), per_check)
         law = round_cases.target_distribution(case)
-        seen = lambda n: stats.min_discrepancy_chi_square(n, law, per_check, POWER_FALSE_PASS_RATE)  # noqa: E731
+        seen = lambda n, law=law: stats.min_discrepancy_chi_square(n, law, per_check, POWER_FALSE_PASS_RATE)  # noqa: E731
         assert seen(sizes[-1]) <= b.detect_tv, (case.name, sizes)
         assert sizes == sorted(sizes) and sizes[0] == b.n_min
         if sizes[-1] > b.n_max:
