@@ -416,10 +416,13 @@ def test_the_readme_states_each_budgets_reach_as_the_interfaces_compute_it():
     assert got == want
 
 
-def test_the_readme_states_each_budgets_power_per_kind_of_case_as_the_budgets_compute_it():
+@pytest.mark.parametrize(
+    "path, heading", [(README, "What each budget reaches"), (ROOT / "docs" / "BUDGETS.md", "Power per kind of case")]
+)
+def test_the_docs_state_each_budgets_power_per_kind_of_case_as_the_budgets_compute_it(path, heading):
     from specverify.interfaces.round.reach import POWER_KINDS, promised_power
 
-    rows = [line for line in section(text(README), "What each budget reaches").splitlines() if line.startswith("| ")]
+    rows = [line for line in section(text(path), heading).splitlines() if line.startswith("| ")]
     header = "| budget | fixed | generated | swept | binned (per position) | cross-check |"
     assert header in rows and len(POWER_KINDS) == 5
     table = rows[rows.index(header) + 1 :]
