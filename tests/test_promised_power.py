@@ -1,7 +1,8 @@
-"""Every sampled round case is sized from the TV its budget promises (``round.statistics``,
-``round.engine_scale``) and the forecast is printed before sampling starts, with an ETA on every
-progress line after it (``surface.progress``). The sizes are computed, not sampled: no assertion
-here is statistical (no false-fail rate to state) and none reads a clock's value."""
+"""Every sampled round case (and a loop core case) is sized from the TV its budget promises
+(``round.statistics``, ``round.engine_scale``, ``loop.laws``), and the forecast is printed before
+sampling starts, with an ETA on every progress line after it (``surface.progress``). The sizes
+are computed, not sampled; the two battery runs assert the reference's verdict EXACT, which
+fails falsely at the battery's false-fail rate (1e-6 per run). No assertion reads a clock's value."""
 
 from __future__ import annotations
 
@@ -114,3 +115,19 @@ def test_a_forecast_is_printed_at_once_and_every_progress_line_after_it_shows_it
     err = capfd.readouterr().err.splitlines()
     assert err[0] == "specverify: forecast: the quick budget samples 400 runs, about 12 s"
     assert len(err) == 2 and ", ETA " in err[1] and err[1].startswith("specverify: forecast:")
+
+
+def test_a_loop_core_case_runs_until_it_sees_detect_tv_whatever_samples_says():
+    """A core case the enumerator may not follow (``max_paths=1``, as ``check-hf-generate``'s
+    budget has it) at ``samples=50``: raised to the runs that see ``detect_tv``, so no shortfall
+    and no inconclusive verdict from the budget's own sizing. Its chi-square's false-fail rate is
+    the loop battery's (1e-6 in all, split; stated in the power row)."""
+    from specverify.interfaces.loop.battery import run as run_loop_battery
+    from specverify.interfaces.loop.cases import loop_cases
+    from specverify.samplers.reference_loop import generate
+
+    result = run_loop_battery(generate, "quick", 0, cases=[loop_cases()[0]], max_paths=1, samples=50, detect_tv=0.3)
+    rows = [row for row in result.power if "check" not in row]
+    assert result.exact is True and result.shortfalls == []
+    assert rows and all(row["runs"] > 50 and row["min_detectable_tv"] <= 0.3 for row in rows)
+    assert all(row["false_fail_rate"] <= 1e-6 for row in rows)
