@@ -47,10 +47,9 @@ from __future__ import annotations
 import time
 
 from ...battery import runner
-from ...battery.budgets import NAMES as budget_names
 from ...battery.core import BatteryResult, stopping_kinds
 from ...battery.guards import ContractBreach
-from ...battery.subject_calls import OutOfTime, run_in_subject
+from ...battery.subject_calls import OutOfTime, heard, run_in_subject
 from ...laws import rounding
 from . import cases as round_cases
 from .cases import Budget, Case, battery, coverage, engine_scale_cases, generated_cases, round_length_cases, sweep_cases
@@ -190,10 +189,10 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
     def forecast(self, runs: int, fallback, cross, big, cases, half: float):
         """The forecast printed before sampling starts (``round.reach.forecast_words``): this
         budget's runs, calls and seconds at the contract's measured pace, and the other named
-        budgets' for this subject (``other_budgets``; a budget object of no name: none)."""
+        budgets' for this subject (``other_budgets``; only while a progress line listens)."""
         b = self.budget
         others = {}
-        if b.name in budget_names:
+        if heard():  # made only for a progress line: the other budgets' cases take seconds to size
             names = {c.name for c in fallback}
             every = bool(fallback) and len(fallback) == len(cases)
 

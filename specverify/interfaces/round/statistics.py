@@ -83,13 +83,18 @@ def cross_check_runs(b: Budget, cross: list[Case], per_check: float) -> int:
     return -(-need // len(cross)) * len(cross)
 
 
-def planned_runs(b: Budget, fallback: list, cross: list, big: list, swept: set, false_fail_rate: float) -> int:
+def planned_runs(
+    b: Budget, fallback: list, cross: list, big: list, swept: set, false_fail_rate: float, schedules=None
+) -> int:
     """The runs budget ``b`` plans: every fallback case to its last look, the cross-check, and
     the engine-scale cases (``scale_sizes`` at half of ``false_fail_rate``, as the battery
     splits it); what a run without findings samples (tokens per round, sampled only where the
     enumerator cannot follow, comes on top)."""
     per_check = check_rate(b, fallback, cross, false_fail_rate)
-    runs = sum(case_looks(b, c, swept, per_check)[-1] for c in fallback)
+    schedules = {} if schedules is None else schedules  # id(case) -> its looks, kept for the run
+    for c in fallback:
+        schedules[id(c)] = case_looks(b, c, swept, per_check)
+    runs = sum(schedules[id(c)][-1] for c in fallback)
     runs += cross_check_runs(b, cross, per_check) if cross else 0
     return runs + sum(scale_sizes(b, big, false_fail_rate / 2))
 
@@ -103,7 +108,9 @@ class ChiSquareDetector(RoundSampling):
         return promised_tv(self.budget, case, self.swept)
 
     def planned_runs(self, fallback: list, cross: list, big: list, false_fail_rate: float) -> int:
-        return planned_runs(self.budget, fallback, cross, big, self.swept, false_fail_rate)
+        """``planned_runs`` of this run's budget; each fallback case's looks kept for ``sequential``."""
+        self.schedules: dict = {}
+        return planned_runs(self.budget, fallback, cross, big, self.swept, false_fail_rate, self.schedules)
 
     # -- the tests -----------------------------------------------------------------------------
     def statistics(self, fallback: list, cross: list, false_fail_rate: float) -> None:
@@ -126,7 +133,10 @@ class ChiSquareDetector(RoundSampling):
         stream, ``round_stream(seed, "chi-square looks", i, j, l)``: the same whatever other
         cases are live, and whichever process draws them."""
         r = self.result
-        schedule = {i: case_looks(self.budget, c, self.swept, per_check) for i, c in enumerate(cases)}
+        kept = getattr(self, "schedules", {})  # planned_runs' looks, at the same per_check
+        schedule = {
+            i: kept.get(id(c)) or case_looks(self.budget, c, self.swept, per_check) for i, c in enumerate(cases)
+        }
         live: dict[int, list] = {i: [] for i in range(len(cases))}
         last_p: dict = {}
         for look in range(max((len(s) for s in schedule.values()), default=0)):
