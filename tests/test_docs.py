@@ -398,11 +398,34 @@ def test_readme_verdict_table_matches_the_exit_codes():
     assert f"SIGTERM: {EXIT_TERMINATED}" in rows["interrupted"][2]
 
 
+def first_table(markdown: str) -> list[str]:
+    """The rows of the first table in ``markdown`` (its header, not its |---| line)."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return [line for line in lines[start:end] if line.startswith("| ")]
+
+
 def test_the_readme_states_each_budgets_reach_as_the_interfaces_compute_it():
     from specverify.interfaces import NAMES, budget_reach, reach_words
 
-    rows = [line for line in section(text(README), "What each budget reaches").splitlines() if line.startswith("| ")]
+    rows = first_table(section(text(README), "What each budget reaches"))
     assert rows[0] == "| budget | " + " | ".join(NAMES) + " |"
     want = {b: [reach_words(budget_reach(n, b)) for n in NAMES] for b in ("quick", "standard", "thorough")}
     got = {cells[0]: cells[1:] for cells in ([c.strip() for c in row.strip("|").split("|")] for row in rows[1:])}
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    "path, heading", [(README, "What each budget reaches"), (ROOT / "docs" / "BUDGETS.md", "Power per kind of case")]
+)
+def test_the_docs_state_each_budgets_power_per_kind_of_case_as_the_budgets_compute_it(path, heading):
+    from specverify.interfaces.round.reach import POWER_KINDS, promised_power
+
+    rows = [line for line in section(text(path), heading).splitlines() if line.startswith("| ")]
+    header = "| budget | fixed | generated | swept | binned (per position) | cross-check |"
+    assert header in rows and len(POWER_KINDS) == 5
+    table = rows[rows.index(header) + 1 :]
+    got = {cells[0]: cells[1:] for cells in ([c.strip() for c in row.strip("|").split("|")] for row in table)}
+    want = {b: [f"{promised_power(b)[k]:g}" for k in POWER_KINDS] for b in ("quick", "standard", "thorough")}
     assert got == want

@@ -83,7 +83,7 @@ def windowed_on_long_rounds(p_fn, q_fn, prefix, k, rng):
 
 def _sweeps_only(budget: str):
     """The budget with one fixed case, its sweeps and its corners: no drawn, wide or engine-scale
-    cases (statistics on one enumerated case, the cross-check)."""
+    cases (statistics: the cross-check of one enumerated case drawn from the seed)."""
     return replace(
         round_cases.get_budget(budget), cases=(0,), generated=0, engine_vocab=0, scale_cases=(), stat_cases=1
     )
@@ -99,8 +99,8 @@ def test_only_thorough_has_the_context_by_k_corner():
 
 
 def test_a_bug_at_a_long_context_and_a_large_k_only_shows_at_the_thorough_corner():
-    """Enumerated (no sampling on the swept cases), the one statistical test a cross-check of
-    fixed case 0 at the battery's false-fail rate (1e-6): standard's sweeps keep k <= 8 and
+    """Enumerated (no sampling on the swept cases), the one statistical test the cross-check of
+    one enumerated case drawn from the seed, at the battery's false-fail rate (1e-6): standard's sweeps keep k <= 8 and
     contexts <= 514, thorough's one-dimension sweeps keep k = 2 at long contexts and the empty
     context at k = 10; only the corner (context 4087 x k = 10) reads the windowed rows."""
     standard = round_interface.run_battery(windowed_on_long_rounds, _sweeps_only("standard"), 0)

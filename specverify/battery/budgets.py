@@ -59,15 +59,15 @@ class Budget:
 
     name: str
     cases: tuple[int, ...]  # indices into round_cases.all_cases()
-    stat_cases: int  # enumerable cases also tested by statistics (besides every fallback case)
-    n_max: int  # largest sample size of the sequential chi-square (a case statistics alone judges)
-    cross_check_n_max: int = 4000  # ... of an enumerated case's cross-check (its law is known exactly)
+    stat_cases: int  # enumerated cases drawn from the seed for the pooled cross-check (0: none)
+    n_max: int  # the sequential chi-square's looks double up to this (more where detect_tv needs more)
+    cross_check_tv: float = 0.2  # the pooled cross-check sees this TV averaged over its cases (w.p. 0.95)
     n_min: int = 500
     contract_calls: int = 20  # rounds per case of the contract check
     call_limit_s: float = 2.0  # guard: one sampler call
     max_paths: int = 100_000  # the most paths one case's enumeration may follow
     enumeration_guard_s: float = 120.0  # guard: one case's enumeration (past it: not enumerated)
-    detect_tv: float = 0.1  # a case judged by statistics alone must see this TV (w.p. 0.95)
+    detect_tv: float = 0.1  # a fixed or generated case judged by statistics alone sees this TV (w.p. 0.95)
     round_length_runs: int = 4000
     detect_tokens: float = 0.5  # ... and a sampled tokens-per-round shortfall of this size
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
@@ -77,7 +77,8 @@ class Budget:
     # sweeps, one dimension at a time over its boundary values (round_cases.sweep_cases), enumerated:
     sweep_context: int = 512  # context lengths 0, 1, 2, 2^j - 1, 2^j, 2^j + 1, ... up to this
     sweep_k: int = 8  # every k from 1 up to this, a window of k + 1 tokens
-    sweep_runs: int = 1000  # runs of a swept case the enumerator cannot follow (its power stated)
+    sweep_runs: int = 1000  # the fewest runs of a swept case the enumerator cannot follow ...
+    sweep_tv: float = 0.15  # ... sized up until it sees this TV (w.p. 0.95)
     sweep_max_paths: int = 2000  # the most paths a swept case's enumeration may follow (past it: sampled)
     sweep_corners: bool = False  # the pairwise corner: context x k at both largest values (corners.py)
     engine_vocab: int = (
@@ -85,7 +86,8 @@ class Budget:
     )
     # engine-scale cases judged by a binned chi-square per position (specverify.laws.scale): (V, k, side)
     scale_cases: tuple[tuple[int, int, str], ...] = ((4096, 8, "residual"), (33024, 2, "draft"))
-    scale_runs: int = 2000  # runs per engine-scale or aimed case (one look)
+    scale_runs: int = 2000  # the fewest runs per engine-scale or aimed case (one look) ...
+    scale_tv: float = 0.12  # ... sized up until each position's binned chi-square sees this binned TV
     scale_call_limit_s: float = 10.0  # guard: one call on an engine-scale case (past it: not judged there)
 
 
@@ -127,7 +129,7 @@ class LoopBudget:
 
     name: str
     max_paths: int = 60_000
-    samples: int = 4000  # runs per case the enumerator cannot follow
+    samples: int = 4000  # the fewest runs per core case the enumerator cannot follow (more where detect_tv needs)
     extra_samples: int = 500  # ... per edge, generated or sweep case (its power stated, not required)
     extra_max_paths: int = 2000  # the most paths enumerated on an edge, generated or sweep case
     detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
@@ -217,8 +219,10 @@ TABLE = {
             (0, 4, 5, 6),
             stat_cases=2,
             n_max=4000,
-            cross_check_n_max=2000,
+            cross_check_tv=0.25,
             detect_tv=0.15,
+            sweep_tv=0.25,
+            scale_tv=0.2,
             generated=1,
             sweep_context=128,
             engine_vocab=1024,
@@ -266,8 +270,10 @@ TABLE = {
             tuple(range(12)),
             stat_cases=12,
             n_max=64_000,
-            cross_check_n_max=16_000,
+            cross_check_tv=0.1,
             detect_tv=0.05,
+            sweep_tv=0.1,
+            scale_tv=0.1,
             generated=12,
             sweep_context=4096,
             sweep_k=10,

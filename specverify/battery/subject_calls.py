@@ -41,6 +41,12 @@ def listening(listener: Callable[[str], None]):
         _LISTENERS.remove(listener)
 
 
+def heard() -> bool:
+    """Whether anyone listens (``listening``): words that cost time to make (the other budgets'
+    forecasts) are made only then."""
+    return bool(_LISTENERS)
+
+
 def announce(words: str) -> None:
     """Tell the listeners (``listening``) ``words``; a listener that fails is dropped silently."""
     for listener in list(_LISTENERS):

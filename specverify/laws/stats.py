@@ -253,8 +253,10 @@ def chi_square_test(
 
 
 @functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=4096)
 def _noncentrality_needed(df: int, false_fail_rate: float, false_pass_rate: float) -> float:
-    """Smallest noncentrality lambda with P(ncx2(df, lambda) > chi2.isf(ffr, df)) >= 1 - fpr."""
+    """Smallest noncentrality lambda with P(ncx2(df, lambda) > chi2.isf(ffr, df)) >= 1 - fpr
+    (memoized: a sample size's search asks it again and again with the same arguments)."""
     critical = stats.chi2.isf(false_fail_rate, df)
 
     def log_miss_excess(lam):  # log P(miss) - log(fpr); decreasing in lambda

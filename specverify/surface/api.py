@@ -333,7 +333,10 @@ def battery_result(
     doing = f"{doing}: {kind.NAME} battery, budget {budget.name}"
     status_line.say(doing)
     deadline = None if request.time_limit is None else time.monotonic() + request.time_limit
-    with listening(lambda words: status_line.say(f"{doing}: {words}")), stated(request.precision):
+    with (
+        listening(lambda words: status_line.say(f"{doing}: {words}", getattr(words, "seconds", False))),
+        stated(request.precision),
+    ):
         result = kind.run(
             subject,
             budget,

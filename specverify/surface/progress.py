@@ -1,6 +1,10 @@
 """``check``'s progress on stderr while it runs: a status line redrawn on a terminal
 (``StatusLine``, rich) or plain periodic lines for logs and pipes (``ProgressLines``).
 
+A forecast (words said with the seconds they forecast: a battery's, before its sampling starts)
+is printed at once as a line of its own, on a terminal or not, and every progress line after it
+ends with the finish it forecasts (``eta_words``: "ETA 04:35:12", local time).
+
 Both write through their own duplicate of stderr's descriptor or from a thread of the parent
 only: a subject forked meanwhile never meets a lock they hold.
 """
@@ -15,6 +19,21 @@ PROGRESS_LINE_SECONDS = 10.0
 """How often ``progress="lines"`` repeats the stage that is running, with the time elapsed."""
 
 
+def eta_words(finish: float | None) -> str:
+    """`` ETA HH:MM:SS`` (local time) of a forecast finish (a ``time.time()`` value), or nothing."""
+    import time
+
+    return "" if finish is None else f", ETA {time.strftime('%H:%M:%S', time.localtime(finish))}"
+
+
+def finish_of(seconds) -> float | None:
+    """The wall-clock finish (``time.time()``) of a forecast of ``seconds`` from now; None for
+    words that forecast nothing (``seconds`` False) or no pace (None)."""
+    import time
+
+    return None if seconds is False or seconds is None else time.time() + float(seconds)
+
+
 class ProgressLines:
     """``progress="lines"``: a plain line on stderr every ``PROGRESS_LINE_SECONDS``, the stage
     running and the time elapsed (for logs and pipes, where a status line cannot be redrawn;
@@ -26,13 +45,15 @@ class ProgressLines:
         import threading
 
         self.words, self.started, self.done = f"checking {target}", 0.0, threading.Event()
+        self.finish: float | None = None  # the forecast's finish (``finish_of``), once said
         self.thread = threading.Thread(target=self._repeat, name="specverify-progress", daemon=True)
         self.stream, self.owned = own_stderr()
 
     def _line(self) -> None:
         import time
 
-        emit(f"specverify: {self.words} ({time.monotonic() - self.started:.0f} s)\n", self.stream)
+        elapsed = time.monotonic() - self.started
+        emit(f"specverify: {self.words} ({elapsed:.0f} s{eta_words(self.finish)})\n", self.stream)
         self.stream.flush()
 
     def _repeat(self) -> None:
@@ -45,8 +66,14 @@ class ProgressLines:
         self.started = time.monotonic()
         self.thread.start()
 
-    def say(self, words: str) -> None:
+    def say(self, words: str, seconds=False) -> None:
+        """The stage running now; with ``seconds`` (a forecast; None: at no measured pace) the
+        words are printed at once and later lines show their finish."""
         self.words = words
+        if seconds is not False:
+            self.finish = finish_of(seconds)
+            emit(f"specverify: {words}\n", self.stream)
+            self.stream.flush()
 
     def stop(self) -> None:
         self.done.set()
@@ -66,6 +93,7 @@ class StatusLine:
     def __init__(self, target: str, enabled: bool | str | None):
         self.bar = self.stream = None
         self.owned = False
+        self.finish: float | None = None  # the forecast's finish (``finish_of``), once said
         self.lines = ProgressLines(target) if enabled == "lines" else None
         if self.lines is not None:
             return
@@ -101,11 +129,16 @@ class StatusLine:
         if self.bar is not None:
             self.bar.start()
 
-    def say(self, words: str) -> None:
+    def say(self, words: str, seconds=False) -> None:
+        """The stage running now; with ``seconds`` a forecast (``ProgressLines.say``): printed
+        at once above the status line, whose words then end with its finish."""
         if self.lines is not None:
-            self.lines.say(words)
+            self.lines.say(words, seconds)
         if self.bar is not None:
-            self.bar.update(self.task, description=words)
+            if seconds is not False:
+                self.finish = finish_of(seconds)
+                self.bar.console.print(f"specverify: {words}", markup=False, highlight=False)
+            self.bar.update(self.task, description=words + eta_words(self.finish))
 
     def stop(self) -> None:
         if self.lines is not None:
@@ -120,4 +153,4 @@ class StatusLine:
                     self.stream.close()
 
 
-__all__ = ["PROGRESS_LINE_SECONDS", "ProgressLines", "StatusLine"]
+__all__ = ["PROGRESS_LINE_SECONDS", "ProgressLines", "StatusLine", "eta_words", "finish_of"]

@@ -40,8 +40,8 @@ class LawChecks(LoopCalls):
         """Judge every request of the case: exact law by enumeration (``exact_ok``), else the
         chi-square over whole outputs, its runs drawn from ``runs`` (a ``SeedSequence`` node:
         ``seed_stream(seed, "loop chi-square", i)`` for the battery's case i; a core case,
-        ``CORE_KINDS``: ``budget.samples`` runs and its power required, a shortfall below
-        ``detect_tv``; an edge or generated case: ``extra_samples`` runs, a sweep ``sweep_runs``,
+        ``CORE_KINDS``: ``budget.samples`` runs, more where a request's law needs more to see
+        ``detect_tv`` (its power required: the budget never ends short of it by its sizing); an edge or generated case: ``extra_samples`` runs, a sweep ``sweep_runs``,
         its power stated); the joint law of its requests; contracts on every outcome; tokens per pass when
         ``efficiency``. Each request's (method, law got, law wanted, runs) goes to ``self.laws``."""
         r = self.result
@@ -133,10 +133,15 @@ class LawChecks(LoopCalls):
         ids = tuple(range(len(case.requests)))
         core = case.kind in CORE_KINDS
         n = b.samples if core else b.sweep_runs if case.kind == "sweep" else b.extra_samples
-        if not n:  # a campaign (tv=X): enough runs for every request's chi-square to see it
+        if core or not n:  # a core case (or a campaign's, tv=X): raised until every request sees detect_tv
             n = max(
-                stats.min_num_samples_chi_square(b.detect_tv, request_law(case, i), per_check, POWER_FALSE_PASS_RATE)
-                for i in ids
+                n,
+                *(
+                    stats.min_num_samples_chi_square(
+                        b.detect_tv, request_law(case, i), per_check, POWER_FALSE_PASS_RATE
+                    )
+                    for i in ids
+                ),
             )
         sampled = self.sample(case, n, np.random.default_rng(runs))
         if sampled is None:

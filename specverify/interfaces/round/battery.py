@@ -12,8 +12,10 @@ never re-implement a detector. Detectors, each on the battery's table-driven cas
 - ``exact``: the exact distribution of the first m emitted tokens by enumerating every path of
   the sampler's random decisions (specverify.laws.exact); a finding when TV is above the
   rounding of the subject's working precision (specverify.laws.rounding: 1e-9 at float64).
-- ``chi-square``: sampled runs against the exact target at doubling sample sizes; the false-fail
-  budget is split Bonferroni over every case and every look.
+- ``chi-square``: sampled runs of each case the enumerator cannot follow against the exact target
+  at doubling sample sizes, up to the size its promised TV needs; one pooled cross-check of a few
+  enumerated cases drawn from the seed (``round.statistics``); the false-fail budget is split
+  Bonferroni over every look.
 - ``tokens-per-round``: the mean round length against the exact rule's; a shortfall is an
   efficiency finding.
 - ``binned-chi-square``: the engine-scale cases (``engine_scale_cases``: V 4096 to 152,064, k up
@@ -47,7 +49,7 @@ import time
 from ...battery import runner
 from ...battery.core import BatteryResult, stopping_kinds
 from ...battery.guards import ContractBreach
-from ...battery.subject_calls import OutOfTime, run_in_subject
+from ...battery.subject_calls import OutOfTime, heard, run_in_subject
 from ...laws import rounding
 from . import cases as round_cases
 from .cases import (
@@ -67,9 +69,9 @@ from .counterexample import describe_case, find_counterexample, shrink_engine_sc
 from .efficiency import TokensPerRoundDetector
 from .engine_scale import EngineScaleDetector
 from .exact import ExactDetector
-from .reach import forecast_words, reach, round_reach
+from .reach import forecast_words, other_budgets, reach, round_reach
 from .sampling import among
-from .statistics import ChiSquareDetector
+from .statistics import ChiSquareDetector, cross_check_cases, planned_runs
 from .tasks import enumerate_task, enumeration_key
 
 NAME = "round"
@@ -173,10 +175,10 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
         # the engine-vocabulary case the enumerator cannot follow: binned, as the engine-scale cases
         big = [c for c in fallback if c.name.startswith(ENGINE_VOCAB_ORIGIN)] + big
         fallback = [c for c in fallback if not among(c, big)]
-        stat = fallback + enumerated[: max(0, b.stat_cases - len(fallback))]
-        runs = self.planned_runs(stat, fallback, big)
-        self.plan(runs, forecast_words(b, runs, [c.m for c in stat + big], self.speed))
-        self.statistics(stat, fallback, half)
+        cross = cross_check_cases(enumerated, b.stat_cases, self.seed)
+        runs = self.planned_runs(fallback, cross, big, half)
+        self.plan(runs, self.forecast(runs, fallback, cross, big, cases, half))
+        self.statistics(fallback, cross, half)
         if (
             big
             and not r.flagged(("distribution",))
@@ -196,6 +198,23 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
         if r.rounding:
             r.ran.append(f"rounding: {rounding.summary_words(r.rounding)}")
         return r
+
+    def forecast(self, runs: int, fallback, cross, big, cases, half: float):
+        """The forecast printed before sampling starts (``round.reach.forecast_words``): this
+        budget's runs, calls and seconds at the contract's measured pace, and the other named
+        budgets' for this subject (``other_budgets``; only while a progress line listens)."""
+        b = self.budget
+        others = {}
+        if heard():  # made only for a progress line: the other budgets' cases take seconds to size
+            names = {c.name for c in fallback}
+            every = bool(fallback) and len(fallback) == len(cases)
+
+            def planner(other, f, c, g):
+                swept = {x.name for x in sweep_cases(other, self.seed) + round_corner_cases(other)}
+                return planned_runs(other, f, c, g, swept, half)
+
+            others = other_budgets(b, self.seed, names, every, planner)
+        return forecast_words(b, runs, [c.m for c in fallback + cross + big], self.speed, others)
 
     def cover_cases(self, fixed, drawn, swept, big, fallback) -> None:
         """One ``coverage_entry`` per case run, in the order run."""
@@ -348,7 +367,7 @@ def run_statistics(
     return run_in_subject(
         subject,
         lambda handle: RoundBattery(handle, b, seed, None),
-        lambda run: run.statistics(cases, cases, b.false_fail_rate),
+        lambda run: run.statistics(cases, [], b.false_fail_rate),
     )
 
 

@@ -65,8 +65,11 @@ def coverage(budget) -> str:
     extra += "".join(f" + V{v} k={k} binned" for v, k, _ in b.scale_cases)
     return (
         f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
-        f"{max(c.m for c in chosen)} tokens, chi-square up to {b.n_max} runs; a case "
-        f"the enumerator cannot follow must see TV {b.detect_tv:g}"
+        f"{max(c.m for c in chosen)} tokens, chi-square looks to {b.n_max} runs and on to a case's "
+        f"TV; a case the enumerator cannot follow must see TV {b.detect_tv:g} (swept {b.sweep_tv:g}"
+        + (f", binned {b.scale_tv:g} per position" if b.scale_cases else "")
+        + (f"; cross-check of enumerated ones {b.cross_check_tv:g}" if b.stat_cases else "")
+        + ")"
     )
 
 
@@ -229,16 +232,18 @@ def engine_scale_case(vocab: int, k: int, m: int, side: str, origin: str, rng, s
     )
 
 
-ROUND_STREAMS = ("chi-square looks", "generated cases", "engine scale", "tokens per round")
+ROUND_STREAMS = ("chi-square looks", "generated cases", "engine scale", "tokens per round", "cross-check")
 """The round battery's random streams (``battery.stream``: nodes of ``SeedSequence(seed)``'s tree),
 child by child: 0 the sequential chi-square, one node per (case, look, block): ``(0, i, j, l)``
 draws block l (``run_blocks``) of the runs case i of the chi-square's cases
-(``RoundBattery.statistics``' list: the fallback cases, then the enumerated ones) adds at look j
+(``RoundBattery.sequential``' list: the cases the enumerator cannot follow) adds at look j
 (``looks``), whatever other cases are live; 1 the generated cases (``(1, i)`` case i,
 ``(1, budget.generated)`` the engine-vocabulary pair, ``(1, budget.generated + 1)`` the context
 sweep's model and tokens); 2 the engine-scale streams
 (``SCALE_STREAMS``; the runs of engine-scale case i, block l: ``(2, 1, i, l)``); 3 sampled tokens
-per round, ``(3, i, l)`` for block l of case i of ``round_length_cases``. The root itself (``default_rng(seed)``) draws the contract's rounds,
+per round, ``(3, i, l)`` for block l of case i of ``round_length_cases``; 4 the cross-check of
+enumerated cases (``round.statistics``): ``(4, 0)`` draws its cases, ``(4, 1, j, l)`` block l of
+the runs of its case j. The root itself (``default_rng(seed)``) draws the contract's rounds,
 threaded through the cases in order, and the counterexample search's runs (``round_counterexample``).
 No stream is made by adding an offset to the seed."""
 
@@ -441,8 +446,9 @@ def campaign_runs(tv: float, budget: str | Budget = "thorough", false_fail_rate:
 
 
 def campaign_budget(tv: float, base: str | Budget = "thorough") -> Budget:
-    """``base`` with every case tested by statistics up to the run count ``campaign_runs`` gives
-    for ``tv``, and time limits that do not cut it short (``--budget tv=0.001``): the round
+    """``base`` with every sampled case sized to see ``tv`` (fixed, generated and swept cases the
+    enumerator cannot follow, the binned cases per position, the pooled cross-check of every
+    enumerated case's kind; the looks up to the run count ``campaign_runs`` gives), and time limits that do not cut it short (``--budget tv=0.001``): the round
     section of ``tv=X`` (``budgets.campaign``)."""
     b = get_budget(base)
     c = campaign_runs(tv, b)
@@ -451,8 +457,10 @@ def campaign_budget(tv: float, base: str | Budget = "thorough") -> Budget:
         name=f"tv={tv:g}",
         stat_cases=len(b.cases),
         n_max=c["n_max"],
-        cross_check_n_max=c["n_max"],
         detect_tv=min(b.detect_tv, tv),
+        sweep_tv=min(b.sweep_tv, tv),
+        scale_tv=min(b.scale_tv, tv),
+        cross_check_tv=min(b.cross_check_tv, tv),
     )
 
 
