@@ -9,9 +9,7 @@ here calls a subject).
   ``round_length_cases`` of tokens per round and the ``reference_case`` the experiments use;
 - the reference laws, computed from the parent's own copies of the tables: ``target_distribution``
   (the exact law of a case's first m tokens), ``expected_round_length`` (the exact rule's mean
-  round length), the optima of tokens per round, and ``looks`` (the sequential test's sizes);
-- the small counterexample candidates (``SMALL_PAIRS``, ``small_models``, ``small_cases``),
-  smallest first, that ``round_counterexample`` searches.
+  round length), the optima of tokens per round, and ``looks`` (the sequential test's sizes).
 
 Rule: Leviathan, Kalman, Matias (arXiv 2211.17192).
 """
@@ -363,46 +361,6 @@ def looks(n_min: int, n_max: int) -> list[int]:
     return sizes
 
 
-# --------------------------------------------------------------------------- counterexample candidates
-
-SMALL_PAIRS = [
-    ([0.5, 0.5], [0.8, 0.2]),
-    ([0.7, 0.3], [0.2, 0.8]),
-    ([0.9, 0.1], [0.5, 0.5]),
-    ([1.0, 0.0], [0.5, 0.5]),
-    ([0.5, 0.3, 0.2], [0.3, 0.3, 0.4]),
-    ([0.2, 0.5, 0.3], [0.6, 0.2, 0.2]),
-]
-
-
-SMALL_MODELS_SEED = 0
-"""The chains among the counterexample candidates are fixed models, the same whatever the check's
-seed: the one with vocabulary v, order o and index i is drawn from the node ``(v, o, i)`` of
-``SeedSequence(SMALL_MODELS_SEED)``'s tree (``battery.seed_tree.stream``)."""
-
-
-def small_models():
-    """Candidate models from the smallest up: i.i.d. pairs, then chains that depend on the last
-    token, then chains that depend on the position (for wrong-row bugs that i.i.d. models hide)."""
-    for p, q in SMALL_PAIRS:
-        yield iid_model(p, q, name="iid")
-    for v in (2, 3):
-        for i in range(3):
-            yield random_model(v, 1, 1, stream(SMALL_MODELS_SEED, v, 1, i))
-        for i in range(2):
-            yield random_model(v, 0, 2, stream(SMALL_MODELS_SEED, v, 0, i))
-
-
-def small_cases() -> list[Case]:
-    """Candidate cases, smallest first: k, then the window m, then the model."""
-    return [
-        Case("counterexample", model, tuple([1 % model.vocab_size] * max(model.order, 1)), k, m)
-        for k in (1, 2, 3)
-        for m in range(1, k + 2)
-        for model in small_models()
-    ]
-
-
 # --------------------------------------------------------------------------- the campaign tv=X
 
 
@@ -472,8 +430,6 @@ __all__ = [
     "ROUND_STREAMS",
     "RUN_BLOCK",
     "SCALE_STREAMS",
-    "SMALL_MODELS_SEED",
-    "SMALL_PAIRS",
     "ENGINE_VOCAB_DECISIONS",
     "ENGINE_VOCAB_ORIGIN",
     "WIDE_VOCAB",
@@ -498,8 +454,6 @@ __all__ = [
     "round_stream",
     "run_blocks",
     "scale_stream",
-    "small_cases",
-    "small_models",
     "sweep_cases",
     "target_distribution",
     "too_slow",

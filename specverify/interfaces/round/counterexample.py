@@ -1,6 +1,6 @@
 """The round battery's counterexamples: on a distribution finding, the smallest model that shows it.
 
-``find_counterexample`` tries the small candidates of ``round_cases.small_cases`` (i.i.d. pairs,
+``find_counterexample`` tries the small candidates of ``small_cases`` (i.i.d. pairs,
 then chains, k from 1 up), exactly where the enumerator follows the sampler (``describe``: the
 model's tables, the sampler's and the target's law side by side), else by a chi-square on
 ``counterexample_samples`` runs; ``describe_case`` describes one drawn case the same way;
@@ -22,10 +22,51 @@ from ...battery.guards import ContractBreach
 from ...battery.seed_tree import stream
 from ...battery.subject_calls import Battery, OutOfTime, subject_process
 from ...laws import exact, rounding, scale, stats
-from .cases import Budget, Case, engine_scale_case, get_budget, scale_stream, small_cases, target_distribution
+from ...laws.chains import iid_model, random_model
+from .cases import Budget, Case, engine_scale_case, get_budget, scale_stream, target_distribution
 from .tasks import enumerate_task, sample_guard_s, sample_task
 
 COUNTEREXAMPLE_MAX_PATHS = 20_000
+
+
+# --------------------------------------------------------------------------- counterexample candidates
+
+SMALL_PAIRS = [
+    ([0.5, 0.5], [0.8, 0.2]),
+    ([0.7, 0.3], [0.2, 0.8]),
+    ([0.9, 0.1], [0.5, 0.5]),
+    ([1.0, 0.0], [0.5, 0.5]),
+    ([0.5, 0.3, 0.2], [0.3, 0.3, 0.4]),
+    ([0.2, 0.5, 0.3], [0.6, 0.2, 0.2]),
+]
+
+
+SMALL_MODELS_SEED = 0
+"""The chains among the counterexample candidates are fixed models, the same whatever the check's
+seed: the one with vocabulary v, order o and index i is drawn from the node ``(v, o, i)`` of
+``SeedSequence(SMALL_MODELS_SEED)``'s tree (``battery.seed_tree.stream``)."""
+
+
+def small_models():
+    """Candidate models from the smallest up: i.i.d. pairs, then chains that depend on the last
+    token, then chains that depend on the position (for wrong-row bugs that i.i.d. models hide)."""
+    for p, q in SMALL_PAIRS:
+        yield iid_model(p, q, name="iid")
+    for v in (2, 3):
+        for i in range(3):
+            yield random_model(v, 1, 1, stream(SMALL_MODELS_SEED, v, 1, i))
+        for i in range(2):
+            yield random_model(v, 0, 2, stream(SMALL_MODELS_SEED, v, 0, i))
+
+
+def small_cases() -> list[Case]:
+    """Candidate cases, smallest first: k, then the window m, then the model."""
+    return [
+        Case("counterexample", model, tuple([1 % model.vocab_size] * max(model.order, 1)), k, m)
+        for k in (1, 2, 3)
+        for m in range(1, k + 2)
+        for model in small_models()
+    ]
 
 
 def find_counterexample(subject, budget: str | Budget = "standard", seed: int = 0, **overrides) -> dict | None:
