@@ -35,20 +35,10 @@ def top_p_first_row(s, logits, drafts, i, n):
     return top_p_before_top_k(logits, s.params, s.request.prompt, hist, tuple(s.grammar_tokens) + tuple(drafts[:i]))
 
 
-def top_p_first_draft_row(s, logits, drafts, i, vocab):
-    """The draft row processed alike (any q keeps the rule exact; this keeps q near p)."""
-    hist = tuple(s.penalty_tokens) + tuple(drafts[:i])
-    z = ref.fit_width(logits, vocab)
-    return top_p_before_top_k(z, s.params, s.request.prompt, hist, tuple(s.grammar_tokens) + tuple(drafts[:i]))
-
-
-def top_p_first_drafter(s, draft, n, vocab):
-    return ref.draft_tokens(s, draft, n, vocab, row=top_p_first_draft_row)
-
-
 def speculative_top_p_first(target, draft, requests, k, rng):
-    """The reference loop whose speculative path (target and draft rows) applies top-p before top-k."""
-    return ref.loop_with(target, draft, requests, k, rng, trow=top_p_first_row, drafter=top_p_first_drafter)
+    """The reference loop whose speculative path verifies against target rows that apply top-p
+    before top-k (the drafts as the reference's: any q keeps the rule exact)."""
+    return ref.loop_with(target, draft, requests, k, rng, trow=top_p_first_row)
 
 
 def target_only_with(step, target, requests, rng):
@@ -118,6 +108,5 @@ __all__ = [
     "target_only_top_k_first",
     "target_only_top_p_first",
     "target_only_with",
-    "top_p_first_draft_row",
     "top_p_first_row",
 ]

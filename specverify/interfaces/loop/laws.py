@@ -328,6 +328,8 @@ class LawChecks(ReferenceCalls):
         if any(row[3] is None for outcome in law for row in outcome):
             self.result.ran.append(f"tokens-per-pass: {case.name}: no counts returned; skipped")
             return
+        if not self.rate_comparable(case):
+            return
         want = reference_rates(case)
         for i, (got, ref) in enumerate(zip(tokens_per_pass_rates(law, len(case.requests)), want)):
             self.result.ran.append(f"tokens-per-pass: {case.name}: request {i}: {got:.4f} vs {ref:.4f}")
@@ -351,6 +353,8 @@ class LawChecks(ReferenceCalls):
         r = self.result
         if not got or any(row[3] is None for outcome in got for row in outcome):
             r.ran.append(f"tokens-per-pass: {case.name}: no counts returned; skipped")
+            return
+        if not self.rate_comparable(case):
             return
         for i, ref in enumerate(reference_rates(case)):
             tokens = [len(o[i][0]) for o in got]

@@ -91,7 +91,23 @@ class ReferenceCalls(LoopCalls):
         if not hasattr(self, "_reference_cache"):
             self._reference_cache: dict = {}
             self.notes: list[str] = []
+            self.differing: set[str] = set()  # the cases where the reference's law is not the project's
         return self._reference_cache
+
+    def rate_comparable(self, case: LoopCase) -> bool:
+        """Whether tokens per pass may be judged against this project's reference loop on ``case``:
+        without a reference, or where the reference's law is the project's (the reference loop's
+        rate is that of this project's target law); said in ``ran`` otherwise."""
+        if self.reference is None:
+            return True
+        self.reference_law(case, tuple(range(len(case.requests))))
+        if case.name not in self.differing:
+            return True
+        self.result.ran.append(
+            f"tokens-per-pass: {case.name}: not judged (your target-only law differs from the project's, "
+            "whose reference loop's rate is the bar)"
+        )
+        return False
 
     def broken(self, case: LoopCase, words: str) -> None:
         """The reference broke on ``case``: a finding on it, a shortfall, and the battery stops."""
@@ -201,6 +217,7 @@ class ReferenceCalls(LoopCalls):
                 + (words if words else f"differs from this project's definition (exact TV {tv:.4g})")
                 + " (information, not a finding: the loop is judged against your reference)"
             )
+            self.differing.add(case.name)
             if note not in self.notes:
                 self.notes.append(note)
                 self.result.ran.append(f"reference differs: {note}")

@@ -140,7 +140,7 @@ class SeedChecks(ReferenceCalls):
         runs = [o[0] for o in self.reference_runs(case, (0,), len(samples), purpose=1)]
         test = two_sample_test(samples, runs, rate, POWER_FALSE_PASS_RATE)
         self.two_sample_power(case, 0, test, rate)
-        self.cover(case, "two-sample chi-square", len(samples), test.min_detectable_tv)
+        self.cover(case, "chi-square", len(samples), test.min_detectable_tv)
         self.result.ran.append(
             f"seed-law: {case.name}: request 0 over seeds 0..{len(samples) - 1} against {len(runs)} runs of the "
             f"reference: two-sample p-value {test.p_value:.3g}; detects TV >= {test.min_detectable_tv:.3g}"

@@ -9,10 +9,11 @@ from __future__ import annotations
 from ...battery.core import POWER_FALSE_PASS_RATE, Finding
 from ...laws import stats
 from .cases import Case, looks, target_distribution
-from .sampling import RoundSampling, among
+from .own_reference import RoundReference
+from .sampling import among
 
 
-class ChiSquareDetector(RoundSampling):
+class ChiSquareDetector(RoundReference):
     """The sequential chi-square on the cases the enumerator could not follow, and a cross
     check on enumerated ones."""
 
@@ -51,7 +52,10 @@ class ChiSquareDetector(RoundSampling):
                     self.breach(breach, case)
                     del live[i]
                     continue
-                want = target_distribution(case)
+                want = self.wanted(case)
+                if want is None:  # a reference that cannot be enumerated here, or broken (said)
+                    del live[i]
+                    continue
                 test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
                 p = last_p[i] = test.p_value if test.p_value is not None else 0.0
                 r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
@@ -64,7 +68,8 @@ class ChiSquareDetector(RoundSampling):
                         Finding(
                             "chi-square",
                             "distribution",
-                            f"sampled distribution differs from the target's: chi-square p-value "
+                            f"sampled distribution differs from "
+                            f"{'the reference' if self.reference is not None else 'the target'}'s: chi-square p-value "
                             f"{p:.3g} < {per_check:.3g} after {len(samples)} runs, empirical TV {tv:.3g} "
                             f"({test.detail})",
                             case.name,
