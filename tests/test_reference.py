@@ -61,7 +61,7 @@ def generate(target, draft, requests, k, rng):
     return speculative_top_p_first(target, draft, requests, k, rng)
 
 
-generate.specverify_cases = truncation_cases()
+generate.specverify_cases = truncation_cases()[:1]
 
 
 def generate_target_only(target, draft, requests, k, rng):
@@ -279,13 +279,9 @@ import pytest
 from loop import generate, generate_target_only
 
 
-def test_keyword(specverify_check):
-    assert specverify_check(generate, reference=generate_target_only).exact is True
-
-
 @pytest.mark.specverify(reference=generate_target_only)
 def test_marker(specverify_check):
-    specverify_check(generate)
+    assert specverify_check(generate).exact is True
 
 
 def test_without(specverify_check):
@@ -293,5 +289,16 @@ def test_without(specverify_check):
 """
     )
     result = pytester.runpytest_subprocess(*plugin_args(), "--specverify-budget", "quick", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=1, failed=1)
     assert "applies top-p before top-k" in result.stdout.str()
+
+
+def test_assert_exact_takes_a_reference():
+    def subject(target, draft, requests, k, rng):
+        return speculative_top_p_first(target, draft, requests, k, rng)
+
+    subject.specverify_cases = CASES[:1]
+    report = specverify.assert_exact(subject, budget="quick", reference=target_only_top_p_first)
+    assert report.exact is True
+    with pytest.raises(AssertionError, match="applies top-p before top-k"):
+        specverify.assert_exact(subject, budget="quick")
