@@ -37,6 +37,7 @@ from specverify.mutants.loop_engine_mutants import (
 )
 from specverify.samplers import speculative_step
 from specverify.samplers.reference_loop import generate
+from specverify.surface.report_text import human
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["pytester"]
@@ -145,6 +146,7 @@ def test_an_engine_with_top_p_first_on_both_paths_is_exact_against_its_own_refer
     notes = [line for line in own["ran"] if line.startswith("reference differs")]
     assert notes and all("applies top-p before top-k" in line for line in notes)  # information ...
     assert not own["findings"]  # ... not a finding
+    assert "reference differs" in human(own)  # shown in the short report too
     assert all(c["judged"] == "enumeration" for c in own["coverage"]["cases"])  # the exact law, both sides
     assert own["exact_tv_max"] is not None and own["exact_tv_max"] <= 1e-9
     default = check(speculative_top_p_first, **QUICK)
@@ -253,11 +255,9 @@ def test_the_command_line_takes_a_reference(tmp_path):
     code, out, err = cli(
         f"{loop}:generate", "--reference", f"{loop}:generate_target_only", "--budget", "quick", "--json"
     )
-    assert code == 0, err
+    assert code == 0, err  # without --reference: NOT EXACT, the order named (the API's tests, the same run)
     report = json.loads(out)
     assert report["exact"] is True and any("applies top-p before top-k" in line for line in report["ran"])
-    code, out, err = cli(f"{loop}:generate", "--budget", "quick")
-    assert code == 1 and "applies top-p before top-k" in out
     code, out, err = cli(f"{loop}:generate", "--reference", "nocolon")
     assert code == 2 and "--reference" in err
 
@@ -281,16 +281,12 @@ from loop import generate, generate_target_only
 
 @pytest.mark.specverify(reference=generate_target_only)
 def test_marker(specverify_check):
-    assert specverify_check(generate).exact is True
-
-
-def test_without(specverify_check):
-    specverify_check(generate)
+    report = specverify_check(generate)
+    assert report.exact is True and "judged against the reference" in report.coverage
 """
     )
     result = pytester.runpytest_subprocess(*plugin_args(), "--specverify-budget", "quick", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, failed=1)
-    assert "applies top-p before top-k" in result.stdout.str()
+    result.assert_outcomes(passed=1)
 
 
 def test_assert_exact_takes_a_reference():

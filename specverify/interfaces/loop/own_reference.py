@@ -43,6 +43,7 @@ from ...battery.seed_tree import stream
 from ...battery.subject_calls import call_within, subject_process
 from ...laws import exact
 from ...laws.requests import sequence_law, step_distribution
+from ...samplers.reference_loop import reads_no_tokens
 from .calls import LoopCalls, request_law
 from .cases import LoopCase
 from .semantics import named_difference
@@ -169,11 +170,18 @@ class ReferenceCalls(LoopCalls):
 
     def wanted_row(self, case: LoopCase, i: int) -> np.ndarray | None:
         """Request i's processed first row (a context-free case: every position's law): this
-        project's, or the reference's exact law of one token of the request; None when the
-        enumerator cannot follow the reference."""
+        project's, or the reference's exact law of one token of the request (shared by the
+        requests of the case whose params read no tokens and whose first rows are equal: a
+        target-only path whose params read no tokens draws one token from the row alone); None
+        when the enumerator cannot follow the reference."""
         req = case.requests[i]
+        logits = case.target(req.prompt)
         if self.reference is None:
-            return step_distribution(case.target(req.prompt), req.params, req.prompt, ())
+            return step_distribution(logits, req.params, req.prompt, ())
+        cache = self.reference_cache()
+        key = ("row", id(case.target), np.asarray(logits).tobytes(), repr(req.params))
+        if reads_no_tokens(req.params) and key in cache:  # same row, same params: the same law
+            return cache[key][1]
         one = replace(case, requests=(replace(req, params=replace(req.params, max_tokens=1)),))
         law = self.reference_law(one, (0,))
         if law is None:
@@ -182,6 +190,7 @@ class ReferenceCalls(LoopCalls):
         for outcome, w in law.items():
             if outcome[0][0]:
                 row[outcome[0][0][0]] += w
+        cache[key] = ((case, req.params), row)
         return row
 
     def reference_runs(self, case: LoopCase, ids: tuple, n: int, purpose: int = 0) -> list:
