@@ -34,6 +34,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class ReferenceCalls(LoopCalls):
     (one token's), ``reference_runs`` (when it cannot be enumerated); without a reference,
     this project's definition."""
 
-    reference = None
+    reference: Any = None
     """The engine's own target-only path (a started ``runner.Runner``), or None."""
 
     def reference_cache(self) -> dict:

@@ -16,6 +16,8 @@ Where the reference's law differs from the target's, a ``ran`` line says so (inf
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...battery.core import Finding
 from ...battery.guards import ContractBreach
 from ...battery.subject_calls import call_within
@@ -31,7 +33,7 @@ CHECK = "reference"
 class RoundReference(RoundSampling):
     """``wanted``: the law a round case is judged against (the target's, or the reference's)."""
 
-    reference = None
+    reference: Any = None
     """The engine's own target-only round (a started ``runner.Runner``), or None."""
 
     def wanted(self, case: Case) -> dict | None:
