@@ -26,6 +26,8 @@ _LAZY = {
     "KERNEL_CONTROLS": "kernel_mutants",
     "KERNEL_MUTANTS": "kernel_mutants",
     "LOOP_CONTROLS": "loop_mutants",
+    "LOOP_ENGINE_CONTROLS": "loop_engine_mutants",
+    "LOOP_ENGINE_MUTANTS": "loop_engine_mutants",
     "LOOP_MUTANTS": "loop_mutants",
     "MULTI_DRAFT_MUTANTS": "multi_draft",
     "RULE_CONTROLS": "rules",

@@ -89,6 +89,7 @@ class Mutant:
     reference: str | None = None  # handout section, arXiv id or owner/repo#number
     source: str = "specverify"  # one of SOURCES
     interface: str = "round"  # one of INTERFACES: fn is a round sampler or a whole loop (generate)
+    own_reference: Callable | None = None  # the engine's own target-only path, passed as the reference
 
     def __post_init__(self):
         if not _ID_PATTERN.match(self.id):

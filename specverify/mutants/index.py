@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .catalogue import CONTROLS, MUTANTS, Mutant
 from .kernel_mutants import KERNEL_CONTROLS, KERNEL_MUTANTS
+from .loop_engine_mutants import LOOP_ENGINE_CONTROLS, LOOP_ENGINE_MUTANTS
 from .loop_mutants import LOOP_CONTROLS, LOOP_MUTANTS
 from .multi_draft import MULTI_DRAFT_MUTANTS
 from .rounding_controls import ROUNDING_CONTROLS, ROUNDING_MUTANTS
@@ -19,7 +20,9 @@ ALL: tuple[Mutant, ...] = (
     *RULE_CONTROLS,
     *ROUNDING_CONTROLS,
     *LOOP_MUTANTS,
+    *LOOP_ENGINE_MUTANTS,
     *LOOP_CONTROLS,
+    *LOOP_ENGINE_CONTROLS,
     *KERNEL_MUTANTS,
     *KERNEL_CONTROLS,
 )

@@ -90,6 +90,9 @@ def run_subject(mutant_id: str, effect: str, budget: str, seed: int, timeout: fl
             overrides = {}
         if units:
             overrides = {**overrides, "prefetched": prefetched(units)}
+        own = None if mutant_id in (BASELINE_ID, SANITY_ID) else get(mutant_id).own_reference
+        if own is not None:  # judged against the engine's own target-only path
+            overrides = {**overrides, "reference": own}
         result = kind.run(
             fn, b, seed, deadline=time.monotonic() + timeout, stop_on_first=stops_on_first(effect), **overrides
         )

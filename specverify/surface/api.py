@@ -84,6 +84,7 @@ def check(
     workers: int = 1,
     overrides: Mapping[str, Any] | None = None,
     precision: str | None = None,
+    reference: str | runner.Runner | Callable[..., Any] | None = None,
 ) -> Report:
     """Run the detector battery on ``sampler`` and return its ``Report``: the keywords become one
     ``request.CheckRequest`` (each checked by ``request.FIELD_CHECKS``, as the ``check`` command
@@ -135,6 +136,14 @@ def check(
     bfloat16; ``specverify.laws.rounding``); None (default): as observed while the enumerator
     follows the subject. An exact TV within the rounding of that precision (the token-wise rule
     carried out in it, on the same case) is exact at that rounding, and the report says so.
+
+    ``reference``: the engine's own target-only path (a function of the subject's interface, or a
+    TARGET string loaded like the subject, in a process of its own; it may ignore the draft and k):
+    every law is judged against it instead of this project's target-only definition, exactly where
+    the enumerator follows both sides, else by a two-sample chi-square (loop and round interfaces;
+    docs/LOOP.md, "Your own reference"). Where it differs from the project's definition, the
+    report's ``ran`` says so (information, not a finding); a reference that raises, hangs or
+    returns junk is a finding on the reference and the verdict INCONCLUSIVE, never NOT EXACT.
     """
     name = target if target is not None else name_of(sampler)  # named before adapting
     sampler, interface = adapted(sampler, interface)
@@ -153,6 +162,7 @@ def check(
         progress=progress,
         target=name,
         precision=precision,
+        reference=reference,
     )
     return run(sampler, request)
 
@@ -199,10 +209,11 @@ def run(sampler: str | runner.Runner | Callable[..., Any], request: CheckRequest
         status_line = stack.enter_context(showing_progress(target, request.progress))
         subject = stack.enter_context(started(sampler, request.device, status_line, target))
         kind = interface_for(subject, request.interface, target)
+        reference = stack.enter_context(started_reference(kind, request, status_line))
         budget = kind.budget(request.budget, request.overrides)
         declared = declared_cases(kind, subject, request)
         coverage = coverage_summary(kind, budget, declared, request)
-        result = battery_result(kind, subject, budget, declared, request, f"checking {target}", status_line)
+        result = battery_result(kind, subject, budget, declared, request, f"checking {target}", status_line, reference)
     return Report(
         target=target,
         seed=request.seed,
@@ -240,6 +251,33 @@ def started(
         yield own
     finally:
         own.close()
+
+
+REFERENCE_INTERFACES = ("loop", "round")
+"""The interfaces that judge a subject against a reference of its own (``check(reference=...)``)."""
+
+
+@contextmanager
+def started_reference(
+    kind: Interface, request: CheckRequest, status_line: StatusLine
+) -> Iterator[runner.Runner | Callable[..., Any] | None]:
+    """The request's reference, loaded as the subject is (a TARGET in a process of its own,
+    closed afterwards; a callable or a Runner as it is), its signature checked against the
+    subject's interface; None without one. InterfaceError naming ``reference`` for an interface
+    that takes none or a signature that does not fit."""
+    if request.reference is None:
+        yield None
+        return
+    if kind.NAME not in REFERENCE_INTERFACES:
+        raise InterfaceError(
+            f"reference: the {kind.NAME} interface takes no reference (the {' and '.join(REFERENCE_INTERFACES)} do)"
+        )
+    name = request.reference if isinstance(request.reference, str) else name_of(request.reference)
+    with started(request.reference, request.device, status_line, f"the reference {name}") as reference:
+        mismatch = in_subject(reference, signature_task, kind.NAME)
+        if mismatch:
+            raise InterfaceError(f"reference {name!r}: {mismatch}")
+        yield reference
 
 
 def answered(subject: Callable[..., Any], task: Callable[..., Any], *args: Any) -> tuple[str, Any]:
@@ -315,6 +353,9 @@ def coverage_summary(kind: Interface, budget: Any, declared: tuple[Any, ...] | N
         words += f"; aimed at {request.aim.words()}"
     if request.fail_fast:
         words += "; fail-fast: stops at its first finding that breaks exactness"
+    if request.reference is not None:
+        name = request.reference if isinstance(request.reference, str) else name_of(request.reference)
+        words += f"; judged against the reference {name} (its own target-only path), not this project's definition"
     return words
 
 
@@ -326,10 +367,12 @@ def battery_result(
     request: CheckRequest,
     doing: str,
     status_line: StatusLine,
+    reference: runner.Runner | Callable[..., Any] | None = None,
 ) -> BatteryResult:
     """The interface's battery run on the subject at the resolved ``budget`` (on the request's
     device, which the interface checks), then, when asked and the subject could run, the
-    smallest counterexample."""
+    smallest counterexample; both against ``reference`` when given (``started_reference``)."""
+    against: dict[str, Any] = {} if reference is None else {"reference": reference}
     doing = f"{doing}: {kind.NAME} battery, budget {budget.name}"
     status_line.say(doing)
     deadline = None if request.time_limit is None else time.monotonic() + request.time_limit
@@ -348,12 +391,13 @@ def battery_result(
             device=request.device,
             units=request.units,
             workers=request.workers,
+            **against,
         )
     if request.counterexample and not result.environment:
         status_line.say(f"{doing}: looking for the smallest counterexample")
         with stated(request.precision):  # rounding alone is no counterexample (laws.rounding)
             result.counterexample = kind.counterexample(
-                subject, budget, request.seed, result, aim=request.aim or None, cases=declared
+                subject, budget, request.seed, result, aim=request.aim or None, cases=declared, **against
             )
     return result
 
@@ -371,6 +415,7 @@ def assert_exact(
     max_tokens: int | None = None,
     progress: bool | str | None = None,
     precision: str | None = None,
+    reference: str | runner.Runner | Callable[..., Any] | None = None,
 ) -> Report:
     """``check`` the sampler; AssertionError unless it is exact (and, unless
     ``allow_inconclusive``, conclusively so). A subject that cannot run here raises
@@ -378,7 +423,7 @@ def assert_exact(
     and a usage mistake ``UsageError``. The message puts the verdict first, then each
     finding, then the smallest counterexample side by side (tokens: sampler vs target). Returns
     the report when the assertion holds. ``vocab``, ``k``, ``max_tokens``, ``progress``,
-    ``precision``: as ``check``'s."""
+    ``precision``, ``reference``: as ``check``'s."""
     __tracebackhide__ = True  # a failing test's traceback ends at its own call, not here
     allow_inconclusive = check_flag("allow_inconclusive")(allow_inconclusive)
     report = check(
@@ -392,6 +437,7 @@ def assert_exact(
         max_tokens=max_tokens,
         progress=progress,
         precision=precision,
+        reference=reference,
     )
     if report.environment:
         raise environment_error(f"{report.target}: cannot run here: {report.environment}")
@@ -402,6 +448,7 @@ def assert_exact(
 
 __all__ = [
     "EnvironmentProblem",
+    "REFERENCE_INTERFACES",
     "VERDICT_WORDS",
     "Report",
     "UsageError",
@@ -424,4 +471,5 @@ __all__ = [
     "run",
     "split_target",
     "start_target",
+    "started_reference",
 ]

@@ -177,6 +177,15 @@ def parse_args(argv):
         "on the same case, is exact at that rounding (docs/CHECK.md, Rounding)",
     )
     ap.add_argument(
+        "--reference",
+        type=option_type("reference"),
+        default=None,
+        metavar="TARGET",
+        help="the engine's own target-only path (module:function or file.py:function, the subject's "
+        "interface; it may ignore the draft and k): judge the subject against it instead of this project's "
+        "target-only definition, and report where the two differ (loop and round; docs/LOOP.md)",
+    )
+    ap.add_argument(
         "--fail-fast",
         action="store_true",
         help="stop each TARGET's battery at its first finding that makes it NOT EXACT (as pytest -x): "
@@ -214,6 +223,7 @@ def command(args: argparse.Namespace, ap: argparse.ArgumentParser) -> CheckComma
         time_limit=args.time_limit,
         workers=args.workers,
         precision=args.precision,
+        reference=args.reference,
     )
     return CheckCommand(
         targets=tuple(args.targets),

@@ -8,7 +8,8 @@
     def test_quick(specverify_check): ...
 
 The marker takes keywords only (``MARKER_KEYWORDS``: budget, seed, interface,
-allow_inconclusive, precision); a positional argument, another keyword or a bad value errors the test that
+allow_inconclusive, precision, reference: the engine's own target-only path, a TARGET string or
+a function, as ``specverify.check``'s); a positional argument, another keyword or a bad value errors the test that
 uses the fixture with a message naming the marker. A keyword given as None is as if not given.
 
 ``specverify_check(sampler, **kwargs)`` is ``specverify.assert_exact`` with the run's budget and
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BUDGET = "standard"
 DEFAULT_SEED = 0
-MARKER_KEYWORDS = ("budget", "seed", "interface", "allow_inconclusive", "precision")
+MARKER_KEYWORDS = ("budget", "seed", "interface", "allow_inconclusive", "precision", "reference")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,7 +69,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "specverify(budget=None, seed=None, interface=None, allow_inconclusive=False): "
+        "specverify(budget=None, seed=None, interface=None, allow_inconclusive=False, precision=None, "
+        "reference=None): "
         "keywords of the specverify_check fixture for this test",
     )
     budget = config.getoption("--specverify-budget")
@@ -149,7 +151,7 @@ def specverify_check(request: pytest.FixtureRequest) -> Callable[..., Report]:
 
         b = budget or marked.get("budget") or option_budget or DEFAULT_BUDGET
         s = next((x for x in (seed, marked.get("seed"), option_seed) if x is not None), DEFAULT_SEED)
-        for key in ("interface", "allow_inconclusive", "precision"):
+        for key in ("interface", "allow_inconclusive", "precision", "reference"):
             if kwargs.get(key) is None and key in marked:
                 kwargs[key] = marked[key]
         from ..errors import EnvironmentProblem

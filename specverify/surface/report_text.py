@@ -243,7 +243,8 @@ def short_lines(report: dict, width: int = WIDTH) -> list[str]:
     the counterexample last."""
     lines = head_lines(report, width) + coverage_lines(report) + power_lines(report)
     lines += [one_line(line, width) for line in finding_lines(report)] + verdict_reason_lines(report)
-    lines += rounding_lines(report) + control_lines(report) + run_lines(report, printed=PRINTED_SHORT, checks=False)
+    lines += rounding_lines(report) + reference_lines(report) + control_lines(report)
+    lines += run_lines(report, printed=PRINTED_SHORT, checks=False)
     lines += checks_summary_lines(report)
     return lines + smallest_model_lines(report["counterexample"])
 
@@ -273,6 +274,14 @@ def verdict_reason_lines(report: dict) -> list[str]:
     if report["exact"] is None and any(f["check"] == "rng" for f in report["findings"]):
         return [RNG_REASON]
     return []
+
+
+def reference_lines(report: dict, shown: int = 3) -> list[str]:
+    """Where a reference given with ``--reference`` differs from this project's definition (its
+    ``reference differs:`` lines, information, not findings): the first ``shown``, then a count."""
+    notes = [line for line in report["ran"] if line.startswith("reference differs: ")]
+    more = [f"  ... and {len(notes) - shown} more (--verbose lists each)"] if len(notes) > shown else []
+    return [one_line(f"  {line}") for line in notes[:shown]] + more
 
 
 def rounding_lines(report: dict) -> list[str]:

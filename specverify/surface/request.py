@@ -119,6 +119,23 @@ def check_stated_precision(value: Any) -> str | None:
     return None if value is None else check_precision("precision", value)
 
 
+def check_reference(value: Any) -> Any:
+    """None, a TARGET string (``package.module:function`` or ``path/file.py:function``: loaded
+    like the subject, in a process of its own) or a callable (a started ``runner.Runner`` too):
+    the engine's own target-only path, with the subject's interface, that the subject is judged
+    against instead of this project's definition."""
+    if value is None or callable(value) or hasattr(value, "call"):
+        return value
+    if not isinstance(value, str):
+        raise ArgumentTypeError(
+            f"reference: expected a TARGET string (module:function or file.py:function) or a function, got {value!r}"
+        )
+    where, _, name = value.rpartition(":")
+    if not where or not name:
+        raise ArgumentError(f"reference: expected 'package.module:function' or 'path/file.py:function', got {value!r}")
+    return value
+
+
 def check_target(value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ArgumentTypeError(f"target: expected a name (a string), got {value!r}")
@@ -140,6 +157,7 @@ FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "progress": check_progress,
     "target": check_target,
     "precision": check_stated_precision,
+    "reference": check_reference,
 }
 """Each field of ``CheckRequest`` -> its checker (the value as the request keeps it, or a usage
 error naming the argument). ``units`` is the executor's, never a user's: not checked."""
@@ -165,6 +183,9 @@ class CheckRequest:
     progress: bool | str | None = None
     precision: str | None = None
     """The working precision to judge exact laws at (``laws.rounding``); None: as observed."""
+    reference: Any = None
+    """The engine's own target-only path the subject is judged against (``check_reference``);
+    None: this project's definition."""
     target: str | None = None
     """The name the report gives the subject (None: the TARGET string or the function's name)."""
     units: tuple[dict[str, Any], ...] = ()
@@ -232,6 +253,7 @@ __all__ = [
     "check_interface",
     "check_overrides",
     "check_progress",
+    "check_reference",
     "check_stated_precision",
     "check_target",
     "check_time_limit",

@@ -107,7 +107,9 @@ from .counterexample import (
     small_loop_cases,
 )
 from .generated import generated_loop_cases, scale_loop_cases
+from .own_reference import reference_process, with_reference
 from .sweeps import SWEEP_DIMENSIONS, sweep_loop_cases
+from .truncation_cases import truncation_cases
 
 NAME = "loop"
 PARAMETERS = ("target", "draft", "requests", "k", "rng")
@@ -190,12 +192,14 @@ def get_budget(budget: object) -> LoopBudget:
 
 
 def standard_cases(budget, seed: int = 0, aim=None) -> list[LoopCase]:
-    """The cases a budget runs, in order: the fixed and edge cases, those drawn from the seed, the
+    """The cases a budget runs, in order: the fixed and edge cases, the truncation-order cases
+    (``loop.truncation_cases``: top-k and top-p where their order matters), those drawn from the seed, the
     seeded case, the sweeps (``swept_cases``' order), the engine-scale batches (the costly
     ones last)."""
     fixed = list(loop_cases())
     return (
         [c for c in fixed if not c.seeded]
+        + list(truncation_cases())
         + generated_loop_cases(budget, seed)
         + [c for c in fixed if c.seeded]
         + swept_cases(budget)
@@ -253,7 +257,8 @@ def coverage(budget) -> str:
     b = get_budget(budget)
     sweeps = sweep_loop_cases(b)
     return (
-        f"loop battery: {len(loop_cases())} fixed request batches + {b.generated} drawn from the seed "
+        f"loop battery: {len(loop_cases())} fixed request batches + {len(truncation_cases())} where the "
+        f"order of top-k and top-p matters + {b.generated} drawn from the seed "
         f"(vocabulary 2-5, k 1-4, prompts 1-4 tokens, max_tokens 0-5, at most "
         f"{b.generated_paths} reference paths each); seeds replayed ({b.seeds}) and judged "
         f"by their law ({b.seed_law_runs} seeds); {len(sweeps)} sweeps, one dimension at a time "
@@ -279,9 +284,11 @@ def run(
     prefetched: dict | None = None,
     aim=None,
     cases=None,
+    reference=None,
     **overrides,
 ) -> BatteryResult:
-    """``cases``: declared cases (``declared_cases``) run instead of the standard ones."""
+    """``cases``: declared cases (``declared_cases``) run instead of the standard ones;
+    ``reference``: the engine's own target-only path (``loop.own_reference``)."""
     if cases is not None:
         cases = declared_cases(cases)
     return run_loop_battery(
@@ -292,6 +299,7 @@ def run(
         stop_on_first=stop_on_first,
         aim=aim,
         cases=cases,
+        reference=reference,
         **overrides,
     )
 
@@ -305,32 +313,43 @@ def run_loop_battery(
     deadline: float | None = None,
     cases=None,
     aim=None,
+    reference=None,
     **overrides,
 ) -> BatteryResult:
-    """Every loop check on every loop case; never raises for a broken subject.
+    """Every loop check on every loop case; never raises for a broken subject (nor for a broken
+    ``reference``: a finding on it, ``loop.own_reference``).
 
     ``subject``: ``generate(target, draft, requests, k, rng)`` (a callable, handed to its process by
     fork) or a started ``runner.Runner``; ``budget``: a name of ``LOOP_BUDGETS`` (or a round
     ``round_cases.Budget``, by its name) or a ``LoopBudget``; ``overrides`` replace its fields
     (``validation.with_overrides``: an unknown field or a bad value is an error).
-    ``aim``: an ``interfaces.Aim`` adds aimed engine-scale batches (``scale_loop_cases``)."""
+    ``aim``: an ``interfaces.Aim`` adds aimed engine-scale batches (``scale_loop_cases``).
+    ``reference``: the engine's own target-only path (a callable of the loop's interface or a
+    started ``runner.Runner``): every law judged against it (``loop.own_reference``)."""
     from ...common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
     b = get_loop_budget(budget)
     b = with_overrides("loop", b, overrides)
     cases = standard_cases(b, seed, aim) if cases is None else with_seeded_declared(cases)
-    result = run_in_subject(
-        subject, lambda handle: LoopBattery(handle, b, seed, deadline), lambda run: run.run(list(cases), stop_on_first)
-    )
+    with reference_process(reference) as handle:
+        result = run_in_subject(
+            subject,
+            lambda subject_handle: with_reference(LoopBattery(subject_handle, b, seed, deadline), handle),
+            lambda run: run.run(list(cases), stop_on_first),
+        )
     result.reach = cases_reach(cases)
     result.ran.append(reach_line(result.reach))
     return result
 
 
-def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, cases=None) -> dict | None:
+def counterexample(
+    subject, budget, seed: int, result: BatteryResult, aim=None, cases=None, reference=None
+) -> dict | None:
     """The smallest request and model that show a law or contract finding (None without one);
-    with declared ``cases``, the smallest of them (fewest requests, then vocabulary, max_tokens, k)."""
+    with declared ``cases``, the smallest of them (fewest requests, then vocabulary, max_tokens, k);
+    with a ``reference``, judged against it (an engine-scale finding is then described on its own
+    batch, not shrunk)."""
     checks = counterexample_checks(result)
     if not checks:
         return None
@@ -339,6 +358,8 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, 
         finding = next(f for f in result.flagged(("distribution",)) if f.check == "loop-binned-chi-square")
         pool = declared if declared is not None else scale_loop_cases(budget, seed, aim)
         case = next((c for c in pool if c.name == finding.case), None)
+        if case is not None and reference is not None:
+            return describe_binned_loop(case, finding)
         return shrink_binned_loop(subject, budget, seed, case, finding) if case is not None else None
     exact_ok = not any(f.check == "rng" for f in result.findings)
     if declared is None:
@@ -355,7 +376,10 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, 
                 c.k,
             ),
         ) + [c for c in with_seeded_declared(declared) if c.seeded]
-    found = find_loop_counterexample(subject, get_budget(budget), seed, checks, exact_ok, cases=small)
+    with reference_process(reference) as handle:
+        found = find_loop_counterexample(
+            subject, get_budget(budget), seed, checks, exact_ok, cases=small, reference=handle
+        )
     return found if found is not None else sweep_counterexample(result, sweeps)
 
 

@@ -27,6 +27,7 @@ from ...laws import stats
 from .calls import identical_groups
 from .cases import SCALE_KINDS, seed_stream
 from .laws import LawChecks
+from .own_reference import ReferenceBroken
 from .positions import PositionChecks, positions_tests
 from .tasks import loop_sample_task
 
@@ -75,6 +76,15 @@ class LoopBattery(LawChecks, PositionChecks):
         return bool(replayed)
 
     def run(self, cases, stop_on_first: bool | tuple[str, ...]) -> BatteryResult:
+        """Every case in order; a broken reference (``own_reference.ReferenceBroken``) ends the
+        run, its finding and shortfall recorded (never a verdict on the subject)."""
+        try:
+            return self.run_cases(cases, stop_on_first)
+        except ReferenceBroken:
+            self.result.ran.append("reference: broken; the remaining cases not judged")
+            return self.result
+
+    def run_cases(self, cases, stop_on_first: bool | tuple[str, ...]) -> BatteryResult:
         r = self.result
         per_check = self.split(cases)
         exact_ok = self.replays(cases)

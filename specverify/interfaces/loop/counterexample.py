@@ -23,8 +23,9 @@ from ...laws.requests import LastTokenGrammar, LogitTable, Request, SamplingPara
 from .cases import LoopCase, get_loop_budget, seed_stream, seeded_logits
 from .checks import LoopBattery
 from .generated import scale_loop_case
+from .own_reference import ReferenceBroken, with_reference
 
-LAW_CHECKS = ("sequence-law", "loop-chi-square", "batch-isolation", "joint-law", "position-law")
+LAW_CHECKS = ("sequence-law", "loop-chi-square", "loop-two-sample", "batch-isolation", "joint-law", "position-law")
 """The checks that judge a request's output law: one family for the counterexample search."""
 
 
@@ -295,6 +296,7 @@ def find_loop_counterexample(
     exact_ok: bool = True,
     cases=None,
     judged: list | None = None,
+    reference=None,
     **overrides,
 ) -> dict | None:
     """The smallest request and model (``small_loop_cases`` order) on which the loop subject shows
@@ -306,7 +308,9 @@ def find_loop_counterexample(
     chi-square at the false-fail rate split over every candidate (``"method": "statistical"``).
     At most ``counterexample_candidates`` candidates are judged, in order (a count, not a time).
     None when none of them shows it, or the subject breaks the search; ``judged``, when a list,
-    receives the name of every candidate judged to the end."""
+    receives the name of every candidate judged to the end. ``reference``: a started
+    ``runner.Runner`` of the engine's own target-only path, the candidates judged against it
+    (``loop.own_reference``; the search ends where it breaks)."""
     from ...common.validation import check_seed, with_overrides
 
     seed = check_seed(seed)
@@ -319,6 +323,12 @@ def find_loop_counterexample(
     found: list = []
 
     def search(battery: LoopBattery) -> None:
+        try:
+            walk(battery)
+        except ReferenceBroken:
+            return
+
+    def walk(battery: LoopBattery) -> None:
         for i, case in enumerate(candidates):
             battery.restart()
             if case.seeded:
@@ -347,7 +357,7 @@ def find_loop_counterexample(
                 found.append(describe_loop(case, hits[0], battery.laws))
                 return
 
-    run_in_subject(subject, lambda handle: LoopBattery(handle, b, seed, None), search)
+    run_in_subject(subject, lambda handle: with_reference(LoopBattery(handle, b, seed, None), reference), search)
     return found[0] if found else None
 
 

@@ -55,13 +55,23 @@ class LoopInterface(InterfaceDefaults):
         device: str | None = None,
         units: Sequence[dict[str, Any]] = (),
         workers: int = 1,
+        reference: Any = None,
         **overrides: Any,
     ) -> BatteryResult:
-        """``loop.battery.run`` (``workers`` and ``units``: the loop battery runs whole, in one process)."""
+        """``loop.battery.run`` (``workers`` and ``units``: the loop battery runs whole, in one
+        process; ``reference``: the engine's own target-only path, ``loop.own_reference``)."""
         if device is not None:
             self.device(device)
         return battery.run(
-            subject, budget, seed, deadline=deadline, stop_on_first=stop_on_first, aim=aim, cases=cases, **overrides
+            subject,
+            budget,
+            seed,
+            deadline=deadline,
+            stop_on_first=stop_on_first,
+            aim=aim,
+            cases=cases,
+            reference=reference,
+            **overrides,
         )
 
     def counterexample(
@@ -73,8 +83,9 @@ class LoopInterface(InterfaceDefaults):
         *,
         aim: Any = None,
         cases: Sequence[Any] | None = None,
+        reference: Any = None,
     ) -> dict[str, Any] | None:
-        return battery.counterexample(subject, budget, seed, result, aim=aim, cases=cases)
+        return battery.counterexample(subject, budget, seed, result, aim=aim, cases=cases, reference=reference)
 
 
 INTERFACE = LoopInterface()

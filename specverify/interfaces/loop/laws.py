@@ -15,9 +15,12 @@ import numpy as np
 from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE
 from ...laws import exact, rounding, stats
 from ...laws.requests import independence_tv
-from .calls import LoopCalls, identical_groups, request_law
+from ...laws.two_sample import two_sample_test
+from .calls import identical_groups, request_law
 from .cases import CORE_KINDS, LoopCase
+from .own_reference import ReferenceCalls
 from .reference import reference_rates, tokens_per_pass_rates, tokens_per_pass_test
+from .semantics import both_truncations, difference_words, named_difference
 
 
 def _pair_law(joint: dict, i: int, j: int) -> dict:
@@ -33,7 +36,7 @@ def _top(dist: dict, limit: int = 12) -> dict:
     return {" ".join(map(str, key)) or "(empty)": round(float(v), 12) for key, v in top}
 
 
-class LawChecks(LoopCalls):
+class LawChecks(ReferenceCalls):
     """A case judged by its laws (``law_case``) and its tokens per pass."""
 
     def law_case(self, case: LoopCase, per_check: float, exact_ok: bool, runs, efficiency: bool = True) -> None:
@@ -46,6 +49,7 @@ class LawChecks(LoopCalls):
         ``efficiency``. Each request's (method, law got, law wanted, runs) goes to ``self.laws``."""
         r = self.result
         self.laws = {}
+        self.per_check = per_check
         value: Any  # the laws enumerated, a breach, the guard's words or why not enumerable
         status, value = self.enumerate(case, range(len(case.requests))) if exact_ok else ("no", "rng replay differed")
         if status == "breach":
@@ -72,7 +76,10 @@ class LawChecks(LoopCalls):
             got: dict = {}
             for outcome, w in law.items():
                 got[outcome[i][0]] = got.get(outcome[i][0], 0.0) + w
-            want = request_law(case, i)
+            want = self.wanted(case, i)
+            if want is None:  # the reference cannot be enumerated: its runs against this exact law
+                self.sampled_reference_against(case, i, got)
+                continue
             tv = exact.total_variation(got, want)
             self.laws[i] = ("exact", got, want, None)
             r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
@@ -83,8 +90,9 @@ class LawChecks(LoopCalls):
             self.find(
                 check,
                 "distribution",
-                f"request {i}: exact law of the output differs from target-only sampling's: TV {tv:.4g}"
-                + (" (exact alone, biased in its batch)" if check == "batch-isolation" else ""),
+                f"request {i}: exact law of the output differs from {self.against()}: TV {tv:.4g}"
+                + (" (exact alone, biased in its batch)" if check == "batch-isolation" else "")
+                + self.semantics_words(case, i, got),
                 case,
                 {"request": i, "exact_tv": tv, "got": _top(got), "expected": _top(want)},
             )
@@ -151,7 +159,10 @@ class LawChecks(LoopCalls):
             samples = [o[i][0] for o in got]
             if not samples:
                 continue
-            want = request_law(case, i)
+            want = self.wanted(case, i)
+            if want is None:  # neither side enumerable: a two-sample test against the reference's runs
+                self.two_sample_against(case, i, samples)
+                continue
             self.laws[i] = ("statistical", stats.empirical_distribution(samples), want, len(samples))
             test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
             p = test.p_value if test.p_value is not None else 0.0
@@ -180,7 +191,7 @@ class LawChecks(LoopCalls):
                 self.find(
                     "loop-chi-square",
                     "distribution",
-                    f"request {i}: sampled outputs differ from target-only sampling's: p-value {p:.3g} "
+                    f"request {i}: sampled outputs differ from {self.against()}: p-value {p:.3g} "
                     f"< {per_check:.3g} after {len(samples)} runs",
                     case,
                     {"request": i, "p_value": p},
@@ -200,7 +211,10 @@ class LawChecks(LoopCalls):
         r = self.result
         for group in identical_groups(case):
             a, b = group[:2]
-            law = request_law(case, a)
+            law = self.wanted(case, a)
+            if law is None:
+                r.ran.append(f"joint-law: {case.name}: identical requests {a} and {b}: not judged (no exact law)")
+                continue
             want = {(x, y): pa * pb for x, pa in law.items() for y, pb in law.items()}
             samples = [(o[a][0], o[b][0]) for o in got]
             test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
@@ -232,12 +246,94 @@ class LawChecks(LoopCalls):
                     {"request": a, "pair": [a, b], "p_value": p},
                 )
 
+    def against(self) -> str:
+        """What the laws are judged against, in a finding's words."""
+        if self.reference is None:
+            return "target-only sampling's"
+        return "the reference's (your own target-only path)"
+
+    def semantics_words(self, case: LoopCase, i: int, got: dict) -> str:
+        """Without a reference, where the request sets both truncations and the loop's law is
+        that of another known semantics (``loop.semantics``): "; the loop's law is target-only
+        sampling that applies top-p before top-k ...". Empty otherwise."""
+        req = case.requests[i]
+        if self.reference is not None or not both_truncations(req.params):
+            return ""
+        words = named_difference(case.target, req, got)
+        return "" if words is None else "; " + difference_words(words)
+
+    def sampled_reference_against(self, case: LoopCase, i: int, got: dict) -> None:
+        """Request i's exact law ``got`` (the subject enumerated) against runs of the reference,
+        which the enumerator cannot follow: the battery's chi-square of the reference's runs
+        against ``got`` at the per-check rate (a difference either way is a finding)."""
+        b, r = self.budget, self.result
+        n = b.samples or b.extra_samples or 2000
+        runs = [o[i] for o in self.reference_runs(case, tuple(range(len(case.requests))), n)]
+        test = stats.chi_square_test(runs, got, false_fail_rate=self.per_check)
+        p = test.p_value if test.p_value is not None else 0.0
+        tv = min(stats.min_discrepancy_chi_square(len(runs), got, self.per_check, POWER_FALSE_PASS_RATE), 1.0)
+        self.laws[i] = ("statistical", got, stats.empirical_distribution(runs), len(runs))
+        r.power.append(
+            {
+                "case": case.name,
+                "request": i,
+                "against": "reference",
+                "reference_runs": len(runs),
+                "min_detectable_tv": tv,
+                "false_fail_rate": self.per_check,
+                "detection_probability": 1 - POWER_FALSE_PASS_RATE,
+            }
+        )
+        r.ran.append(
+            f"sequence-law: {case.name}: request {i}: exact law against {len(runs)} runs of the reference "
+            f"(not enumerable): p-value {p:.3g}; detects TV >= {tv:.3g} with probability {1 - POWER_FALSE_PASS_RATE:g}"
+        )
+        if not test.passed:
+            self.find(
+                "sequence-law",
+                "distribution",
+                f"request {i}: exact law of the output differs from the reference's runs: p-value {p:.3g} < "
+                f"{self.per_check:.3g} after {len(runs)} runs of the reference",
+                case,
+                {"request": i, "p_value": p},
+            )
+
+    def two_sample_against(self, case: LoopCase, i: int, samples: list) -> None:
+        """Request i's runs against as many runs of the reference (neither enumerable): the
+        two-sample chi-square (``laws.two_sample``) at the per-check rate, its power stated."""
+        r = self.result
+        runs = [o[i] for o in self.reference_runs(case, tuple(range(len(case.requests))), len(samples))]
+        test = two_sample_test(samples, runs, self.per_check, POWER_FALSE_PASS_RATE)
+        self.laws[i] = (
+            "statistical",
+            stats.empirical_distribution(samples),
+            stats.empirical_distribution(runs),
+            len(samples),
+        )
+        self.two_sample_power(case, i, test, self.per_check)
+        r.ran.append(
+            f"loop-two-sample: {case.name}: request {i}: p-value {test.p_value:.3g} after {test.n_a} runs and "
+            f"{test.n_b} of the reference; detects TV >= {test.min_detectable_tv:.3g} with probability "
+            f"{1 - POWER_FALSE_PASS_RATE:g}"
+        )
+        if not test.passed:
+            self.find(
+                "loop-two-sample",
+                "distribution",
+                f"request {i}: sampled outputs differ from the reference's (your own target-only path): two-sample "
+                f"p-value {test.p_value:.3g} < {self.per_check:.3g} after {test.n_a} and {test.n_b} runs",
+                case,
+                {"request": i, "p_value": test.p_value},
+            )
+
     def tokens_per_pass(self, case: LoopCase, law: dict) -> None:
         """Per request, exact mean tokens per target pass (tokens / (tokens - accepted): every round
         but one cut by a stop inside its accepted block ends with one token not drafted) against the
         reference loop's; only a shortfall is a finding (efficiency). Skipped without counts."""
         if any(row[3] is None for outcome in law for row in outcome):
             self.result.ran.append(f"tokens-per-pass: {case.name}: no counts returned; skipped")
+            return
+        if not self.rate_comparable(case):
             return
         want = reference_rates(case)
         for i, (got, ref) in enumerate(zip(tokens_per_pass_rates(law, len(case.requests)), want)):
@@ -262,6 +358,8 @@ class LawChecks(LoopCalls):
         r = self.result
         if not got or any(row[3] is None for outcome in got for row in outcome):
             r.ran.append(f"tokens-per-pass: {case.name}: no counts returned; skipped")
+            return
+        if not self.rate_comparable(case):
             return
         for i, ref in enumerate(reference_rates(case)):
             tokens = [len(o[i][0]) for o in got]

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE
 from ...laws import stats
-from ...laws.requests import lag_pairs, step_distribution
+from ...laws.requests import lag_pairs
 from .calls import identical_groups
 from .cases import LoopCase
 from .seeds import SeedChecks
@@ -70,7 +70,11 @@ class PositionChecks(SeedChecks):
         if not got:
             return
         names = ("seed-law", "seed-law") if case.seeded else ("position-law", "joint-law")
-        rows = [step_distribution(case.target(q.prompt), q.params, q.prompt, ()) for q in case.requests[: len(got[0])]]
+        wanted = [self.wanted_row(case, i) for i in range(len(got[0]))]
+        rows = [row for row in wanted if row is not None]
+        if len(rows) < len(wanted):
+            self.not_enumerable_reference(case)
+            return
         tests: list[tuple[str, int, str, Sequence[tuple[int, ...]], dict[tuple[int, ...], float]]] = []
         for i, row in enumerate(rows):
             outs = [o[i][0] for o in got]
@@ -101,6 +105,7 @@ class PositionChecks(SeedChecks):
             if not test.passed:
                 p = test.p_value if test.p_value is not None else 0.0
                 against = "the product of the processed rows" if len(next(iter(law))) == 2 else "the processed row"
+                against += " of the reference" if self.reference is not None else ""
                 self.find(
                     check,
                     "distribution",
@@ -148,7 +153,10 @@ class PositionChecks(SeedChecks):
         for i, req in enumerate(case.requests):
             if len(r.findings) > before or not got:  # ids out of range or past max_tokens: nothing to bin
                 break
-            row = step_distribution(case.target(req.prompt), req.params, req.prompt, ())
+            row = self.wanted_row(case, i)
+            if row is None:
+                self.not_enumerable_reference(case)
+                break
             columns = [[o[i][0][j] for o in got if len(o[i][0]) > j] for j in range(req.params.max_tokens)]
             verdict = judge_columns(columns, row, per_check, min_samples=MIN_COLUMN)
             if verdict is None:
@@ -192,6 +200,13 @@ class PositionChecks(SeedChecks):
                 break
         self.cover(case, "binned chi-square", runs, max(detect) if detect else None)
         return rng
+
+    def not_enumerable_reference(self, case: LoopCase) -> None:
+        """A case judged per position whose reference row the enumerator cannot follow (one token
+        of a request): not judged (a shortfall in those words)."""
+        self.stopped(
+            case, "not judged: the enumerator cannot follow the reference on one token of its requests (its row)"
+        )
 
 
 __all__ = ["MIN_COLUMN", "PositionChecks", "positions_tests"]

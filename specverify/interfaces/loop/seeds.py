@@ -9,12 +9,13 @@ import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE
 from ...laws import stats
-from .calls import LoopCalls, request_law
+from ...laws.two_sample import two_sample_test
 from .cases import LoopCase, seed_stream
+from .own_reference import ReferenceCalls
 from .tasks import guard_words, loop_seed_law_task, loop_seed_task
 
 
-class SeedChecks(LoopCalls):
+class SeedChecks(ReferenceCalls):
     """The seeded case: seeds by replay and by law."""
 
     def seeded_case(self, case: LoopCase, per_check: float | None = None) -> None:
@@ -92,7 +93,10 @@ class SeedChecks(LoopCalls):
 
     def seed_law(self, case: LoopCase, samples: list, rate: float) -> None:
         r = self.result
-        want = request_law(case, 0)
+        want = self.wanted(case, 0, (0,))
+        if want is None:  # the reference cannot be enumerated: as many of its runs, a two-sample test
+            self.seed_law_two_sample(case, samples, rate)
+            return
         self.laws[0] = ("statistical", stats.empirical_distribution(samples), want, len(samples))
         test = stats.chi_square_test(samples, want, false_fail_rate=rate)
         p = test.p_value if test.p_value is not None else 0.0
@@ -119,8 +123,8 @@ class SeedChecks(LoopCalls):
             self.find(
                 "seed-law",
                 "distribution",
-                f"request 0: its outputs over seeds 0..{len(samples) - 1} do not follow target-only "
-                f"sampling's law: p-value {p:.3g} < {rate:.3g}",
+                f"request 0: its outputs over seeds 0..{len(samples) - 1} do not follow "
+                f"{'the reference' if self.reference is not None else 'target-only sampling'}'s law: p-value {p:.3g} < {rate:.3g}",
                 case,
                 {
                     "request": 0,
@@ -128,6 +132,27 @@ class SeedChecks(LoopCalls):
                     "seeds": len(samples),
                     "empirical_tv": stats.tv_distance(self.laws[0][1], want),
                 },
+            )
+
+    def seed_law_two_sample(self, case: LoopCase, samples: list, rate: float) -> None:
+        """``seed-law`` against runs of a reference the enumerator cannot follow (request 0 alone,
+        unseeded, as many runs as seeds): the two-sample chi-square at ``rate``."""
+        runs = [o[0] for o in self.reference_runs(case, (0,), len(samples), purpose=1)]
+        test = two_sample_test(samples, runs, rate, POWER_FALSE_PASS_RATE)
+        self.two_sample_power(case, 0, test, rate)
+        self.cover(case, "chi-square", len(samples), test.min_detectable_tv)
+        self.result.ran.append(
+            f"seed-law: {case.name}: request 0 over seeds 0..{len(samples) - 1} against {len(runs)} runs of the "
+            f"reference: two-sample p-value {test.p_value:.3g}; detects TV >= {test.min_detectable_tv:.3g}"
+        )
+        if not test.passed:
+            self.find(
+                "seed-law",
+                "distribution",
+                f"request 0: its outputs over seeds 0..{len(samples) - 1} differ from the reference's runs: "
+                f"two-sample p-value {test.p_value:.3g} < {rate:.3g}",
+                case,
+                {"request": 0, "p_value": test.p_value, "seeds": len(samples)},
             )
 
 

@@ -45,11 +45,12 @@ Random streams: ``round_cases.ROUND_STREAMS``.
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 
 from ...battery import runner
 from ...battery.core import BatteryResult, stopping_kinds
 from ...battery.guards import ContractBreach
-from ...battery.subject_calls import OutOfTime, heard, run_in_subject
+from ...battery.subject_calls import OutOfTime, heard, run_in_subject, subject_process
 from ...laws import rounding
 from . import cases as round_cases
 from .cases import (
@@ -101,6 +102,7 @@ def run(
     prefetched: dict | None = None,
     aim=None,
     workers: int = 1,
+    reference=None,
     **overrides,
 ) -> BatteryResult:
     return run_battery(
@@ -112,19 +114,21 @@ def run(
         prefetched=prefetched,
         aim=aim,
         workers=workers,
+        reference=reference,
         **overrides,
     )
 
 
-def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None) -> dict | None:
+def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, reference=None) -> dict | None:
     """The smallest model that shows a distribution finding (None without one). A finding on the
     engine-scale cases alone (the binned chi-square) is shrunk over vocabularies and k
     (``round_counterexample.shrink_engine_scale``); otherwise the small candidates first
     (``round_counterexample.find_counterexample``), and when none of them shows it (a bug that
     needs a larger vocabulary or k) the drawn case it was found on, described the same way, else
-    the engine-scale shrink."""
+    the engine-scale shrink. With a ``reference`` none is searched (the candidates are judged
+    against the target's law, not the reference's): None."""
     flagged = result.flagged(("distribution",))
-    if not flagged:
+    if not flagged or reference is not None:
         return None
     names = {f.case for f in flagged}
     big = [c for c in engine_scale_cases(budget, seed, aim) if c.name in names]
@@ -322,6 +326,7 @@ def run_battery(
     prefetched: dict | None = None,
     aim=None,
     workers: int = 1,
+    reference=None,
     **overrides,
 ) -> BatteryResult:
     """Every detector on every case of the budget. Never raises for a broken subject.
@@ -336,7 +341,8 @@ def run_battery(
     --max-tokens): aimed engine-scale cases besides the budget's (``engine_scale_cases``).
     ``workers``: processes of the subject that share the sampled runs' blocks and, without
     ``stop_on_first``, the enumerations (``Battery.map_calls``, ``RoundBattery.enumerate_ahead``);
-    the result is the same with 1 or N.
+    the result is the same with 1 or N. ``reference``: the engine's own target-only round (a
+    callable or a started ``runner.Runner``): every case's law is its (``round.own_reference``).
     """
     from ...common.validation import check_seed, check_workers, with_overrides
 
@@ -345,15 +351,19 @@ def run_battery(
     b = get_budget(budget)
     b = with_overrides("round", b, overrides)
 
-    def make(handle):
-        if prefetched is None:
-            battery_run = RoundBattery(handle, b, seed, deadline, aim)
-        else:
-            battery_run = _PrefetchedBattery(handle, b, seed, deadline, prefetched, aim)
-        battery_run.workers = workers
-        return battery_run
+    with ExitStack() as stack:
+        own = None if reference is None else stack.enter_context(subject_process(reference))
 
-    return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
+        def make(handle):
+            if prefetched is None:
+                battery_run = RoundBattery(handle, b, seed, deadline, aim)
+            else:
+                battery_run = _PrefetchedBattery(handle, b, seed, deadline, prefetched, aim)
+            battery_run.workers = workers
+            battery_run.reference = own
+            return battery_run
+
+        return run_in_subject(subject, make, lambda battery_run: battery_run.run(stop_on_first))
 
 
 def run_statistics(

@@ -11,8 +11,8 @@ from ...battery.core import Finding, stopping_kinds
 from ...battery.guards import ContractBreach
 from ...battery.subject_calls import Battery, OutOfTime
 from ...laws import exact, rounding
-from .cases import Case, round_length_cases, target_distribution
-from .sampling import RoundSampling
+from .cases import Case, round_length_cases
+from .own_reference import RoundReference
 from .tasks import enumerate_task
 
 
@@ -22,7 +22,7 @@ def top_table(dist: dict, limit: int = 16) -> dict:
     return {" ".join(map(str, key)): round(float(v), 12) for key, v in top}
 
 
-class ExactDetector(RoundSampling):
+class ExactDetector(RoundReference):
     """Exact TV per case, the enumerations one by one or shared among the workers."""
 
     def exact(self, cases, stop_on_first: bool | tuple[str, ...]) -> list[Case]:
@@ -53,7 +53,9 @@ class ExactDetector(RoundSampling):
                 r.ran.append(f"exact: {case.name}: not enumerable ({value}); statistics instead")
                 fallback.append(case)
                 continue
-            want = target_distribution(case)
+            want = self.wanted(case)
+            if want is None:  # a reference that cannot be enumerated here, or broken (said)
+                continue
             tv = exact.total_variation(value, want)
             r.exact_tv_max = tv if r.exact_tv_max is None else max(r.exact_tv_max, tv)
             r.ran.append(f"exact: {case.name}: TV {tv:.3g}")
@@ -65,7 +67,9 @@ class ExactDetector(RoundSampling):
                     Finding(
                         "exact-tv",
                         "distribution",
-                        judged.words(),
+                        judged.words()
+                        if self.reference is None
+                        else judged.words().replace("the target's", "the reference's (your own target-only round)"),
                         case.name,
                         {"exact_tv": tv, **judged.evidence(), "got": top_table(value), "expected": top_table(want)},
                     )

@@ -45,9 +45,11 @@ class RoundInterface(InterfaceDefaults):
         device: str | None = None,
         units: Sequence[dict[str, Any]] = (),
         workers: int = 1,
+        reference: Any = None,
         **overrides: Any,
     ) -> BatteryResult:
-        """``round.battery.run``; ``units``: enumerations computed by other tasks, replayed
+        """``round.battery.run``; ``reference``: the engine's own target-only round
+        (``round.own_reference``); ``units``: enumerations computed by other tasks, replayed
         (``round.units.prefetched``), what their processes printed and their seconds added."""
         from .units import merge_output, prefetched
 
@@ -58,7 +60,15 @@ class RoundInterface(InterfaceDefaults):
         if units:
             overrides["prefetched"] = prefetched(units)
         result = battery.run(
-            subject, budget, seed, deadline=deadline, stop_on_first=stop_on_first, aim=aim, workers=workers, **overrides
+            subject,
+            budget,
+            seed,
+            deadline=deadline,
+            stop_on_first=stop_on_first,
+            aim=aim,
+            workers=workers,
+            reference=reference,
+            **overrides,
         )
         if units:
             merge_output(result, units)
@@ -73,8 +83,9 @@ class RoundInterface(InterfaceDefaults):
         *,
         aim: Any = None,
         cases: Sequence[Any] | None = None,
+        reference: Any = None,
     ) -> dict[str, Any] | None:
-        return battery.counterexample(subject, budget, seed, result, aim=aim)
+        return battery.counterexample(subject, budget, seed, result, aim=aim, reference=reference)
 
     def units(self, load: Callable[[], Any], budget: Any, stop_on_first: bool | tuple[str, ...] = False) -> list[Unit]:
         return battery.units(load, budget, stop_on_first)

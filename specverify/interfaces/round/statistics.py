@@ -29,16 +29,14 @@ from ...battery.core import POWER_FALSE_PASS_RATE, Finding
 from ...laws import stats
 from .cases import Budget, Case, looks, round_stream, target_distribution
 from .engine_scale import scale_sizes
-from .sampling import RoundSampling
+from .own_reference import RoundReference
 
 
-def pooled_law(cases: list[Case]) -> dict:
+def pooled_law(cases: list[Case], law=target_distribution) -> dict:
     """The cross-check's law: ``(j, window)`` with probability law_j(window) / c over the c
     cases, each run equally often (a product of multinomials; a chi-square against this law with
     c K - 1 degrees of freedom is conservative for it, having fewer)."""
-    return {
-        (j, window): w / len(cases) for j, case in enumerate(cases) for window, w in target_distribution(case).items()
-    }
+    return {(j, window): w / len(cases) for j, case in enumerate(cases) for window, w in law(case).items()}
 
 
 def cross_check_cases(enumerated: list[Case], count: int, seed: int) -> list[Case]:
@@ -99,7 +97,7 @@ def planned_runs(
     return runs + sum(scale_sizes(b, big, false_fail_rate / 2))
 
 
-class ChiSquareDetector(RoundSampling):
+class ChiSquareDetector(RoundReference):
     """The sequential chi-square on the cases the enumerator could not follow, and the pooled
     cross-check of enumerated ones."""
 
@@ -122,6 +120,8 @@ class ChiSquareDetector(RoundSampling):
             return
         per_check = check_rate(self.budget, fallback, cross, false_fail_rate)
         self.sequential(fallback, per_check)
+        if self.reference is not None:  # only cases whose reference law is had (the others are said)
+            cross = [c for c in cross if self.wanted(c) is not None]
         if cross:
             self.cross_check(cross, per_check)
 
@@ -149,7 +149,10 @@ class ChiSquareDetector(RoundSampling):
                     self.breach(breach, case)
                     del live[i]
                     continue
-                want = target_distribution(case)
+                want = self.wanted(case)
+                if want is None:  # a reference that cannot be enumerated here, or broken (said)
+                    del live[i]
+                    continue
                 test = stats.chi_square_test(samples, want, false_fail_rate=per_check)
                 p = last_p[i] = test.p_value if test.p_value is not None else 0.0
                 r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
@@ -169,7 +172,8 @@ class ChiSquareDetector(RoundSampling):
             Finding(
                 "chi-square",
                 "distribution",
-                f"sampled distribution differs from the target's: chi-square p-value "
+                f"sampled distribution differs from {'the reference' if self.reference is not None else 'the target'}'s: "
+                f"chi-square p-value "
                 f"{p:.3g} < {per_check:.3g} after {len(samples)} runs, empirical TV {tv:.3g} ({detail})",
                 case.name,
                 {"p_value": p, "samples": len(samples), "empirical_tv": tv},
@@ -191,7 +195,7 @@ class ChiSquareDetector(RoundSampling):
                 self.breach(breach, case)
                 return
             pooled += [(j, window) for window in got]
-        want = pooled_law(cross)
+        want = pooled_law(cross, self.wanted)
         test = stats.chi_square_test(pooled, want, false_fail_rate=per_check)
         p = test.p_value if test.p_value is not None else 0.0
         r.chi2_p_value_min = p if r.chi2_p_value_min is None else min(r.chi2_p_value_min, p)
@@ -200,11 +204,11 @@ class ChiSquareDetector(RoundSampling):
             worst = max(
                 range(len(cross)),
                 key=lambda j: stats.tv_distance(
-                    stats.empirical_distribution([w for i, w in pooled if i == j]), target_distribution(cross[j])
+                    stats.empirical_distribution([w for i, w in pooled if i == j]), self.wanted(cross[j])
                 ),
             )
             runs = [w for i, w in pooled if i == worst]
-            self.found(cross[worst], runs, target_distribution(cross[worst]), p, per_check, f"pooled with {names}")
+            self.found(cross[worst], runs, self.wanted(cross[worst]), p, per_check, f"pooled with {names}")
             return
         tv = min(stats.min_discrepancy_chi_square(len(pooled), want, per_check, POWER_FALSE_PASS_RATE), 1.0)
         r.power.append(
@@ -231,7 +235,9 @@ class ChiSquareDetector(RoundSampling):
         """Record a fallback case the chi-square passed: its power, and a shortfall when it does
         not see its promised TV (``promised_tv``)."""
         tv = min(
-            stats.min_discrepancy_chi_square(len(samples), target_distribution(case), per_check, POWER_FALSE_PASS_RATE),
+            stats.min_discrepancy_chi_square(
+                len(samples), self.wanted(case) or target_distribution(case), per_check, POWER_FALSE_PASS_RATE
+            ),
             1.0,
         )
         self.result.power.append(
