@@ -107,6 +107,7 @@ from .counterexample import (
     small_loop_cases,
 )
 from .generated import generated_loop_cases, scale_loop_cases
+from .mechanism_cases import dense_parameter_cases, mechanism_cases
 from .sweeps import SWEEP_DIMENSIONS, sweep_loop_cases
 
 NAME = "loop"
@@ -191,14 +192,18 @@ def get_budget(budget: object) -> LoopBudget:
 
 def standard_cases(budget, seed: int = 0, aim=None) -> list[LoopCase]:
     """The cases a budget runs, in order: the fixed and edge cases, those drawn from the seed, the
-    seeded case, the sweeps (``swept_cases``' order), the engine-scale batches (the costly
-    ones last)."""
+    seeded case, the machinery and the enumerated parameters at scale (``loop.mechanism_cases``),
+    the sweeps (``swept_cases``' order), the dense parameters at scale and the engine-scale
+    batches (the costly ones last)."""
     fixed = list(loop_cases())
     return (
         [c for c in fixed if not c.seeded]
         + generated_loop_cases(budget, seed)
         + [c for c in fixed if c.seeded]
+        # -- the loop as engines run it: pools, mixed batches, consecutive calls, k = 0, parameters at scale
+        + mechanism_cases(budget)
         + swept_cases(budget)
+        + dense_parameter_cases(budget)
         + scale_loop_cases(budget, seed, aim)
     )
 
