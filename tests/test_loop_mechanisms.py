@@ -10,6 +10,8 @@ outcome is deterministic.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -32,6 +34,7 @@ from specverify.interfaces.loop.mechanism_cases import (
     penalty_context_case,
     zero_draft_cases,
 )
+from specverify.interfaces.loop.sweeps import NO_SWEEPS
 from specverify.interfaces.loop.tasks import read_outcome
 from specverify.laws import exact
 from specverify.laws.requests import independence_tv, sequence_law
@@ -87,7 +90,8 @@ def test_the_budgets_cases_order_and_kinds():
     (dense,) = dense_parameter_cases("standard")
     assert dense.kind == "scale" and dense.vocab_size == get_loop_budget("standard").scale_vocab
     assert max(q.params.max_tokens for q in dense.requests) == min(64, DENSE_TOKENS)
-    assert dense_parameter_cases(get_loop_budget("standard").__class__("none", scale_vocab=0)) == []
+    off = replace(get_loop_budget("standard"), **NO_SWEEPS)
+    assert mechanism_cases(off) == [] and dense_parameter_cases(replace(off, sweep_max_tokens=64, scale_vocab=0)) == []
     assert {c.k for c in zero_draft_cases()} == {0} and any(c.seeded for c in zero_draft_cases())
     assert mechanism_cases("standard") == mechanism_cases("standard")
 
@@ -148,8 +152,6 @@ def test_the_sentinel_reaches_a_default_temperature_only_beside_a_greedy_request
 
 def test_a_zero_draft_round_that_keeps_the_offset_repeats_its_uniform():
     case = zero_draft_cases()[1]
-    from dataclasses import replace
-
     seeded = [replace(case.requests[0], params=replace(case.requests[0].params, seed=s)) for s in range(40)]
     stuck = mm.counter_stream_loop(advance_zero=False)
     exact_ = mm.counter_stream_loop(advance_zero=True)
@@ -189,8 +191,6 @@ def test_consecutive_calls_are_independent_and_seeds_replay(fn, findings):
 
 def test_a_seed_that_differs_across_calls_is_a_contract_finding():
     def reseeded_each_call(target, draft, requests, k, rng):
-        from dataclasses import replace
-
         calls = getattr(reseeded_each_call, "calls", 0)
         reseeded_each_call.calls = calls + 1
         shifted = [replace(r, params=replace(r.params, seed=r.params.seed + calls)) if r.params.seed is not None else r

@@ -62,7 +62,7 @@ ENGINE_POOL = 4
 """The pool an engine-sized batch is measured against: ``continuous_batch_case`` has more
 requests than this, so a loop with this many slots starts its later requests mid-stream."""
 
-DENSE_TOKENS = 32
+DENSE_TOKENS = 16
 """The most tokens of a ``dense_scale_case`` request (each token a few rows of V floats)."""
 
 FIRST_PENALTY_TOKENS = 100
@@ -253,14 +253,15 @@ def long_output_case(context: int, max_tokens: int) -> LoopCase | None:
 def dense_scale_case(vocab: int, k: int, max_tokens: int) -> LoopCase | None:
     """Min-p, top-p and logit bias x the engine-scale vocabulary and the largest max_tokens: a
     dense context-free row of ``vocab`` normal logits (scale 2, ``default_rng(61)``), its draft the
-    row plus noise; request 0 with top-p 0.9 and min-p 0.02 at temperature 1.1, request 1 with
-    logit bias +3, +2 and -4 on the vocabulary's last three ids at temperature 0.9; binned."""
+    row plus noise of scale 0.15; request 0 with top-p 0.9 and min-p 0.02 at temperature 1.1,
+    request 1 with logit bias +3, +2 and -4 on the vocabulary's last three ids at temperature 0.9;
+    binned."""
     if vocab < 8 or max_tokens < 1:
         return None
     rng = np.random.default_rng(61)
     row = rng.normal(scale=2.0, size=vocab)
     target = ContextFreeLogits(row, f"dense context-free target V{vocab}")
-    draft = ContextFreeLogits(row + rng.normal(scale=0.7, size=vocab), f"dense context-free draft V{vocab}")
+    draft = ContextFreeLogits(row + rng.normal(scale=0.15, size=vocab), f"dense context-free draft V{vocab}")
     reqs = (
         Request((0,), SamplingParams(temperature=1.1, top_p=0.9, min_p=0.02, max_tokens=max_tokens)),
         Request(
@@ -283,32 +284,31 @@ def dense_scale_case(vocab: int, k: int, max_tokens: int) -> LoopCase | None:
 
 
 @lru_cache(maxsize=8)
-def _mechanism_cases(context: int, max_tokens: int) -> tuple[LoopCase, ...]:
+def _mechanism_cases(context: int, max_tokens: int, batch: int) -> tuple[LoopCase, ...]:
+    machinery = [continuous_batch_case(), late_start_case(), *zero_draft_cases(), consecutive_calls_case()]
     at_scale = [penalty_context_case(context), long_output_case(context, max_tokens)]
-    return tuple(
-        [continuous_batch_case(), late_start_case(), *zero_draft_cases(), consecutive_calls_case()]
-        + [c for c in at_scale if c is not None]
-    )
+    return tuple((machinery if batch else []) + [c for c in at_scale if c is not None])
 
 
 def mechanism_cases(budget: object = "standard") -> list[LoopCase]:
-    """The budget's machinery cases, then its enumerated parameters at scale (the module's
-    docstring), before the sweeps: a few seconds in all. The same budget gives the same case
-    objects (cached)."""
+    """The budget's machinery cases (with the batch sweep, ``sweep_batch`` > 0), then its
+    enumerated parameters at scale (with the context and max_tokens sweeps): the module's
+    docstring; before the sweeps, a few seconds in all. ``NO_SWEEPS`` turns them off with the
+    sweeps. The same budget gives the same case objects (cached)."""
     b = get_loop_budget(budget)
-    return list(_mechanism_cases(b.sweep_context, b.sweep_max_tokens))
+    return list(_mechanism_cases(b.sweep_context, b.sweep_max_tokens if b.sweep_context else 0, b.sweep_batch))
 
 
 @lru_cache(maxsize=8)
 def _dense(vocab: int, k: int, max_tokens: int) -> tuple[LoopCase, ...]:
-    dense = dense_scale_case(vocab, k, min(max_tokens, DENSE_TOKENS))
+    dense = dense_scale_case(vocab, k, min(max_tokens, DENSE_TOKENS)) if max_tokens else None
     return (dense,) if dense is not None else ()
 
 
 def dense_parameter_cases(budget: object = "standard") -> list[LoopCase]:
     """The budget's ``dense_scale_case`` (at ``scale_vocab``, ``scale_k``, ``sweep_max_tokens``
-    tokens at most ``DENSE_TOKENS``; none without an engine-scale vocabulary), judged binned
-    beside the engine-scale batches. Cached like ``mechanism_cases``."""
+    tokens at most ``DENSE_TOKENS``; none without an engine-scale vocabulary or the max_tokens
+    sweep), judged binned beside the engine-scale batches. Cached like ``mechanism_cases``."""
     b = get_loop_budget(budget)
     return list(_dense(b.scale_vocab, b.scale_k, b.sweep_max_tokens))
 
