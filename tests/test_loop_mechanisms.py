@@ -110,9 +110,9 @@ def test_the_reference_loop_at_k_0_is_target_only():
 
 
 def test_the_scheduled_pool_control_is_exact_by_enumeration():
-    full = late_start_case()  # requests 0, 2 and 3 in a pool of 2, each round's order drawn from rng
+    full = late_start_case()  # requests 0, 2 and 3 in a pool of 2, the queue's order drawn from rng
     case = type(full)("pool of 2", full.target, full.draft, tuple(full.requests[i] for i in (0, 2, 3)), 1)
-    joint = joint_law(lambda t, d, r, k, g: mm.pool_generate(t, d, r, k, g, pool=2), case)
+    joint = joint_law(lambda t, d, r, k, g: mm.pool_generate(t, d, r, k, g, pool=2, queue=mm.coin_queue), case)
     for i, r in enumerate(case.requests):
         assert exact.total_variation(marginal(joint, i), sequence_law(case.target, r)) < 1e-12
     assert independence_tv(joint) < 1e-12
@@ -130,7 +130,6 @@ def test_a_reused_slot_stream_replays_its_predecessor():
             k,
             rng,
             pool=2,
-            order=mm.in_order,
             streams=lambda slot, s, g: streams.setdefault(slot, mm.SlotStream(g)).restart(),
         )
 

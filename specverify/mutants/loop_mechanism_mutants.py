@@ -47,25 +47,19 @@ def run_round(s: ref.State, target, draft, k: int, vocab: int) -> None:
     ref.advance(s, emitted, drafts, token)
 
 
-def shuffled(running: list[int], rng) -> list[int]:
-    """``running`` in an order drawn from ``rng`` (a draw of ``integers`` per place: the
-    enumerator follows it), the scheduler's own randomness."""
-    rest, out = list(running), []
-    while rest:
-        out.append(rest.pop(int(rng.integers(len(rest)))))
-    return out
+def coin_queue(waiting: list[int], rng) -> list[int]:
+    """The queue in request order or reversed, by one draw of ``rng.integers(2)`` (the enumerator
+    follows it): a scheduler's own randomness over which waiting request it admits first."""
+    return waiting[::-1] if int(rng.integers(2)) else waiting
 
 
-def in_order(running: list[int], rng) -> list[int]:
-    return list(running)
-
-
-def pool_generate(target, draft, requests, k, rng, *, pool: int = ENGINE_POOL, order=shuffled, streams=None):
-    """The reference's rounds under continuous batching: ``pool`` slots, each request admitted
-    into the first free slot in request order once the one before it there has finished, every
-    round running the slots' requests in ``order(running, rng)``. A request draws from its own
-    generator (seeded) or from ``rng``; ``streams(slot, state, rng)``, when given, replaces an
-    unseeded request's generator at its admission."""
+def pool_generate(target, draft, requests, k, rng, *, pool: int = ENGINE_POOL, queue=None, streams=None):
+    """The reference's rounds under continuous batching: ``pool`` slots, each waiting request
+    admitted into the first free slot once the one before it there has finished, in request order
+    or, with more requests than slots and ``queue``, in the order ``queue(waiting, rng)`` gives;
+    every round runs the slots' requests in slot order. A request draws from its own generator
+    (seeded) or from ``rng``; ``streams(slot, state, rng)``, when given, replaces an unseeded
+    request's generator at its admission."""
     k = check_int("k", k, 0)
     batch = list(requests)
     if not batch:
@@ -74,6 +68,8 @@ def pool_generate(target, draft, requests, k, rng, *, pool: int = ENGINE_POOL, o
     check_requests(batch, vocab)
     states = [ref.State(r, g) for r, g in zip(batch, ref.make_rngs(batch, rng))]
     waiting, slots = list(range(len(states))), [None] * pool
+    if queue is not None and len(states) > pool:
+        waiting = queue(waiting, rng)
     while True:
         for slot in range(pool):
             while (slots[slot] is None or states[slots[slot]].done) and waiting:
@@ -84,15 +80,16 @@ def pool_generate(target, draft, requests, k, rng, *, pool: int = ENGINE_POOL, o
         running = [i for i in slots if i is not None and not states[i].done]
         if not running:
             break
-        for i in order(running, rng):
+        for i in running:
             run_round(states[i], target, draft, k, vocab)
     return [Output(tuple(s.output), tuple(s.logprobs), s.drafted, s.accepted) for s in states]
 
 
 def scheduled_pool_loop(target, draft, requests, k, rng):
-    """Continuous batching with a pool of ``ENGINE_POOL`` and its scheduler's own randomness (the
-    order of each round drawn from ``rng``): exact, every request still draws fresh numbers."""
-    return pool_generate(target, draft, requests, k, rng)
+    """Continuous batching with a pool of ``ENGINE_POOL`` and its scheduler's own randomness (which
+    waiting request it admits first, drawn from ``rng``: ``coin_queue``): exact, every request
+    still draws fresh numbers."""
+    return pool_generate(target, draft, requests, k, rng, queue=coin_queue)
 
 
 def inverse_cdf(u, p) -> int:
@@ -139,7 +136,7 @@ def slot_stream_loop(target, draft, requests, k, rng):
     def streams(slot, state, rng):
         return slot_streams.setdefault(slot, SlotStream(rng)).restart()
 
-    return pool_generate(target, draft, requests, k, rng, order=in_order, streams=streams)
+    return pool_generate(target, draft, requests, k, rng, streams=streams)
 
 
 # -- a greedy request's sentinel temperature in a mixed batch --------------------------------------
@@ -298,7 +295,7 @@ LOOP_MECHANISM_MUTANTS: tuple[Mutant, ...] = (
 
 LOOP_MECHANISM_CONTROLS: tuple[Mutant, ...] = (
     _m("loop-control/scheduled-pool", f"continuous batching over a pool of {ENGINE_POOL} with the "
-       "scheduler's own randomness (each round's order drawn from rng)", "exact", scheduled_pool_loop,
+       "scheduler's own randomness (which waiting request it admits first, drawn from rng)", "exact", scheduled_pool_loop,
        None, _S),
     _m("loop-control/counter-stream-seeds", "seeded requests on counter-based streams, every round "
        "(zero-draft ones too) owning its window of offsets", "exact",
@@ -312,6 +309,7 @@ __all__ = [
     "SlotStream",
     "call_replaying_loop",
     "condensed_rows_loop",
+    "coin_queue",
     "counter_stream_loop",
     "inverse_cdf",
     "penalty_prompt_prefix_loop",
