@@ -3,7 +3,9 @@ the subject's side (``loop_consecutive_task``) and the parent's checks (``Consec
 
 An engine keeps state between calls (a sampler's generator, slot streams, a cache): a second
 call must not replay the first's draws. Run r calls the loop twice on the case's batch with one
-generator, ``default_rng(stream(node, r))`` (the second call continues it), request 0 seeded with r:
+generator, ``default_rng(stream(node, r))`` (the second call continues it; ``node`` is
+``seed_stream(seed, "seed-law and same-seed runs", 1)``, a child no other check draws from),
+request 0 seeded with r:
 
 - ``seeded-reproducibility`` (contract): the seeded request's tokens are the same in both calls;
 - ``joint-law`` (distribution): each unseeded request that samples, its (first call, second
