@@ -85,9 +85,9 @@ def test_the_budgets_cases_order_and_kinds():
         CONTINUOUS,
         CONSECUTIVE,
         "penalties x context",
-        "penalties and grammar x max_tokens",
     ]
-    (dense,) = dense_parameter_cases("standard")
+    long, dense = dense_parameter_cases("standard")
+    assert long.sweep == "penalties and grammar x max_tokens"
     assert dense.kind == "scale" and dense.vocab_size == get_loop_budget("standard").scale_vocab
     assert max(q.params.max_tokens for q in dense.requests) == min(64, DENSE_TOKENS)
     off = replace(get_loop_budget("standard"), **NO_SWEEPS)

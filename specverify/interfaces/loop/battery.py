@@ -193,7 +193,7 @@ def get_budget(budget: object) -> LoopBudget:
 def standard_cases(budget, seed: int = 0, aim=None) -> list[LoopCase]:
     """The cases a budget runs, in order: the fixed and edge cases, those drawn from the seed, the
     seeded case, the machinery and the enumerated parameters at scale (``loop.mechanism_cases``),
-    the sweeps (``swept_cases``' order), the dense parameters at scale and the engine-scale
+    the sweeps (``swept_cases``' order), the long outputs and dense row at scale, the engine-scale
     batches (the costly ones last)."""
     fixed = list(loop_cases())
     return (

@@ -1,6 +1,6 @@
 """The loop cases that drive an engine's machinery around the rule, and every sampling parameter
 at the largest swept sizes (``mechanism_cases``, in every budget, before the sweeps;
-``dense_parameter_cases`` with the engine-scale batches).
+``dense_parameter_cases``, the long greedy outputs and the dense row, after them).
 
 The machinery (kind "edge", names starting ``MECHANISM_PREFIX``):
 
@@ -286,13 +286,13 @@ def dense_scale_case(vocab: int, k: int, max_tokens: int) -> LoopCase | None:
 @lru_cache(maxsize=8)
 def _mechanism_cases(context: int, max_tokens: int, batch: int) -> tuple[LoopCase, ...]:
     machinery = [continuous_batch_case(), late_start_case(), *zero_draft_cases(), consecutive_calls_case()]
-    at_scale = [penalty_context_case(context), long_output_case(context, max_tokens)]
-    return tuple((machinery if batch else []) + [c for c in at_scale if c is not None])
+    at_scale = penalty_context_case(context)
+    return tuple((machinery if batch else []) + ([at_scale] if at_scale is not None else []))
 
 
 def mechanism_cases(budget: object = "standard") -> list[LoopCase]:
     """The budget's machinery cases (with the batch sweep, ``sweep_batch`` > 0), then its
-    enumerated parameters at scale (with the context and max_tokens sweeps): the module's
+    penalties over the largest context (with the context sweep): the module's
     docstring; before the sweeps, a few seconds in all. ``NO_SWEEPS`` turns them off with the
     sweeps. The same budget gives the same case objects (cached)."""
     b = get_loop_budget(budget)
@@ -300,17 +300,20 @@ def mechanism_cases(budget: object = "standard") -> list[LoopCase]:
 
 
 @lru_cache(maxsize=8)
-def _dense(vocab: int, k: int, max_tokens: int) -> tuple[LoopCase, ...]:
+def _dense(vocab: int, k: int, context: int, max_tokens: int) -> tuple[LoopCase, ...]:
+    long = long_output_case(context, max_tokens) if context else None
     dense = dense_scale_case(vocab, k, min(max_tokens, DENSE_TOKENS)) if max_tokens else None
-    return (dense,) if dense is not None else ()
+    return tuple(c for c in (long, dense) if c is not None)
 
 
 def dense_parameter_cases(budget: object = "standard") -> list[LoopCase]:
-    """The budget's ``dense_scale_case`` (at ``scale_vocab``, ``scale_k``, ``sweep_max_tokens``
-    tokens at most ``DENSE_TOKENS``; none without an engine-scale vocabulary or the max_tokens
-    sweep), judged binned beside the engine-scale batches. Cached like ``mechanism_cases``."""
+    """The budget's ``long_output_case`` (with the context and max_tokens sweeps), then its
+    ``dense_scale_case`` (at ``scale_vocab``, ``scale_k``, ``sweep_max_tokens`` tokens at most
+    ``DENSE_TOKENS``; none without an engine-scale vocabulary or the max_tokens sweep), after the
+    sweeps: a loop that makes the long greedy outputs random costs ``extra_max_paths`` long runs
+    before statistics, as ``sweeps.greedy_max_tokens_case`` does. Cached like ``mechanism_cases``."""
     b = get_loop_budget(budget)
-    return list(_dense(b.scale_vocab, b.scale_k, b.sweep_max_tokens))
+    return list(_dense(b.scale_vocab, b.scale_k, b.sweep_context, b.sweep_max_tokens))
 
 
 __all__ = [
