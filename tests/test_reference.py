@@ -178,7 +178,9 @@ def test_a_reference_the_enumerator_cannot_follow_is_judged_by_statistics_with_i
     report = check(speculative_top_p_first, reference=ref, **STAT)
     assert report["exact"] is True, report["findings"]
     rows = [row for row in report["power"] if row.get("against") == "reference"]
-    whole = [row for row in rows if row["reference_runs"] >= 600]  # the requests' laws, at least `samples` (the seed law: stated)
+    whole = [
+        row for row in rows if row["reference_runs"] >= 600
+    ]  # the requests' laws, at least `samples` (the seed law: stated)
     assert whole and all(row["min_detectable_tv"] < 0.35 for row in whole)
     wrong = check(generate, reference=ref, **STAT)  # top-k first against top-p first
     assert wrong["exact"] is False

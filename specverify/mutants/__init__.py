@@ -6,7 +6,8 @@ through the detector battery (specverify.interfaces.round.battery).
 - multi_draft.py: tree, adaptive-k and greedy-verification mutants;
 - rules.py: block verification and multi-draft selection mutants, the match-target-sample dispute;
 - loop_mutants.py: generation-loop mutants and controls (``interface="loop"``: the loop battery
-  judges them);
+  judges them); loop_mechanism_mutants.py: the same for the machinery around the rule (pools,
+  mixed batches, consecutive calls, zero-draft rounds, per-row state, penalties at scale);
 - kernel_mutants.py: batched verification-kernel mutants and controls (``interface="kernel"``: the
   kernel battery judges them, exactly from explicit uniforms);
 - index.py: ``ALL`` (the whole catalogue) and ``get(id)``; command.py: the command line;
@@ -28,6 +29,8 @@ _LAZY = {
     "LOOP_CONTROLS": "loop_mutants",
     "LOOP_ENGINE_CONTROLS": "loop_engine_mutants",
     "LOOP_ENGINE_MUTANTS": "loop_engine_mutants",
+    "LOOP_MECHANISM_CONTROLS": "loop_mechanism_mutants",
+    "LOOP_MECHANISM_MUTANTS": "loop_mechanism_mutants",
     "LOOP_MUTANTS": "loop_mutants",
     "MULTI_DRAFT_MUTANTS": "multi_draft",
     "RULE_CONTROLS": "rules",

@@ -1,4 +1,4 @@
-"""The whole catalogue in one tuple (``ALL``: the chain mutants, the multi-draft, rule, rounding, loop and
+"""The whole catalogue in one tuple (``ALL``: the chain mutants, the multi-draft, rule, rounding, loop (the rule's steps and the machinery around it) and
 kernel mutants, then the controls) and ``get(id)``; ``specverify.mutants`` re-exports both."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 from .catalogue import CONTROLS, MUTANTS, Mutant
 from .kernel_mutants import KERNEL_CONTROLS, KERNEL_MUTANTS
 from .loop_engine_mutants import LOOP_ENGINE_CONTROLS, LOOP_ENGINE_MUTANTS
+from .loop_mechanism_mutants import LOOP_MECHANISM_CONTROLS, LOOP_MECHANISM_MUTANTS
 from .loop_mutants import LOOP_CONTROLS, LOOP_MUTANTS
 from .multi_draft import MULTI_DRAFT_MUTANTS
 from .rounding_controls import ROUNDING_CONTROLS, ROUNDING_MUTANTS
@@ -21,8 +22,10 @@ ALL: tuple[Mutant, ...] = (
     *ROUNDING_CONTROLS,
     *LOOP_MUTANTS,
     *LOOP_ENGINE_MUTANTS,
+    *LOOP_MECHANISM_MUTANTS,
     *LOOP_CONTROLS,
     *LOOP_ENGINE_CONTROLS,
+    *LOOP_MECHANISM_CONTROLS,
     *KERNEL_MUTANTS,
     *KERNEL_CONTROLS,
 )
@@ -42,6 +45,8 @@ __all__ = [
     "KERNEL_CONTROLS",
     "KERNEL_MUTANTS",
     "LOOP_CONTROLS",
+    "LOOP_MECHANISM_CONTROLS",
+    "LOOP_MECHANISM_MUTANTS",
     "LOOP_MUTANTS",
     "MUTANTS",
     "Mutant",

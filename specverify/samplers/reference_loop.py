@@ -238,8 +238,9 @@ def loop_with(
     update: Callable[[State, list[int], list[int], int], None] = advance,
     offsets: Callable[[list[State], list[int]], None] = set_offsets,
 ) -> list[Output]:
-    """The reference loop with its steps as parameters (defaults: exactly the reference)."""
-    k = check_int("k", k, 1)
+    """The reference loop with its steps as parameters (defaults: exactly the reference). k = 0 is
+    target-only rounds inside the loop (no drafts; each round one token from the target row)."""
+    k = check_int("k", k, 0)
     batch = list(requests)
     if not batch:
         return []

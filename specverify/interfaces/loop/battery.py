@@ -107,6 +107,7 @@ from .counterexample import (
     small_loop_cases,
 )
 from .generated import generated_loop_cases, scale_loop_cases
+from .mechanism_cases import dense_parameter_cases, mechanism_cases
 from .own_reference import reference_process, with_reference
 from .sweeps import SWEEP_DIMENSIONS, sweep_loop_cases
 from .truncation_cases import truncation_cases
@@ -193,16 +194,20 @@ def get_budget(budget: object) -> LoopBudget:
 
 def standard_cases(budget, seed: int = 0, aim=None) -> list[LoopCase]:
     """The cases a budget runs, in order: the fixed and edge cases, the truncation-order cases
-    (``loop.truncation_cases``: top-k and top-p where their order matters), those drawn from the seed, the
-    seeded case, the sweeps (``swept_cases``' order), the engine-scale batches (the costly
-    ones last)."""
+    (``loop.truncation_cases``: top-k and top-p where their order matters), those drawn from the
+    seed, the seeded case, the machinery and the enumerated parameters at scale
+    (``loop.mechanism_cases``), the sweeps (``swept_cases``' order), the long outputs and dense row
+    at scale, the engine-scale batches (the costly ones last)."""
     fixed = list(loop_cases())
     return (
         [c for c in fixed if not c.seeded]
         + list(truncation_cases())
         + generated_loop_cases(budget, seed)
         + [c for c in fixed if c.seeded]
+        # -- the loop as engines run it: pools, mixed batches, consecutive calls, k = 0, parameters at scale
+        + mechanism_cases(budget)
         + swept_cases(budget)
+        + dense_parameter_cases(budget)
         + scale_loop_cases(budget, seed, aim)
     )
 

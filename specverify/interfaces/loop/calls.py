@@ -38,12 +38,24 @@ def identical_groups(case: LoopCase) -> list[list[int]]:
     return [g for g in groups if len(g) > 1]
 
 
+def identical_pairs(case: LoopCase, every: bool = True) -> list[tuple[int, int]]:
+    """The pairs of identical unseeded requests (``identical_groups``) whose joint law is judged:
+    every pair of each group (``every``), else the first of each group with every later one.
+    Wherever two identical requests sit in the batch and whenever an engine's pool lets them
+    start, their outputs must be independent draws (a request admitted into a freed slot that
+    inherits the slot's random stream replays its predecessor: NVIDIA/TensorRT-LLM#19487)."""
+    out: list[tuple[int, int]] = []
+    for g in identical_groups(case):
+        out += [(a, b) for n, a in enumerate(g) for b in g[n + 1 :]] if every else [(g[0], b) for b in g[1:]]
+    return out
+
+
 def positions_tests(case: LoopCase) -> int:
     """The tests ``LoopBattery.positions`` makes on a sweep case judged per position: per request
     each position, all positions pooled, and each lag 1..``MAX_LAG``; one per group of identical
     requests (``identical_groups``)."""
     lengths = [r.params.max_tokens for r in case.requests[: 1 if case.seeded else None]]
-    return sum(m + 1 + min(max(m - 1, 0), MAX_LAG) for m in lengths) + len(identical_groups(case))
+    return sum(m + 1 + min(max(m - 1, 0), MAX_LAG) for m in lengths) + len(identical_pairs(case, every=False))
 
 
 class LoopCalls(Battery):
@@ -125,4 +137,4 @@ class LoopCalls(Battery):
         )
 
 
-__all__ = ["LoopCalls", "identical_groups", "request_law"]
+__all__ = ["LoopCalls", "identical_groups", "identical_pairs", "request_law"]

@@ -24,18 +24,21 @@ import numpy as np
 
 from ...battery.core import BatteryResult, stopping_kinds
 from ...laws import stats
-from .calls import identical_groups
+from .calls import identical_pairs
 from .cases import SCALE_KINDS, seed_stream
+from .consecutive import ConsecutiveChecks
 from .laws import LawChecks
+from .mechanism_cases import CONSECUTIVE, CONTINUOUS
 from .own_reference import ReferenceBroken
 from .positions import PositionChecks, positions_tests
 from .tasks import loop_sample_task
 
 
-class LoopBattery(LawChecks, PositionChecks):
+class LoopBattery(LawChecks, PositionChecks, ConsecutiveChecks):
     """One run of every loop check on one subject (the parent's side): the replay check first
     (enumeration needs it), then each case by its kind: judged per position (``PositionChecks``:
-    sweeps, engine-scale batches), seeded (``SeedChecks``), else by its laws (``LawChecks``);
+    sweeps, engine-scale batches), seeded (``SeedChecks``), across two consecutive calls
+    (``ConsecutiveChecks``), else by its laws (``LawChecks``);
     the false-fail rate split over every test those checks make (``split``)."""
 
     def split(self, cases) -> float:
@@ -44,7 +47,7 @@ class LoopBattery(LawChecks, PositionChecks):
         check, each position of an engine-scale batch and each test of a sweep judged per
         position (``positions_tests``)."""
         law = [c for c in cases if not c.seeded and not c.positions and c.kind not in SCALE_KINDS]
-        count = sum(len(c.requests) + len(identical_groups(c)) for c in law)
+        count = sum(len(c.requests) + len(identical_pairs(c)) for c in law)
         count += sum(1 for c in cases if c.seeded and not c.positions) if self.budget.seed_law_runs > 0 else 0
         count += sum(q.params.max_tokens for c in cases if c.kind in SCALE_KINDS for q in c.requests)
         count += sum(positions_tests(c) for c in cases if c.positions)
@@ -101,6 +104,11 @@ class LoopBattery(LawChecks, PositionChecks):
                 self.seeded_case(case, per_check)
             elif case.kind in SCALE_KINDS:
                 scale_rng = self.scale_case(case, per_check, scale_rng)
+            elif case.sweep == CONSECUTIVE:
+                self.consecutive_case(case, per_check)
+            elif case.sweep == CONTINUOUS:
+                self.result.ran.append(f"sequence-law: {case.name}: by statistics (more requests than enumerated)")
+                self.sampled_laws(case, per_check, seed_stream(self.seed, "loop chi-square", i), efficiency=False)
             else:
                 self.law_case(case, per_check, exact_ok, seed_stream(self.seed, "loop chi-square", i))
         return r

@@ -16,7 +16,7 @@ from ...battery.core import EXACT_TV_TOL, POWER_FALSE_PASS_RATE
 from ...laws import exact, rounding, stats
 from ...laws.requests import independence_tv
 from ...laws.two_sample import two_sample_test
-from .calls import identical_groups, request_law
+from .calls import identical_pairs, request_law
 from .cases import CORE_KINDS, LoopCase
 from .own_reference import ReferenceCalls
 from .reference import reference_rates, tokens_per_pass_rates, tokens_per_pass_test
@@ -204,13 +204,13 @@ class LawChecks(ReferenceCalls):
 
     def sampled_joint(self, case: LoopCase, got: list, per_check: float) -> None:
         """``joint-law`` by statistics: for each group of identical unseeded requests
-        (``identical_groups``), the first two's outputs over the runs against the product of
+        (``identical_pairs``: every pair of each group, wherever they sit and whenever they start), the
+        pair's outputs over the runs against the product of
         their laws, a chi-square at ``per_check`` (its power, the TV it sees with probability
         0.95, in ``result.power`` with ``"check": "joint-law"``). A loop that serves both one
         output puts all its mass on equal pairs: TV 1 - sum of the law's squares from it."""
         r = self.result
-        for group in identical_groups(case):
-            a, b = group[:2]
+        for a, b in identical_pairs(case):
             law = self.wanted(case, a)
             if law is None:
                 r.ran.append(f"joint-law: {case.name}: identical requests {a} and {b}: not judged (no exact law)")

@@ -14,7 +14,7 @@ import numpy as np
 from ...battery.core import POWER_FALSE_PASS_RATE
 from ...laws import stats
 from ...laws.requests import lag_pairs
-from .calls import identical_groups
+from .calls import identical_pairs
 from .cases import LoopCase
 from .seeds import SeedChecks
 from .sweeps import MAX_LAG
@@ -25,10 +25,10 @@ MIN_COLUMN = 20
 
 def positions_tests(case: LoopCase) -> int:
     """The tests ``LoopBattery.positions`` makes on a sweep case judged per position: per request
-    each position, all positions pooled, and each lag 1..``MAX_LAG``; one per group of identical
-    requests (``identical_groups``)."""
+    each position, all positions pooled, and each lag 1..``MAX_LAG``; one per pair of identical
+    requests (``identical_pairs``: the first of a group with each later one)."""
     lengths = [r.params.max_tokens for r in case.requests[: 1 if case.seeded else None]]
-    return sum(m + 1 + min(max(m - 1, 0), MAX_LAG) for m in lengths) + len(identical_groups(case))
+    return sum(m + 1 + min(max(m - 1, 0), MAX_LAG) for m in lengths) + len(identical_pairs(case, every=False))
 
 
 def _product(row_a: np.ndarray, row_b: np.ndarray) -> dict[tuple[int, ...], float]:
@@ -61,7 +61,8 @@ class PositionChecks(SeedChecks):
         """Each request of a context-free case, over the runs: every position's tokens (reached by
         ``MIN_COLUMN`` runs or more), all positions pooled, and each lag 1..``MAX_LAG``
         (``lag_pairs``) against the processed row, or for pairs its product law; each group of
-        identical requests (``identical_groups``: the first two, position by position) against
+        identical requests (``identical_pairs``: the first of each group with every later one, position
+        by position) against
         the product law too. Chi-squares at ``per_check``; the first failure is a finding:
         ``position-law`` (a position's law), ``joint-law`` (dependent positions or requests), or
         ``seed-law`` for a seeded request. Power (the TV one position's test sees with
@@ -88,7 +89,7 @@ class PositionChecks(SeedChecks):
             for lag in range(1, min(len(columns), MAX_LAG + 1)):
                 lagged = [p for o in outs for p in lag_pairs(o, lag)]
                 tests.append((names[1], i, f"pairs of positions {lag} apart", lagged, pairs))
-        for a, b in (g[:2] for g in identical_groups(case)):
+        for a, b in identical_pairs(case, every=False):
             both = [t for o in got for t in zip(o[a][0], o[b][0])]
             tests.append(
                 (names[1], a, f"beside identical request {b} (position by position)", both, _product(rows[a], rows[b]))
