@@ -76,7 +76,7 @@ class RowProgress:
                 what = row["error"]
             else:
                 took = f"reused from {row['reused_from']}" if row.get("reused_from") else f"{row.get('seconds')} s"
-                release = f"{row['package']} {row['version']}: " if "package" in row else ""
+                release = f"{row['package']} {row['version']}: " if "files_hash" in row else ""  # --versions
                 what = f"{release}{row['verdict']} ({took})"
             self.write(f"{self.where()}{what}")
             self.name = self.words = None
