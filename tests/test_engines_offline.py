@@ -497,11 +497,10 @@ def test_race_noise_makes_the_race_pick_the_inverse_cdf_token():
 
 def v1_module():
     """vLLM V1's rejection_sampler module from the cache (skip when its wheel or triton is not)."""
-    from specverify.engines import BY_NAME, is_cached
     from specverify.engines import vllm as V
 
-    if not is_cached(BY_NAME["vllm-v1-rejection"]):
-        pytest.skip("vllm 0.8.5 is not cached (python -m specverify.engines --engine vllm-v1-rejection fetches it)")
+    if not loader.is_cached(V.PACKAGE, V.VERSION, V.V1_FILES):
+        pytest.skip("vllm 0.8.5 is not cached (python -m specverify.engines --engine vllm-v0-rejection fetches it)")
     try:
         return V.load_v1(download=False)
     except loader.Unavailable as exc:

@@ -90,6 +90,14 @@ def parser():
         "cached) and exit; loads and downloads nothing",
     )
     ap.add_argument("--render", metavar="JSON", help="print the table from rows saved with --json; run nothing")
+    ap.add_argument(
+        "--versions",
+        metavar="LIST",
+        help="judge the one --engine row at several releases: 'all' (every final release from the row's first "
+        "on; pip index versions) or releases separated by commas (e.g. 0.8.5,0.33.0); prints version, "
+        "verification files' hash, signature, verdict and power per release (a release whose files are "
+        "unchanged reuses the verdict); wheels are cached once",
+    )
     return ap
 
 
@@ -108,6 +116,8 @@ def main(argv=None) -> int:
         rows = listing(chosen)
         print(json.dumps(rows, indent=1) if args.json else render_listing(rows))
         return 0
+    if args.versions is not None:
+        return run_versions(ap, args, chosen)
     problem = missing_torch(chosen)
     if problem:
         emit(f"{ap.prog}: error: {problem}\n", sys.stderr)
@@ -145,10 +155,47 @@ def run_and_print(args, chosen: list) -> int:
             print("\n" + findings)
         print(f"\n{len(rows)} rows in {time.perf_counter() - t0:.0f} s (budget {args.budget}, seed {args.seed})")
     if args.expect:
-        bad = [r["engine"] for r in rows if "skipped" not in r and not matches(r)]
+        bad = [r["engine"] for r in rows if "skipped" not in r and ("error" in r or not matches(r))]
         if bad:
             print(f"unexpected verdicts: {', '.join(bad)}", file=sys.stderr)
             return 1
+    return 0
+
+
+def run_versions(ap, args, chosen: list) -> int:
+    """``--versions``: the one chosen row at each release (``engine_versions``), as a version
+    table or JSON; EXIT_USAGE (one line) unless exactly one --engine row with a version table."""
+    from ..common.command_line import EXIT_ENVIRONMENT, EXIT_USAGE, emit
+    from . import loader
+    from .engine_versions import chosen_versions, render_versions, version_rows
+    from .heartbeat import RowProgress
+
+    if not args.engine or len(args.engine) != 1:
+        emit(f"{ap.prog}: error: --versions: name exactly one row with --engine\n", sys.stderr)
+        return EXIT_USAGE
+    engine = chosen[0]
+    try:
+        versions = chosen_versions(engine, args.versions, download=not args.offline)
+    except ValueError as exc:
+        emit(f"{ap.prog}: error: {exc}\n", sys.stderr)
+        return EXIT_USAGE
+    except loader.Unavailable as exc:
+        emit(f"{ap.prog}: error: --versions: {exc}\n", sys.stderr)
+        return EXIT_ENVIRONMENT
+    problem = missing_torch(chosen)
+    if problem:
+        emit(f"{ap.prog}: error: {problem}\n", sys.stderr)
+        return EXIT_ENVIRONMENT
+    t0 = time.perf_counter()
+    with RowProgress(len(versions)) as progress:
+        rows = version_rows(
+            engine, versions, args.budget, args.seed, not args.offline, progress.stage, progress.finished
+        )
+    if args.json:
+        print(json.dumps(rows, indent=1, default=str))
+    else:
+        print(render_versions(rows))
+        print(f"\n{len(rows)} releases in {time.perf_counter() - t0:.0f} s (budget {args.budget}, seed {args.seed})")
     return 0
 
 

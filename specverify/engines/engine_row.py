@@ -26,6 +26,8 @@ class Engine:
     files: tuple[str, ...] = ()  # the files of the wheel the row unpacks (pins)
     needs: tuple[str, ...] = ("torch",)  # what running the row needs here, besides its wheel
     recheck: Callable | None = None  # (engine, download) -> the skip line of a ``skip`` row that looks for its wheel
+    since: str = ""  # the first release ``--versions all`` judges ("" : the row has no version table)
+    at: Callable | None = None  # (version) -> this row at another release (``--versions``)
 
 
 @dataclass
@@ -36,3 +38,6 @@ class Built:
     subject: Callable
     probe: Callable | None  # (x, q_row, p_row, coin, n) -> list[(accepted, token)]
     coins: str  # how the probes control the coins
+    feeds: str = ""  # what the wrapper feeds the engine's function, checked by its contract
+    standins: str = ""  # the engine modules stood in for while loading (wheel_import), in words
+    function: Callable | None = None  # the engine's function (its signature goes in the row)

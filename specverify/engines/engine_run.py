@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from . import loader
+from .engine_contract import AdapterError, short_signature
 from .engine_probes import ONE_MINUS_F32, ONE_MINUS_F64, describe_probes, replays, run_probes
 from .engine_row import Engine
 from .engine_table import BUDGET_NAMES, BY_NAME, ENGINES, is_cached, not_cached_skip
@@ -46,21 +47,27 @@ def run_engine(
         "version": engine.version,
         "function": engine.function,
         "interface": engine.interface,
+        "expected": engine.expected,
+        "exact": None,
+        "verdict": None,
+        "power": None,
         "command": command(engine, budget),
     }
     if engine.skip is not None:
         if engine.recheck is None:
-            return {**row, "skipped": engine.skip}
+            return {**row, "verdict": "skipped", "skipped": engine.skip}
         say(f"looking for a {engine.package} {engine.version} wheel")
-        return {**row, "skipped": engine.recheck(engine, download)}
+        return {**row, "verdict": "skipped", "skipped": engine.recheck(engine, download)}
     if not download and not is_cached(engine):
-        return {**row, "skipped": not_cached_skip(engine)}
+        return {**row, "verdict": "skipped", "skipped": not_cached_skip(engine)}
     t0 = time.perf_counter()
     say(f"loading {engine.package} {engine.version}" + ("" if is_cached(engine) else " (downloading its wheel)"))
     try:
         built = engine.build(download)
     except loader.Unavailable as exc:
-        return {**row, "skipped": f"{engine.name}: {exc}"}
+        return {**row, "verdict": "skipped", "skipped": f"{engine.name}: {exc}"}
+    except AdapterError as exc:
+        return {**row, "verdict": "adapter error", "error": f"{engine.name}: adapter error: {exc}"}
     load_s = time.perf_counter() - t0
     say(f"judging ({engine.interface} battery, budget {budget})")
     report = judge(engine, built.subject, budget, seed, workers)
@@ -90,6 +97,10 @@ def run_engine(
         "verdict": verdict_text(engine, report),
         "exact": report.exact,
         "power": power_text(r),
+        "tv": r.exact_tv_max,
+        "signature": short_signature(built.function) if built.function else "",
+        "contract": built.feeds,
+        "standins": built.standins,
         "how": how_text(report, engine.interface),
         "reach": reach,
         "reach_note": reach_note,

@@ -142,8 +142,8 @@ def render_table(rows: list[dict]) -> str:
     lines = [head, "|" + "---|" * 11]
     skips = []
     for r in rows:
-        if "skipped" in r:
-            skips.append(f"- skipped: {r['skipped']}")
+        if "skipped" in r or "error" in r:
+            skips.append(f"- skipped: {r['skipped']}" if "skipped" in r else f"- error: {r['error']}")
             continue
         mz = r["measure_zero"] + (f"; {r['battery_edges']}" if r.get("battery_edges") else "")
         lines.append(
@@ -181,7 +181,7 @@ def render_findings(rows: list[dict]) -> str:
     """Each row's first distribution finding and smallest counterexample, as JSON blocks."""
     out = []
     for r in rows:
-        if "skipped" in r or not (r.get("findings") or r.get("counterexample")):
+        if "skipped" in r or "error" in r or not (r.get("findings") or r.get("counterexample")):
             continue
         out.append(f"### {r['engine']}\n")
         for f in r.get("findings", [])[:3]:

@@ -70,7 +70,14 @@ class RowProgress:
         with self.lock:
             if row["engine"] != self.name:
                 self.begin_row(row["engine"])
-            what = f"skipped: {skip_reason(row)}" if "skipped" in row else f"{row['verdict']} ({row['seconds']} s)"
+            if "skipped" in row:
+                what = f"skipped: {skip_reason(row)}"
+            elif "error" in row:
+                what = row["error"]
+            else:
+                took = f"reused from {row['reused_from']}" if row.get("reused_from") else f"{row.get('seconds')} s"
+                release = f"{row['package']} {row['version']}: " if "files_hash" in row else ""  # --versions
+                what = f"{release}{row['verdict']} ({took})"
             self.write(f"{self.where()}{what}")
             self.name = self.words = None
             self.refresh_status()

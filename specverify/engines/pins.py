@@ -4,7 +4,13 @@ the rows unpack. Only plain data (no import beyond this file), so that ``specver
 
 from __future__ import annotations
 
-VLLM = ("vllm", "0.8.5")
+VLLM_V0 = ("vllm", "0.8.5")
+"""V0's PyTorch samplers: vLLM removed V0 upstream (its samplers are absent from the 0.10.2 and
+later wheels), so its rows stay at 0.8.5, the last release judged with them."""
+VLLM = ("vllm", "0.33.0")
+"""vLLM's current release (V1's ``rejection_sample``); ``VLLM_V1_SINCE`` is the first release
+``specverify engines --versions all`` judges for the V1 rows."""
+VLLM_V1_SINCE = "0.8.5"
 VLLM_V0_FILES = (
     "vllm/model_executor/layers/rejection_sampler.py",
     "vllm/model_executor/layers/spec_decode_base_sampler.py",
@@ -50,6 +56,8 @@ __all__ = [
     "SGLANG_BLOCKWISE",
     "TENSORRT_LLM",
     "VLLM",
+    "VLLM_V0",
     "VLLM_V0_FILES",
     "VLLM_V1_FILES",
+    "VLLM_V1_SINCE",
 ]

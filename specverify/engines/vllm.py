@@ -1,5 +1,6 @@
 """vLLM: V0's PyTorch ``RejectionSampler`` and ``TypicalAcceptanceSampler`` and V1's Triton
-``rejection_sample`` (all from vllm 0.8.5), loaded from the wheel.
+``rejection_sample`` (all from vllm 0.8.5), loaded from the wheel, and the controlled draws
+(``ControlledDraws``, ``race_noise``) every V1 release's wrapper (``vllm_v1``) uses.
 
 Stand-ins (nothing else of vLLM is imported):
 
@@ -44,6 +45,7 @@ uniforms, as it judges SGLang's. How the uniforms select the outputs:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -63,10 +65,12 @@ from ..adapters.kernels import (
     vllm_v1_sampling_metadata,
 )
 from . import loader
-from .pins import VLLM, VLLM_V0_FILES, VLLM_V1_FILES
+from .pins import VLLM_V0, VLLM_V0_FILES, VLLM_V1_FILES
 from .rounds import grid_uniforms, leading_tokens, targets
 
-PACKAGE, VERSION = VLLM
+PACKAGE, VERSION = VLLM_V0
+"""``load_v0`` and ``load_v1`` read vllm 0.8.5 with the fixed stand-ins below; the V1 rows at any
+release load through ``vllm_loading`` (``vllm_v1``)."""
 V0_FILES, V1_FILES = VLLM_V0_FILES, VLLM_V1_FILES
 TYPICAL_THRESHOLD, TYPICAL_ALPHA = 0.09, 0.3
 """vLLM's defaults for ``--typical-acceptance-sampler-posterior-threshold`` / ``-alpha``."""
@@ -271,7 +275,7 @@ class ControlledDraws(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch.rand and "rand" not in self.answered and self.shape_of(args, kwargs) == self.coins.shape:
             self.answered.append("rand")
-            return self.coins.clone()
+            return self.coins.to(kwargs.get("dtype") or self.coins.dtype).clone()
         if (
             func is torch.Tensor.exponential_
             and "exponential_" not in self.answered
@@ -394,7 +398,7 @@ def exponential_row(u) -> torch.Tensor:
     return torch.from_numpy(-np.log1p(-(u + 2.0**-25))).to(torch.float32)
 
 
-def v1_ngram_round(module):
+def v1_ngram_round(module, quantity: str = "probabilities", active=None):
     """A round sampler around V1's ``rejection_sample`` in n-gram mode (``draft_probs`` None,
     rejection_sampler.py:135; ``NO_DRAFT_PROBS``: accept draft x when p(x) >= u, recover from p
     with x removed): drafts from ``greedy_drafts``, one request (B = 1). V1's two draws are
@@ -403,8 +407,12 @@ def v1_ngram_round(module):
     from V more uniforms (``exponential_row``), so the race is V1's own over genuine Exp(1)
     noise; the bonus token (V1's input) is the inverse CDF of p_k at the final uniform. The marginal
     law of the emitted tokens must be p's whatever the proposer, so the row is judged as any round
-    sampler; its tokens per round are a greedy proposer's, not the token-wise rule's with q."""
+    sampler; its tokens per round are a greedy proposer's, not the token-wise rule's with q.
+    ``quantity``: what ``rejection_sample``'s target argument takes ("probabilities" up to
+    0.15.1, "logits" from 0.24.0: log(p) in float32; ``vllm_v1.v1_feeds``); ``active``: a
+    context manager factory around each call (``wheel_import.Loaded.active``)."""
     rejection_sample = module.rejection_sample
+    active = active or contextlib.nullcontext
 
     def verify(drafts, ps, coins, noise) -> list[int]:
         k = len(drafts)
@@ -413,14 +421,17 @@ def v1_ngram_round(module):
             return [int(bonus[0])]
         metadata = vllm_v1_sampling_metadata(1, None)
         metadata.generators = {}
-        with ControlledDraws(torch.tensor(coins[:k], dtype=torch.float32), noise[None]):
+        target = torch.from_numpy(np.asarray(ps[:k], np.float32)).contiguous()
+        if quantity == "logits":
+            target = torch.log(target).contiguous()
+        with active(), ControlledDraws(torch.tensor(coins[:k], dtype=torch.float32), noise[None]):
             out = rejection_sample(
                 torch.tensor(drafts, dtype=torch.int32),
                 [k],
                 k,
                 torch.tensor([k], dtype=torch.int32),
                 None,
-                torch.from_numpy(np.asarray(ps[:k], np.float32)).contiguous(),
+                target,
                 bonus.to(torch.int32).reshape(1, 1),
                 metadata,
             )
