@@ -102,6 +102,11 @@ class EnumeratingRng:
         self._torch = None  # the run's laws.torch_random.Interception while torch is followed
         self._memo_runs: list[tuple] = []  # this path's SubrunMemo runs: (memo, key, first, end, value)
 
+    @property
+    def max_branching(self) -> int:
+        """Most branches one decision may have (``laws.threshold_cells`` bisects past it)."""
+        return self._max_branching
+
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
