@@ -261,7 +261,8 @@ class SymbolicUniform:
 
     def __array_function__(self, func, types, args, kwargs):
         """``np.searchsorted(c, u)`` and ``np.digitize(u, c)`` over sorted constants c: the count of
-        c below u, its cell decided once; any other NumPy function of a symbolic uniform refuses."""
+        c below u, its cell decided once; any other NumPy function runs as NumPy runs it on an
+        object (its comparisons and arithmetic then come back here, or refuse)."""
         name = func.__name__
         if name == "searchsorted" and len(args) >= 2 and args[1] is self and not isinstance(args[0], SymbolicUniform):
             sorter = args[3] if len(args) > 3 else kwargs.get("sorter")
@@ -269,7 +270,10 @@ class SymbolicUniform:
             return np.intp(self.count_below(c, "numpy.searchsorted"))
         if name == "digitize" and args and args[0] is self:  # either ``right``: ties have probability 0
             return np.intp(self.count_below(args[1] if len(args) > 1 else kwargs.get("bins"), "numpy.digitize"))
-        self._iv.rng.refuse(f"numpy.{name} of a symbolic uniform is not modelled")
+        default = getattr(func, "_implementation", None)  # NumPy's own, as before this hook (NEP 18)
+        if default is None:
+            self._iv.rng.refuse(f"numpy.{name} of a symbolic uniform is not modelled")
+        return default(*args, **kwargs)
 
 
 def constant_array(c, what: str, rng) -> np.ndarray:

@@ -51,25 +51,27 @@ def cell_below(rng, lo: float, hi: float, thresholds: np.ndarray) -> tuple[float
         return lo, hi, t >= hi
 
 
-_OUTSIDE_THE_SUBJECT = tuple(os.path.normcase(os.path.dirname(p)) + os.sep for p in (__file__,)) + tuple(
-    os.path.normcase(p) + os.sep
-    for p in {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")}
-    if p
+LAWS = os.path.normcase(os.path.dirname(os.path.abspath(__file__))) + os.sep
+"""The enumerator's own package: never the subject's code."""
+STDLIB = tuple(
+    os.path.normcase(p) + os.sep for p in {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")} if p
 )
-"""Code that is not the subject's: the enumerator's own package (``laws``) and the standard library."""
+"""The standard library's folders (``operator``, ``functools`` call through them)."""
 
 
 def _outside_subject(filename: str) -> bool:
+    """Whether a frame of this file is the enumerator's, NumPy's, torch's or the standard
+    library's rather than the subject's (an installed engine is the subject's)."""
     name = os.path.normcase(filename)
-    if name.startswith("<") or name.startswith(_OUTSIDE_THE_SUBJECT):
-        return True
     parts = name.split(os.sep)
-    return any(lib in parts for lib in ("numpy", "torch")) and "site-packages" in parts
+    if "site-packages" in parts or "dist-packages" in parts:
+        return "numpy" in parts or "torch" in parts
+    return name.startswith(("<frozen", "<__array_function__", LAWS) + STDLIB)
 
 
 def subject_line() -> str | None:
-    """ "FILE, line N" of the innermost frame of the subject's code on the current stack (the
-    caller's), or None when none is found; FILE relative to the working directory when under it."""
+    """Where the subject's code made the current call, as "FILE, line N": its innermost frame on
+    the stack (None when none is found), FILE relative to the working directory when under it."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename

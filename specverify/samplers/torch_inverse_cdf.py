@@ -28,7 +28,7 @@ def torch_speculative_step(p_fn: DistFn, q_fn: DistFn, prefix: Sequence[int], k:
     start, k = tuple(prefix), check_k(k)
 
     def row(fn: DistFn, name: str, context: tuple[int, ...]):
-        return torch.as_tensor(np.asarray(model_output(name, fn, context), dtype=np.float64))
+        return torch.tensor(np.asarray(model_output(name, fn, context), dtype=np.float64))
 
     def uniform():
         return torch.rand(1, generator=generator, dtype=torch.float64)
