@@ -3,7 +3,8 @@
 A sampler draws all its randomness from ``rng`` (the NumPy Generator API). Handing it an
 ``EnumeratingRng`` instead turns every random call into a recorded *decision*: ``choice`` and
 ``integers`` branch over their outcomes, and ``random()`` returns a ``SymbolicUniform`` that only
-branches when it is compared with a number. ``enumerate_distribution`` re-runs the function once
+branches when it is compared with a number, or with many at once (inverse CDF: one decision over
+the cells they cut, ``laws.threshold_cells``). ``enumerate_distribution`` re-runs the function once
 per path, depth-first over recorded decision prefixes (re-execution with an execution trace, as in
 Wingate, Stuhlmueller, Goodman, "Lightweight implementations of probabilistic programming
 languages via transformational compilation", AISTATS 2011, and WebPPL's ``Enumerate``,

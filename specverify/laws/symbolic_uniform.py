@@ -4,9 +4,13 @@ A symbolic uniform u ~ U(0, 1) carries the interval [lo, hi) that earlier compar
 left it. ``u < t`` with lo < t < hi branches: True with weight (t - lo) / (hi - lo), narrowing the
 interval to [lo, t), False with the rest, narrowing it to [t, hi). Re-comparing the same u is
 therefore consistent (a sampler that shares one uniform across positions gets the exact,
-correlated probabilities). Affine transforms a*u + b with constant a, b map their comparisons back
-to u. Anything else (float(u), np.log(u), comparing two symbolic values) raises ``NotEnumerable``,
-never a wrong number.
+correlated probabilities). Affine transforms a*u + b with constant a, b (and sums, differences and
+comparisons of affine forms of the same u) map their comparisons back to u. Compared with an array
+of numbers (``cumsum(w) > u``), or searched in sorted ones (``np.searchsorted(cdf, u)``,
+``np.digitize``), u branches once over the cells those thresholds cut its interval into
+(``laws.threshold_cells``): inverse-CDF code is followed exactly. Anything else (float(u),
+np.log(u), comparing two different uniforms, which names the subject's line) raises
+``NotEnumerable``, never a wrong number.
 
 Contract with the rng (``laws.exact.EnumeratingRng``, the only maker of an ``Interval``): a
 uniform branches only through ``rng.decide(weights)`` and refuses only through
