@@ -303,6 +303,7 @@ HELP_FORMS = [
     ("specverify", "bench", "samplers"),
     ("specverify", "bench", "sweep-cost"),
     ("specverify", "bench", "determinism"),
+    ("specverify", "bench", "calls"),
     ("specverify", "experiments"),
     ("specverify", "models"),
     ("specverify", "models", "measure"),

@@ -1,4 +1,4 @@
-"""``specverify bench [suite|kernel|hot-path|samplers|pace|sweep-cost|determinism] ...`` (``python -m specverify.bench``):
+"""``specverify bench [suite|kernel|hot-path|samplers|pace|sweep-cost|determinism|calls] ...`` (``python -m specverify.bench``):
 the benchmarks, each printing its ratios side by side in one run. Without a name, the suite."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ COMMANDS = {
     "pace": ("specverify.bench.round_pace", "runs per second: NumPy, torch one round per call, torch batched, workers"),
     "sweep-cost": ("specverify.bench.sweep_cost", "seconds per swept dimension of each interface's NumPy reference"),
     "determinism": ("specverify.bench.determinism", "one check idle and beside busy processes: the same JSON"),
+    "calls": ("specverify.bench.calls", "subject calls per verdict: the rule by rng.choice, by inverse CDF, in torch"),
 }
 """Benchmark -> (its module, its one line in ``--help``)."""
 

@@ -3,7 +3,8 @@
 A sampler draws all its randomness from ``rng`` (the NumPy Generator API). Handing it an
 ``EnumeratingRng`` instead turns every random call into a recorded *decision*: ``choice`` and
 ``integers`` branch over their outcomes, and ``random()`` returns a ``SymbolicUniform`` that only
-branches when it is compared with a number. ``enumerate_distribution`` re-runs the function once
+branches when it is compared with a number, or with many at once (inverse CDF: one decision over
+the cells they cut, ``laws.threshold_cells``). ``enumerate_distribution`` re-runs the function once
 per path, depth-first over recorded decision prefixes (re-execution with an execution trace, as in
 Wingate, Stuhlmueller, Goodman, "Lightweight implementations of probabilistic programming
 languages via transformational compilation", AISTATS 2011, and WebPPL's ``Enumerate``,
@@ -101,6 +102,11 @@ class EnumeratingRng:
         self._torch = None  # the run's laws.torch_random.Interception while torch is followed
         self._memo_runs: list[tuple] = []  # this path's SubrunMemo runs: (memo, key, first, end, value)
         self.max_decisions = MAX_DECISIONS_PER_RUN  # an enumeration's own cap (_Budget)
+
+    @property
+    def max_branching(self) -> int:
+        """Most branches one decision may have (``laws.threshold_cells`` bisects past it)."""
+        return self._max_branching
 
     def __getattr__(self, name):
         if name.startswith("_"):

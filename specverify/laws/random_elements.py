@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .summed_draws import ChoiceLaw
+from .threshold_cells import cell_below
 
 ORDERS = {
     name: getattr(operator, op)
@@ -211,10 +212,9 @@ class RandomElements:
             return self.affine(e, 1.0 / c, 0.0)
         return self.affine(self.monotone(e, "recip"), c, 0.0) if op == "div" else self.monotone(e, op)
 
-    def below(self, e: int, t: float, below: bool) -> bool:
-        """Decide x < t (``below``) or x > t for expression x = e, branching when it is uncertain."""
-        if math.isnan(t):
-            return False
+    def uniform_threshold(self, e: int, t: float, below: bool) -> tuple[int, float, bool]:
+        """x < t (``below``) or x > t for expression x = e as a question about its uniform u:
+        (u's index, t', whether u < t' is asked, else u > t')."""
         var, steps = self.exprs[e]
         if var in self.spent:
             self.rng.refuse("a random value compared after an argmax race conditioned it")
@@ -227,6 +227,53 @@ class RandomElements:
                 t, below = (1.0 / t if t > 0.0 else math.inf), not below
             else:  # expo
                 t = -math.expm1(-t) if t > 0.0 else 0.0
+        return var, t, below
+
+    def below_all(self, e: int, thresholds: list, below: list) -> list[bool]:
+        """``below`` for one expression e and many thresholds (a uniform compared with a row of
+        cumulative sums): the cell of u's interval among them decided once
+        (``laws.threshold_cells``); a single threshold branches as ``below`` does."""
+        asked = [self.uniform_threshold(e, t, b) for t, b in zip(thresholds, below) if not math.isnan(t)]
+        var = self.exprs[e][0]
+        ts = np.array([t for _, t, _ in asked])
+        lo, hi = self.lo[var], self.hi[var]
+        if int(((ts > lo) & (ts < hi)).sum()) <= 1:
+            return [self.below(e, t, b) for t, b in zip(thresholds, below)]
+        self.lo[var], self.hi[var], under = cell_below(self.rng, lo, hi, ts)
+        answers = iter(bool(u == b) for u, (_, _, b) in zip(under.tolist(), asked))
+        return [False if math.isnan(t) else next(answers) for t in thresholds]
+
+    def answer_all(self, asked: list) -> dict:
+        """{j: x_e < c (``below``) or x_e > c} for each (j, e, c, below) of ``asked``, in order of
+        first appearance of each expression e; one expression against many thresholds (a
+        uniform against a row of cumulative sums) decides its cell once (``below_all``)."""
+        groups: dict[int, list] = {}
+        for j, e, c, below in asked:
+            groups.setdefault(e, []).append((j, c, below))
+        out = {}
+        for e, group in groups.items():
+            got = self.below_all(e, [c for _, c, _ in group], [b for _, _, b in group])
+            out.update((j, answer) for (j, _, _), answer in zip(group, got))
+        return out
+
+    def counts_below(self, ids: list, rows: list, what: str) -> dict[int, int]:
+        """What ``searchsorted`` returns for each random value of ``ids`` (row r of values against
+        the sorted thresholds ``rows[r]``; -1: a concrete value): {flat index: how many thresholds
+        lie below it}, each value's cell decided once (either side: ties have probability 0)."""
+        out: dict[int, int] = {}
+        for r, (row_ids, bounds) in enumerate(zip(ids, rows)):
+            if any(math.isnan(b) for b in bounds) or any(b > c for b, c in zip(bounds, bounds[1:])):
+                self.rng.refuse(f"{what} over thresholds not sorted ascending (or holding NaN) is not modelled")
+            for j, e in enumerate(row_ids):
+                if e >= 0:
+                    out[r * len(row_ids) + j] = len(bounds) - sum(self.below_all(e, bounds, [True] * len(bounds)))
+        return out
+
+    def below(self, e: int, t: float, below: bool) -> bool:
+        """Decide x < t (``below``) or x > t for expression x = e, branching when it is uncertain."""
+        if math.isnan(t):
+            return False
+        var, t, below = self.uniform_threshold(e, t, below)
         lo, hi = self.lo[var], self.hi[var]
         if t <= lo or t >= hi:
             return (t >= hi) == below

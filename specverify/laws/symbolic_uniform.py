@@ -4,9 +4,13 @@ A symbolic uniform u ~ U(0, 1) carries the interval [lo, hi) that earlier compar
 left it. ``u < t`` with lo < t < hi branches: True with weight (t - lo) / (hi - lo), narrowing the
 interval to [lo, t), False with the rest, narrowing it to [t, hi). Re-comparing the same u is
 therefore consistent (a sampler that shares one uniform across positions gets the exact,
-correlated probabilities). Affine transforms a*u + b with constant a, b map their comparisons back
-to u. Anything else (float(u), np.log(u), comparing two symbolic values) raises ``NotEnumerable``,
-never a wrong number.
+correlated probabilities). Affine transforms a*u + b with constant a, b (and sums, differences and
+comparisons of affine forms of the same u) map their comparisons back to u. Compared with an array
+of numbers (``cumsum(w) > u``), or searched in sorted ones (``np.searchsorted(cdf, u)``,
+``np.digitize``), u branches once over the cells those thresholds cut its interval into
+(``laws.threshold_cells``): inverse-CDF code is followed exactly. Anything else (float(u),
+np.log(u), comparing two different uniforms, which names the subject's line) raises
+``NotEnumerable``, never a wrong number.
 
 Contract with the rng (``laws.exact.EnumeratingRng``, the only maker of an ``Interval``): a
 uniform branches only through ``rng.decide(weights)`` and refuses only through
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from . import precision
+from .threshold_cells import cell_below, two_uniforms
 
 
 class Interval:
@@ -36,10 +41,20 @@ class Interval:
     def __init__(self, rng):
         self.lo, self.hi, self.rng, self.run = 0.0, 1.0, rng, rng.run_id
 
-    def less_than(self, t: float) -> bool:
-        """Decide ``u < t`` on this path, branching when t splits the interval."""
+    def check_run(self) -> None:
         if self.run != self.rng.run_id:
             self.rng.refuse("a symbolic uniform was kept from an earlier run and reused")
+
+    def below_all(self, thresholds: np.ndarray) -> np.ndarray:
+        """Decide ``u < t`` for every t of ``thresholds`` at once: the cell of the interval u lies
+        in among them (``laws.threshold_cells``), one decision, the interval narrowed to it."""
+        self.check_run()
+        self.lo, self.hi, below = cell_below(self.rng, self.lo, self.hi, thresholds)
+        return below
+
+    def less_than(self, t: float) -> bool:
+        """Decide ``u < t`` on this path, branching when t splits the interval."""
+        self.check_run()
         lo, hi = self.lo, self.hi
         if t <= lo:
             return False
@@ -60,7 +75,7 @@ def as_constant(x, what: str, rng) -> float:
     if type(x) is float:
         return x
     if isinstance(x, SymbolicUniform):
-        rng.refuse(f"{what} of two symbolic uniforms is not modelled")
+        rng.refuse(two_uniforms(what))
     precision.note(x)  # the precision a threshold was computed in (laws.precision)
     if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf":
         x = x.item()
@@ -124,7 +139,11 @@ class SymbolicUniform:
         return repr(self)
 
     # -- comparisons ---------------------------------------------------------------------------
-    def _compare(self, op: str, t) -> bool:
+    def _compare(self, op: str, t):
+        if isinstance(t, np.ndarray) and t.ndim > 0:
+            return self.compare_array(op, t)
+        if self._same_uniform(t):  # a1*u + b1 op a2*u + b2: (a1 - a2)*u + (b1 - b2) op 0
+            return _ORDERS[op](self - t, 0.0)
         t = as_constant(t, f"comparison {op!r}", self._iv.rng)
         if math.isnan(t):
             return False  # every comparison with NaN is False, as for a real float
@@ -133,6 +152,28 @@ class SymbolicUniform:
         if a < 0:
             below = not below  # ties have probability 0
         return below if op in ("<", "<=") else not below
+
+    def compare_array(self, op: str, c) -> np.ndarray:
+        """``self op c`` element-wise for an array of constants c: a bool array, the cell of u's
+        interval among c's thresholds decided once (``laws.threshold_cells``)."""
+        c = constant_array(c, f"comparison {op!r}", self._iv.rng)
+        a, b = self._a, self._b
+        below = self._iv.below_all((c - b) / a)  # u < (c - b) / a, i.e. a*u + b < c when a > 0
+        if a < 0:
+            below = ~below  # ties have probability 0
+        out = below if op in ("<", "<=") else ~below
+        out[np.isnan(c)] = False  # every comparison with NaN is False, as for a real float
+        return out
+
+    def count_below(self, c, what: str) -> int:
+        """How many entries of the sorted constants c lie below this value: what ``searchsorted``
+        (either side: ties have probability 0) returns for it."""
+        c = constant_array(c, what, self._iv.rng)
+        if c.ndim != 1:
+            self._iv.rng.refuse(f"{what} over a {c.ndim}-dimensional array is not modelled")
+        if np.isnan(c).any() or (np.diff(c) < 0).any():
+            self._iv.rng.refuse(f"{what} over an array that is not sorted ascending (or holds NaN) is not modelled")
+        return int((~self.compare_array("<", c)).sum())
 
     def __lt__(self, t):
         return self._compare("<", t)
@@ -167,12 +208,21 @@ class SymbolicUniform:
             self._iv.rng.refuse("a symbolic uniform scaled or shifted by a non-finite number")
         return AffineUniform(self._iv, a, b)
 
+    def _same_uniform(self, other) -> bool:
+        """Whether ``other`` is an affine form of this very uniform (its sum, difference and
+        comparisons with this one are affine in u again)."""
+        return isinstance(other, SymbolicUniform) and other._iv is self._iv
+
     def __add__(self, c):
+        if self._same_uniform(c):
+            return self._affine(self._a + c._a, self._b + c._b)
         return self._affine(self._a, self._b + as_constant(c, "addition", self._iv.rng))
 
     __radd__ = __add__
 
     def __sub__(self, c):
+        if self._same_uniform(c):
+            return self._affine(self._a - c._a, self._b - c._b)
         return self._affine(self._a, self._b - as_constant(c, "subtraction", self._iv.rng))
 
     def __rsub__(self, c):
@@ -203,12 +253,51 @@ class SymbolicUniform:
         op = _UFUNC_OPERATORS.get(ufunc.__name__)
         if method != "__call__" or kwargs or op is None:
             self._iv.rng.refuse(f"numpy.{ufunc.__name__} of a symbolic uniform is not modelled")
-        for x in inputs:
-            if isinstance(x, np.ndarray) and x.ndim > 0:
+        if any(isinstance(x, np.ndarray) and x.ndim > 0 for x in inputs):
+            ops = _ARRAY_COMPARISONS.get(ufunc.__name__)
+            if ops is None or len(inputs) != 2:
                 self._iv.rng.refuse(f"numpy.{ufunc.__name__} of a symbolic uniform and an array is not modelled")
+            assert ops is not None, "refuse raised for an operation that is not a comparison"
+            first = inputs[0] is self  # u op c, else c op u: the same as u (op mirrored) c
+            return self.compare_array(ops[0] if first else ops[1], inputs[1] if first else inputs[0])
         assert op is not None, "refuse raised for a ufunc that is not modelled"
         return op(*(x.item() if isinstance(x, (np.ndarray, np.generic)) else x for x in inputs))
 
+    def __array_function__(self, func, types, args, kwargs):
+        """``np.searchsorted(c, u)`` and ``np.digitize(u, c)`` over sorted constants c: the count of
+        c below u, its cell decided once; any other NumPy function runs as NumPy runs it on an
+        object (its comparisons and arithmetic then come back here, or refuse)."""
+        name = func.__name__
+        if name == "searchsorted" and len(args) >= 2 and args[1] is self and not isinstance(args[0], SymbolicUniform):
+            sorter = args[3] if len(args) > 3 else kwargs.get("sorter")
+            c = np.asarray(args[0]) if sorter is None else np.asarray(args[0])[np.asarray(sorter)]
+            return np.intp(self.count_below(c, "numpy.searchsorted"))
+        if name == "digitize" and args and args[0] is self:  # either ``right``: ties have probability 0
+            return np.intp(self.count_below(args[1] if len(args) > 1 else kwargs.get("bins"), "numpy.digitize"))
+        default = getattr(func, "_implementation", None)  # NumPy's own, as before this hook (NEP 18)
+        if default is None:
+            self._iv.rng.refuse(f"numpy.{name} of a symbolic uniform is not modelled")
+        return default(*args, **kwargs)
+
+
+def constant_array(c, what: str, rng) -> np.ndarray:
+    """c as a float64 array of constants (noting the precision it was computed in), or
+    NotEnumerable when it holds a symbolic uniform or is not numbers."""
+    c = np.asarray(c)
+    if c.dtype == object and any(isinstance(x, SymbolicUniform) for x in c.flat):
+        rng.refuse(two_uniforms(what))
+    if c.dtype.kind not in "biuf":
+        rng.refuse(f"{what} of a symbolic uniform and an array of {c.dtype} is not modelled")
+    precision.note(c)  # the precision the thresholds were computed in (laws.precision)
+    return c.astype(np.float64)
+
+
+_ORDERS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+_ARRAY_COMPARISONS = {
+    "less": ("<", ">"), "less_equal": ("<=", ">="), "greater": (">", "<"), "greater_equal": (">=", "<="),
+}  # fmt: skip
+"""A comparison ufunc of a symbolic uniform and an array: its operator with u first, with u second."""
 
 _UFUNC_OPERATORS: dict[str, Callable[..., Any]] = {
     "less": operator.lt, "less_equal": operator.le, "greater": operator.gt,

@@ -5,26 +5,25 @@
 is imported, ``exact`` runs them in ``Interception``, a ``TorchFunctionMode`` routing torch's draws
 through its ``EnumeratingRng``. ``rand``, ``rand_like``, ``uniform_`` and ``exponential_`` give
 random elements f_i(u_i) (``laws.random_elements``: a uniform of their own on an interval, a chain
-of steps); comparisons with constants (``< <= > >=``, ``torch.lt/le/gt/ge``) branch element by
-element in row-major order after broadcasting (independent elements, as Pyro's parallel
-enumeration, Obermeyer et al., arXiv 1902.03210), into bool tensors; ``argmax`` / ``argmin`` of a
-row of fresh exponentials is one categorical decision (the race, Gumbel-max).
-``multinomial`` (without replacement: in turn), ``randint(_like)`` and ``bernoulli(_)`` are ``choice``
-decisions. Overlays of storages (an id per element) keep symbolic elements through views, copies and
-in-place writes (``q[a:b].exponential_()``, ``probs.div_(q)``, ``x[i] = torch.rand(...)``).
-Categorical results (a race's argmax, ``multinomial`` with one sample or with replacement) are
-deferred choices, decided where first used (``laws.random_elements``). ``read_deferred`` hands a
-caller (an engine's wrapper reading the engine's output) the undecided choices of a 1-D integer
-tensor, and ``decide_deferred`` decides them after, with the very decisions the layer would take
-where the tensor is read; what a ``laws.exact.SubrunMemo`` records then ends before the choices,
-so it replays them rather than re-running per outcome.
+of steps); comparisons with constants (``< <= > >=``, ``torch.lt/le/gt/ge``) branch after
+broadcasting, each element by the cell of [0, 1) its uniform lies in among all its thresholds
+(``laws.threshold_cells``: ``cumsum > u``), elements independent (Pyro's parallel enumeration,
+Obermeyer et al., arXiv 1902.03210), into bool tensors; ``searchsorted`` / ``bucketize`` of them
+in sorted constants are counts by the same cells; ``argmax`` / ``argmin`` of a row of fresh
+exponentials is one categorical decision (the race, Gumbel-max). ``multinomial`` (without
+replacement: in turn), ``randint(_like)`` and ``bernoulli(_)`` are ``choice`` decisions. Overlays
+of storages (an id per element) keep symbolic elements through views, copies and in-place writes
+(``q[a:b].exponential_()``, ``probs.div_(q)``, ``x[i] = torch.rand(...)``). Categorical results
+(a race's argmax, ``multinomial`` with one sample or with replacement) are deferred choices,
+decided where first used (``laws.random_elements``); ``read_deferred`` hands a caller (an engine's
+wrapper) the undecided choices of a 1-D integer tensor, ``decide_deferred`` decides them after
+with the very decisions the layer would take, so a ``laws.exact.SubrunMemo`` replays them.
 
 Contract: any other use of a symbolic element (``item``, ``float``, ``tolist``, ``numpy``, sort, sum,
 softmax, two symbolic operands, symbolic indices, leaving the CPU, other random functions) raises
 ``NotEnumerable``, remembered for the run: never a wrong number. A torch draw is followed only from
 a generator seeded with a fresh seed of its run, ``int(rng.integers(2**63))``, and
-``random.random()`` (EAGLE's coins) only once ``random.seed`` took one (``laws.torch_seeds``); the
-rest of ``random`` refuses.
+``random.random()`` (EAGLE's coins) only once ``random.seed`` took one (``laws.torch_seeds``).
 """
 
 from __future__ import annotations
@@ -41,7 +40,8 @@ from torch.overrides import TorchFunctionMode
 
 from . import precision
 from .random_elements import ORDERS, RandomElements, keeps_choice, merged
-from .torch_seeds import RunSeeds, TorchSeed
+from .threshold_cells import two_uniforms
+from .torch_seeds import RunSeeds, TorchSeed, python_random_names
 
 NAN = float("nan")
 _ACTIVE: list = []  # the Interceptions entered and not yet exited, innermost last
@@ -71,7 +71,8 @@ _HANDLERS = {
          "chunk flip roll repeat tile cat concat concatenate stack hstack vstack float double to type_as cpu"),
         ("_write_op", "__setitem__ copy_ fill_ zero_"), ("_arith", " ".join(_ARITH)),
         ("_compare", " ".join(_BELOW) + " eq __eq__ ne not_equal __ne__"),
-        ("_argmax", "argmax argmin"), ("_where", "where"), ("_symbolic_draw", "rand rand_like uniform_ exponential_"),
+        ("_argmax", "argmax argmin"), ("_searchsorted", "searchsorted bucketize"), ("_where", "where"),
+        ("_symbolic_draw", "rand rand_like uniform_ exponential_"),
         ("_concrete_draw", "multinomial randint randint_like bernoulli bernoulli_"),
     )
     for name in names.split()
@@ -107,17 +108,6 @@ def _tensors(args, kwargs):
             yield from (b for b in a if isinstance(b, torch.Tensor))
 
 
-@functools.cache
-def _python_random_names() -> tuple[str, ...]:
-    """The functions of Python's ``random`` module that are methods of its hidden ``Random``
-    (the ones a followed run replaces), as the module first had them."""
-    return tuple(
-        name
-        for name in getattr(pyrandom, "__all__", ())
-        if isinstance(getattr(getattr(pyrandom, name), "__self__", None), pyrandom.Random)
-    )
-
-
 def read_deferred(t: torch.Tensor) -> list:
     """``t.tolist()`` of a 1-D integer tensor, except that, while a run is followed, each element
     that is a deferred choice not decided yet is a ``DeferredChoice`` rather than decided. The
@@ -149,7 +139,7 @@ class Interception(TorchFunctionMode):
     def __enter__(self):
         self.saved_state = torch.default_generator.get_state()  # our markers reseed it: restored after
         stand_ins = {"seed": self.seeds.python_seed, "random": self.python_uniform}
-        for name in _python_random_names():
+        for name in python_random_names():
             self.saved[name] = getattr(pyrandom, name)
             setattr(pyrandom, name, stand_ins.get(name) or functools.partial(self.python_refusal, name))
         _ACTIVE.append(self)
@@ -419,7 +409,7 @@ class Interception(TorchFunctionMode):
         for j in range(n):
             ex, ey = (xi[j] if xi else -1), (yi[j] if yi else -1)
             if ex >= 0 and ey >= 0:
-                self.rng.refuse(f"torch {name} of two random values is not modelled")
+                self.rng.refuse(two_uniforms(f"torch {name}"))
             if ex >= 0 or ey >= 0:
                 items.append((j, ex, yv[j], True) if ex >= 0 else (j, ey, xv[j], False))
         return items, n
@@ -461,8 +451,25 @@ class Interception(TorchFunctionMode):
             self.rng.refuse(f"torch {name} (equality) of a random value is not modelled")
         out = func(*args)
         flat = out.view(-1)
-        for j, e, c, left in items:
-            flat[j] = answers[j].pop() if j in answers else self.elements.below(e, c, _BELOW[name] == left)
+        for j, a in answers.items():
+            flat[j] = a.pop()
+        asked = [(j, e, c, _BELOW[name] == left) for j, e, c, left in items if j not in answers]
+        for j, answer in self.elements.answer_all(asked).items():
+            flat[j] = answer
+        return out
+
+    def _searchsorted(self, func, name, args, kwargs):
+        """``torch.searchsorted(boundaries, values)`` / ``bucketize(values, boundaries)`` of random
+        values against sorted concrete boundaries (``RandomElements.counts_below``)."""
+        seq, values = (args[1], args[0]) if name == "bucketize" else (args[0], args[1])  # (positional, as always)
+        self._concrete_rest([seq], {}, ())
+        rows = seq.dim() > 1 and tuple(values.shape[:-1]) != tuple(seq.shape[:-1])
+        if rows or kwargs.get("sorter") is not None or kwargs.get("out") is not None:
+            self.rng.refuse(f"torch {name} of a random tensor with sorter, out or unmatched rows is not modelled")
+        out, rows = func(*args, **kwargs), seq.detach().double().reshape(-1, seq.shape[-1]).tolist()
+        ids = self._ids(values, concrete=True).reshape(len(rows), -1).tolist()
+        for j, count in self.elements.counts_below(ids, rows, f"torch {name}").items():
+            out.view(-1)[j] = count  # the entries of concrete values are torch's own
         return out
 
     def _argmax(self, func, name, args, kwargs):

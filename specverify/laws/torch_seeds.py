@@ -13,7 +13,9 @@ draw by the run's end (``unused``, checked by the run).
 
 from __future__ import annotations
 
+import functools
 import itertools
+import random as pyrandom
 
 import torch
 
@@ -75,4 +77,15 @@ class RunSeeds:
         return any(len(uses) == 2 for uses in self.seeds.values())
 
 
-__all__ = ["RunSeeds", "TorchSeed"]
+@functools.cache
+def python_random_names() -> tuple[str, ...]:
+    """The functions of Python's ``random`` module that are methods of its hidden ``Random``
+    (the ones a followed run replaces), as the module first had them."""
+    return tuple(
+        name
+        for name in getattr(pyrandom, "__all__", ())
+        if isinstance(getattr(getattr(pyrandom, name), "__self__", None), pyrandom.Random)
+    )
+
+
+__all__ = ["RunSeeds", "TorchSeed", "python_random_names"]
