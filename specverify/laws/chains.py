@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..common.validation import check_prob_vector
+from ..common.validation import check_k, check_prob_vector
 from .arrays import Prefix, Table, Vector
 
 
@@ -161,3 +161,19 @@ def random_model(
         q /= q.sum(1, keepdims=True)
     name = f"V{vocab_size}-order{order}" + (f"-period{period}" if period > 1 else "") + ("-zeros" if zeros else "")
     return TableModel(p, q, order=order, period=period, name=name)
+
+
+def sequence_distribution(p_fn, prefix, m: int) -> dict[tuple[int, ...], float]:
+    """Exact distribution of the next m tokens when sampling from p token by token (one entry
+    per reachable sequence)."""
+    m = check_k(m, "m")
+    prefix = tuple(prefix)
+    frontier: dict[tuple[int, ...], float] = {(): 1.0}
+    for _ in range(m):
+        extended: dict[tuple[int, ...], float] = {}
+        for seq, prob in frontier.items():
+            p = check_prob_vector(f"p_fn({prefix + seq})", p_fn(prefix + seq))
+            for tok in np.flatnonzero(p).tolist():
+                extended[seq + (tok,)] = prob * float(p[tok])
+        frontier = extended
+    return frontier

@@ -46,8 +46,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..common.validation import check_int, check_k, check_prob_vector
+from ..common.validation import check_int, check_k
 from . import precision
+from .chains import sequence_distribution as sequence_distribution  # re-exported: exact.sequence_distribution
 from .stats import total_variation as total_variation  # re-exported: exact.total_variation
 from .summed_draws import SUMMED_FROM, ChoiceLaw, DeferredToken, as_token, expanded, expansions, pattern
 from .symbolic_uniform import Interval, SymbolicUniform, as_constant
@@ -429,22 +430,6 @@ def enumerate_distribution(fn, *, max_paths: int = 200_000, max_branching: int =
     NotEnumerable propagate unchanged.
     """
     return expanded(_enumerate(fn, _Budget(max_paths), max_branching))
-
-
-def sequence_distribution(p_fn, prefix, m: int) -> dict[tuple[int, ...], float]:
-    """Exact distribution of the next m tokens when sampling from p token by token (one entry
-    per reachable sequence)."""
-    m = check_k(m, "m")
-    prefix = tuple(prefix)
-    frontier: dict[tuple[int, ...], float] = {(): 1.0}
-    for _ in range(m):
-        extended: dict[tuple[int, ...], float] = {}
-        for seq, prob in frontier.items():
-            p = check_prob_vector(f"p_fn({prefix + seq})", p_fn(prefix + seq))
-            for tok in np.flatnonzero(p).tolist():
-                extended[seq + (tok,)] = prob * float(p[tok])
-        frontier = extended
-    return frontier
 
 
 def _round_tokens(sampler, p_fn, q_fn, prefix: tuple, k: int, rng) -> tuple[int, ...]:
