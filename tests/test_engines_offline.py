@@ -436,7 +436,14 @@ def test_triton_rows_state_their_sweeps_and_the_table_prints_the_reach():
     from specverify.interfaces.kernel import battery as KI
 
     triton = [e for e in ENGINES if e.interface == "kernel" and "triton" in " ".join(e.needs)]
-    assert {e.name for e in triton} == {"vllm-v1-rejection", "sglang-chain", "sglang-block-kernel"}
+    assert {e.name for e in triton} == {
+        "vllm-v1-rejection",
+        "sglang-chain",
+        "sglang-block-kernel",
+        "vllm-v2-rejection",
+        "vllm-v2-synthetic",
+        "vllm-v2-fly",
+    }
     for engine in triton:
         for budget, sweeps in TRITON_SWEEPS.items():
             spec = engine.budgets[budget]
