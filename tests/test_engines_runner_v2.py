@@ -117,7 +117,8 @@ def test_tl_rand_is_answered_from_seed_and_offset_and_other_draws_are_refused(ke
 
 def test_a_triton_written_generator_is_answered_by_module_and_name(kernels):
     """A generator the kernel's module defines (as vLLM's gumbel.py does murmur3) is answered
-    from the host values of its arguments while the controls are on, and is itself afterwards."""
+    from the host values of its arguments while the controls are on (refused when its answer is
+    None), and is itself afterwards."""
     from specverify.adapters.kernels.triton_interpreter import ControlledTritonDraws
 
     generator_kernel = kernels[3]
@@ -130,6 +131,10 @@ def test_a_triton_written_generator_is_answered_by_module_and_name(kernels):
         generator_kernel[(1,)](out, 2, N=4)
     np.testing.assert_allclose(out.numpy(), (np.arange(4) + 5) / 10.0, rtol=1e-6)
     assert draws.answered[f"{__name__}.hash_uniform"] == 1 and module.hash_uniform is own
+    with pytest.raises(Exception, match="hash_uniform beyond the controlled uniforms"):
+        with ControlledTritonDraws(generators={(module, "hash_uniform"): None}):  # refused
+            generator_kernel[(1,)](out, 2, N=4)
+    assert module.hash_uniform is own
 
 
 def test_the_controls_refuse_to_act_outside_the_interpreter(monkeypatch):

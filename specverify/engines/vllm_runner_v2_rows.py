@@ -251,7 +251,7 @@ def controlled_call(module, gumbel, inputs: dict, coins: dict, noise: dict, **op
     from ..adapters.kernels.triton_interpreter import CachedLanguagePatch, ControlledTritonDraws, libdevice_shim
 
     generators = {(gumbel, "murmur3_uniform32"): answer_tokens(noise), (gumbel, "murmur3_uniform64"): None}
-    draws = ControlledTritonDraws(answer_coins(coins), {k: v for k, v in generators.items() if v})
+    draws = ControlledTritonDraws(answer_coins(coins), generators)  # use_fp64's draw: refused
     with draws, libdevice_shim(), CachedLanguagePatch(), np.errstate(invalid="ignore", divide="ignore"):
         sampled, num_sampled = module.rejection_sample(**inputs, **options)
     n = num_sampled.to(torch.int64)

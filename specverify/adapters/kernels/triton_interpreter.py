@@ -160,8 +160,8 @@ class ControlledTritonDraws:
     """While active: ``tl.rand(seed, offset)`` returns ``rand(seeds, offsets)`` (host arrays in,
     float32 uniforms out, one per offset); each ``generators[(module, name)]`` answers the Triton
     device function ``module.name`` from its arguments' host arrays (a NumPy array out: its
-    element type is the result's); every other of ``TRITON_RANDOM_CALLS`` raises RuntimeError
-    naming it, as do those with ``rand`` None. ``answered`` counts the calls answered by name.
+    element type is the result's), or raises RuntimeError naming it when its answer is None;
+    every other of ``TRITON_RANDOM_CALLS`` raises so, as ``tl.rand`` does with ``rand`` None. ``answered`` counts the calls answered by name.
     RuntimeError when entered outside the interpreter."""
 
     def __init__(self, rand: Callable | None = None, generators: dict | None = None):
@@ -180,7 +180,10 @@ class ControlledTritonDraws:
             elif hasattr(tl, name):
                 self.swaps.set(tl, name, self.refusal(f"tl.{name}"))
         for (module, name), answer in self.generators.items():
-            self.swaps.set(module, name, self.answer_generator(f"{module.__name__}.{name}", answer))
+            label = f"{module.__name__}.{name}"
+            self.swaps.set(
+                module, name, self.refusal(label) if answer is None else self.answer_generator(label, answer)
+            )
         return self
 
     def __exit__(self, *exc):
