@@ -266,3 +266,14 @@ def test_runner_v2_block_round_is_block_verification(runner_v2):
         coins = rounds.grid_uniforms(replay, k)
         noise = ((replay.integers(0, rounds.GRID, size=(k + 1, V)) + 0.5) / rounds.GRID).astype(np.float32)
         assert got == block_reference(drafts, ps, qs, coins, noise)
+
+
+def test_the_contract_holds_for_0_33_and_a_wrapper_feeding_probabilities_is_an_adapter_error(runner_v2):
+    """``check_contract`` passes on vllm 0.33.0; a wrapper that feeds probabilities where the
+    function takes logits fails the known answers: one line naming the contract, no verdict."""
+    from specverify.engines import vllm_runner_v2_rows as R
+
+    R.check_contract(*runner_v2)
+    with pytest.raises(loader.Unavailable, match="contract does not hold") as caught:
+        R.check_contract(*runner_v2, kernel=R.uniforms_kernel(*runner_v2, logits=False))
+    assert "\n" not in str(caught.value)

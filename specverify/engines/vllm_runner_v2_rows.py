@@ -115,10 +115,62 @@ def load_runner_v2(root=None, download: bool = True):
     return loaded[MODULES[-1]], loaded["vllm.v1.worker.gpu.sample.gumbel"]
 
 
-def call_inputs(batch_ids, q, p, counts, temperature: float = 1.0, seeds=None) -> dict:
+FED = (
+    "target_logits",
+    "draft_logits",
+    "draft_sampled",
+    "cu_num_logits",
+    "pos",
+    "idx_mapping",
+    "expanded_idx_mapping",
+    "expanded_local_pos",
+    "temperature",
+    "seed",
+    "num_speculative_steps",
+    "synthetic_conditional_rates",
+    "use_block_verification",
+    "fly_window_size",
+)
+"""The parameters the wrappers pass by name: logits (log p, log q), temperature 1, a seed per request."""
+
+
+def check_contract(module, gumbel, kernel=None) -> None:
+    """The loaded ``rejection_sample`` takes what the wrappers feed (``FED``, by name) and gives
+    the known answers on two k = 1, V = 3 inputs: a draft with p(x) = 1 is accepted and the bonus
+    of a one-hot p_1 follows it ([0, 2]); a draft with p(x) = 0 is rejected and the residual's one
+    token is emitted ([1]). loader.Unavailable (one line) naming the mismatch otherwise, so a
+    wrapper feeding the wrong quantity is an adapter error, never a verdict. ``kernel``: the
+    wrapper checked (default ``uniforms_kernel(module, gumbel)``)."""
+    import inspect
+
+    import numpy as np
+
+    from .loader import Unavailable
+
+    params = inspect.signature(module.rejection_sample).parameters
+    missing = [name for name in FED if name not in params]
+    if missing:
+        raise Unavailable(
+            f"vllm {pins.VLLM_RUNNER_V2[1]} runner-v2 rejection_sample takes ({', '.join(params)}); "
+            f"this row feeds {', '.join(missing)}, which it does not take"
+        )
+    kernel = kernel or uniforms_kernel(module, gumbel)
+    ids = np.zeros((2, 1), np.int64)
+    q = np.array([[[0.5, 0.5, 0.0]], [[0.5, 0.5, 0.0]]], np.float32)
+    p = np.array([[[1, 0, 0], [0, 0, 1]], [[0, 1, 0], [0, 0, 1]]], np.float32)
+    out, _ = kernel(ids, q, p, np.full((2, 2), 0.5, np.float32))
+    if out.tolist() != [[0, 2], [1, -1]]:
+        raise Unavailable(
+            "runner-v2 rejection_sample fed log p / log q at temperature 1 gives "
+            f"{out.tolist()} where the rule gives [[0, 2], [1, -1]]: the row's contract does not hold"
+        )
+
+
+def call_inputs(batch_ids, q, p, counts, temperature: float = 1.0, seeds=None, logits: bool = True) -> dict:
     """``rejection_sample``'s tensors for a batch: ``batch_ids`` [B, k] (-1 padded), ``q`` [B, k,
     V] and ``p`` [B, k + 1, V] probabilities, ``counts`` [B] drafts per row. Request b's logit
-    rows are p_0..p_{k_b}, its positions 0..k_b, its seed ``seeds[b]`` (default SEED_BASE + b)."""
+    rows are p_0..p_{k_b}, its positions 0..k_b, its seed ``seeds[b]`` (default SEED_BASE + b).
+    ``logits`` False feeds the probabilities themselves (a deliberately wrong wrapper's)."""
     import torch
 
     b, k, v = q.shape
@@ -131,9 +183,10 @@ def call_inputs(batch_ids, q, p, counts, temperature: float = 1.0, seeds=None) -
         pos += list(range(kb + 1))
         owner += [r] * (kb + 1)
         cu.append(cu[-1] + kb + 1)
+    fed = torch.log if logits else (lambda x: x)
     with torch.no_grad():
-        target = torch.log(torch.cat(rows).to(torch.float32)).contiguous()
-        draft = torch.log(q.to(torch.float32)).contiguous() if k else torch.zeros((b, 1, v))
+        target = fed(torch.cat(rows).to(torch.float32)).contiguous()
+        draft = fed(q.to(torch.float32)).contiguous() if k else torch.zeros((b, 1, v))
     seeds = [SEED_BASE + r for r in range(b)] if seeds is None else list(seeds)
     return dict(
         target_logits=target,
@@ -260,7 +313,13 @@ def controlled_call(module, gumbel, inputs: dict, coins: dict, noise: dict, **op
 
 
 def uniforms_kernel(
-    module, gumbel, temperature: float = 1.0, seeds_of=None, synthetic_rate: float | None = None, **options
+    module,
+    gumbel,
+    temperature: float = 1.0,
+    seeds_of=None,
+    synthetic_rate: float | None = None,
+    logits: bool = True,
+    **options,
 ):
     """Canonical kernel with explicit uniforms around ``rejection_sample`` (module docstring):
     ``(draft_ids, draft_probs, target_probs, uniforms) -> (output_ids, num_accepted)``. The
@@ -268,8 +327,8 @@ def uniforms_kernel(
     final uniform's inverse-CDF token. ``options``: ``rejection_sample``'s keywords
     (``use_block_verification``, ``fly_window_size``); ``synthetic_rate``: synthetic mode with that
     conditional rate at every position (``synthetic_conditional_rates``, one per speculative step);
-    ``temperature`` and ``seeds_of`` (B -> the seeds passed) exist for the deliberately wrong
-    wrappers of the tests."""
+    ``temperature``, ``seeds_of`` (B -> the seeds passed) and ``logits`` (False: probabilities
+    fed as logits) exist for the deliberately wrong wrappers of the tests."""
     import torch
 
     from ..adapters.kernels import check_canonical_inputs, finish_canonical
@@ -283,7 +342,9 @@ def uniforms_kernel(
         b = batch.draft_ids.shape[0]
         own = [SEED_BASE + r for r in range(b)]
         passed = own if seeds_of is None else list(seeds_of(b))
-        inputs = call_inputs(batch.draft_ids, batch.draft_probs, batch.target_probs, batch.counts, temperature, passed)
+        inputs = call_inputs(
+            batch.draft_ids, batch.draft_probs, batch.target_probs, batch.counts, temperature, passed, logits
+        )
         coins = coin_table(own, batch.counts.tolist(), batch.uniforms.tolist(), block)
         extra = dict(options)
         if synthetic_rate is not None:
@@ -347,6 +408,7 @@ RANDOMNESS = (
 
 def _kernel_row(download: bool = True, **options):
     module, gumbel = load_runner_v2(download=download)
+    check_contract(module, gumbel)
     kernel = uniforms_kernel(module, gumbel, **options)
     return Built(
         kernel,
@@ -358,6 +420,7 @@ def _kernel_row(download: bool = True, **options):
 
 def _block_round(download: bool = True):
     module, gumbel = load_runner_v2(download=download)
+    check_contract(module, gumbel)
     step = runner_v2_round(module, gumbel, use_block_verification=True)
     return Built(step, round_probe(step.verify), "the coin forced through ControlledTritonDraws; noise from the seed")
 
