@@ -441,6 +441,9 @@ def test_triton_rows_state_their_sweeps_and_the_table_prints_the_reach():
         "sglang-chain",
         "sglang-block-kernel",
         "lmdeploy-rejection-triton",
+        "vllm-v2-rejection",
+        "vllm-v2-synthetic",
+        "vllm-v2-fly",
     }
     for engine in triton:
         for budget, sweeps in TRITON_SWEEPS.items():

@@ -22,9 +22,11 @@ from .row_budgets import MODELS_EXTRA
 from .sglang_rows import SGLANG_ROWS
 from .trtllm_rows import TRTLLM_ROWS
 from .vllm_rows import VLLM_ROWS
+from .vllm_runner_v2_rows import VLLM_RUNNER_V2_ROWS
 
 ENGINES = [
     *VLLM_ROWS,
+    *VLLM_RUNNER_V2_ROWS,
     *SGLANG_ROWS,
     *LMDEPLOY_ROWS,
     *MLX_ROWS,

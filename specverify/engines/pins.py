@@ -17,6 +17,13 @@ VLLM_V0_FILES = (
     "vllm/model_executor/layers/typical_acceptance_sampler.py",
 )
 VLLM_V1_FILES = ("vllm/v1/sample/rejection_sampler.py",)
+VLLM_RUNNER_V2 = ("vllm", "0.33.0")
+VLLM_RUNNER_V2_FILES = (
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py",
+    "vllm/v1/worker/gpu/sample/gumbel.py",
+    "vllm/v1/spec_decode/fly.py",
+)
+"""vLLM's model runner v2 sampler and the files of the same wheel it imports (vllm_runner_v2_rows)."""
 SGLANG = ("sglang", "0.5.23", ("sglang/kernels/ops/speculative/reject_sampling.py",))
 EAGLE = ("eagle-llm", "1.2.1", ("eagle/model/utils.py",))
 MEDUSA = ("medusa-llm", "0.1", ("medusa/model/utils.py",))
@@ -56,6 +63,8 @@ __all__ = [
     "SGLANG_BLOCKWISE",
     "TENSORRT_LLM",
     "VLLM",
+    "VLLM_RUNNER_V2",
+    "VLLM_RUNNER_V2_FILES",
     "VLLM_V0",
     "VLLM_V0_FILES",
     "VLLM_V1_FILES",
