@@ -444,6 +444,8 @@ def test_triton_rows_state_their_sweeps_and_the_table_prints_the_reach():
         "vllm-v2-rejection",
         "vllm-v2-synthetic",
         "vllm-v2-fly",
+        "vllm-v1-synthetic",
+        "vllm-v1-fly",
     }
     for engine in triton:
         for budget, sweeps in TRITON_SWEEPS.items():
