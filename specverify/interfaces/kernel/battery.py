@@ -42,8 +42,11 @@ How it is judged (``run``), the claimed rule being the token-wise one (Leviathan
    of ``batch_sweep`` sizes against its instance's function of its own uniforms (a row that
    disagrees is judged by its law where it sits), and rows of identical inputs tested pairwise
    for independence (``pairs``). The run's ``ran`` starts with the reach ("reach: dense V 4096,
-   ..."). At thorough the pairwise corners too (``kernel.corners.kernel_corner_cases``: the largest k
-   over every batch size, and over the widest binned V).
+   ..."). A kernel that draws its own gets the same box, judged by statistics (on the dense and
+   binned sweeps the tokens of a row of many counted by id range: ``plan.statistical_law``), and
+   its reach line says so. At thorough the pairwise corners too
+   (``kernel.corners.kernel_corner_cases``: the largest k over every batch size, and over the
+   widest binned V).
 
 This module is the interface (``run``, ``counterexample``, ``units``, the parameters and
 aliases detection reads, the budgets, reach and coverage) and ``KernelBattery``, which runs the
