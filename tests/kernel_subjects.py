@@ -130,3 +130,14 @@ def tile_256_wrong_target_at_long_drafts(draft_ids, draft_probs, target_probs, u
         rows = np.arange(B)
         target_probs = target_probs[np.where(rows >= 256, rows - 256, rows)]
     return reference_kernel(draft_ids, draft_probs, target_probs, uniforms)
+
+
+def generator_first_65536_ids(draft_ids, draft_probs, target_probs, generator):
+    """The rule drawing its own uniforms over a vocabulary tile that ends at id 65,535: past
+    V = 65,536 the ids above it get no target mass (a draft there is rejected, the emitted token
+    comes from the first 65,536 ids). Exact at every V <= 65,536."""
+    u = generator.random((draft_ids.shape[0], draft_ids.shape[1] + 1), dtype=np.float32)
+    if target_probs.shape[-1] > 65_536:
+        target_probs = target_probs.copy()
+        target_probs[..., 65_536:] = 0.0
+    return loop_kernel(draft_ids, draft_probs, target_probs, u)

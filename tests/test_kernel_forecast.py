@@ -12,17 +12,21 @@ from specverify.battery.subject_calls import listening
 from specverify.interfaces.kernel import battery as kernel
 from specverify.interfaces.kernel import cases as kc
 from specverify.interfaces.kernel import plan as kernel_plan
-from specverify.samplers.reference_kernel import reference_kernel
+from specverify.samplers.reference_kernel import reference_generator_kernel, reference_kernel
 
 
-def rows_per_case(monkeypatch, **run_kwargs) -> list[tuple[str, int, int]]:
-    """(case name, planned rows, rows the reference's run took) per case of one battery."""
+def rows_per_case(monkeypatch, subject=reference_kernel, **run_kwargs) -> list[tuple[str, int, int]]:
+    """(case name, planned rows, rows the run took) per case of one quick battery of ``subject``."""
     seen, last = [], [0]
     cover = kernel.KernelBattery.cover
 
     def counting_cover(self, case):
         seen.append(
-            (case.name, kernel_plan.planned_rows(case, self.budget, self.statistical), self.runs_done - last[0])
+            (
+                case.name,
+                kernel_plan.planned_rows(case, self.budget, self.statistical, self.stat_checks),
+                self.runs_done - last[0],
+            )
         )
         last[0] = self.runs_done
         return cover(self, case)
@@ -35,7 +39,7 @@ def rows_per_case(monkeypatch, **run_kwargs) -> list[tuple[str, int, int]]:
 
     monkeypatch.setattr(kernel.KernelBattery, "cover", counting_cover)
     monkeypatch.setattr(kernel.KernelBattery, "forecast", marking_forecast)
-    kernel.run(reference_kernel, "quick", 0, **run_kwargs)
+    kernel.run(subject, "quick", 0, **run_kwargs)
     return seen
 
 
@@ -46,6 +50,27 @@ def test_the_planned_rows_are_within_a_factor_of_two_of_what_the_reference_takes
         assert actual / 2 <= planned <= 2 * actual, (name, planned, actual)
     total_planned, total_actual = sum(p for _, p, _ in seen), sum(a for _, _, a in seen)
     assert 0.75 * total_actual <= total_planned <= 1.5 * total_actual
+
+
+def test_a_generator_kernel_is_planned_the_rows_its_statistics_take_on_the_wide_sweeps(monkeypatch):
+    """A kernel drawing its own uniforms, judged by statistics on the binned sweep at V 152,064
+    (sized to see TV 0.5 per instance to stay fast): an exact kernel takes every planned look, so
+    the planned rows are the rows taken, case by case (pairs included), and the wide case's
+    forecast names it before it starts."""
+    events: list[str] = []
+    with listening(events.append):
+        seen = rows_per_case(
+            monkeypatch,
+            reference_generator_kernel,
+            binned_sweep=(152_064,),
+            batch_sweep=(31, 32),
+            detect_tv=0.5,
+            detect_tv_large=0.5,
+        )
+    for name, planned, actual in seen:
+        assert planned == actual, (name, planned, actual)
+    wide = dict((name, planned) for name, planned, _ in seen)["binned sweep V152064, k=1"]
+    assert 100 < wide < 1000 and f"binned sweep V152064, k=1: about {wide} rows of 2 MiB, about " in events[0]
 
 
 def test_a_wide_case_is_forecast_before_the_cases_start_and_its_timing_calls_are_not_counted(monkeypatch):
@@ -67,7 +92,7 @@ def test_a_wide_case_is_forecast_before_the_cases_start_and_its_timing_calls_are
 
 SLOW_KERNEL = """
 import time
-from specverify.samplers.reference_kernel import reference_kernel
+from specverify.samplers.reference_kernel import reference_generator_kernel, reference_kernel
 
 def slow_kernel(draft_ids, draft_probs, target_probs, uniforms):
     time.sleep(0.05)

@@ -8,6 +8,7 @@ pairwise test and the generator kernel's statistics: chi-squares at the budget's
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import kernel_subjects as ks
@@ -85,7 +86,6 @@ def test_reach_names_each_swept_dimensions_largest_value():
     assert kernel.reach("quick") == {"dense V": 0, "binned V": 0, "k": 4, "batch": 65}
     assert kernel.reach("standard") == {"dense V": 4096, "binned V": 152_064, "k": 8, "batch": 1024}
     assert kernel.reach("thorough") == {"dense V": 32_768, "binned V": 152_064, "k": 16, "batch": 4096}
-    assert kernel.reach("standard", uniforms=False) == {"dense V": 256, "binned V": 33_024, "k": 8, "batch": 1024}
     assert kernel.reach(kernel.get_budget("tv=0.01")) == kernel.reach("thorough")
 
 
@@ -187,6 +187,69 @@ def test_rows_sharing_one_generator_row_fail_the_pairwise_test():
     )
     pairs = [f for f in _distribution(r) if f.check == "batch-pairs"]
     assert r.exact is False and pairs and all(f.evidence["tv"] > 0.5 for f in pairs)
+
+
+# --------------------------------------------------------------------------- kernels that draw their own
+
+WIDE_BOX = {
+    "generated": 0,
+    "engine_scale": False,
+    "dense_sweep": (4096,),
+    "binned_sweep": (152_064,),
+    "k_sweep": 1,
+    "batch_sweep": (),
+    "detect_tv": 0.5,
+    "detect_tv_large": 0.5,
+}
+"""Standard's widest dense and binned sweeps (V 4,096 and 152,064) without its other sweeps and
+drawn cases, its statistics sized to see TV 0.5 per instance (power 0.95) instead of 0.02 / 0.1:
+210 rows of 1.8 MB at V 152,064 instead of 4,616; false-fail rate the budget's 1e-6 a run."""
+
+
+def test_a_generator_kernel_reaches_the_box_a_uniforms_kernel_does():
+    line = kernel.reach_line("standard", uniforms=False)
+    assert line.startswith(kernel.reach_line("standard") + ", by statistics") and "binned V 152064" in line
+    wide = [c for c in kernel.cases(STANDARD, 0) if kernel_sweeps.wide_sweep(c)]
+    assert [c.vocab_size for c in wide] == [*STANDARD.dense_sweep, *STANDARD.binned_sweep]
+
+
+@pytest.fixture(scope="module")
+def generator_wide():
+    """The rule drawing its own uniforms, at ``WIDE_BOX`` (about 7 s on 2 loaded cores)."""
+    return kernel.run(ks.generator_kernel, "standard", 0, **WIDE_BOX)
+
+
+def test_a_generator_kernel_is_judged_on_the_wide_sweeps_by_binned_statistics(generator_wide):
+    r = generator_wide
+    assert r.exact is True and not r.findings and not r.shortfalls, (r.findings, r.shortfalls)
+    assert r.ran[0] == kernel.reach_line(dataclasses.replace(STANDARD, **WIDE_BOX), uniforms=False)
+    assert (
+        r.ran[0].startswith("reach: dense V 4096, binned V 152064, k 1, by statistics")
+        and r.reach["binned V"] == 152_064
+    )
+    ran = "\n".join(r.ran)
+    assert re.search(r"statistics: dense sweep V4096, k=1: .*: [\d,]+ rows, tokens in 9 id ranges, sees TV 0\.", ran)
+    wide = re.findall(r"statistics: binned sweep V152064, k=1: .*, sees TV ([\d.]+) ", ran)
+    assert len(wide) == 3 and all(float(tv) <= 0.5 for tv in wide)  # the q(x) = 0 instance: behaviour only
+
+
+def test_a_generator_kernel_wrong_only_past_65536_ids_is_not_exact():
+    """Its ids past 65,535 get no target mass: exact on every case up to V 4,096 (the same run as
+    the exact kernel's, no finding there), TV 0.5 to 0.75 on each instance of the binned sweep
+    at V 152,064, each seen with probability 0.95 (``WIDE_BOX``)."""
+    r = kernel.run(ks.generator_first_65536_ids, "standard", 0, **WIDE_BOX)
+    found = _distribution(r)
+    assert r.exact is False and found and {f.case for f in found} == {"binned sweep V152064, k=1"}, r.findings
+    assert all(f.evidence["tv"] >= 0.4 for f in found)
+
+
+def test_the_binned_law_pools_tokens_by_tile_and_keeps_the_top_id_apart():
+    case = kernel_sweeps.dense_sweep_case(4096)
+    law, bins = kernel_plan.statistical_law(case, 0)
+    assert bins.tolist() == [0, 32, 64, 128, 256, 512, 1024, 2048, 4095]
+    assert sum(law.values()) == pytest.approx(1.0) and (0, 4095) not in law  # p(top) = 0: not emitted
+    wide = kernel_sweeps.binned_sweep_case(152_064)
+    assert kernel_plan.statistical_law(wide, 0) == (kc.rule_law(wide, 0), None)  # four ids: each its own cell
 
 
 # --------------------------------------------------------------------------- the pairwise corners

@@ -177,7 +177,8 @@ class KernelBudget:
     standard 10-11 s before the sweeps, 15-17 s with them (one battery in process 6-8 -> 15-18 s:
     dense V = 4096 3-7 s of it, binned V 4.5 s, batch rows and pairs 1-3 s, every k 1.2 s); quick
     0.8-1.1 -> 1.4-1.9 s; thorough's dense V = 32,768 alone 171 s. A generator kernel (judged by
-    statistics, without the dense and binned sweeps) at standard: 11-17 -> 18-27 s.
+    statistics, the dense and binned sweeps too) at standard: 229 s under a load of 7 to 17, its binned
+    sweeps 36 s (V 65,537) and 40 s (V 152,064) of it.
     """
 
     name: str

@@ -42,8 +42,11 @@ How it is judged (``run``), the claimed rule being the token-wise one (Leviathan
    of ``batch_sweep`` sizes against its instance's function of its own uniforms (a row that
    disagrees is judged by its law where it sits), and rows of identical inputs tested pairwise
    for independence (``pairs``). The run's ``ran`` starts with the reach ("reach: dense V 4096,
-   ..."). At thorough the pairwise corners too (``kernel.corners.kernel_corner_cases``: the largest k
-   over every batch size, and over the widest binned V).
+   ..."). A kernel that draws its own gets the same box, judged by statistics (on the dense and
+   binned sweeps the tokens of a row of many counted by id range: ``plan.statistical_law``), and
+   its reach line says so. At thorough the pairwise corners too
+   (``kernel.corners.kernel_corner_cases``: the largest k over every batch size, and over the
+   widest binned V).
 
 This module is the interface (``run``, ``counterexample``, ``units``, the parameters and
 aliases detection reads, the budgets, reach and coverage) and ``KernelBattery``, which runs the
@@ -85,6 +88,7 @@ from .plan import (
     kernel_stream,
     planned_rows,
     row_bytes,
+    statistical_instances,
     tolerance,
 )
 from .tasks import (
@@ -116,19 +120,24 @@ def get_budget(budget) -> KernelBudget:
     return budgets.section("kernel", budget)
 
 
-def reach(budget, uniforms: bool = True) -> dict:
+def reach(budget) -> dict:
     """Each swept dimension's largest value at ``budget`` (a name or a KernelBudget):
     ``kernel.sweeps.reach``, e.g. {"dense V": 4096, "binned V": 152064, "k": 8, "batch": 1024};
-    ``uniforms`` False: for a kernel that draws its own (the uniforms-only sweeps left out)."""
-    return sweeps.reach(get_budget(budget), uniforms)
+    the same box for a kernel that takes uniforms and one that draws its own."""
+    return sweeps.reach(get_budget(budget))
 
 
 def reach_line(budget, uniforms: bool = True) -> str:
     """``reach`` as the result's ``ran`` says it: "reach: dense V 4096, binned V 152064, k 8,
-    batch 1024" (dimensions not swept left out; a kernel that draws its own: "..., the dense and
-    binned sweeps need uniforms")."""
-    words = ", ".join(f"{name} {value}" for name, value in reach(budget, uniforms).items() if value)
-    return f"reach: {words}" + ("" if uniforms else " (the dense and binned sweeps need uniforms)")
+    batch 1024" (dimensions not swept left out), judged exactly from the uniforms; ``uniforms``
+    False, a kernel that draws its own, the same box and how it was judged: "..., batch 1024, by
+    statistics (TV 0.1 per instance on the dense and binned sweeps, dense rows by id range)"."""
+    b = get_budget(budget)
+    words = ", ".join(f"{name} {value}" for name, value in reach(b).items() if value)
+    if uniforms:
+        return f"reach: {words}"
+    wide = max(b.detect_tv, b.detect_tv_large)
+    return f"reach: {words}, by statistics (TV {wide:g} per instance on the dense and binned sweeps, dense rows by id range)"
 
 
 def coverage(budget) -> str:
@@ -167,10 +176,9 @@ class KernelBattery(KernelContract, KernelExact):
             self.result.ran.append("contract: breached; the remaining checks skipped")
             return self.result
         contract_pace = (time.perf_counter() - started) / max(1, self.runs_done)
-        if only is None:  # the budget's cases: its sweeps' reach, those a generator kernel can be judged on
-            self.result.reach = reach(self.budget, uniforms=not self.statistical)
+        if only is None:  # the budget's cases: its sweeps' reach, for either kind of kernel
+            self.result.reach = reach(self.budget)
             self.result.ran.insert(0, reach_line(self.budget, uniforms=not self.statistical))
-            all_cases = [c for c in all_cases if not (self.statistical and sweeps.uniforms_only(c))]
         else:
             self.result.reach = cases_reach(all_cases)
         self.stat_checks = sum(c.n for c in all_cases)
@@ -179,7 +187,7 @@ class KernelBattery(KernelContract, KernelExact):
             self.case_index = i
             try:
                 if self.statistical:
-                    self.statistics(case, [b for b in range(case.n) if not case.q_zero(b)])
+                    self.statistics(case, statistical_instances(case))
                 else:
                     self.exact_case(case)
                 if case.batches:
@@ -198,7 +206,7 @@ class KernelBattery(KernelContract, KernelExact):
         ``PREFLIGHT_ROW_BYTES``, at the costs timed here on the widest case (``wide_costs``: per
         row, per task), scaled by the bytes of each. Words for a progress line only: no result
         depends on a clock."""
-        rows = {id(c): planned_rows(c, self.budget, self.statistical) for c in all_cases}
+        rows = {id(c): planned_rows(c, self.budget, self.statistical, self.stat_checks) for c in all_cases}
         self.plan(sum(rows.values()))
         widest = max(all_cases, key=row_bytes)
         wide = row_bytes(widest) > PREFLIGHT_ROW_BYTES
@@ -210,7 +218,7 @@ class KernelBattery(KernelContract, KernelExact):
         def seconds(case) -> float:
             if row_bytes(case) <= PREFLIGHT_ROW_BYTES or not per_row_byte:
                 return rows[id(case)] * seconds_per_small_row
-            tasks = TASKS_PER_SCAN * (2 * case.n * (case.k + 1)) + 2
+            tasks = (3 if self.statistical else TASKS_PER_SCAN * 2 * (case.k + 1)) * case.n + 2  # looks / scans
             return rows[id(case)] * per_row_byte * row_bytes(case) + tasks * per_case_byte * case_bytes(case)
 
         total = sum(seconds(c) for c in all_cases)

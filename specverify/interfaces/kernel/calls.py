@@ -117,13 +117,14 @@ class KernelCalls(Battery):
         self.result.findings.append(Finding(check, "edge", f"{case.labels[b]}: {message}", case.name, {"instance": b}))
 
     def judge_law(
-        self, case, b, got: dict, method: str, n: int | None = None, biased: bool | None = None, label=None
+        self, case, b, got: dict, method: str, n: int | None = None, biased: bool | None = None, label=None, want=None
     ) -> float:
         """Compare the kernel's law given instance b's drafts (exact, or empirical with the
-        chi-square's verdict ``biased``) with the rule's; a distribution finding if it differs
-        (named ``label``, default the instance's). Returns the TV between the two laws."""
+        chi-square's verdict ``biased``) with the rule's (``want``: the rule's law as the
+        statistics judged it, e.g. binned); a distribution finding if it differs (named
+        ``label``, default the instance's). Returns the TV between the two laws."""
         label = label or case.labels[b]
-        want = kc.rule_law(case, b)
+        want = kc.rule_law(case, b) if want is None else want
         tv = stats.tv_distance(got, want)
         r = self.result
         if method == "exact":

@@ -20,7 +20,7 @@ from ...laws.rounding import analytic_bound
 from ...laws.uniform_cells import GRID_POINTS, probe_points
 from . import cases as kc
 from .corners import kernel_corner_cases
-from .sweeps import sweep_cases
+from .sweeps import sweep_cases, wide_sweep
 
 GRID_PROBABILITY = 2.0**-24
 """One float32 value's probability under ``torch.rand`` (multiples of 2^-24 in [0, 1))."""
@@ -157,14 +157,64 @@ def case_bytes(case: kc.KernelCase) -> int:
     return int(case.p.nbytes + case.q.nbytes)
 
 
-def planned_rows(case: kc.KernelCase, budget: KernelBudget, statistical: bool) -> int:
+TILE_EDGES = tuple(2**e for e in range(5, 18))
+"""The vocabulary tiles (32 to 131,072 ids) a binned law's id ranges are cut at (``token_bins``)."""
+MAX_TOKEN_CELLS = 64
+"""A swept law over more tokens than this is judged by statistics on id ranges (``token_bins``)."""
+
+
+def token_bins(law: dict, V: int) -> np.ndarray | None:
+    """The first ids of the id ranges the tokens of a statistical law {(j, y): p} over V ids are
+    pooled into: cut at each tile of ``TILE_EDGES`` below V - 1 and at the top id V - 1 (its own
+    range), so mass moved across a tile, or to or from the top id, shows; mass moved within a
+    range does not (the price of sizing the statistics by ranges, not by V tokens). None: the law
+    has at most ``MAX_TOKEN_CELLS`` tokens, each its own cell (the binned sweep's)."""
+    if len({y for (_, y), v in law.items() if v > 0}) <= MAX_TOKEN_CELLS:
+        return None
+    return np.array([0, *(e for e in TILE_EDGES if e < V - 1), V - 1], dtype=np.int64)
+
+
+def bin_law(law: dict, bins: np.ndarray | None) -> dict:
+    """``law`` {(j, y): mass or count} with each token y replaced by the first id of its range in
+    ``bins`` (``token_bins``), the masses of a range summed; None: ``law`` as it is."""
+    if bins is None:
+        return dict(law)
+    out: dict = {}
+    for (j, y), v in law.items():
+        key = (j, int(bins[np.searchsorted(bins, y, side="right") - 1]))
+        out[key] = out.get(key, 0) + v
+    return out
+
+
+def statistical_law(case: kc.KernelCase, b: int) -> tuple[dict, np.ndarray | None]:
+    """(the law statistics judge instance b on, its ``token_bins``): the rule's law
+    (``kc.rule_law``), over id ranges on the dense and binned sweeps (``sweeps.wide_sweep``:
+    V tokens a row there, which no affordable sample sees one by one; a kernel that draws its own
+    randomness has no uniforms to scan them exactly), token by token elsewhere."""
+    law = kc.rule_law(case, b)
+    bins = token_bins(law, case.vocab_size) if wide_sweep(case) else None
+    return bin_law(law, bins), bins
+
+
+def statistical_instances(case: kc.KernelCase) -> list[int]:
+    """The instances statistics judge: all but those drafting a q(x) = 0 token (not a draw from
+    q: judged for behaviour only, from uniforms)."""
+    return [b for b in range(case.n) if not case.q_zero(b)]
+
+
+def planned_rows(case: kc.KernelCase, budget: KernelBudget, statistical: bool, checks: int = 1) -> int:
     """About how many batch rows judging ``case`` takes, for a forecast and for a time limit's
     words (never for a verdict). From uniforms: every instance's scans along each coin and each
     final uniform (``scan_rows``: an exact kernel's; a biased one bisects more), the
-    edges, the spot check and the batch rows and pairs. By statistics: ``n_max`` rows an
-    instance, the most its looks take."""
+    edges, the spot check and the batch rows and pairs. By statistics: each judged instance's
+    last planned look (``planned_looks`` on its ``statistical_law``, the false-fail rate split
+    over ``checks`` instances): what an exact kernel takes; a biased one stops sooner."""
     if statistical:
-        return case.n * budget.n_max
+        n = 0
+        for b in statistical_instances(case):
+            want = {f"{j} {y}": v for (j, y), v in statistical_law(case, b)[0].items()}
+            n += planned_looks(want, budget, checks, detect_tv_for(case, budget))[0][-1]
+        return n + (max(case.batches) * budget.pair_calls if case.batches else 0)
     g, n = grid_points(case), 0
     for b in range(case.n):
         xs, emitting = case.drafts(b), []  # the positions an emission is scanned at
@@ -209,7 +259,10 @@ __all__ = [
     "KERNEL_STREAMS",
     "PREFLIGHT_ROW_BYTES",
     "TASKS_PER_SCAN",
+    "MAX_TOKEN_CELLS",
+    "TILE_EDGES",
     "WIDE_ROW_BYTES",
+    "bin_law",
     "case_bytes",
     "cases",
     "cases_reach",
@@ -221,5 +274,8 @@ __all__ = [
     "planned_rows",
     "row_bytes",
     "scan_rows",
+    "statistical_instances",
+    "statistical_law",
+    "token_bins",
     "tolerance",
 ]

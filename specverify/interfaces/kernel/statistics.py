@@ -10,7 +10,7 @@ from ...battery.guards import ContractBreach
 from ...laws import stats
 from . import cases as kc
 from .calls import KernelCalls
-from .plan import detect_tv_for, kernel_stream, planned_looks
+from .plan import bin_law, detect_tv_for, kernel_stream, planned_looks, statistical_law
 from .tasks import kernel_counts_task, kernel_pairs_task
 
 PAIR_SHARE = 4
@@ -24,10 +24,14 @@ class KernelStatistics(KernelCalls):
     def statistics(self, case: kc.KernelCase, insts: list, uniforms: bool = False) -> None:
         """The sequential chi-square on each instance: looks at n_min, 2 n_min, ... rows, until
         a look fails, or the power reaches the budget's ``detect_tv``, or ``n_max``; every look
-        draws from its own node, ``kernel_stream(seed, "statistics", case, instance, look)``."""
+        draws from its own node, ``kernel_stream(seed, "statistics", case, instance, look)``.
+        On the dense and binned sweeps the tokens are counted by id range where the law has many
+        (``plan.statistical_law``: the rule's law and the counts binned alike, the TV reported
+        between the binned laws)."""
         b_ = self.budget
         for b in insts:
-            want = {f"{j} {y}": v for (j, y), v in kc.rule_law(case, b).items()}
+            law, bins = statistical_law(case, b)
+            want = {f"{j} {y}": v for (j, y), v in law.items()}
             detect = detect_tv_for(case, b_)
             sizes, per_check = planned_looks(want, b_, max(1, self.stat_checks), detect)
             counts: dict = {}
@@ -49,8 +53,9 @@ class KernelStatistics(KernelCalls):
                 )
                 if got[0] == "breach":
                     raise ContractBreach(got[1])
-                for (j, y), c in got[1].items():
+                for (j, y), c in bin_law(got[1], bins).items():
                     counts[f"{j} {y}"] = counts.get(f"{j} {y}", 0) + c
+                self.runs_done += n - done  # the planned rows (``plan.planned_rows``)
                 done = n
                 result = stats.chi_square_test(counts, want, false_fail_rate=per_check)
                 if (
@@ -71,9 +76,10 @@ class KernelStatistics(KernelCalls):
                 r.shortfalls.append(
                     f"{case.name}: {case.labels[b]}: {done} rows see TV {power:.3g}, not the budget's {detect:g}"
                 )
-            self.judge_law(case, b, got, "statistical", done, biased=not result.passed)
+            self.judge_law(case, b, got, "statistical", done, biased=not result.passed, want=law)
+            binned = "" if bins is None else f", tokens in {len(bins)} id ranges"
             self.result.ran.append(
-                f"statistics: {case.name}: {case.labels[b]}: {done:,} rows, "
+                f"statistics: {case.name}: {case.labels[b]}: {done:,} rows{binned}, "
                 f"sees TV {power:.3g} (false-fail {per_check:.2g} per look)"
             )
 
@@ -102,6 +108,7 @@ class KernelStatistics(KernelCalls):
         )
         if got[0] == "breach":
             raise ContractBreach(got[1])
+        self.runs_done += B * calls
         law = {j * (V + 1) + y: v for (j, y), v in kc.rule_law(case, 0).items()}
         want = {f"{a} {b}": pa * pb for a, pa in law.items() for b, pb in law.items()}
         per_check = stats.split_budget(self.budget.false_fail_rate / PAIR_SHARE, len(offsets))

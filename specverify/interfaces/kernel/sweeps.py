@@ -149,24 +149,26 @@ def sweep_cases(budget) -> list[KernelCase]:
 
 SWEEPS = ("batch rows", "k sweep", "dense sweep", "binned sweep", "corner")
 """Name prefixes of ``sweep_cases``' cases and the corners' (their coverage origin is "sweep")."""
-UNIFORMS_ONLY = ("dense sweep", "binned sweep")
-"""Sweeps judged only from uniforms (statistics over V tokens, megabytes a row, see too little)."""
+WIDE_SWEEPS = ("dense sweep", "binned sweep")
+"""The sweeps over wide vocabularies: exact from uniforms where the kernel takes them; a kernel that
+draws its own randomness is judged there by binned statistics (``plan.statistical_law``)."""
 
 
-def uniforms_only(case: KernelCase) -> bool:
-    return case.name.startswith(UNIFORMS_ONLY)
+def wide_sweep(case: KernelCase) -> bool:
+    """Whether ``case`` is one of the ``WIDE_SWEEPS``."""
+    return case.name.startswith(WIDE_SWEEPS)
 
 
-def reach(budget, uniforms: bool = True) -> dict:
+def reach(budget) -> dict:
     """Each swept dimension's largest value at a ``KernelBudget``: {"dense V", "binned V", "k",
     "batch"} (0: not swept there). Dense V counts the engine-scale dense case (k = 8) too; binned
-    V the fixed wide-id case (V = 33,024); ``uniforms`` False (a kernel that draws its own): the
-    ``uniforms_only`` sweeps left out."""
+    V the fixed wide-id case (V = 33,024). The same box for every kernel: one that takes uniforms
+    is judged there exactly from them, one that draws its own by statistics (binned on the
+    ``WIDE_SWEEPS``)."""
     engine = budget.engine_scale
-    dense, binned = (budget.dense_sweep, budget.binned_sweep) if uniforms else ((), ())
     return {
-        "dense V": max((*dense, budget.dense_vocab if engine else 0)),
-        "binned V": max((*binned, 33_024 if engine else 0)),
+        "dense V": max((*budget.dense_sweep, budget.dense_vocab if engine else 0)),
+        "binned V": max((*budget.binned_sweep, 33_024 if engine else 0)),
         "k": max(budget.k_sweep, 8 if engine else 0),
         "batch": max(budget.batch_sweep, default=0),
     }
@@ -176,8 +178,8 @@ __all__ = [
     "BATCH_TILES",
     "BONUS_WEIGHTS",
     "SWEEPS",
-    "UNIFORMS_ONLY",
     "VALUE_EDGES",
+    "WIDE_SWEEPS",
     "batch_case",
     "binned_sweep_case",
     "dense_sweep_case",
@@ -187,5 +189,5 @@ __all__ = [
     "reach",
     "sweep_cases",
     "top_ids",
-    "uniforms_only",
+    "wide_sweep",
 ]
