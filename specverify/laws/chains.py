@@ -9,6 +9,7 @@ loudly instead of corrupting the model.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -163,7 +164,7 @@ def random_model(
     return TableModel(p, q, order=order, period=period, name=name)
 
 
-def sequence_distribution(p_fn, prefix, m: int) -> dict[tuple[int, ...], float]:
+def sequence_distribution(p_fn: Callable[[Prefix], ArrayLike], prefix: Prefix, m: int) -> dict[tuple[int, ...], float]:
     """Exact distribution of the next m tokens when sampling from p token by token (one entry
     per reachable sequence)."""
     m = check_k(m, "m")

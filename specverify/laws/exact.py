@@ -43,6 +43,7 @@ import numbers
 import operator
 import sys
 from collections import defaultdict
+from typing import NoReturn
 
 import numpy as np
 
@@ -118,7 +119,7 @@ class EnumeratingRng:
         )
 
     # -- decisions -----------------------------------------------------------------------------
-    def refuse(self, message: str):
+    def refuse(self, message: str) -> NoReturn:
         """Raise NotEnumerable and remember it for the run, so a sampler that swallows it cannot
         go on (for the symbolic uniforms and layers as ``laws.torch_random`` too)."""
         if self._active and self._refusal is None:

@@ -250,7 +250,7 @@ class RandomElements:
         groups: dict[int, list] = {}
         for j, e, c, below in asked:
             groups.setdefault(e, []).append((j, c, below))
-        out = {}
+        out: dict = {}
         for e, group in groups.items():
             got = self.below_all(e, [c for _, c, _ in group], [b for _, _, b in group])
             out.update((j, answer) for (j, _, _), answer in zip(group, got))

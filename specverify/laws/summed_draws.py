@@ -100,7 +100,8 @@ class DeferredToken:
     deferred = True  # what a rule module asks, without importing the enumerator (samplers.chain.sample)
 
     def __init__(self, rng, law: ChoiceLaw):
-        self.rng, self.run, self.law, self.value = rng, rng.run_id, law, None
+        self.rng, self.run, self.law = rng, rng.run_id, law
+        self.value: np.int64 | None = None
 
     def decided(self):
         """The draw's outcome, deciding it on this path when it is not decided yet."""

@@ -275,9 +275,9 @@ class SymbolicUniform:
         if name == "digitize" and args and args[0] is self:  # either ``right``: ties have probability 0
             return np.intp(self.count_below(args[1] if len(args) > 1 else kwargs.get("bins"), "numpy.digitize"))
         default = getattr(func, "_implementation", None)  # NumPy's own, as before this hook (NEP 18)
-        if default is None:
-            self._iv.rng.refuse(f"numpy.{name} of a symbolic uniform is not modelled")
-        return default(*args, **kwargs)
+        if default is not None:
+            return default(*args, **kwargs)
+        return self._iv.rng.refuse(f"numpy.{name} of a symbolic uniform is not modelled")  # raises
 
 
 def constant_array(c, what: str, rng) -> np.ndarray:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import types
 
 import numpy as np
 
@@ -72,7 +73,7 @@ def _outside_subject(filename: str) -> bool:
 def subject_line() -> str | None:
     """Where the subject's code made the current call, as "FILE, line N": its innermost frame on
     the stack (None when none is found), FILE relative to the working directory when under it."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not _outside_subject(filename):

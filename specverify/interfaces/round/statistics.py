@@ -204,11 +204,11 @@ class ChiSquareDetector(RoundReference):
             worst = max(
                 range(len(cross)),
                 key=lambda j: stats.tv_distance(
-                    stats.empirical_distribution([w for i, w in pooled if i == j]), self.wanted(cross[j])
+                    stats.empirical_distribution([w for i, w in pooled if i == j]), self.wanted(cross[j]) or {}
                 ),
             )
             runs = [w for i, w in pooled if i == worst]
-            self.found(cross[worst], runs, self.wanted(cross[worst]), p, per_check, f"pooled with {names}")
+            self.found(cross[worst], runs, self.wanted(cross[worst]) or {}, p, per_check, f"pooled with {names}")
             return
         tv = min(stats.min_discrepancy_chi_square(len(pooled), want, per_check, POWER_FALSE_PASS_RATE), 1.0)
         r.power.append(
