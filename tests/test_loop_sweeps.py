@@ -203,14 +203,15 @@ def _comparable(result) -> dict:
 
 def test_a_slower_subject_gets_the_same_runs_findings_and_verdict():
     """A loaded machine, as the subject sees it: every call 2 ms slower. The run counts are the
-    budget's, so the whole result (findings, power, runs per case, lines run, the verdict: here
-    inconclusive, 200 runs seeing TV 0.3 where quick asks 0.15) is the same."""
+    budget's, so the whole result (findings, power, runs per case, lines run, the verdict) is the
+    same: here exact, the core case sized past its floor of 200 runs to the 744 that see quick's
+    promised TV 0.15."""
     cases = [loop_cases()[0], *_sweep("seeded rounds"), *(c for c in loop_cases() if c.seeded)]
     overrides = dict(samples=200, seeds=3, seed_law_runs=100)
     fast = run_loop_battery(opaque(ref.generate), "quick", 0, cases=cases, **overrides)
     slow = run_loop_battery(_slowed(opaque(ref.generate), 0.002), "quick", 0, cases=cases, **overrides)
-    assert _comparable(fast) == _comparable(slow) and fast.exact is None and fast.findings == []
-    assert [c["runs"] for c in fast.cases] == [200, 100, 100] and len(fast.shortfalls) == 1
+    assert _comparable(fast) == _comparable(slow) and fast.exact is True and fast.findings == []
+    assert [c["runs"] for c in fast.cases] == [744, 100, 100] and fast.shortfalls == []
 
 
 def test_a_task_its_guard_stops_leaves_its_case_not_judged():

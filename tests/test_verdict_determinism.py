@@ -76,7 +76,8 @@ def test_the_same_result_with_one_worker_or_three():
     for report in (one, three):
         report.pop("seconds")
     assert one == three
-    assert one["exact"] is True and {row["runs"] for row in one["power"]} == {budget.n_max}
+    fixed = {row["runs"] for row in one["power"] if not row["case"].startswith(round_cases.ENGINE_VOCAB_ORIGIN)}
+    assert one["exact"] is True and fixed == {budget.n_max}  # the engine-vocabulary case: binned, its own size
 
 
 def _lossy(p_fn, q_fn, prefix, k, rng):
