@@ -67,13 +67,16 @@ def test_ensemble_step_is_flagged_inexact_by_its_exact_law():
 
 
 def test_plain_step_respects_zeros_in_p_and_q_at_2000_runs():
-    """The battery's cases with zeros and disjoint supports, each to n = 2,000: false-fail 1e-6
-    over the three, seed 5."""
+    """The battery's cases with zeros and disjoint supports, each to n = 2,000 at least (more
+    where a case's promised TV needs them): false-fail 1e-6 over the three, seed 5."""
     cases = [c for c in round_cases.battery("standard") if "zeros" in c.name or "disjoint" in c.name]
     assert len(cases) == 3
     result = round_interface.run_statistics(hf.speculative_step, cases, 5, false_fail_rate=1e-6, n_max=2000)
     assert result.findings == []
-    assert sum("passed at n=2000" in line for line in result.ran) == 3
+    passed = [
+        int(line.split("passed at n=")[1].split()[0].rstrip(":,;")) for line in result.ran if "passed at n=" in line
+    ]
+    assert len(passed) == 3 and min(passed) >= 2000, result.ran
 
 
 def test_step_leaves_global_torch_rng_and_threads_alone():
@@ -437,17 +440,17 @@ def test_default_check_hf_generate_is_checks_report_exact_with_its_exit_code(cli
     assert 'failures="0" errors="0"' in xml and hl.GENERATE_TARGET in xml
 
 
-def test_check_of_the_generate_target_runs_its_declared_cases_inconclusive_when_underpowered():
+def test_check_of_the_generate_target_runs_its_declared_cases_to_their_promised_power():
     """``check specverify.adapters.hf_loop:generate`` (a TARGET string: the cases are read in the
-    subject's process) at n = 3: no case can see TV 0.9 (each sees only TV 1), so the verdict is
-    INCONCLUSIVE (exit 3, api's mapping), never a contract finding on cases it cannot run."""
+    subject's process) asked for n = 3: a floor, so each declared case runs until it sees TV 0.9
+    and the verdict is decided (exact), never inconclusive for the budget's own sizing."""
     from specverify.surface import api
 
     report = api.check(hl.GENERATE_TARGET, budget=hl.budget(3, CLI_TV), counterexample=False)
-    assert report.findings == [] and report.exact is None and report.exit_code == verdict_exit_code(None) == 3
+    assert report.findings == [] and report.exact is True and report.exit_code == verdict_exit_code(True) == 0
     d = report.to_dict()
     assert [c["name"] for c in d["coverage"]["cases"]] == [c.name for c in hl.CASES]
-    assert len(d["shortfalls"]) == len(hl.CASES) and all(f"not the budget's {CLI_TV:g}" in s for s in d["shortfalls"])
+    assert not [s for s in d["shortfalls"] if f"not the budget's {CLI_TV:g}" in s]
 
 
 def test_cli_loop_usage_error_exits_2():

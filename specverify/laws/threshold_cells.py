@@ -65,9 +65,11 @@ def _outside_subject(filename: str) -> bool:
     library's rather than the subject's (an installed engine is the subject's)."""
     name = os.path.normcase(filename)
     parts = name.split(os.sep)
+    if name.startswith(("<frozen", "<__array_function__", LAWS) + STDLIB):
+        return True  # the enumerator's own frames first: installed, they sit in site-packages too
     if "site-packages" in parts or "dist-packages" in parts:
         return "numpy" in parts or "torch" in parts
-    return name.startswith(("<frozen", "<__array_function__", LAWS) + STDLIB)
+    return False
 
 
 def subject_line() -> str | None:
