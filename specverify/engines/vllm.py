@@ -360,6 +360,15 @@ def v1_uniforms_kernel(module):
             out = rejection_sample(*vllm_v1_ragged_inputs(batch, bonus), metadata)
         return torch.as_tensor(out).to(torch.int64)
 
+    return raced_uniforms_kernel(call)
+
+
+def raced_uniforms_kernel(call):
+    """The canonical uniforms kernel around ``call(batch, bonus, noise) -> output ids`` (a V1
+    ``rejection_sample`` call under ``ControlledDraws``): the bonus token by inverse CDF of the
+    final uniform, the exponential race at the rule's rejection position, and once more at V1's
+    own position when it rejected elsewhere."""
+
     def uniforms_kernel(draft_ids, draft_probs, target_probs, uniforms):
         batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
         if batch.uniforms is None:

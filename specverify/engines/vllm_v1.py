@@ -36,14 +36,11 @@ from contextlib import nullcontext
 import torch
 
 from ..adapters.kernels import (
-    accepted_from_output,
-    check_canonical_inputs,
-    finish_canonical,
     vllm_v1_ragged_inputs,
     vllm_v1_sampling_metadata,
 )
 from .engine_contract import AdapterError, Feeds, check_feeds, check_known_answer, quantity_of
-from .vllm import ControlledDraws, inverse_cdf, race_noise, rule_position
+from .vllm import ControlledDraws, raced_uniforms_kernel
 
 SYNTHETIC_RATE = 0.7
 """The synthetic mode's conditional acceptance rate at every position (the row's choice; vLLM
@@ -119,22 +116,7 @@ def v1_kernel(module, feeds: Feeds, mode: str = "strict", active=None):
             out = rejection_sample(*args, metadata, **mode_arguments(mode, k))
         return torch.as_tensor(out).to(torch.int64)
 
-    def uniforms_kernel(draft_ids, draft_probs, target_probs, uniforms):
-        batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
-        if batch.uniforms is None:
-            raise ValueError("uniforms: this kernel takes explicit uniforms [B, k + 1], not a generator")
-        rows = torch.arange(batch.draft_ids.shape[0])
-        final = batch.uniforms[:, -1]
-        bonus = inverse_cdf(batch.target_probs[rows, batch.counts], final)
-        guess = rule_position(batch)
-        out = call(batch, bonus, race_noise(batch, guess, final))
-        acc = accepted_from_output(out)
-        if bool((acc != guess).any()):  # V1 rejected elsewhere: its race at its own position
-            out = call(batch, bonus, race_noise(batch, acc, final))
-            acc = accepted_from_output(out)
-        return finish_canonical(batch, out, acc)
-
-    return uniforms_kernel
+    return raced_uniforms_kernel(call)
 
 
 def contracted_kernel(module, label: str, mode: str = "strict", active=None, quantity: str | None = None):
