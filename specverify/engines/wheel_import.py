@@ -43,7 +43,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .loader import Unavailable, cache_dir
+from .loader import Unavailable, cache_dir, installed
 
 STANDIN_PACKAGES = ("distributed", "config")
 """Package names whose modules are stood in for wherever they sit in the engine (distributed and
@@ -161,7 +161,7 @@ class Loaded:
     @contextlib.contextmanager
     def active(self):
         """The engine's modules and import hook in place for the body (calls into the engine)."""
-        with installed_modules(self.modules), hooked(self.finder):
+        with installed(self.modules), hooked(self.finder):
             yield
 
     def standin_words(self) -> str:
@@ -170,20 +170,6 @@ class Loaded:
         for name, why in sorted(self.standins.items()):
             groups.setdefault(why.split(":")[0], []).append(name)
         return "; ".join(f"{why}: {', '.join(names)}" for why, names in groups.items())
-
-
-@contextlib.contextmanager
-def installed_modules(modules: dict):
-    saved = {name: sys.modules.get(name) for name in modules}
-    sys.modules.update(modules)
-    try:
-        yield
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = old
 
 
 @contextlib.contextmanager
