@@ -13,18 +13,14 @@ verifier applies top-k, renormalises, then top-p, while its normal sampler appli
   NOT EXACT, the finding naming the order (``interfaces.loop.semantics``).
 
 Each loop is the reference loop (``samplers.reference_loop.loop_with``) with its target rows, and
-each target-only path ``target_only_with`` with its step, processed by
+each target-only path ``reference_loop.target_only_with`` with its step, processed by
 ``interfaces.loop.semantics.top_p_before_top_k``.
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from ..interfaces.loop.semantics import top_p_before_top_k
-from ..laws.requests import Output, check_requests, finished, step_distribution
+from ..laws.requests import step_distribution
 from ..samplers import reference_loop as ref
 from .catalogue import Mutant
 
@@ -41,34 +37,14 @@ def speculative_top_p_first(target, draft, requests, k, rng):
     return ref.loop_with(target, draft, requests, k, rng, trow=top_p_first_row)
 
 
-def target_only_with(step, target, requests, rng):
-    """Target-only decoding, token by token, each row ``step(logits, params, prompt, output)``."""
-    batch = list(requests)
-    if not batch:
-        return []
-    vocab = len(np.asarray(target(batch[0].prompt)))
-    check_requests(batch, vocab)
-    outs = []
-    for r, g in zip(batch, ref.make_rngs(batch, rng)):
-        out: list[int] = []
-        lps: list[float] = []
-        while not finished(tuple(out), r.params):
-            p = step(np.asarray(target(r.prompt + tuple(out)))[:vocab], r.params, r.prompt, tuple(out))
-            t = int(g.choice(vocab, p=p))
-            out.append(t)
-            lps.append(math.log(p[t]))
-        outs.append(Output(tuple(out), tuple(lps), 0, 0))
-    return outs
-
-
 def target_only_top_k_first(target, draft, requests, k, rng):
     """The engine's normal sampler in this project's order (top-k, then top-p); ignores the draft and k."""
-    return target_only_with(step_distribution, target, requests, rng)
+    return ref.target_only_with(step_distribution, target, requests, rng)
 
 
 def target_only_top_p_first(target, draft, requests, k, rng):
     """The engine's normal sampler applying top-p before top-k; ignores the draft and k."""
-    return target_only_with(top_p_before_top_k, target, requests, rng)
+    return ref.target_only_with(top_p_before_top_k, target, requests, rng)
 
 
 _S = "specverify"
@@ -107,6 +83,5 @@ __all__ = [
     "speculative_top_p_first",
     "target_only_top_k_first",
     "target_only_top_p_first",
-    "target_only_with",
     "top_p_first_row",
 ]

@@ -288,6 +288,17 @@ def generate(target: LogitFn, draft: LogitFn, requests: Iterable[Request], k: in
 
 def target_only(target: LogitFn, requests: Iterable[Request], rng: Rng) -> list[Output]:
     """Target-only decoding, token by token, with each request's params (no drafts)."""
+    return target_only_with(step_distribution, target, requests, rng)
+
+
+def target_only_with(
+    step: Callable[[ArrayLike, SamplingParams, Tokens, Tokens], Vector],
+    target: LogitFn,
+    requests: Iterable[Request],
+    rng: Rng,
+) -> list[Output]:
+    """Target-only decoding with each row ``step(logits, params, prompt, output)`` (``target_only``'s
+    is ``step_distribution``; an engine's own order of truncations is another)."""
     batch = list(requests)
     if not batch:
         return []
@@ -298,7 +309,7 @@ def target_only(target: LogitFn, requests: Iterable[Request], rng: Rng) -> list[
         out: list[int] = []
         lps: list[float] = []
         while not finished(tuple(out), r.params):
-            p = step_distribution(np.asarray(target(r.prompt + tuple(out)))[:vocab], r.params, r.prompt, tuple(out))
+            p = step(np.asarray(target(r.prompt + tuple(out)))[:vocab], r.params, r.prompt, tuple(out))
             t = int(g.choice(vocab, p=p))
             out.append(t)
             lps.append(math.log(p[t]))
@@ -306,4 +317,4 @@ def target_only(target: LogitFn, requests: Iterable[Request], rng: Rng) -> list[
     return outs
 
 
-__all__ = ["State", "fit_width", "generate", "loop_with", "target_only"]
+__all__ = ["State", "fit_width", "generate", "loop_with", "target_only", "target_only_with"]
