@@ -28,6 +28,21 @@ def command(engine: Engine, budget: str) -> str:
     return f"python -m specverify.engines --engine {engine.name} --budget {budget}"
 
 
+def unjudged_row(engine: Engine) -> dict:
+    """The fields every row carries, before a verdict: what the row is, and no verdict yet."""
+    return {
+        "engine": engine.name,
+        "package": engine.package,
+        "version": engine.version,
+        "function": engine.function,
+        "interface": engine.interface,
+        "expected": engine.expected,
+        "exact": None,
+        "verdict": None,
+        "power": None,
+    }
+
+
 def run_engine(
     engine: Engine,
     budget: str = "quick",
@@ -41,18 +56,7 @@ def run_engine(
     ``stage(engine name, what it does now)`` is called as each stage starts; ``workers``:
     ``judge``'s."""
     say = (lambda words: stage(engine.name, words)) if stage else (lambda words: None)
-    row = {
-        "engine": engine.name,
-        "package": engine.package,
-        "version": engine.version,
-        "function": engine.function,
-        "interface": engine.interface,
-        "expected": engine.expected,
-        "exact": None,
-        "verdict": None,
-        "power": None,
-        "command": command(engine, budget),
-    }
+    row = {**unjudged_row(engine), "command": command(engine, budget)}
     if engine.skip is not None:
         if engine.recheck is None:
             return {**row, "verdict": "skipped", "skipped": engine.skip}

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from . import loader
 from .engine_row import Engine
-from .engine_run import run_engine
+from .engine_run import run_engine, unjudged_row
 
 
 def version_key(version: str) -> tuple:
@@ -136,18 +136,7 @@ def version_rows(
 
 def run_engine_line(engine: Engine, budget: str, why: str) -> dict:
     """A skip row for a release that cannot be fetched."""
-    return {
-        "engine": engine.name,
-        "package": engine.package,
-        "version": engine.version,
-        "function": engine.function,
-        "interface": engine.interface,
-        "expected": engine.expected,
-        "exact": None,
-        "verdict": "skipped",
-        "power": None,
-        "skipped": why,
-    }
+    return {**unjudged_row(engine), "verdict": "skipped", "skipped": why}
 
 
 def versions_command(engine: Engine, versions: list[str], budget: str) -> str:
