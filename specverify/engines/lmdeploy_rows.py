@@ -93,7 +93,7 @@ def lmdeploy_uniforms_kernel(forward, feed_probabilities: bool = False):
         engine_output,
         finish_canonical,
     )
-    from .vllm import ControlledDraws, inverse_cdf, race_noise, rule_position
+    from .vllm import ControlledDraws, inverse_cdf, race_noise, race_where_rejected, rule_position
 
     def uniforms_kernel(draft_ids, draft_probs, target_probs, uniforms):
         batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
@@ -122,12 +122,7 @@ def lmdeploy_uniforms_kernel(forward, feed_probabilities: bool = False):
         def run(rows, kb):
             if kb == 0:
                 return bonus[rows].unsqueeze(1), torch.zeros(len(rows), dtype=torch.int64)
-            out, acc = call(rows, kb, guess)
-            if bool((acc != guess[rows]).any()):  # LMDeploy rejected elsewhere: its race at its own position
-                position = guess.clone()
-                position[rows] = acc
-                out, acc = call(rows, kb, position)
-            return out, acc
+            return race_where_rejected(call, rows, kb, guess)
 
         return finish_canonical(batch, *by_draft_count(batch, run))
 

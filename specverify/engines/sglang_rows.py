@@ -213,7 +213,7 @@ def blockwise_uniforms_kernel(blockwise_rejection_torch, wrong_gumbel: bool = Fa
     import torch
 
     from ..adapters.kernels import by_draft_count, check_canonical_inputs, finish_canonical
-    from .vllm import rule_position
+    from .vllm import race_where_rejected, rule_position
 
     def uniforms_kernel(draft_ids, draft_probs, target_probs, uniforms):
         batch = check_canonical_inputs(draft_ids, draft_probs, target_probs, uniforms)
@@ -251,12 +251,7 @@ def blockwise_uniforms_kernel(blockwise_rejection_torch, wrong_gumbel: bool = Fa
                 return inverse_cdf(batch.target_probs[rows, 0], final[rows]).unsqueeze(1), torch.zeros(
                     len(rows), dtype=torch.int64
                 )
-            out, acc = call(rows, kb, guess)
-            if bool((acc != guess[rows]).any()):
-                position = guess.clone()
-                position[rows] = acc
-                out, acc = call(rows, kb, position)
-            return out, acc
+            return race_where_rejected(call, rows, kb, guess)
 
         return finish_canonical(batch, *by_draft_count(batch, run))
 

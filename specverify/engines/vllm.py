@@ -363,6 +363,18 @@ def v1_uniforms_kernel(module):
     return raced_uniforms_kernel(call)
 
 
+def race_where_rejected(call, rows, kb: int, guess):
+    """``call(rows, kb, position) -> (output ids, accepted)`` with the race built at the rule's
+    rejection positions ``guess``, and once more at the engine's own positions where it rejected
+    elsewhere (each race is keyed by the position it was built for)."""
+    out, acc = call(rows, kb, guess)
+    if bool((acc != guess[rows]).any()):
+        position = guess.clone()
+        position[rows] = acc
+        out, acc = call(rows, kb, position)
+    return out, acc
+
+
 def raced_uniforms_kernel(call):
     """The canonical uniforms kernel around ``call(batch, bonus, noise) -> output ids`` (a V1
     ``rejection_sample`` call under ``ControlledDraws``): the bonus token by inverse CDF of the
