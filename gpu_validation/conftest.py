@@ -15,13 +15,18 @@
   (``SPECVERIFY_STAGE_DEVICE=cpu`` or ``cuda`` forces it), scaled down (``TINY_SCALE``). It
   never skips: a missing library, a renamed function or a drafter that cannot run fails.
 
-``SPECVERIFY_NEW_TOKENS`` overrides the answers' length (default 64 real, 24 tiny). The tests in
+Four variables size a run (``SIZE_VARIABLES``; each a positive integer, a bad one is refused
+before anything runs), for a CPU run of the real pair that must end in reasonable time:
+``SPECVERIFY_NEW_TOKENS`` the answers' length (default 64 real, 24 tiny),
+``SPECVERIFY_TABLE_PROMPTS`` the table's prompts per workload (3 real, 1 tiny; at most the
+built-in prompts), ``SPECVERIFY_TABLE_REPEATS`` its timing repeats (20 real, 3 tiny) and
+``SPECVERIFY_HEAD_POSITIONS`` the Medusa head's training positions (256 real, 128 tiny). The tests in
 ``test_kernel_cuda.py`` need CUDA only (no weights) and skip with one line without it, under
 either pair. Torch is imported only inside fixtures, so collection never fails without it.
 """
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -51,6 +56,35 @@ TINY_SCALE = Scale(new_tokens=24, table_prompts=1, table_repeats=3, head_positio
 """The tiny pair in fp32: its smallest gap between the top two target logits over the stage's
 reference positions is orders of magnitude above fp32 rounding (the greedy test prints it), so
 the cached and the batched forwards cannot flip an argmax: greedy equality must hold exactly."""
+
+
+SIZE_VARIABLES = {
+    "new_tokens": "SPECVERIFY_NEW_TOKENS",
+    "table_prompts": "SPECVERIFY_TABLE_PROMPTS",
+    "table_repeats": "SPECVERIFY_TABLE_REPEATS",
+    "head_positions": "SPECVERIFY_HEAD_POSITIONS",
+}
+"""The environment variables that size a run, by the Scale field each one overrides."""
+
+
+def sized(scale: Scale) -> Scale:
+    """``scale`` with each field of SIZE_VARIABLES that is set in the environment replaced by its
+    value, a positive integer (anything else is refused, naming the variable). For a CPU run of
+    the real pair: fewer tokens, prompts, repeats or head positions change how long the stage
+    takes and how much each figure averages over, not what a test checks."""
+    changes = {}
+    for field, variable in SIZE_VARIABLES.items():
+        text = os.environ.get(variable)
+        if text is None:
+            continue
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise pytest.UsageError(f"{variable}: expected a positive integer, got {text!r}")
+        changes[field] = value
+    return replace(scale, **changes)
 
 
 def stage_pair_kind() -> str:
@@ -165,34 +199,29 @@ def stage_device() -> str:
 
 @dataclass(frozen=True)
 class Stage:
-    """The pair the stage runs on, which one it is, and how much of the stage to run."""
+    """The pair the stage runs on, which one it is, and how much of the stage to run (its pair's
+    default scale, sized by the environment: ``sized``)."""
 
     pair: object
     kind: str
     scale: Scale
 
-    @property
-    def new_tokens(self) -> int:
-        return int(os.environ.get("SPECVERIFY_NEW_TOKENS", self.scale.new_tokens))
 
-    @property
-    def table_repeats(self) -> int:
-        """Timing repeats per table row; ``SPECVERIFY_TABLE_REPEATS`` lowers it for a CPU run
-        (it changes the timings' spread, not what a row measures)."""
-        return int(os.environ.get("SPECVERIFY_TABLE_REPEATS", self.scale.table_repeats))
+def pytest_configure(config):
+    """Refuse a bad SPECVERIFY_STAGE_PAIR or size variable before anything runs or skips."""
+    stage_pair_kind()
+    sized(REAL_SCALE)
 
 
 def tiny_stage_pair():
     """``tiny_pair(seed=0)`` moved to ``stage_device()`` (fp32 wherever it runs)."""
-    import dataclasses
-
     from specverify.models import loading
 
     pair = loading.tiny_pair(seed=0)
     device = stage_device()
     if device == "cpu":
         return pair
-    return dataclasses.replace(pair, target=pair.target.to(device), draft=pair.draft.to(device), device=device)
+    return replace(pair, target=pair.target.to(device), draft=pair.draft.to(device), device=device)
 
 
 @pytest.fixture(scope="session")
@@ -200,8 +229,8 @@ def stage():
     from specverify.models import loading
 
     if stage_pair_kind() == "tiny":
-        return Stage(tiny_stage_pair(), "tiny", TINY_SCALE)
-    return Stage(loading.load_pair(device=real_device(), **pair_source()), "real", REAL_SCALE)
+        return Stage(tiny_stage_pair(), "tiny", sized(TINY_SCALE))
+    return Stage(loading.load_pair(device=real_device(), **pair_source()), "real", sized(REAL_SCALE))
 
 
 @pytest.fixture(scope="module", autouse=True)

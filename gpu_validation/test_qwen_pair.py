@@ -41,7 +41,7 @@ def references(stage):
     pair, out = stage.pair, []
     for text in measure.CODE_PROMPTS[:2] + measure.CHAT_PROMPTS[:2]:
         ids = measure.prompt_ids(pair.tokenizer, text)
-        gen = decoding.target_only_generate(pair.target, ids, stage.new_tokens, vocab_size=pair.vocab_size)
+        gen = decoding.target_only_generate(pair.target, ids, stage.scale.new_tokens, vocab_size=pair.vocab_size)
         logits = decoding.teacher_forced_logits(pair.target, gen.ids, pair.vocab_size)
         out.append((gen, logits))
     return out
@@ -50,7 +50,13 @@ def references(stage):
 def _spec(stage, ref, k, **kwargs):
     pair = stage.pair
     return decoding.speculative_generate(
-        pair.target, pair.draft, ref.ids[: ref.n_prompt], k, stage.new_tokens, vocab_size=pair.vocab_size, **kwargs
+        pair.target,
+        pair.draft,
+        ref.ids[: ref.n_prompt],
+        k,
+        stage.scale.new_tokens,
+        vocab_size=pair.vocab_size,
+        **kwargs,
     )
 
 
@@ -160,9 +166,9 @@ def test_prediction_vs_measurement_table(stage, medusa_head):
     rows = measure.measure(
         pair,
         k=K,
-        max_new_tokens=stage.new_tokens,
+        max_new_tokens=scale.new_tokens,
         n_prompts=scale.table_prompts,
-        repeats=stage.table_repeats,
+        repeats=scale.table_repeats,
         drafters=drafters,
         head=medusa_head,
     )

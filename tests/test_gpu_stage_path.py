@@ -1,16 +1,20 @@
 """The GPU stage's code path runs in CI: ``tox -e cpu`` runs gpu_validation/ on the tiny random
 Qwen2 pair (``SPECVERIFY_STAGE_PAIR=tiny``), and there a library function the stage uses that
 goes missing fails the step; it does not skip. Then the contract of the library functions the
-stage's rule checks call (``specverify.samplers.one_step``), on small rows.
+stage's rule checks call (``specverify.samplers.one_step``), on small rows, and the variables
+that size a CPU run of the stage (gpu_validation/conftest.py's ``sized``).
 
-The second test runs one stage test in a child pytest (as tox runs it: the tiny pair, no CUDA)
+``test_a_missing_library_function_fails_the_ci_step_instead_of_skipping`` runs one stage test in a child pytest (as tox runs it: the tiny pair, no CUDA)
 with a plugin (``-p``) that deletes ``specverify.samplers.one_step.one_step_output_distribution``
 before the stage imports anything, and asserts the child fails, naming the function, with
 nothing skipped. The child imports this checkout (PYTHONPATH = the repository root).
 """
 
 import configparser
+import dataclasses
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +54,32 @@ def test_tox_cpu_runs_the_stage_on_the_tiny_pair_and_tox_gpu_on_the_real_one():
     assert "gpu_validation" in cpu["commands"].split(), cpu["commands"]
     assert setenv(cpu)["SPECVERIFY_STAGE_PAIR"] == "tiny"
     assert setenv(gpu)["SPECVERIFY_STAGE_PAIR"] == "real"
+
+
+def stage_conftest():
+    """gpu_validation/conftest.py as a module (it imports only the standard library and pytest)."""
+    spec = importlib.util.spec_from_file_location("stage_conftest", ROOT / "gpu_validation" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_size_variables_change_only_their_own_field_and_bad_values_are_refused_by_name(monkeypatch):
+    conftest = stage_conftest()
+    for variable in conftest.SIZE_VARIABLES.values():
+        monkeypatch.delenv(variable, raising=False)
+    assert conftest.sized(conftest.REAL_SCALE) == conftest.REAL_SCALE
+    for field, variable in conftest.SIZE_VARIABLES.items():
+        with monkeypatch.context() as env:
+            env.setenv(variable, "2")
+            changed = conftest.sized(conftest.REAL_SCALE)
+        assert changed == dataclasses.replace(conftest.REAL_SCALE, **{field: 2}), variable
+    for bad in ("0", "-1", "1.5", "three", ""):
+        monkeypatch.setenv("SPECVERIFY_TABLE_PROMPTS", bad)
+        with pytest.raises(
+            pytest.UsageError, match=re.escape(f"SPECVERIFY_TABLE_PROMPTS: expected a positive integer, got {bad!r}")
+        ):
+            conftest.sized(conftest.REAL_SCALE)
 
 
 def test_a_missing_library_function_fails_the_ci_step_instead_of_skipping(tmp_path):
