@@ -18,8 +18,8 @@
 Four variables size a run (``SIZE_VARIABLES``; each a positive integer, a bad one is refused
 before anything runs), for a CPU run of the real pair that must end in reasonable time:
 ``SPECVERIFY_NEW_TOKENS`` the answers' length (default 64 real, 24 tiny),
-``SPECVERIFY_TABLE_PROMPTS`` the table's prompts per workload (3 real, 1 tiny; at most the
-built-in prompts), ``SPECVERIFY_TABLE_REPEATS`` its timing repeats (20 real, 3 tiny) and
+``SPECVERIFY_TABLE_PROMPTS`` the table's prompts per workload (3 real, 1 tiny; at most 6, the
+edit workload's built-in prompts), ``SPECVERIFY_TABLE_REPEATS`` its timing repeats (20 real, 3 tiny) and
 ``SPECVERIFY_HEAD_POSITIONS`` the Medusa head's training positions (256 real, 128 tiny). The tests in
 ``test_kernel_cuda.py`` need CUDA only (no weights) and skip with one line without it, under
 either pair. Torch is imported only inside fixtures, so collection never fails without it.
