@@ -17,9 +17,11 @@ call). An exit (``os._exit``), a signal (a segfault) or an out-of-memory kill of
 
 Progress, not the clock, tells a slow task from a hung one: the child counts every subject call
 that returns (``progressed``, called by ``guards.call_subject``) in a counter shared with the
-parent (``multiprocessing.RawValue``: fork and spawn alike). ``call(..., idle=s)`` kills a task
-only when no subject call has returned for ``s`` seconds (``Stalled``: a hang, whatever the
-machine's load) or when its absolute ``limit`` passes; without ``idle`` the limit alone decides.
+parent (``multiprocessing.RawValue``: fork and spawn alike), and the start of every task (once its
+message is read: what unpickling it imports is not the task's time). ``call(..., idle=s)`` kills
+a task that has started only when no subject call has returned for ``s`` seconds (``Stalled``: a
+hang, whatever the machine's load) or when its absolute ``limit`` passes; without ``idle`` the
+limit alone decides.
 
 Where the rest lives: ending the subject's whole process tree (its session, a cgroup v2 leaf or
 a child subreaper and /proc) is ``battery.process_tree``; the capture file and its excerpt
@@ -150,6 +152,7 @@ def _child_main(
         if message is None:
             os._exit(0)
         task, args = message
+        progressed()  # received and unpickled (imports the task's module under spawn): it starts
         try:
             reply = ("ok", task(subject, *args))
         except BaseException:  # noqa: BLE001 - a task escaped: ours, reported with its traceback
@@ -337,18 +340,16 @@ class Runner:
         call has returned for ``idle`` s, or (SubjectFailed) once ``limit`` s have passed."""
         conn, progress = self._pipe(), self._progress
         assert progress is not None, "a started runner has its progress counter"
-        start = last_change = time.monotonic()
+        start = time.monotonic()
+        last_change = None  # the idle clock runs from the task's start in the child
         seen = progress.value
         while not conn.poll(min(IDLE_POLL_S, idle)):
             now = time.monotonic()
             if progress.value != seen:
                 seen, last_change = progress.value, now
-            elif now - last_change >= idle:
+            elif last_change is not None and now - last_change >= idle:
                 self.kill()
-                raise Stalled(
-                    f"no call of the subject returned for {idle:g} s (a hang); its process was killed "
-                    f"after {now - start:.1f} s"
-                )
+                raise Stalled(f"no call of the subject returned for {idle:g} s (a hang); its process was killed")
             if now - start >= limit:
                 self.kill()
                 raise SubjectFailed(f"a call did not return within {limit:g} s; its process was killed")
