@@ -99,7 +99,7 @@ def test_tv_x_is_each_interfaces_campaign():
     assert {n for n in vars(r) if n.endswith("_s")} == {
         "call_limit_s",
         "scale_call_limit_s",
-        "enumeration_guard_s",
+        "enumeration_idle_s",
         "counterexample_guard_s",
     }
     # another interface's campaign object: this interface's campaign of the same name

@@ -8,6 +8,7 @@ Every verdict here is a contract finding or an exact sampler on the quick budget
 seed (deterministic); nothing waits on a race: a test that waits polls for a state with a deadline.
 """
 
+import itertools
 import json
 import multiprocessing
 import os
@@ -25,6 +26,7 @@ from process_probes import processes_with
 
 import specverify
 from specverify.battery import capture, runner
+from specverify.battery.guards import call_subject
 from specverify.common import files
 from specverify.common.validation import check_distinct_files, check_writable_file
 from specverify.surface import junit
@@ -319,6 +321,50 @@ def test_a_crashed_subject_keeps_its_output_until_close_then_leaves_no_file():
     assert "last words" in handle.output_excerpt()
     handle.close()
     assert not os.path.exists(capture) and handle.output_excerpt() == ""
+
+
+def _slow_call(_):
+    time.sleep(0.05)
+
+
+def _progress_then(subject, calls: int, then: str) -> int:
+    """``calls`` subject calls of 50 ms each (each one progress), then ``then``: "return" the
+    count, or hang, "c" in C (no bytecode runs: nothing but SIGKILL stops it) or "sleep" 1000 s."""
+    for _ in range(calls):
+        call_subject(_slow_call, (None,))
+    if then == "c":
+        sum(itertools.repeat(0))
+    elif then == "sleep":
+        time.sleep(1000)
+    return calls
+
+
+@pytest.mark.parametrize("hang", ["c", "sleep"])
+def test_the_idle_guard_kills_a_task_that_stops_progressing(monkeypatch, hang):
+    """Killed at about ``idle`` after its last subject call returned, long before its limit."""
+    monkeypatch.setattr(runner, "KILL_MARGIN_S", 0.05)
+    handle = runner.Runner.for_callable(_identity).start()
+    try:
+        start = time.monotonic()
+        with pytest.raises(runner.Stalled, match=r"no call of the subject returned for 0\.35 s"):
+            handle.call(_progress_then, 4, hang, limit=60.0, idle=0.3)
+        assert 0.2 + 0.35 <= time.monotonic() - start < 10.0
+        assert handle.call(_identity, limit=10.0) is _identity  # a fresh process answers
+    finally:
+        handle.close()
+
+
+def test_the_idle_guard_spares_a_task_that_progresses_past_idle_in_total(monkeypatch):
+    """30 calls of 50 ms (1.5 s in all) under an idle guard of 0.35 s: each call returns well
+    within it, so the task runs to its end."""
+    monkeypatch.setattr(runner, "KILL_MARGIN_S", 0.05)
+    handle = runner.Runner.for_callable(_identity).start()
+    try:
+        start = time.monotonic()
+        assert handle.call(_progress_then, 30, "return", limit=60.0, idle=0.3) == 30
+        assert time.monotonic() - start >= 30 * 0.05
+    finally:
+        handle.close()
 
 
 PARENT_SCRIPT = textwrap.dedent(

@@ -293,3 +293,101 @@ def test_a_limit_whose_alarm_lands_in_a_finalizer_still_stops_the_body():
             while time.monotonic() - start < 5.0:
                 pass
     assert time.monotonic() - start < 2.0
+
+
+def _exact_stage(subject, budget, case):
+    """The exact detector alone on ``case`` through the battery's own calls (the subject in its
+    process, the enumeration under its guards): the result, and the seconds it took."""
+    from specverify.battery.subject_calls import run_in_subject
+    from specverify.interfaces.round.battery import RoundBattery
+
+    start = time.monotonic()
+    result = run_in_subject(
+        subject, lambda handle: RoundBattery(handle, budget, 0, None), lambda r: r.exact([case], False)
+    )
+    return result, time.monotonic() - start
+
+
+def _slowed_step(p_fn, q_fn, prefix, k, rng):
+    time.sleep(0.01)
+    return specverify.speculative_step(p_fn, q_fn, prefix, k, rng)
+
+
+def test_an_enumeration_slower_than_its_guard_is_never_cut_while_it_progresses(monkeypatch):
+    """Each call sleeps 10 ms (well inside its 0.5 s limit): 117 paths take over 1.17 s, more than
+    twice the idle guard (0.5 + 0.01 + 0.05 s). The enumeration is followed to its end and gives
+    the unslowed run's law, TV for TV."""
+    from specverify.battery import runner
+
+    monkeypatch.setattr(runner, "KILL_MARGIN_S", 0.05)
+    budget = dataclasses.replace(round_cases.get_budget("quick"), call_limit_s=0.5, enumeration_idle_s=0.01)
+    case = round_cases.all_cases()[0]  # handout toy chain, k=2, 2 tokens: 117 paths
+    slowed, seconds = _exact_stage(_slowed_step, budget, case)
+    plain, _ = _exact_stage(specverify.speculative_step, budget, case)
+    assert seconds > 2 * (0.5 + 0.01 + 0.05)
+    assert [line for line in slowed.ran if line.startswith(f"exact: {case.name}: TV")] == [
+        line for line in plain.ran if line.startswith(f"exact: {case.name}: TV")
+    ]
+    assert slowed.ran == plain.ran and slowed.exact_tv_max == plain.exact_tv_max
+    assert slowed.exact is plain.exact is True and not slowed.shortfalls
+
+
+HANGS_WHEN_ENUMERATED = textwrap.dedent(
+    """
+    import itertools, os
+    import numpy as np
+    from specverify import speculative_step
+
+    def enumerated(rng):  # the enumerator's rng, not a Generator: hang only there
+        return not isinstance(rng, np.random.Generator)
+
+    def in_python(p_fn, q_fn, prefix, k, rng):
+        while enumerated(rng):
+            pass
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def swallowing(p_fn, q_fn, prefix, k, rng):
+        while enumerated(rng):
+            try:
+                while True:
+                    pass
+            except BaseException:
+                continue
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def in_c(p_fn, q_fn, prefix, k, rng):
+        if enumerated(rng):
+            sum(itertools.repeat(0))
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+
+    def reading_a_pipe(p_fn, q_fn, prefix, k, rng):
+        if enumerated(rng):
+            os.read(os.pipe()[0], 1)
+        return speculative_step(p_fn, q_fn, prefix, k, rng)
+    """
+)
+
+
+@pytest.mark.parametrize("name", ["in_python", "swallowing", "in_c", "reading_a_pipe"])
+def test_a_hang_inside_an_enumeration_is_stopped_by_a_guard_and_not_judged(tmp_path, monkeypatch, name):
+    """A call that never returns, interruptible or not, is stopped: at its own limit (SIGALRM) or by
+    the idle guard (no call returned for 0.3 + 0.01 + 0.05 s); the case is not judged: no finding,
+    no TV, the verdict inconclusive."""
+    import importlib.util
+
+    from specverify.battery import runner
+
+    monkeypatch.setattr(runner, "KILL_MARGIN_S", 0.05)
+    path = tmp_path / "hangs_when_enumerated.py"
+    path.write_text(HANGS_WHEN_ENUMERATED)
+    spec = importlib.util.spec_from_file_location("hangs_when_enumerated", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    budget = dataclasses.replace(round_cases.get_budget("quick"), call_limit_s=0.3, enumeration_idle_s=0.01)
+    case = round_cases.all_cases()[0]
+    result, seconds = _exact_stage(getattr(module, name), budget, case)
+    assert result.findings == [] and result.exact_tv_max is None
+    stopped = [line for line in result.ran if line.startswith(f"exact: {case.name}: stopped by a guard")]
+    assert stopped and any("stopped by a guard" in s for s in result.shortfalls), result.ran
+    assert result.exact is None  # INCONCLUSIVE
+    assert seconds < 10.0

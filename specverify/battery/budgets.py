@@ -53,7 +53,8 @@ class Budget:
 
     Every count below decides the verdict; no clock does. Each case's runs, paths and rounds are
     fixed by the budget, so the verdict, the findings and every case's run count are a function
-    of (subject, seed, budget) alone. The ``*_guard_s`` fields and ``call_limit_s`` only stop a
+    of (subject, seed, budget) alone. The ``*_guard_s`` fields, ``enumeration_idle_s`` (an
+    enumeration is cut only when it stops progressing) and ``call_limit_s`` only stop a
     subject that hangs: what a guard stops is reported as stopped by that guard, and is not
     judged (the verdict is then inconclusive), never judged on fewer runs."""
 
@@ -66,7 +67,8 @@ class Budget:
     contract_calls: int = 20  # rounds per case of the contract check
     call_limit_s: float = 2.0  # guard: one sampler call
     max_paths: int = 100_000  # the most paths one case's enumeration may follow
-    enumeration_guard_s: float = 120.0  # guard: one case's enumeration (past it: not enumerated)
+    # guard: an enumeration is stopped (not enumerated) only when no call returned for call_limit_s + this
+    enumeration_idle_s: float = 30.0
     detect_tv: float = 0.1  # a fixed or generated case judged by statistics alone sees this TV (w.p. 0.95)
     round_length_runs: int = 4000
     detect_tokens: float = 0.5  # ... and a sampled tokens-per-round shortfall of this size

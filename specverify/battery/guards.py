@@ -288,14 +288,16 @@ def as_sequence(seq, what: str) -> tuple[object, bool]:
         return seq, isinstance(seq, (list, tuple))
 
 
-def call_subject(fn: Callable, args: tuple, interrupt_after: float | None = None):
+def call_subject(fn: Callable, args: tuple, interrupt_after: float | None = None, overrun: type = ContractBreach):
     """``fn(*args)``; whatever it raises (SystemExit and, in the subject's process,
     KeyboardInterrupt included) becomes ContractBreach; ``interrupt_after`` seconds interrupt it
-    (SIGALRM)."""
+    (SIGALRM) with ``overrun`` (ContractBreach, or GuardStopped where an overrun is a hang to stop,
+    not a finding). Every call that ends, however, counts as progress (``runner.progressed``:
+    the runner's idle guard stops a task only when none has ended for a while)."""
     try:
         if interrupt_after is None:
             return fn(*args)
-        with time_limit(interrupt_after, "one call"):
+        with time_limit(interrupt_after, "one call", overrun):
             return fn(*args)
     except (ContractBreach, exact.NotEnumerable, GuardStopped):
         raise  # a time limit, a guard or the enumerator's refusal (the tasks take their message safely)
@@ -307,6 +309,8 @@ def call_subject(fn: Callable, args: tuple, interrupt_after: float | None = None
         raise ContractBreach(f"called sys.exit({_exit_code(exc)}) (raised SystemExit)") from exc
     except BaseException as exc:  # noqa: BLE001 - the subject's failure is a finding
         raise ContractBreach(f"raised {describe_exception(exc)}") from exc
+    finally:
+        runner.progressed()
 
 
 def _exit_code(exc: SystemExit) -> str:

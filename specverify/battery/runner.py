@@ -15,6 +15,14 @@ SIGKILL, whatever it is doing (a Python loop that swallows exceptions, an endles
 call). An exit (``os._exit``), a signal (a segfault) or an out-of-memory kill of the child becomes
 ``SubjectFailed`` with a sentence that names it.
 
+Progress, not the clock, tells a slow task from a hung one: the child counts every subject call
+that returns (``progressed``, called by ``guards.call_subject``) in a counter shared with the
+parent (``multiprocessing.RawValue``: fork and spawn alike), and the start of every task (once its
+message is read: what unpickling it imports is not the task's time). ``call(..., idle=s)`` kills
+a task that has started only when no subject call has returned for ``s`` seconds (``Stalled``: a
+hang, whatever the machine's load) or when its absolute ``limit`` passes; without ``idle`` the
+limit alone decides.
+
 Where the rest lives: ending the subject's whole process tree (its session, a cgroup v2 leaf or
 a child subreaper and /proc) is ``battery.process_tree``; the capture file and its excerpt
 ``battery.capture``; the guard that keeps the subject from signalling the checker, and SIGTERM to
@@ -55,6 +63,9 @@ KILL_MARGIN_S = 1.0
 
 IN_SUBJECT_PROCESS = False
 """True in a subject's process: a KeyboardInterrupt there is the subject's (SIGINT is ignored)."""
+_PROGRESS = None  # in a subject's process: the counter of subject calls that returned (``progressed``)
+IDLE_POLL_S = 0.1
+"""How often the parent reads a task's progress counter while it waits with ``idle``."""
 _LIVE: weakref.WeakSet[Runner] = weakref.WeakSet()
 DAEMONIC_MESSAGE = (
     "specverify.check cannot run inside a daemonic process (e.g. a multiprocessing.Pool worker): "
@@ -65,6 +76,11 @@ DAEMONIC_MESSAGE = (
 
 class SubjectFailed(Exception):
     """The subject's process ended a call abnormally; the message says how."""
+
+
+class Stalled(SubjectFailed):
+    """The idle guard killed a task: no subject call returned for its ``idle`` seconds (a hang);
+    what it stops is not judged, never taken as the subject's failure."""
 
 
 class RunnerError(RuntimeError):
@@ -84,11 +100,25 @@ def describe_exit(exitcode: int | None) -> str:
     return f"its process was killed by {name}"
 
 
+def progressed() -> None:
+    """Count one subject call that returned (in a subject's process; a no-op elsewhere): the
+    progress ``Runner.call(..., idle=...)`` watches."""
+    if _PROGRESS is not None:
+        _PROGRESS.value += 1
+
+
 def _child_main(
-    conn, parents_end, parent_pid: int, load: Callable[[], Callable], capture_path: str, leaf: str | None
+    conn,
+    parents_end,
+    parent_pid: int,
+    load: Callable[[], Callable],
+    capture_path: str,
+    leaf: str | None,
+    progress=None,
 ) -> None:
-    global IN_SUBJECT_PROCESS
+    global IN_SUBJECT_PROCESS, _PROGRESS
     IN_SUBJECT_PROCESS = True
+    _PROGRESS = progress
     parent_pgid = os.getpgrp()  # inherited from the parent, read before leaving it
     process_tree.own_session()
     if not process_tree.join_cgroup(leaf):
@@ -122,6 +152,7 @@ def _child_main(
         if message is None:
             os._exit(0)
         task, args = message
+        progressed()  # received and unpickled (imports the task's module under spawn): it starts
         try:
             reply = ("ok", task(subject, *args))
         except BaseException:  # noqa: BLE001 - a task escaped: ours, reported with its traceback
@@ -200,6 +231,7 @@ class Runner:
         self.start_method = method
         self._process: BaseProcess | None = None
         self._conn: Connection | None = None
+        self._progress = None  # the child's counter of subject calls that returned (``progressed``)
         self._leftovers = _Leftovers()
         self._finalizer = weakref.finalize(self, self._leftovers.release)
 
@@ -230,9 +262,10 @@ class Runner:
         parent, child = ctx.Pipe()
         capture = self._leftovers.capture()
         leaf = self._leftovers.tree.leaf_for_child()
+        self._progress = ctx.RawValue("Q", 0)
         self._process = ctx.Process(  # type: ignore[attr-defined]  # typeshed's BaseContext lacks Process; every context has it
             target=_child_main,
-            args=(child, parent, os.getpid(), self._load, capture, leaf),
+            args=(child, parent, os.getpid(), self._load, capture, leaf, self._progress),
             daemon=True,
             name="specverify-subject",
         )
@@ -279,13 +312,19 @@ class Runner:
         self.close()
 
     # -- calls ---------------------------------------------------------------------------------
-    def call(self, task: Callable, *args, limit: float):
+    def call(self, task: Callable, *args, limit: float, idle: float | None = None):
         """``task(subject, *args)`` in the child; SubjectFailed when it overruns ``limit`` s
-        (plus ``KILL_MARGIN_S``) or the child dies; RunnerError when the task itself raised."""
+        (plus ``KILL_MARGIN_S``) or the child dies; with ``idle``, ``Stalled`` (a SubjectFailed)
+        when no subject call returned for ``idle`` s (plus ``KILL_MARGIN_S``) while the task ran;
+        RunnerError when the task itself raised."""
+        if idle is not None:
+            check_positive_real("idle", idle)
         if self._process is None or not self._process.is_alive():
             self.kill()
             self.start()
         self._pipe().send((task, args))
+        if idle is not None:
+            self._wait_progressing(limit + KILL_MARGIN_S, idle + KILL_MARGIN_S)
         status, value = self._receive(limit + KILL_MARGIN_S, "a call")
         if status == "error":
             raise RunnerError(f"{getattr(task, '__name__', task)} failed in the subject's process:\n{value}")
@@ -295,6 +334,25 @@ class Runner:
         """The pipe to the subject's process (``start`` sets it, ``kill`` clears it)."""
         assert self._conn is not None, "no subject process: the runner is started before a call"
         return self._conn
+
+    def _wait_progressing(self, limit: float, idle: float) -> None:
+        """Wait for the task's reply while it progresses: kill it (``Stalled``) once no subject
+        call has returned for ``idle`` s, or (SubjectFailed) once ``limit`` s have passed."""
+        conn, progress = self._pipe(), self._progress
+        assert progress is not None, "a started runner has its progress counter"
+        start = time.monotonic()
+        last_change = None  # the idle clock runs from the task's start in the child
+        seen = progress.value
+        while not conn.poll(min(IDLE_POLL_S, idle)):
+            now = time.monotonic()
+            if progress.value != seen:
+                seen, last_change = progress.value, now
+            elif last_change is not None and now - last_change >= idle:
+                self.kill()
+                raise Stalled(f"no call of the subject returned for {idle:g} s (a hang); its process was killed")
+            if now - start >= limit:
+                self.kill()
+                raise SubjectFailed(f"a call did not return within {limit:g} s; its process was killed")
 
     def _receive(self, limit: float, what: str):
         if not self._pipe().poll(limit):
@@ -395,7 +453,9 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "Runner",
     "RunnerError",
+    "Stalled",
     "SubjectFailed",
     "describe_exit",
     "kill_all",
+    "progressed",
 ]

@@ -3,8 +3,10 @@ battery's deadline, and the result they fill.
 
 Contract: ``Battery`` holds what every battery holds whatever its interface (the subject, the
 budget, the seed, the deadline, the ``core.BatteryResult``); every call into the subject's process
-goes through ``call_within``, which raises ``OutOfTime`` once the deadline has passed and turns the
-subject's process dying or overrunning (``runner.SubjectFailed``) into ``guards.ContractBreach``;
+goes through ``call_within``, which raises ``OutOfTime`` once the deadline has passed, turns a task
+its idle guard stopped (``runner.Stalled``: no subject call returned for a while) into
+``guards.GuardStopped`` (not judged, never a finding) and the subject's process dying or overrunning
+(``runner.SubjectFailed``) into ``guards.ContractBreach``;
 ``run_in_subject`` starts the subject, runs a battery and turns a deadline, a death or a breach
 that ended it into the result (never an exception); ``subject_process`` hands a battery a started
 ``runner.Runner``. ``listening`` / ``announce`` carry a battery's forecast to a progress line, and
@@ -20,7 +22,7 @@ from typing import Any
 
 from . import runner
 from .core import BatteryResult, Finding
-from .guards import ContractBreach
+from .guards import ContractBreach, GuardStopped
 
 
 class OutOfTime(Exception):
@@ -92,9 +94,11 @@ class Battery:
         self.workers = 1  # processes that share independent calls (``map_calls``): the subject's and clones
         self._clones: list[runner.Runner] = []
 
-    def map_calls(self, calls: list[tuple], seconds: list[float], stop: Callable[[Any], bool]) -> list:
+    def map_calls(
+        self, calls: list[tuple], seconds: list[float], stop: Callable[[Any], bool], idle: float | None = None
+    ) -> list:
         """``[task(subject, *args) for task, args in calls]`` in order, each within its
-        ``seconds``, shared among ``workers`` processes of the subject (the subject's own and
+        ``seconds`` (and with ``idle``, its progress guard: ``call``), shared among ``workers`` processes of the subject (the subject's own and
         clones loaded the same way, started on first use, closed by ``close``). The calls must
         be independent (each draws from its own stream); the results are cut after the first
         for which ``stop`` is true, so they are the same as one process calling them in order
@@ -102,13 +106,13 @@ class Battery:
         if self.workers <= 1 or len(calls) <= 1:
             out = []
             for (task, args), limit in zip(calls, seconds):
-                out.append(self.call(task, *args, seconds=limit))
+                out.append(self.call(task, *args, seconds=limit, idle=idle))
                 if stop(out[-1]):
                     break
             return out
-        return self._map_in_parallel(calls, seconds, stop)
+        return self._map_in_parallel(calls, seconds, stop, idle)
 
-    def _map_in_parallel(self, calls, seconds, stop) -> list:
+    def _map_in_parallel(self, calls, seconds, stop, idle) -> list:
         import threading
 
         handles = [self.subject, *self._started_clones()]
@@ -124,7 +128,7 @@ class Battery:
                     next_call[0] += 1
                 task, args = calls[i]
                 try:
-                    value = call_within(handle, task, args, seconds[i], self.deadline, self.now)
+                    value = call_within(handle, task, args, seconds[i], self.deadline, self.now, idle)
                     done = (True, value)
                 except BaseException as exc:  # noqa: BLE001 - re-raised in order below
                     done = (False, exc)
@@ -174,9 +178,10 @@ class Battery:
             return f"stopped by the time limit after {self.runs_done:,} of {self.runs_planned:,} runs"
         return "stopped by the time limit before the planned runs"
 
-    def call(self, task, *args, seconds: float):
-        """The task in the subject's process, killed past ``seconds`` (or the deadline)."""
-        return call_within(self.subject, task, args, seconds, self.deadline, self.now)
+    def call(self, task, *args, seconds: float, idle: float | None = None):
+        """The task in the subject's process, killed past ``seconds`` (or the deadline), or with
+        ``idle`` once no subject call has returned for that long (GuardStopped: ``call_within``)."""
+        return call_within(self.subject, task, args, seconds, self.deadline, self.now, idle)
 
     def now(self) -> float:
         """The battery's clock (``time.monotonic``; a battery that served some calls from
@@ -189,21 +194,31 @@ class Battery:
 
 
 def call_within(
-    subject: runner.Runner, task, args: tuple, seconds: float, deadline: float | None, now: Callable[[], float]
+    subject: runner.Runner,
+    task,
+    args: tuple,
+    seconds: float,
+    deadline: float | None,
+    now: Callable[[], float],
+    idle: float | None = None,
 ):
     """``task(subject, *args)`` in the subject's process, killed past ``seconds`` or the battery's
-    ``deadline`` (on the clock ``now``): OutOfTime once the deadline has passed, ContractBreach
-    when the subject's process failed before it. Every battery's calls go through here."""
+    ``deadline`` (on the clock ``now``), or with ``idle`` once no subject call has returned for
+    ``idle`` s (``runner.Runner.call``): OutOfTime once the deadline has passed, GuardStopped
+    (its words start "stopped by a guard") when the idle guard stopped a hang, ContractBreach when
+    the subject's process failed otherwise. Every battery's calls go through here."""
     limit = seconds
     if deadline is not None:
         limit = min(limit, deadline - now())
         if limit <= 0:
             raise OutOfTime()
     try:
-        return subject.call(task, *args, limit=limit)
+        return subject.call(task, *args, limit=limit, idle=idle)
     except runner.SubjectFailed as exc:
         if deadline is not None and now() >= deadline:
             raise OutOfTime() from None
+        if isinstance(exc, runner.Stalled):
+            raise GuardStopped(f"stopped by a guard: {exc}") from None
         raise ContractBreach(str(exc)) from None
 
 

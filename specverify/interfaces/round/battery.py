@@ -282,13 +282,13 @@ class _PrefetchedBattery(RoundBattery):
     def now(self) -> float:
         return time.monotonic() + self.charged
 
-    def call(self, task, *args, seconds: float):
+    def call(self, task, *args, seconds: float, idle: float | None = None):
         if task is not enumerate_task:
-            return super().call(task, *args, seconds=seconds)
+            return super().call(task, *args, seconds=seconds, idle=idle)
         case, budget, *rest = args
         unit = self.prefetched.get(enumeration_key(case, budget, bool(rest and rest[0])))
         if unit is None:  # not prefetched (or not for these limits): run it here
-            return super().call(task, *args, seconds=seconds)
+            return super().call(task, *args, seconds=seconds, idle=idle)
         return self._serve(unit, seconds)
 
     def _serve(self, unit: dict, seconds: float):

@@ -18,13 +18,13 @@ import numpy as np
 
 from ...battery import runner
 from ...battery.core import EXACT_TV_TOL
-from ...battery.guards import ContractBreach
+from ...battery.guards import ContractBreach, GuardStopped
 from ...battery.seed_tree import stream
 from ...battery.subject_calls import Battery, OutOfTime, subject_process
 from ...laws import exact, rounding, scale, stats
 from ...laws.chains import iid_model, random_model
 from .cases import Budget, Case, engine_scale_case, get_budget, scale_stream, target_distribution
-from .tasks import enumerate_task, sample_guard_s, sample_task
+from .tasks import enumerate_task, enumeration_idle_s, enumeration_limit_s, guard_outcome, sample_guard_s, sample_task
 
 COUNTEREXAMPLE_MAX_PATHS = 20_000
 
@@ -94,7 +94,12 @@ def _search(search: Battery, cases: list[Case]) -> dict | None:
     unenumerable = []
     for case in cases:
         small = replace(b, max_paths=COUNTEREXAMPLE_MAX_PATHS)
-        status, got = search.call(enumerate_task, case, small, seconds=small.enumeration_guard_s + b.call_limit_s)
+        try:
+            status, got = search.call(
+                enumerate_task, case, small, seconds=enumeration_limit_s(small), idle=enumeration_idle_s(small)
+            )
+        except GuardStopped as exc:  # a hang: this candidate is not judged
+            status, got = guard_outcome(exc)
         if status == "not-enumerable":
             unenumerable.append(case)
         elif status == "ok":
@@ -125,7 +130,7 @@ def describe_case(subject, case: Case, budget: str | Budget = "standard") -> dic
     b = get_budget(budget)
     try:
         with subject_process(subject) as handle:
-            status, got = handle.call(enumerate_task, case, b, limit=b.enumeration_guard_s + b.call_limit_s)
+            status, got = handle.call(enumerate_task, case, b, limit=enumeration_limit_s(b), idle=enumeration_idle_s(b))
     except (runner.SubjectFailed, runner.RunnerError):
         return None
     if status != "ok":

@@ -14,7 +14,7 @@ from ...battery.core import POWER_FALSE_PASS_RATE, Finding
 from ...laws import rounding, scalar_tests, stats
 from .cases import expected_round_length, optimum_tokens_per_round, tree_optimum_tokens_per_round
 from .sampling import RoundSampling
-from .tasks import enumerate_task, round_length_run
+from .tasks import round_length_run
 
 
 class TokensPerRoundDetector(RoundSampling):
@@ -39,9 +39,7 @@ class TokensPerRoundDetector(RoundSampling):
             if not skip_exact and case.name in self.lengths_ahead:
                 status, value = self.lengths_ahead[case.name]
             elif not skip_exact:
-                status, value = self.call(
-                    enumerate_task, *self.enumeration_args(case, True), seconds=self.enumeration_s()
-                )
+                status, value = self.enumeration(self.enumeration_args(case, True))
             if status == "ok":
                 got = sum(length * w for length, w in value.items())
                 differs, how = abs(got - want) > rounding.mean_gap_allowed(value, case.k), "exact"

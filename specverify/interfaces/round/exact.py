@@ -8,12 +8,11 @@ A case the enumerator cannot follow goes to the chi-square (``round.statistics``
 from __future__ import annotations
 
 from ...battery.core import Finding, stopping_kinds
-from ...battery.guards import ContractBreach
+from ...battery.guards import ContractBreach, GuardStopped
 from ...battery.subject_calls import Battery, OutOfTime
 from ...laws import exact, rounding
 from .cases import Case, round_length_cases
 from .own_reference import RoundReference
-from .tasks import enumerate_task
 
 
 def top_table(dist: dict, limit: int = 16) -> dict:
@@ -40,7 +39,7 @@ class ExactDetector(RoundReference):
             if outcomes is not None:
                 status, value = outcomes[i]
             else:
-                status, value = self.call(enumerate_task, *self.enumeration_args(case), seconds=self.enumeration_s())
+                status, value = self.enumeration(self.enumeration_args(case))
             if status == "guard":
                 r.ran.append(f"exact: {case.name}: {value}; statistics instead")
                 r.shortfalls.append(f"exact: {case.name}: {value}")
@@ -89,11 +88,11 @@ class ExactDetector(RoundReference):
         if self.workers <= 1 or stop_on_first or type(self).call is not Battery.call:
             return None
         lengths = round_length_cases()
-        calls = [(enumerate_task, self.enumeration_args(c, True)) for c in lengths]
-        calls += [(enumerate_task, self.enumeration_args(c)) for c in cases]
+        calls = [self.enumeration_args(c, True) for c in lengths]
+        calls += [self.enumeration_args(c) for c in cases]
         try:
-            out = self.map_calls(calls, [self.enumeration_s()] * len(calls), stop=lambda result: False)
-        except (ContractBreach, OutOfTime):  # a process died or time ran out: one by one, as one process meets it
+            out = self.enumerations(calls)
+        except (ContractBreach, OutOfTime, GuardStopped):  # a death, a hang or the time limit: one by one
             return None
         self.lengths_ahead = {c.name: outcome for c, outcome in zip(lengths, out)}
         return out[len(lengths) :]

@@ -20,11 +20,9 @@ from typing import Any
 
 from ...battery.core import Finding
 from ...battery.guards import ContractBreach
-from ...battery.subject_calls import call_within
 from ...laws import exact
 from .cases import Case, target_distribution
 from .sampling import RoundSampling
-from .tasks import enumerate_task
 
 CHECK = "reference"
 """The check and the kind of a finding on a broken reference (not a breaking kind)."""
@@ -51,9 +49,7 @@ class RoundReference(RoundSampling):
         if any(f.check == CHECK for f in r.findings):
             return None
         try:
-            status, value = call_within(
-                self.reference, enumerate_task, (case, self.budget), self.enumeration_s(), self.deadline, self.now
-            )
+            status, value = self.enumeration((case, self.budget), self.reference)
         except ContractBreach as exc:
             status, value = "breach", f"died: {exc}"
         if status == "ok":

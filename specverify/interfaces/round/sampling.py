@@ -4,7 +4,7 @@
 ``round.statistics``, ``round.engine_scale``, ``round.efficiency``) and so of ``RoundBattery``,
 which combines them: it holds one run's state (the cases too slow to judge, the swept cases'
 names, the contract's pace, the round-length laws enumerated ahead) and the calls the detectors
-make alike: an enumeration's arguments and guard, and sampled runs in blocks of ``RUN_BLOCK``,
+make alike: an enumeration's arguments and its call under its guards (``enumeration``), and sampled runs in blocks of ``RUN_BLOCK``,
 each block from its own stream (``round_cases.ROUND_STREAMS``), shared among the workers.
 """
 
@@ -15,11 +15,18 @@ from dataclasses import replace
 import numpy as np
 
 from ...battery import runner
-from ...battery.guards import ContractBreach
-from ...battery.subject_calls import Battery, OutOfTime, Speed
+from ...battery.guards import ContractBreach, GuardStopped
+from ...battery.subject_calls import Battery, OutOfTime, Speed, call_within
 from .cases import ENGINE_VOCAB_ORIGIN, Budget, Case, engine_vocab_paths, round_stream, run_blocks
 from .figures import RoundFigures
-from .tasks import sample_guard_s, sample_task
+from .tasks import (
+    enumerate_task,
+    enumeration_idle_s,
+    enumeration_limit_s,
+    guard_outcome,
+    sample_guard_s,
+    sample_task,
+)
 
 
 def among(case: Case, cases) -> bool:
@@ -50,9 +57,27 @@ class RoundSampling(Battery):
             paths = replace(b, max_paths=min(b.max_paths, engine_vocab_paths(case.model.vocab_size)))
         return (case, paths, True) if lengths else (case, paths)
 
-    def enumeration_s(self) -> float:
-        """One enumeration's guard: ``enumeration_guard_s`` plus one call's limit."""
-        return self.budget.enumeration_guard_s + self.budget.call_limit_s
+    def enumeration(self, args: tuple, reference=None) -> tuple:
+        """``enumerate_task(*args)``'s outcome in the subject's process (or in ``reference``'s, a
+        started runner), under an enumeration's guards: killed only when no sampler call has
+        returned for ``enumeration_idle_s`` (a hang: ("guard", its words), not judged) or past
+        the absolute limit its counts give (``enumeration_limit_s``); never cut while it
+        progresses, however slow the machine."""
+        b = args[1]
+        seconds, idle = enumeration_limit_s(b), enumeration_idle_s(b)
+        try:
+            if reference is None:
+                return self.call(enumerate_task, *args, seconds=seconds, idle=idle)
+            return call_within(reference, enumerate_task, args, seconds, self.deadline, self.now, idle)
+        except GuardStopped as exc:
+            return guard_outcome(exc)
+
+    def enumerations(self, calls: list[tuple]) -> list:
+        """``enumeration`` of each of ``calls`` (``enumerate_task``'s arguments), shared among the
+        workers (``map_calls``); GuardStopped when a hang stopped one (met again one by one)."""
+        limits = [enumeration_limit_s(args[1]) for args in calls]
+        idle = max((enumeration_idle_s(args[1]) for args in calls), default=None)
+        return self.map_calls([(enumerate_task, args) for args in calls], limits, lambda result: False, idle)
 
     def sample_blocks(self, case: Case, n: int, where: tuple, budget: Budget | None = None, run=None):
         """n runs of ``case`` in blocks of ``RUN_BLOCK``, block l from

@@ -8,7 +8,9 @@ The tasks the parent's battery (``interfaces.round.battery.RoundBattery``) sends
 case's first rounds), ``enumerate_task`` (a case's exact distribution, or its round length's, by
 ``specverify.laws.exact``), ``sample_task`` (sampled runs for the chi-square, the binned chi-square and
 tokens per round); ``enumeration_key`` says when two enumerations are the same call (the units of
-``specverify.interfaces.round.units`` are served by it). ``first_tokens``, ``exact_case`` and
+``specverify.interfaces.round.units`` are served by it). The parent's guards of an enumeration
+(``enumeration_limit_s``, ``enumeration_idle_s``) and of sampled runs (``sample_guard_s``) follow
+from counts and the per-call limit, never from a wall clock on the whole task. ``first_tokens``, ``exact_case`` and
 ``sample_first_tokens`` are the same pieces for the experiments and benchmarks.
 """
 
@@ -28,7 +30,6 @@ from ...battery.guards import (
     items_of,
     message_of,
     plain_tokens,
-    time_limit,
     token_id,
     type_name,
 )
@@ -98,21 +99,27 @@ def _check_untouched(handed: list) -> None:
             raise ContractBreach(f"wrote into an array {name} returned for prefix {tuple(prefix)}: {how}")
 
 
-def guarded(sampler: Callable, vocab_size: int, call_limit: float | None = None, interrupt: bool = False) -> Callable:
+def guarded(
+    sampler: Callable,
+    vocab_size: int,
+    call_limit: float | None = None,
+    interrupt: bool = False,
+    overrun: type = ContractBreach,
+) -> Callable:
     """``sampler`` with every call checked: whatever it raises (SystemExit and, in the subject's
-    process, KeyboardInterrupt included), junk it returns, a write into what it was handed, and a
-    call that took longer than ``call_limit`` seconds become ContractBreach. ``interrupt`` also
-    interrupts a call at its limit (SIGALRM); otherwise a hung call is the runner's to kill."""
+    process, KeyboardInterrupt included), junk it returns and a write into what it was handed
+    become ContractBreach; a call that took longer than ``call_limit`` seconds ``overrun``
+    (ContractBreach, or GuardStopped where an overrun is a hang to stop, not a finding).
+    ``interrupt`` also interrupts a call at its limit (SIGALRM); otherwise a hung call is the
+    runner's to kill."""
 
     def call(p_fn, q_fn, prefix, k, rng):
         handed: list = []
         p, q = _handing_out("p_fn", p_fn, handed), _handing_out("q_fn", q_fn, handed)
         t0 = time.monotonic()
-        out = call_subject(sampler, (p, q, prefix, k, rng), call_limit if interrupt else None)
+        out = call_subject(sampler, (p, q, prefix, k, rng), call_limit if interrupt else None, overrun)
         if call_limit is not None and time.monotonic() - t0 > call_limit:
-            raise ContractBreach(
-                f"one call did not return within {call_limit:g} s (took {time.monotonic() - t0:.2f} s)"
-            )
+            raise overrun(f"one call did not return within {call_limit:g} s (took {time.monotonic() - t0:.2f} s)")
         _check_untouched(handed)
         return validate_round(out, k, vocab_size)
 
@@ -228,27 +235,29 @@ def contract_task(sampler, case: Case, budget: Budget, rng, calls: int) -> tuple
 
 def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
     """("ok", exact distribution) | ("not-enumerable", why) | ("guard", what stopped it) |
-    ("breach", what). The enumeration follows at most ``budget.max_paths`` paths (past them:
-    not enumerable, whatever the machine); ``budget.enumeration_guard_s`` only stops one that
-    hangs."""
-    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
+    ("breach", what). Counts bound the work, identically on any machine: at most
+    ``budget.max_paths`` paths (one sampler call each) and a cap on each path's decisions (past
+    them: not enumerable). No clock cuts an enumeration that progresses: a call that overruns
+    ``budget.call_limit_s`` is interrupted (a hang: "stopped by a guard", not judged, never a
+    finding), and one that cannot be interrupted (a hang in C) is the parent's idle guard's
+    (``enumeration_idle_s``)."""
+    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s, interrupt=True, overrun=GuardStopped)
     try:
-        with time_limit(budget.enumeration_guard_s, "exact enumeration", GuardStopped):
-            if lengths:
-                return "ok", exact.round_length_distribution(
-                    g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths
-                )
-            wide = case.name.startswith(ENGINE_VOCAB_ORIGIN)  # its paths' decisions capped too
-            return "ok", exact.sampler_distribution(
-                g,
-                case.model.p_fn,
-                case.model.q_fn,
-                case.prefix,
-                case.k,
-                case.m,
-                max_paths=budget.max_paths,
-                max_decisions=ENGINE_VOCAB_DECISIONS if wide else exact.MAX_DECISIONS_PER_RUN,
+        if lengths:
+            return "ok", exact.round_length_distribution(
+                g, case.model.p_fn, case.model.q_fn, case.prefix, case.k, max_paths=budget.max_paths
             )
+        wide = case.name.startswith(ENGINE_VOCAB_ORIGIN)  # its paths' decisions capped too
+        return "ok", exact.sampler_distribution(
+            g,
+            case.model.p_fn,
+            case.model.q_fn,
+            case.prefix,
+            case.k,
+            case.m,
+            max_paths=budget.max_paths,
+            max_decisions=ENGINE_VOCAB_DECISIONS if wide else exact.MAX_DECISIONS_PER_RUN,
+        )
     except GuardStopped as exc:
         return "guard", f"stopped by a guard: {message_of(exc)}"
     except exact.NotEnumerable as exc:
@@ -285,12 +294,32 @@ def sample_guard_s(case: Case, n: int, budget: Budget) -> float:
     return n * max(case.m, 1) * budget.call_limit_s + budget.call_limit_s
 
 
+def enumeration_limit_s(budget: Budget) -> float:
+    """The absolute kill limit of an ``enumerate_task``, from its counts: every one of its at
+    most ``max_paths`` calls at its own limit, and the idle guard's wait once more (a backstop;
+    the idle guard, ``enumeration_idle_s``, is the one that stops a hang)."""
+    return budget.max_paths * budget.call_limit_s + enumeration_idle_s(budget)
+
+
+def enumeration_idle_s(budget: Budget) -> float:
+    """The idle guard of an ``enumerate_task``: it is stopped (not judged) only when no sampler
+    call has returned for one call's limit plus ``budget.enumeration_idle_s``."""
+    return budget.call_limit_s + budget.enumeration_idle_s
+
+
+def guard_outcome(exc: BaseException) -> tuple[str, str]:
+    """``enumerate_task``'s ("guard", words) for a task the parent's idle guard stopped (the
+    words of ``subject_calls.call_within``'s GuardStopped, or of a ``runner.Stalled``)."""
+    words = message_of(exc) if isinstance(exc, GuardStopped) else str(exc)
+    return "guard", words if words.startswith("stopped by a guard") else f"stopped by a guard: {words}"
+
+
 def enumeration_key(case: Case, budget: Budget, lengths: bool) -> tuple:
     """What makes two ``enumerate_task`` calls the same call: the case, what is enumerated
     (the window's distribution, or the round length's, with ``lengths``), and the limits that
     decide its outcome. The prefetched battery (``interfaces.round``) serves a prefetched
     result only for its key."""
-    return (case.name, bool(lengths), budget.max_paths, budget.call_limit_s)
+    return (case.name, bool(lengths), budget.max_paths, budget.call_limit_s, budget.enumeration_idle_s)
 
 
 __all__ = [
@@ -299,10 +328,13 @@ __all__ = [
     "batch_of",
     "batched_runs",
     "enumerate_task",
+    "enumeration_idle_s",
     "enumeration_key",
+    "enumeration_limit_s",
     "exact_case",
     "first_tokens",
     "guarded",
+    "guard_outcome",
     "guarded_batch",
     "round_length_run",
     "sample_first_tokens",

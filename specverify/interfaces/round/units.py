@@ -55,11 +55,12 @@ def _case(lengths: bool, index: int) -> round_cases.Case:
 def enumeration_unit(load: Callable[[], Callable], budget: round_cases.Budget, lengths: bool, index: int) -> dict:
     """One enumeration in a fresh subject process (``load`` runs there and returns the subject):
     ``{"key", "outcome", "seconds", "output"}``, ``outcome`` ("ok", the battery task's own
-    result: ok / not-enumerable / breach), ("failed", how the process ended: killed at the
-    limit, exited, crashed), ("error", a traceback of ours) or ("load-failed", why: left for
-    the battery's own start to report). Never raises for a broken subject."""
+    result: ok / not-enumerable / breach / guard, a hang its idle guard stopped), ("failed", how
+    the process ended: killed at the limit, exited, crashed), ("error", a traceback of ours) or
+    ("load-failed", why: left for the battery's own start to report). The guards are the
+    battery's own (``round_tasks.enumeration_limit_s``, ``enumeration_idle_s``). Never raises for
+    a broken subject."""
     case = _case(lengths, index)
-    seconds = budget.enumeration_guard_s
     unit = {"key": round_tasks.enumeration_key(case, budget, lengths), "seconds": 0.0, "output": ""}
     handle = runner.Runner(load)
     try:
@@ -72,8 +73,17 @@ def enumeration_unit(load: Callable[[], Callable], budget: round_cases.Budget, l
         try:
             unit["outcome"] = (
                 "ok",
-                handle.call(round_tasks.enumerate_task, case, budget, lengths, limit=seconds + budget.call_limit_s),
+                handle.call(
+                    round_tasks.enumerate_task,
+                    case,
+                    budget,
+                    lengths,
+                    limit=round_tasks.enumeration_limit_s(budget),
+                    idle=round_tasks.enumeration_idle_s(budget),
+                ),
             )
+        except runner.Stalled as exc:  # a hang: not enumerated, as in the battery's own process
+            unit["outcome"] = ("ok", round_tasks.guard_outcome(exc))
         except runner.SubjectFailed as exc:
             unit["outcome"] = ("failed", str(exc))
         except runner.RunnerError as exc:
