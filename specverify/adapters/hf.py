@@ -52,11 +52,15 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..common.validation import check_k, check_same_length
+from ..laws.random_elements import decide_deferred
+from ..laws.summed_draws import as_token
 from ..models.loading import torch_modules
 from ..samplers.chain import draft, model_output, verify
 
 torch, transformers = torch_modules()
 from transformers.generation.utils import _speculative_sampling  # noqa: E402 - after torch_modules(): a missing torch is one clear error
+
+from ..laws.torch_random import read_deferred  # noqa: E402 - imports torch
 
 TRANSFORMERS_VERSION = transformers.__version__
 ENSEMBLE_WEIGHT = 0.5
@@ -152,7 +156,8 @@ def _hf_round(p_fn, q_fn, prefix, k, rng, weight: float | None, built_in: bool =
         target_rows = ps
     # The engine reads only the last candidate_length ids, so the drafts alone are passed.
     valid, _ = call_hf(torch.tensor([drafts]), _log_probs(qs), _log_probs(target_rows), seed, weight)
-    return [int(t) for t in valid[0].tolist()]
+    # the last token undecided while enumerated: summed over, not branched on (laws.summed_draws)
+    return [as_token(t) for t in decide_deferred(read_deferred(valid[0]), rng)]
 
 
 def speculative_step(p_fn, q_fn, prefix, k, rng) -> list[int]:

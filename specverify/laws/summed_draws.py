@@ -235,12 +235,26 @@ def as_token(x):
     return x if isinstance(x, DeferredToken) else int(x)
 
 
+def decided_within(value):
+    """``value`` with every ``DeferredToken`` inside its lists and tuples decided (``np.int64``),
+    or ``value`` itself when it holds none: what a library that reads its argument's items by
+    their type sees (``torch.tensor([token])`` infers no dtype from an object it does not know)."""
+    if isinstance(value, DeferredToken):
+        return value.decided()
+    if type(value) is tuple or type(value) is list:
+        items = [decided_within(v) for v in value]
+        if any(a is not b for a, b in zip(items, value)):
+            return type(value)(items)
+    return value
+
+
 __all__ = [
     "SUMMED_FROM",
     "ChoiceLaw",
     "DeferredToken",
     "Summed",
     "as_token",
+    "decided_within",
     "expanded",
     "expansions",
     "markers",

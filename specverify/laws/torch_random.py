@@ -40,6 +40,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import precision
 from .random_elements import ORDERS, RandomElements, keeps_choice, merged
+from .summed_draws import decided_within
 from .threshold_cells import two_uniforms
 from .torch_seeds import RunSeeds, TorchSeed, python_random_names
 
@@ -172,6 +173,7 @@ class Interception(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs, name = kwargs or {}, getattr(func, "__name__", "")
+        args, kwargs = decided_within(tuple(args)), {n: decided_within(v) for n, v in kwargs.items()}
         with torch._C.DisableTorchFunctionSubclass():
             if name in _METADATA:
                 return func(*args, **kwargs)
