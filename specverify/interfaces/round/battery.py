@@ -58,6 +58,7 @@ from .cases import (
     Budget,
     Case,
     battery,
+    binned_cases,
     coverage,
     engine_scale_cases,
     generated_cases,
@@ -176,8 +177,9 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
         swept = [c for c in swept if c.name not in self.too_slow]
         fallback = self.exact(cases, stop_on_first)
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
+        engine_exact = any(c.name.startswith(ENGINE_VOCAB_ORIGIN) for c in enumerated)
         # the engine-vocabulary case the enumerator cannot follow: binned, as the engine-scale cases
-        big = [c for c in fallback if c.name.startswith(ENGINE_VOCAB_ORIGIN)] + big
+        big = [c for c in fallback if c.name.startswith(ENGINE_VOCAB_ORIGIN)] + binned_cases(b, big, engine_exact)
         fallback = [c for c in fallback if not among(c, big)]
         cross = cross_check_cases(enumerated, b.stat_cases, self.seed)
         runs = self.planned_runs(fallback, cross, big, half)
