@@ -114,10 +114,11 @@ def test_the_reference_is_exact_on_the_engine_scale_cases_over_seeds_0_to_4(seed
 def test_a_round_sampler_wrong_only_at_engine_scale_is_not_exact(name):
     """Not exact on the standard budget's engine-scale cases: the tile bug by its law, the int16
     ids as a contract breach (the whole standard check of the tile bug: the CLI test below). On
-    the quick budget the int16 ids are exact (every V below 32,768) and the tile bug is found by
-    the exact law of the engine-vocabulary case alone (dense V 1,024 crosses its tile)."""
+    the quick budget with a dense engine-vocabulary case of V 1,024 (quick itself has none) the
+    int16 ids are exact (every V below 32,768) and the tile bug is found by the exact law of that
+    case alone (dense V 1,024 crosses its tile)."""
     fn = getattr(generated_subjects, name)
-    result = round_interface.run_battery(fn, "quick", 0)
+    result = round_interface.run_battery(fn, "quick", 0, engine_vocab=1024)
     if name == "tile_off_by_one":
         assert result.exact is False and result.flagged()
         assert all(f.case.startswith(round_cases.ENGINE_VOCAB_ORIGIN) for f in result.flagged()), result.findings
