@@ -20,8 +20,9 @@ never re-implement a detector. Detectors, each on the battery's table-driven cas
   efficiency finding.
 - ``binned-chi-square``: the engine-scale cases (``engine_scale_cases``: V 4096 to 152,064, k up
   to 8, and the user's ``--vocab`` / ``--k`` / ``--max-tokens``), sampled and judged on every
-  window position by a binned chi-square (specverify.laws.scale); a finding there is shrunk over
-  vocabularies and k (``shrink_engine_scale``).
+  window position by a binned chi-square (specverify.laws.scale); at standard the budget's run
+  only where the dense engine-vocabulary case is not enumerated (``binned_cases``); a finding
+  there is shrunk over vocabularies and k (``shrink_engine_scale``).
 
 Verdict (``BatteryResult.exact``): False on a distribution finding or a contract breach; None
 (inconclusive) when no finding was made but a case could not be judged to the budget's plan (out
