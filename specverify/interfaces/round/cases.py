@@ -61,6 +61,8 @@ def coverage(budget) -> str:
     extra += f" + k swept to {b.sweep_k}" if b.sweep_k else ""
     extra += " + the pairwise corner context x k" if b.sweep_corners and b.sweep_context and b.sweep_k else ""
     extra += "".join(f" + V{v} k={k} binned" for v, k, _ in b.scale_cases)
+    if b.scale_cases and b.engine_vocab and not b.scale_beside_exact:
+        extra += f" (binned where the V{b.engine_vocab} one is not enumerated)"
     return (
         f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
         f"{max(c.m for c in chosen)} tokens, chi-square looks to {b.n_max} runs and on to a case's "
