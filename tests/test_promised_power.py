@@ -88,7 +88,7 @@ def test_the_readme_power_figures_are_the_budgets_fields():
         "generated": 0.1,
         "swept": 0.15,
         "binned": 0.12,
-        "cross-check": 0.2,
+        "cross-check": 0.25,
     }
 
 
@@ -131,3 +131,39 @@ def test_a_loop_core_case_runs_until_it_sees_detect_tv_whatever_samples_says():
     assert result.exact is True and result.shortfalls == []
     assert rows and all(row["runs"] > 50 and row["min_detectable_tv"] <= 0.3 for row in rows)
     assert all(row["false_fail_rate"] <= 1e-6 for row in rows)
+
+
+def test_the_binned_cases_run_at_standard_only_where_the_dense_engine_vocabulary_case_is_not_enumerated():
+    """Standard: the budget's binned cases where the dense V = 4,096 case fell back to statistics,
+    only the aimed ones where its exact law was had; thorough: all of them either way. Computed,
+    not sampled."""
+    from specverify import interfaces
+    from specverify.interfaces.round.reach import reach
+
+    b = round_cases.get_budget("standard")
+    big = round_cases.engine_scale_cases(b, 0, interfaces.aim(vocab=40_000, k="2"))
+    assert len(big) == len(b.scale_cases) + 1
+    assert round_cases.binned_cases(b, big, engine_vocab_exact=False) == big
+    assert [c.name for c in round_cases.binned_cases(b, big, engine_vocab_exact=True)] == [big[-1].name]
+    assert big[-1].name.startswith("aimed")
+    thorough = round_cases.get_budget("thorough")
+    every = round_cases.engine_scale_cases(thorough, 0)
+    assert round_cases.binned_cases(thorough, every, engine_vocab_exact=True) == every
+    assert "binned V" not in reach("standard") and reach("standard")["exact V"] == b.engine_vocab
+    assert reach("thorough")["binned V"] == 152_064
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_cross_check_draws_only_cases_of_few_outcomes(seed):
+    """The dense engine-vocabulary case (V outcomes) is never drawn into the pooled cross-check,
+    whose runs would grow with its outcomes; the cases drawn are the seed's."""
+    from specverify.interfaces.round.statistics import CROSS_CHECK_OUTCOMES
+
+    b = round_cases.get_budget("standard")
+    enumerated = round_cases.battery(b) + round_cases.generated_cases(b, seed) + round_cases.sweep_cases(b, seed)
+    cross = cross_check_cases(enumerated, b.stat_cases, seed)
+    assert len(cross) == b.stat_cases
+    assert all(len(round_cases.target_distribution(c)) <= CROSS_CHECK_OUTCOMES for c in cross)
+    assert not any(c.name.startswith(round_cases.ENGINE_VOCAB_ORIGIN) for c in cross)
+    per_check = check_rate(b, [], cross, b.false_fail_rate / 2)
+    assert cross_check_runs(b, cross, per_check) <= 1000  # 400-600 runs at standard (docs/BUDGETS.md)

@@ -64,7 +64,7 @@ class Budget:
     n_max: int  # the sequential chi-square's looks double up to this (more where detect_tv needs more)
     cross_check_tv: float = 0.2  # the pooled cross-check sees this TV averaged over its cases (w.p. 0.95)
     n_min: int = 500
-    contract_calls: int = 20  # rounds per case of the contract check
+    contract_calls: int = 4  # rounds per case of the contract check (each enumerated path is checked too)
     call_limit_s: float = 2.0  # guard: one sampler call
     max_paths: int = 100_000  # the most paths one case's enumeration may follow
     # guard: an enumeration is stopped (not enumerated) only when no call returned for call_limit_s + this
@@ -91,6 +91,7 @@ class Budget:
     scale_runs: int = 2000  # the fewest runs per engine-scale or aimed case (one look) ...
     scale_tv: float = 0.12  # ... sized up until each position's binned chi-square sees this binned TV
     scale_call_limit_s: float = 10.0  # guard: one call on an engine-scale case (past it: not judged there)
+    scale_beside_exact: bool = False  # the binned cases run even where engine_vocab's exact law was had
 
 
 @dataclass(frozen=True)
@@ -219,16 +220,16 @@ TABLE = {
     "quick": {
         "round": Budget(
             "quick",
-            (0, 4, 5, 6),
+            (0, 4, 6),
             stat_cases=2,
             n_max=4000,
-            cross_check_tv=0.25,
+            cross_check_tv=0.3,
             detect_tv=0.15,
             sweep_tv=0.25,
             scale_tv=0.2,
             generated=1,
-            sweep_context=128,
-            engine_vocab=1024,
+            sweep_context=64,
+            engine_vocab=0,
             scale_cases=(),
             scale_runs=1000,
         ),
@@ -263,7 +264,7 @@ TABLE = {
         ),
     },
     "standard": {
-        "round": Budget("standard", tuple(range(9)), stat_cases=3, n_max=16_000),
+        "round": Budget("standard", (0, 2, 3, 4, 5, 6, 7), stat_cases=2, n_max=16_000, cross_check_tv=0.25),
         "loop": LoopBudget("standard"),
         "kernel": KernelBudget("standard"),
     },
@@ -284,6 +285,7 @@ TABLE = {
             engine_vocab=8192,
             scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
             scale_runs=4000,
+            scale_beside_exact=True,
         ),
         "loop": LoopBudget(
             "thorough",

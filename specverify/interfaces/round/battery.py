@@ -20,8 +20,9 @@ never re-implement a detector. Detectors, each on the battery's table-driven cas
   efficiency finding.
 - ``binned-chi-square``: the engine-scale cases (``engine_scale_cases``: V 4096 to 152,064, k up
   to 8, and the user's ``--vocab`` / ``--k`` / ``--max-tokens``), sampled and judged on every
-  window position by a binned chi-square (specverify.laws.scale); a finding there is shrunk over
-  vocabularies and k (``shrink_engine_scale``).
+  window position by a binned chi-square (specverify.laws.scale); at standard the budget's run
+  only where the dense engine-vocabulary case is not enumerated (``binned_cases``); a finding
+  there is shrunk over vocabularies and k (``shrink_engine_scale``).
 
 Verdict (``BatteryResult.exact``): False on a distribution finding or a contract breach; None
 (inconclusive) when no finding was made but a case could not be judged to the budget's plan (out
@@ -58,6 +59,7 @@ from .cases import (
     Budget,
     Case,
     battery,
+    binned_cases,
     coverage,
     engine_scale_cases,
     generated_cases,
@@ -176,8 +178,9 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
         swept = [c for c in swept if c.name not in self.too_slow]
         fallback = self.exact(cases, stop_on_first)
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
+        engine_exact = any(c.name.startswith(ENGINE_VOCAB_ORIGIN) for c in enumerated)
         # the engine-vocabulary case the enumerator cannot follow: binned, as the engine-scale cases
-        big = [c for c in fallback if c.name.startswith(ENGINE_VOCAB_ORIGIN)] + big
+        big = [c for c in fallback if c.name.startswith(ENGINE_VOCAB_ORIGIN)] + binned_cases(b, big, engine_exact)
         fallback = [c for c in fallback if not among(c, big)]
         cross = cross_check_cases(enumerated, b.stat_cases, self.seed)
         runs = self.planned_runs(fallback, cross, big, half)

@@ -61,6 +61,8 @@ def coverage(budget) -> str:
     extra += f" + k swept to {b.sweep_k}" if b.sweep_k else ""
     extra += " + the pairwise corner context x k" if b.sweep_corners and b.sweep_context and b.sweep_k else ""
     extra += "".join(f" + V{v} k={k} binned" for v, k, _ in b.scale_cases)
+    if b.scale_cases and b.engine_vocab and not b.scale_beside_exact:
+        extra += f" (binned where the V{b.engine_vocab} one is not enumerated)"
     return (
         f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
         f"{max(c.m for c in chosen)} tokens, chi-square looks to {b.n_max} runs and on to a case's "
@@ -280,6 +282,20 @@ def engine_scale_cases(budget: str | Budget, seed: int, aim=None) -> list[Case]:
     ]
 
 
+def binned_cases(budget: str | Budget, big: list[Case], engine_vocab_exact: bool) -> list[Case]:
+    """The engine-scale cases ``big`` (``engine_scale_cases``) a run judges by binned chi-square:
+    all of them, except that where the engine-vocabulary case's exact law was had
+    (``engine_vocab_exact``) and the budget does not ask for them beside it
+    (``scale_beside_exact``), only the aimed ones (the user's --vocab / --k). The budget's binned
+    cases see a binned TV of ``scale_tv`` per position at thousands of calls; a subject whose
+    exact law the enumerator has at dense V = ``engine_vocab`` is judged there with no noise
+    (docs/BUDGETS.md, "The binned cases at standard")."""
+    b = get_budget(budget)
+    if engine_vocab_exact and not b.scale_beside_exact:
+        return [c for c in big if c.name.startswith("aimed")]
+    return list(big)
+
+
 def round_length_cases() -> list[Case]:
     """Tokens per round: the handout's i.i.d. alpha = 0.8 pair at k = 4 (3.3616 tokens), zeros in
     p and q, and the toy chain (non-i.i.d.: the exact rule's own expectation)."""
@@ -442,6 +458,7 @@ __all__ = [
     "campaign_runs",
     "coverage",
     "engine_scale_case",
+    "binned_cases",
     "engine_scale_cases",
     "engine_vocab_paths",
     "expected_round_length",

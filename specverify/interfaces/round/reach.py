@@ -43,10 +43,11 @@ def reach(budget) -> dict:
     ]
     if b.engine_vocab:
         entries.append({"prefix": 0, "tokens": 1, "k": 1, "vocab": b.engine_vocab, "judged": "enumeration"})
-    entries += [
-        {"prefix": 0, "tokens": min(k + 1, 9), "k": k, "vocab": v, "judged": "binned chi-square"}
-        for v, k, _ in b.scale_cases
-    ]
+    if b.scale_beside_exact or not b.engine_vocab:  # else only where the engine-vocabulary case is not enumerated
+        entries += [
+            {"prefix": 0, "tokens": min(k + 1, 9), "k": k, "vocab": v, "judged": "binned chi-square"}
+            for v, k, _ in b.scale_cases
+        ]
     return round_reach(entries)
 
 
@@ -113,19 +114,22 @@ def other_budgets(budget: Budget, seed: int, fallback_names: set, every_case_fel
     was followed) as those it cannot follow there. ``planner(b, fallback, cross, big)`` gives a
     budget's planned runs (``ChiSquareDetector.planned_for``)."""
     from ...battery.budgets import NAMES
-    from .cases import engine_scale_cases, generated_cases
+    from .cases import ENGINE_VOCAB_ORIGIN, binned_cases, engine_scale_cases, generated_cases
     from .statistics import cross_check_cases
 
+    wide = lambda name: name.startswith(ENGINE_VOCAB_ORIGIN)  # noqa: E731
+    engine_fell_back = every_case_fell_back or any(wide(n) for n in fallback_names)
     out = {}
     for name in NAMES:
         if name == budget.name:
             continue
         b = get_budget(name)
         cases = battery(b) + generated_cases(b, seed) + sweep_cases(b, seed) + round_corner_cases(b)
-        fallback = [c for c in cases if every_case_fell_back or c.name in fallback_names]
+        fallback = [c for c in cases if c.name in fallback_names or (wide(c.name) and engine_fell_back)]
+        fallback = cases if every_case_fell_back else fallback
         rest = [c for c in cases if all(c is not f for f in fallback)]
         cross = cross_check_cases(rest, b.stat_cases, seed)
-        big = engine_scale_cases(b, seed)
+        big = binned_cases(b, engine_scale_cases(b, seed), bool(b.engine_vocab) and not engine_fell_back)
         out[name] = (planner(b, fallback, cross, big), [c.m for c in fallback + cross + big])
     return out
 

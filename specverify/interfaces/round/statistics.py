@@ -39,9 +39,17 @@ def pooled_law(cases: list[Case], law=target_distribution) -> dict:
     return {(j, window): w / len(cases) for j, case in enumerate(cases) for window, w in law(case).items()}
 
 
+CROSS_CHECK_OUTCOMES = 64
+"""The most outcomes (windows of positive probability) a case drawn into the cross-check may
+have: a chi-square's runs grow with its outcomes (a dense V = 4096 case would need thousands),
+while a subject that behaves differently when enumerated does so on small cases too."""
+
+
 def cross_check_cases(enumerated: list[Case], count: int, seed: int) -> list[Case]:
-    """``count`` of the enumerated cases (all of them when fewer), drawn without replacement from
-    ``round_stream(seed, "cross-check", 0)``, in the order drawn."""
+    """``count`` of the enumerated cases of at most ``CROSS_CHECK_OUTCOMES`` outcomes (all of
+    them when fewer), drawn without replacement from ``round_stream(seed, "cross-check", 0)``, in
+    the order drawn."""
+    enumerated = [c for c in enumerated if len(target_distribution(c)) <= CROSS_CHECK_OUTCOMES]
     if count >= len(enumerated):
         return list(enumerated)
     rng = np.random.default_rng(round_stream(seed, "cross-check", 0))
@@ -260,6 +268,7 @@ class ChiSquareDetector(RoundReference):
 
 
 __all__ = [
+    "CROSS_CHECK_OUTCOMES",
     "ChiSquareDetector",
     "case_looks",
     "check_rate",
