@@ -13,8 +13,9 @@ from specverify.mutants.command import main
 from specverify.mutants.report import BASELINE_ID, SANITY_ID, judge, run_subject
 
 TIMEOUT = 600.0
-"""A hang guard, as the report's default --timeout: the slowest control (a loop judged against its own
-reference, engine-scale batches included) takes about 170 s on 2 idle cores, more under load."""
+"""A hang guard, as the report's default --timeout: the slowest controls (the generator kernel's
+statistics over the engine-scale sweeps, a loop's engine-scale batches) take a few minutes on 2
+cores shared with other work."""
 
 
 def outcome(mutant_id, effect):

@@ -218,14 +218,41 @@ def expansions(outcome):
             yield substituted(outcome, values), weight
 
 
+_HOLE = object()
+"""Where a pattern's one summed draw stood, in ``expanded``'s templates."""
+
+
+def _filled(template, value):
+    if template is _HOLE:
+        return value
+    if type(template) is tuple:
+        return tuple(_filled(v, value) for v in template)
+    return template
+
+
 def expanded(law: dict) -> dict:
-    """A law over patterns as the law over outcomes (module docstring); a plain law as it is."""
+    """A law over patterns as the law over outcomes (module docstring); a plain law as it is.
+    Patterns with one summed draw are grouped by the rest of the pattern (a template) and their
+    draws' weights summed per outcome in NumPy: V patterns of a V-way draw each (a residual that
+    differs per draft) cost V^2 array entries, not V^2 Python tuples."""
     if not any(isinstance(key, (Summed, tuple)) and markers(key) for key in law):
         return law
     out: dict = defaultdict(float)
+    single: dict = defaultdict(list)  # template -> [(draw, path weight)]
     for key, w in law.items():
+        found = markers(key)
+        if len(found) == 1:
+            ((slot, draw),) = found.items()
+            single[substituted(key, {slot: _HOLE})].append((draw, w))
+            continue
         for outcome, v in expansions(key):
             out[outcome] += w * v
+    for template, draws in single.items():
+        ids = np.concatenate([draw._array for draw, _ in draws])
+        mass = np.concatenate([np.asarray(draw.weights) * w for draw, w in draws])
+        values, where = np.unique(ids, return_inverse=True)
+        for y, m in zip(values.tolist(), np.bincount(where, weights=mass).tolist()):
+            out[_filled(template, y)] += m
     return {x: w for x, w in out.items() if w > 0}
 
 

@@ -30,6 +30,8 @@ import numpy as np
 from ..samplers.kernel_batch import PAD, draw_uniforms, prepare
 from ..samplers.reference_kernel import (
     accept_mask,
+    assemble,
+    first_rejection,
     inverse_cdf,
     reference_kernel,
     residual_weights,
@@ -302,7 +304,8 @@ def exponential_race(draft_ids, draft_probs, target_probs, generator):
     """Coins from ``generator``; the emitted token argmax(w / E) with ONE row E of Exp(1) noise
     per request, shared by its k + 1 positions (vLLM V1 rejection_sampler.py, 0.8.5, draws one
     exponential row per request): P(argmax_y w_y / E_y = y) = w_y / sum(w), and only one
-    position's token is emitted per request, so sharing E is exact."""
+    position's token is emitted per request, so sharing E is exact. The race is run once per
+    request, on the row it emits from (``raced_tokens``)."""
     B, k = int(draft_ids.shape[0]), int(draft_ids.shape[1])
     V = int(draft_probs.shape[-1])
     batch = prepare(draft_ids, draft_probs, target_probs, draw_uniforms(generator, B, k, like=draft_ids))
@@ -312,11 +315,23 @@ def exponential_race(draft_ids, draft_probs, target_probs, generator):
         noise = torch.empty((B, V), dtype=torch.float64, device=draft_ids.device).exponential_(generator=generator)
     else:
         noise = generator.standard_exponential((B, V))
+    j = first_rejection(accept_mask(batch.coins, batch.px, batch.qx) & batch.valid)
+    j = batch.ops.where(j < batch.lengths, j, batch.lengths)
+    return assemble(batch, j, raced_tokens(batch, j, noise))
 
-    def race(w, u):
-        return (w / noise).argmax(-1)
 
-    return verify_batch(batch, recover=race, bonus=race)
+def raced_tokens(batch, j, noise):
+    """[B] each row's emitted token, argmax(w / noise) over the one row w it emits from: the
+    residual max(p_j - q_j, 0) where draft j was rejected (j < k_b), p at row k_b where all were
+    accepted. The residual is built on the rejected rows alone and the race run once per row:
+    the same tokens as racing both rows on every row and choosing (``verify_batch``'s general
+    path), without the work on the rows that do not emit them."""
+    w = batch.ops.take_row(batch.p, j)  # a fresh array (advanced indexing): written below
+    rejected = j < batch.lengths
+    if bool(rejected.any()):
+        w[rejected] = residual_weights(w[rejected], batch.q[rejected, j[rejected]])
+    w /= noise
+    return w.argmax(-1)
 
 
 _H, _R, _S = "handout", "real-world", "specverify"

@@ -31,10 +31,28 @@ MATCH_TV = 1e-9
 """A law within this TV of a variant's (float64 rounding) follows that variant."""
 
 
+LOOSE_CACHE_SIZE = 1024
+"""The most params whose untruncated copy ``untruncated`` keeps (a loop's requests: a handful)."""
+
+_untruncated: dict[int, tuple[SamplingParams, SamplingParams]] = {}
+
+
+def untruncated(params: SamplingParams) -> SamplingParams:
+    """``params`` without top-k, top-p and min-p, made once per params object and kept (with
+    the object itself, so that its id is not reused while kept): a loop asks for it on every
+    row of every step, and a fresh ``dataclasses.replace`` (the params' validation included)
+    costs more than the row's processing."""
+    hit = _untruncated.get(id(params))
+    if hit is None or hit[0] is not params:
+        if len(_untruncated) >= LOOSE_CACHE_SIZE:
+            _untruncated.clear()
+        hit = _untruncated[id(params)] = (params, replace(params, top_k=None, top_p=1.0, min_p=0.0))
+    return hit[1]
+
+
 def top_p_before_top_k(logits, params: SamplingParams, prompt, output, grammar_output=None) -> np.ndarray:
     """``step_distribution`` with top-p applied before top-k (each renormalised), min-p last."""
-    loose = replace(params, top_k=None, top_p=1.0, min_p=0.0)
-    p = step_distribution(logits, loose, prompt, output, grammar_output)
+    p = step_distribution(logits, untruncated(params), prompt, output, grammar_output)
     if params.greedy:
         return p
     p = keep_top_p(p, params.top_p) if params.top_p is not None else p
@@ -93,11 +111,13 @@ def difference_words(words: str) -> str:
 
 
 __all__ = [
+    "LOOSE_CACHE_SIZE",
     "MATCH_TV",
     "VARIANTS",
     "both_truncations",
     "difference_words",
     "named_difference",
     "top_p_before_top_k",
+    "untruncated",
     "variant_law",
 ]
