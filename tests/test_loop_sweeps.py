@@ -17,6 +17,9 @@ tests (one-sided mean tests) get the same per-check rate. Every seed is fixed, s
 the same run each time. Powers are stated where a bias must be seen.
 """
 
+import itertools
+import os
+import signal
 import time
 from dataclasses import replace
 
@@ -24,6 +27,7 @@ import loop_wrong_only_there as wrong
 import numpy as np
 import pytest
 
+from specverify.battery import runner
 from specverify.interfaces.loop import corners as loop_corners
 from specverify.interfaces.loop.battery import reach, run_loop_battery, standard_cases
 from specverify.interfaces.loop.cases import LOOP_BUDGETS, LoopCase, edge_cases, loop_cases, seeded_logits
@@ -214,19 +218,98 @@ def test_a_slower_subject_gets_the_same_runs_findings_and_verdict():
     assert [c["runs"] for c in fast.cases] == [744, 100, 100] and fast.shortfalls == []
 
 
-def test_a_task_its_guard_stops_leaves_its_case_not_judged():
-    """A guard of 0.3 s per task and 50 ms a call: the runs, the enumeration and the seeds each stop
-    early and say so; the verdict is inconclusive, never a finding or a judgement on fewer runs."""
-    slow = _slowed(ref.generate, 0.05)
-    runs = run_loop_battery(opaque(slow), "quick", 0, cases=[loop_cases()[0]], guard_s=0.3)
-    assert runs.exact is None and runs.findings == [] and not runs.power
-    (words,) = runs.shortfalls
-    assert "stopped by a guard: its runs after" in words and "of 2000 runs" in words and "not judged" in words
-    paths = run_loop_battery(slow, "quick", 0, cases=[loop_cases()[0]], guard_s=0.3)
-    assert paths.exact is None and "stopped by a guard: exact enumeration" in paths.shortfalls[0]
-    assert not any("statistics instead" in line for line in paths.ran)
-    seeds = run_loop_battery(slow, "quick", 0, cases=[c for c in loop_cases() if c.seeded], guard_s=0.3)
-    assert seeds.exact is None and "stopped by a guard: seeded replays after" in seeds.shortfalls[0]
+def _tiny_guards(monkeypatch) -> dict:
+    """Overrides for guards far below the tasks' lengths: a call interrupted past 0.3 s, a task
+    stopped once no call returned for 0.3 + 0.01 + 0.05 s (the runner's kill margin made 0.05 s)."""
+    monkeypatch.setattr(runner, "KILL_MARGIN_S", 0.05)
+    return dict(call_limit_s=0.3, task_idle_s=0.01)
+
+
+def test_a_task_longer_in_all_than_its_guard_is_judged_as_if_unslowed(monkeypatch):
+    """Each call 10 ms slower under an idle guard of 0.36 s: the seeded case's seed law (100 calls,
+    over 1 s in all) and its replays, and the first case's enumeration, each run to their end:
+    the same result as unslowed, exact, nothing stopped. The guard watches progress, not the
+    clock."""
+    guards = _tiny_guards(monkeypatch)
+    cases = [loop_cases()[0], next(c for c in loop_cases() if c.seeded)]
+    overrides = dict(seeds=3, seed_law_runs=100, **guards)
+    fast = run_loop_battery(ref.generate, "quick", 0, cases=cases, **overrides)
+    start = time.monotonic()
+    slow = run_loop_battery(_slowed(ref.generate, 0.01), "quick", 0, cases=cases, **overrides)
+    assert time.monotonic() - start > 100 * 0.01 > 0.3 + 0.01 + 0.05
+    assert _comparable(fast) == _comparable(slow) and fast.exact is True and fast.shortfalls == []
+    assert any(line.startswith("seed-law:") and "seeds 0..99" in line for line in slow.ran)
+    assert any(line.startswith("sequence-law:") and "exact TV" in line for line in slow.ran)
+
+
+def _hang(how: str) -> None:
+    """Never return: a Python loop, one that swallows every interruption, a C loop (no bytecode
+    runs: nothing but SIGKILL stops it), a blocking read of a pipe nobody writes (a signal
+    interrupts it) or the same read with the alarm signal blocked (nothing but SIGKILL)."""
+    if how == "python":
+        while True:
+            pass
+    if how == "swallowing":
+        while True:
+            try:
+                while True:
+                    pass
+            except BaseException:  # noqa: BLE001 - the point: it swallows the guard's interruption
+                continue
+    if how == "c":
+        sum(itertools.repeat(0))
+    if how == "masked read":
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])
+    os.read(os.pipe()[0], 1)
+
+
+def _hangs_in(where: str, how: str):
+    """The reference loop, hanging (``_hang(how)``) only in the enumeration (the enumerator's rng
+    is not a Generator), in the sampled runs (behind its own generator, past the 6 calls of the
+    replay check) or on a seeded request."""
+    drawn = [0]  # calls with a Generator: the replay check's 3 runs and 3 replays, then the runs
+
+    def run(target, draft, requests, k, rng):
+        enumerated = not isinstance(rng, np.random.Generator)
+        drawn[0] += not enumerated
+        if where == "enumeration" and enumerated:
+            _hang(how)
+        if where == "runs" and drawn[0] > 6:
+            _hang(how)
+        if where == "seeds" and requests[0].params.seed is not None:
+            _hang(how)
+        return (opaque(ref.generate) if where == "runs" else ref.generate)(target, draft, requests, k, rng)
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "where, how, words",
+    [
+        ("enumeration", "python", "stopped by a guard: exact enumeration: one call did not return within 0.3 s"),
+        ("enumeration", "swallowing", "stopped by a guard: exact enumeration: no call of the subject returned"),
+        ("enumeration", "c", "stopped by a guard: exact enumeration: no call of the subject returned"),
+        ("enumeration", "read", "stopped by a guard: exact enumeration: one call did not return within 0.3 s"),
+        ("enumeration", "masked read", "stopped by a guard: exact enumeration: no call of the subject returned"),
+        ("runs", "python", "stopped by a guard: its runs after 0 of 2000 runs: one call did not return"),
+        ("runs", "c", "stopped by a guard: its runs (2000 runs planned): no call of the subject returned"),
+        ("seeds", "masked read", "stopped by a guard: seeded replays (3 seeds planned): no call of the subject"),
+        ("seeds", "python", "stopped by a guard: seeded replays after 0 of 3 seeds: one call did not return"),
+    ],
+)
+def test_a_loop_that_hangs_inside_a_task_is_stopped_by_a_guard_and_not_judged(monkeypatch, where, how, words):
+    """A call that never returns, interruptible or not, is stopped (at its own limit, or by the
+    idle guard once no call returned for 0.36 s): the case not judged, in the guard's words; no
+    finding, no power, the verdict inconclusive; within seconds, not at any task's length."""
+    guards = _tiny_guards(monkeypatch)
+    cases = [next(c for c in loop_cases() if c.seeded)] if where == "seeds" else [loop_cases()[0]]
+    start = time.monotonic()
+    result = run_loop_battery(_hangs_in(where, how), "quick", 0, cases=cases, seeds=3, **guards)
+    assert time.monotonic() - start < 15.0
+    assert result.exact is None and result.findings == [] and not result.power
+    (shortfall,) = result.shortfalls
+    assert words in shortfall and shortfall.endswith("; not judged"), shortfall
+    assert not any("statistics instead" in line for line in result.ran) or where == "runs"
 
 
 # ---------------------------------------------------------------------------- declared cases

@@ -206,7 +206,7 @@ def test_neither_side_enumerable_is_a_two_sample_test_with_its_power():
 def test_a_broken_reference_is_a_finding_on_the_reference_never_a_verdict_on_the_subject(reference, words):
     keywords = dict(QUICK)
     if reference is hanging_reference:
-        keywords["overrides"] = {**QUICK["overrides"], "guard_s": 1.0, "call_limit_s": 0.5}
+        keywords["overrides"] = {**QUICK["overrides"], "task_idle_s": 0.5, "call_limit_s": 0.5}
     report = check(generate, reference=reference, **keywords)
     assert report["exact"] is None  # INCONCLUSIVE: neither EXACT nor NOT EXACT
     on_reference = [f for f in report["findings"] if f["check"] == "reference"]

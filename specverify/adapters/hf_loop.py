@@ -350,8 +350,8 @@ def budget(n: int = 2000, detect_tv: float = 0.15, false_fail_rate: float = FALS
     so every case goes to the battery's chi-square over whole outputs, and tokens per pass to
     its mean test), each case required to see TV ``detect_tv`` with probability 0.95 (else the
     verdict is inconclusive), the first case's request seeded with 0..n-1 for its seed law, a
-    generous hang guard (a ``generate`` call is ~10-30 ms; 20 s allowed for one, an hour for a
-    task), and the counterexample search among the cases at the same n. ``max_paths`` 1: the
+    generous hang guard (a ``generate`` call is ~10-30 ms; 20 s allowed for one; a task stopped
+    only when none returned for 50 s), and the counterexample search among the cases at the same n. ``max_paths`` 1: the
     enumerator can follow torch's randomness (``laws.torch_random``), but a case then takes
     minutes and float32 rounding shows as an exact TV of ~1e-7 (a finding at the 1e-9
     tolerance), so every case goes to statistics, whose power is stated."""
@@ -366,7 +366,6 @@ def budget(n: int = 2000, detect_tv: float = 0.15, false_fail_rate: float = FALS
         extra_samples=n,
         detect_tv=detect_tv,
         call_limit_s=20.0,
-        guard_s=3600.0,
         false_fail_rate=false_fail_rate,
         counterexample_samples=n,
         seed_law_runs=n,

@@ -107,10 +107,12 @@ class LoopBudget:
 
     Every sample size is a count of this budget (paths, runs, seeds, candidates), never a time,
     so the same subject and seed get the same cases, runs and verdict on an idle machine and a
-    loaded one. Clocks are hang guards only: ``call_limit_s`` for one call of the loop, and
-    ``guard_s`` for one task in the subject's process (an enumeration, a case's runs, the
-    seeds); a task a guard stops is reported as such ("stopped by a guard: ... after N of M
-    runs") and its case is not judged (inconclusive), never judged on fewer runs.
+    loaded one. Clocks are hang guards only, and never cut a task that progresses:
+    ``call_limit_s`` interrupts one call of the loop, and a task in the subject's process (an
+    enumeration, a case's runs, the seeds) is stopped only when no loop call has returned for
+    ``call_limit_s`` + ``task_idle_s`` (a hang no signal interrupts), whatever its length; what
+    a guard stops is reported as such ("stopped by a guard: ... after N of M runs: why; not
+    judged") and its case is not judged (inconclusive), never judged on fewer runs.
 
     Measured: the reference loop, 2 shared cores, one battery in a fresh process, wall time
     (``specverify check specverify.samplers.reference_loop:generate --budget B``), before the
@@ -137,8 +139,9 @@ class LoopBudget:
     extra_max_paths: int = 2000  # the most paths enumerated on an edge, generated or sweep case
     detect_tv: float = 0.1  # a request judged by statistics alone must see this TV (w.p. 0.95)
     seeds: int = 12  # seeds of the reproducibility checks (alone vs batched, same-seed pairs)
-    call_limit_s: float = 2.0  # hang guard: one call of the loop (past it: a contract finding)
-    guard_s: float = 300.0  # hang guard: one task in the subject's process (past it: not judged)
+    call_limit_s: float = 2.0  # hang guard: one call of the loop (past it: stopped by a guard, not judged)
+    # hang guard: a task is stopped (not judged) only when no loop call returned for call_limit_s + this
+    task_idle_s: float = 30.0
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
     counterexample_samples: int = 1000  # runs per candidate the enumerator cannot follow
     counterexample_candidates: int = 250  # the most candidates the counterexample search judges
@@ -239,7 +242,6 @@ TABLE = {
             extra_samples=250,
             seeds=6,
             detect_tv=0.15,
-            guard_s=120.0,
             generated=2,
             seed_law_runs=200,
             scale_vocab=1100,
@@ -295,7 +297,6 @@ TABLE = {
             extra_max_paths=20_000,
             seeds=40,
             detect_tv=0.05,
-            guard_s=1200.0,
             counterexample_candidates=500,
             generated=16,
             generated_paths=400,
@@ -420,8 +421,8 @@ def campaign(interface: str, name: str):
     - round: not here: its run count comes from its cases' laws, so ``round_cases.get_budget``
       passes ``section`` its own builder (``campaign_of``); asked here, a KeyError (a caller's bug).
 
-    Time limits (the loop's ``guard_s``, a hang guard) are ``CAMPAIGN_SECONDS`` (they do not cut a
-    campaign short)."""
+    No time limit cuts a campaign short: the loop's guards stop only a hang (no loop call
+    returned for ``call_limit_s`` + ``task_idle_s``), never a task that progresses."""
     tv = check_tv_budget(name)
     thorough = TABLE["thorough"][interface]
     if interface == "loop":
@@ -432,7 +433,6 @@ def campaign(interface: str, name: str):
             detect_tv=tv,
             samples=0,
             extra_samples=0,
-            guard_s=CAMPAIGN_SECONDS,
         )
     if interface == "kernel":
         assert isinstance(thorough, KernelBudget), "TABLE's kernel sections are KernelBudgets"

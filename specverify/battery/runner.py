@@ -322,9 +322,10 @@ class Runner:
         if self._process is None or not self._process.is_alive():
             self.kill()
             self.start()
+        before = self._progress.value if self._progress is not None else 0  # read before the task can start
         self._pipe().send((task, args))
         if idle is not None:
-            self._wait_progressing(limit + KILL_MARGIN_S, idle + KILL_MARGIN_S)
+            self._wait_progressing(limit + KILL_MARGIN_S, idle + KILL_MARGIN_S, before)
         status, value = self._receive(limit + KILL_MARGIN_S, "a call")
         if status == "error":
             raise RunnerError(f"{getattr(task, '__name__', task)} failed in the subject's process:\n{value}")
@@ -335,14 +336,15 @@ class Runner:
         assert self._conn is not None, "no subject process: the runner is started before a call"
         return self._conn
 
-    def _wait_progressing(self, limit: float, idle: float) -> None:
+    def _wait_progressing(self, limit: float, idle: float, seen: int) -> None:
         """Wait for the task's reply while it progresses: kill it (``Stalled``) once no subject
-        call has returned for ``idle`` s, or (SubjectFailed) once ``limit`` s have passed."""
+        call has returned for ``idle`` s, or (SubjectFailed) once ``limit`` s have passed.
+        ``seen``: the progress counter read before the task was sent (so its start is seen
+        even when the child got there before this wait began)."""
         conn, progress = self._pipe(), self._progress
         assert progress is not None, "a started runner has its progress counter"
         start = time.monotonic()
         last_change = None  # the idle clock runs from the task's start in the child
-        seen = progress.value
         while not conn.poll(min(IDLE_POLL_S, idle)):
             now = time.monotonic()
             if progress.value != seen:

@@ -20,9 +20,10 @@ enumerated up to ``extra_max_paths`` paths, then judged by ``extra_samples`` run
 ``result.power``, never a shortfall). The check's seed fixes everything (``SEED_STREAMS``: one
 child of ``numpy.random.SeedSequence(seed)`` per purpose), and the budget fixes every sample size
 (paths, runs, seeds, candidates): no decision reads a clock, so a subject gets the same verdict,
-findings and runs per case on an idle machine and a loaded one. Clocks are hang guards only
-(``call_limit_s`` per call, ``guard_s`` per task); a task a guard stops leaves its case not judged,
-a shortfall that says "stopped by a guard". The sweeps (``loop.sweeps.sweep_loop_cases``) take
+findings and runs per case on an idle machine and a loaded one. Clocks are hang guards only,
+never cutting work that progresses (``call_limit_s`` per call; a task is stopped only when no
+call returned for ``call_limit_s`` + ``task_idle_s``); a task a guard stops leaves its case not
+judged, a shortfall that says "stopped by a guard". The sweeps (``loop.sweeps.sweep_loop_cases``) take
 one dimension at a time to engine scale, the others small: the context (prompt + output, on a
 target that reads the first token), rounds of an unseeded and of a seeded request, max_tokens and
 requests per batch (``reach``: each one's largest value); at thorough the pairwise corners too

@@ -2,19 +2,29 @@
 
 ``LoopCalls`` is the base of the loop checks (``loop.laws``, ``loop.seeds``, ``loop.positions``)
 and so of ``LoopBattery``: the enumeration and the sampled runs of a case (the contracts checked
-on every outcome), a task its hang guard stopped (a shortfall, never a verdict on fewer runs), a
-finding, a case's coverage entry; ``request_law`` and ``identical_groups`` are the laws and the
+on every outcome), a task a guard stopped (a shortfall, never a verdict on fewer runs), a
+finding, a case's coverage entry; ``task`` runs one task under the loop's guards, which watch
+progress, never cut it (``task_idle_s``, ``task_limit_s``); ``request_law`` and ``identical_groups`` are the laws and the
 groups of requests the checks judge.
 """
 
 from __future__ import annotations
 
 from ...battery.core import BatteryResult, Finding
+from ...battery.guards import GuardStopped
 from ...battery.subject_calls import Battery
 from ...laws.requests import sequence_law
 from .cases import CORE_KINDS, LoopBudget, LoopCase
 from .sweeps import MAX_LAG
-from .tasks import contract_problem, guard_words, loop_enumerate_task, loop_sample_task
+from .tasks import (
+    GUARD_PREFIX,
+    contract_problem,
+    guard_reason,
+    guard_words,
+    loop_enumerate_task,
+    loop_sample_task,
+    sample_calls,
+)
 
 
 def request_law(case: LoopCase, i: int) -> dict:
@@ -71,17 +81,30 @@ class LoopCalls(Battery):
         """A fresh result and laws: the counterexample search judges each candidate alone."""
         self.result, self.laws = BatteryResult(budget=self.budget.name), {}
 
-    @property
-    def task_limit(self) -> float:
-        """Seconds after which a task is killed: its guard (``guard_s``), then time for the call
-        in flight and the replays to end; a task that outlives it hangs (a contract finding)."""
-        return self.budget.guard_s + 5 * self.budget.call_limit_s + 5.0
+    def task_idle_s(self) -> float:
+        """The idle guard of every loop task: it is stopped (not judged) only when no loop call
+        has returned for one call's limit plus ``budget.task_idle_s`` (a hang no signal
+        interrupts: in C, a blocking read), never while its calls return, however slow."""
+        return self.budget.call_limit_s + self.budget.task_idle_s
+
+    def task_limit_s(self, calls: int) -> float:
+        """The absolute kill limit of a task of at most ``calls`` loop calls, from its counts:
+        every call at its limit, and the idle guard's wait once more (a backstop; the idle
+        guard is the one that stops a hang)."""
+        return max(calls, 1) * self.budget.call_limit_s + self.task_idle_s()
+
+    def task(self, task, *args, calls: int):
+        """``task(subject, *args)`` in the subject's process (``Battery.call``: the deadline
+        OutOfTime, a death ContractBreach) under the loop's guards: GuardStopped (its words
+        start "stopped by a guard") when no loop call returned for ``task_idle_s``, a task of at
+        most ``calls`` loop calls killed past ``task_limit_s(calls)``."""
+        return self.call(task, *args, seconds=self.task_limit_s(calls), idle=self.task_idle_s())
 
     def find(self, check, kind, message, case, evidence=None):
         self.result.findings.append(Finding(check, kind, message, case.name, evidence or {}))
 
     def stopped(self, case: LoopCase, words: str) -> None:
-        """A task its hang guard stopped: the case is not judged (a shortfall: inconclusive)."""
+        """A task a guard stopped: the case is not judged (a shortfall: inconclusive)."""
         self.result.shortfalls.append(f"{case.name}: {words}")
         self.result.ran.append(f"{case.name}: {words}")
 
@@ -97,24 +120,32 @@ class LoopCalls(Battery):
 
     def enumerate(self, case: LoopCase, ids):
         """The task ``loop_enumerate_task``: at most ``budget.max_paths`` paths, or
-        ``budget.extra_max_paths`` for an edge, generated or sweep case (past it: statistics)."""
+        ``budget.extra_max_paths`` for an edge, generated or sweep case (past it: statistics);
+        ("guard", words) when a guard stopped it (not judged)."""
         b = self.budget
         paths = b.max_paths if case.kind in CORE_KINDS else min(b.max_paths, b.extra_max_paths)
-        return self.call(loop_enumerate_task, case, tuple(ids), paths, b.guard_s, seconds=self.task_limit)
+        try:
+            return self.task(loop_enumerate_task, case, tuple(ids), paths, b.call_limit_s, calls=paths)
+        except GuardStopped as exc:
+            return "guard", f"{GUARD_PREFIX}exact enumeration: {guard_reason(exc)}; not judged"
 
     def sample(self, case: LoopCase, n: int, rng) -> tuple | None:
         """n runs of the whole case (``loop_sample_task``), contracts checked on each; (outcomes,
-        rng after, replayed), or None when a breach or the guard ended them (reported here)."""
+        rng after, replayed), or None when a breach or a guard ended them (reported here)."""
         b = self.budget
         ids = tuple(range(len(case.requests)))
-        got, breach, replayed, rng, stopped = self.call(
-            loop_sample_task, case, ids, n, rng, b.guard_s, b.call_limit_s, seconds=self.task_limit
-        )
+        try:
+            got, breach, replayed, rng, stopped = self.task(
+                loop_sample_task, case, ids, n, rng, b.call_limit_s, calls=sample_calls(n)
+            )
+        except GuardStopped as exc:
+            self.stopped(case, guard_words("its runs", None, n, "runs", guard_reason(exc)))
+            return None
         if breach:
             self.find("contract", "contract", breach, case)
         self.contracts(case, got)
         if stopped:
-            self.stopped(case, guard_words("its runs", len(got), n, "runs", b.guard_s))
+            self.stopped(case, guard_words("its runs", len(got), n, "runs", stopped))
             return None
         return got, rng, replayed, bool(breach)
 

@@ -7,8 +7,8 @@ through the tasks of ``loop.tasks``, against the references of ``loop.reference`
 Every check runs on whatever cases it is given, the battery's own or a subject's declared ones
 alike: a case the enumerator cannot follow gets the same checks by statistics (its law, the
 joint law of its identical requests, tokens per pass by a mean test, the contracts on every run).
-Sample sizes are the budget's counts; a task its hang guard stops leaves its case not judged (a
-shortfall in the guard's words), never judged on fewer runs.
+Sample sizes are the budget's counts; a task a guard stops (a hang: ``loop.calls.LoopCalls.task``)
+leaves its case not judged (a shortfall in the guard's words), never judged on fewer runs.
 
 A module of its own, not part of ``interfaces/loop/battery.py``: the interface (``run``) and the
 counterexample search (``loop.counterexample``) both drive it, and the interface calls the search,
@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...battery.core import BatteryResult, stopping_kinds
+from ...battery.guards import GuardStopped
 from ...laws import stats
 from .calls import identical_pairs
 from .cases import SCALE_KINDS, seed_stream
@@ -31,7 +32,7 @@ from .laws import LawChecks
 from .mechanism_cases import CONSECUTIVE, CONTINUOUS
 from .own_reference import ReferenceBroken
 from .positions import PositionChecks, positions_tests
-from .tasks import loop_sample_task
+from .tasks import guard_reason, guard_words, loop_sample_task, sample_calls
 
 
 class LoopBattery(LawChecks, PositionChecks, ConsecutiveChecks):
@@ -55,18 +56,27 @@ class LoopBattery(LawChecks, PositionChecks, ConsecutiveChecks):
 
     def replays(self, cases) -> bool | None:
         """Whether the loop replays the same outputs from the same rng state (3 runs of the first
-        case with requests, then 3 replays): enumeration needs it. None after a breach."""
+        case with requests, then 3 replays): enumeration needs it. None after a breach, or when
+        a guard stopped them (a loop that hangs on its first case: nothing judged, said here)."""
         first = next((c for c in cases if c.requests and not c.seeded), None)
         if first is None:
             return True
         b = self.budget
         ids = tuple(range(len(first.requests)))
         rng = np.random.default_rng(self.seed)
-        got, breach, replayed, _, _ = self.call(
-            loop_sample_task, first, ids, 3, rng, b.guard_s, b.call_limit_s, seconds=self.task_limit
-        )
+        try:
+            got, breach, replayed, _, stopped = self.task(
+                loop_sample_task, first, ids, 3, rng, b.call_limit_s, calls=sample_calls(3)
+            )
+            done: int | None = len(got)
+        except GuardStopped as exc:
+            breach, replayed, stopped, done = None, True, guard_reason(exc), None
         if breach:
             self.find("contract", "contract", breach, first)
+            return None
+        if stopped:
+            self.stopped(first, guard_words("the replay check", done, 3, "runs", stopped))
+            self.result.ran.append("replay check: stopped by a guard; the remaining cases not judged")
             return None
         if not replayed:
             self.find(

@@ -16,24 +16,17 @@ request 0 seeded with r:
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE
-from ...battery.guards import ContractBreach, call_subject, message_of
+from ...battery.guards import ContractBreach, GuardStopped, message_of
 from ...battery.seed_tree import stream
 from ...laws import exact, stats
 from .calls import LoopCalls, request_law
 from .cases import LoopCase, seed_stream
-from .tasks import guard_words, read_outcome
-
-
-def _call(subject, case: LoopCase, requests: list, rng, call_limit: float) -> tuple:
-    vocab = case.vocab_size  # read before the subject runs (it holds the case's tables)
-    out = call_subject(subject, (case.target, case.draft, list(requests), case.k, rng), call_limit)
-    return read_outcome(out, len(requests), vocab)
+from .tasks import guard_reason, guard_words, loop_call
 
 
 def seeded_first(case: LoopCase, seed: int) -> list:
@@ -42,23 +35,22 @@ def seeded_first(case: LoopCase, seed: int) -> list:
     return [replace(first, params=replace(first.params, seed=int(seed))), *case.requests[1:]]
 
 
-def loop_consecutive_task(subject, case: LoopCase, runs: int, node, call_limit: float, guard_s: float):
+def loop_consecutive_task(subject, case: LoopCase, runs: int, node, call_limit: float):
     """Runs 0..runs-1 in the subject's process, each two calls of the batch ``seeded_first(case,
     r)`` with one generator ``default_rng(stream(node, r))``; (pairs of outcomes, breach or None,
-    stopped: True when the hang guard ``guard_s`` ended the runs first)."""
+    stopped: None, or why a guard ended the runs first: a call past ``call_limit``)."""
     out: list = []
-    stop = time.monotonic() + guard_s
     try:
         for r in range(runs):
-            if out and time.monotonic() >= stop:
-                return out, None, True
             reqs = seeded_first(case, r)
             rng = np.random.default_rng(stream(node, r))
-            first = _call(subject, case, reqs, rng, call_limit)
-            out.append((first, _call(subject, case, reqs, rng, call_limit)))
+            first = loop_call(subject, case, reqs, rng, call_limit)
+            out.append((first, loop_call(subject, case, reqs, rng, call_limit)))
+    except GuardStopped as exc:
+        return out, None, guard_reason(exc)
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
-        return out, message_of(exc), False
-    return out, None, False
+        return out, message_of(exc), None
+    return out, None, None
 
 
 class ConsecutiveChecks(LoopCalls):
@@ -67,20 +59,17 @@ class ConsecutiveChecks(LoopCalls):
     def consecutive_case(self, case: LoopCase, per_check: float) -> None:
         b, r = self.budget, self.result
         runs = b.extra_samples or b.sweep_runs
-        pairs, breach, stopped = self.call(
-            loop_consecutive_task,
-            case,
-            runs,
-            seed_stream(self.seed, "seed-law and same-seed runs", 1),
-            b.call_limit_s,
-            b.guard_s,
-            seconds=self.task_limit,
-        )
+        node = seed_stream(self.seed, "seed-law and same-seed runs", 1)
+        try:
+            pairs, breach, stopped = self.task(loop_consecutive_task, case, runs, node, b.call_limit_s, calls=2 * runs)
+        except GuardStopped as exc:
+            self.stopped(case, guard_words("consecutive calls", None, runs, "runs", guard_reason(exc)))
+            return
         if breach:
             self.find("contract", "contract", breach, case)
         self.contracts(case, [o for pair in pairs for o in pair])
         if stopped:
-            self.stopped(case, guard_words("consecutive calls", len(pairs), runs, "runs", b.guard_s))
+            self.stopped(case, guard_words("consecutive calls", len(pairs), runs, "runs", stopped))
             return
         if not pairs:
             return

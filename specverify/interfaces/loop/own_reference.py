@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE, Finding
-from ...battery.guards import ContractBreach
+from ...battery.guards import ContractBreach, GuardStopped
 from ...battery.seed_tree import stream
 from ...battery.subject_calls import call_within, subject_process
 from ...laws import exact
@@ -49,7 +49,7 @@ from .calls import LoopCalls, request_law
 from .cases import LoopCase
 from .mechanism_cases import CONTINUOUS
 from .semantics import named_difference
-from .tasks import contract_problem, loop_enumerate_task, loop_sample_task
+from .tasks import contract_problem, guard_reason, loop_enumerate_task, loop_sample_task, sample_calls
 
 REFERENCE_STREAM = 64
 """The child of ``SeedSequence(seed)`` the reference's runs draw from (past ``loop.cases.SEED_STREAMS``),
@@ -133,9 +133,21 @@ class ReferenceCalls(LoopCalls):
             )
         super().contracts(case, [tuple((row[0], None, *row[2:]) for row in outcome) for outcome in outcomes])
 
-    def reference_call(self, case: LoopCase, task, *args):
+    def reference_call(self, case: LoopCase, task, *args, calls: int):
+        """``task(reference, case, *args)`` in the reference's process under the subject's guards
+        (``LoopCalls.task``); a death or a hang its guards stopped breaks the reference."""
         try:
-            return call_within(self.reference, task, (case, *args), self.task_limit, self.deadline, self.now)
+            return call_within(
+                self.reference,
+                task,
+                (case, *args),
+                self.task_limit_s(calls),
+                self.deadline,
+                self.now,
+                self.task_idle_s(),
+            )
+        except GuardStopped as exc:
+            self.broken(case, f"hangs: {guard_reason(exc)}")
         except ContractBreach as exc:
             self.broken(case, f"died: {exc}")
 
@@ -146,7 +158,9 @@ class ReferenceCalls(LoopCalls):
         key = ("law", case.name, id(case), ids)
         if key not in cache:
             b = self.budget
-            status, value = self.reference_call(case, loop_enumerate_task, ids, b.max_paths, b.guard_s)
+            status, value = self.reference_call(
+                case, loop_enumerate_task, ids, b.max_paths, b.call_limit_s, calls=b.max_paths
+            )
             if status == "breach":
                 self.broken(case, f"broke its contract: {value}")
             if status == "guard":
@@ -220,11 +234,13 @@ class ReferenceCalls(LoopCalls):
         drawn from its own stream; ``ReferenceBroken`` when it breaks."""
         rng = np.random.default_rng(stream(self.seed, REFERENCE_STREAM, zlib.crc32(case.name.encode()), purpose))
         b = self.budget
-        got, breach, _, _, stopped = self.reference_call(case, loop_sample_task, ids, n, rng, b.guard_s, b.call_limit_s)
+        got, breach, _, _, stopped = self.reference_call(
+            case, loop_sample_task, ids, n, rng, b.call_limit_s, calls=sample_calls(n)
+        )
         if breach:
             self.broken(case, f"broke its contract: {breach}")
         if stopped:
-            self.broken(case, f"hangs: {n} runs not done within the {b.guard_s:g} s guard of one task")
+            self.broken(case, f"hangs: {len(got)} of {n} runs done: {stopped}")
         for outcome in got:
             problem = reference_contract_problem(case, ids, outcome)
             if problem:

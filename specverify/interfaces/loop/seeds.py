@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE
+from ...battery.guards import GuardStopped
 from ...laws import stats
 from ...laws.two_sample import two_sample_test
 from .cases import LoopCase, seed_stream
 from .own_reference import ReferenceCalls
-from .tasks import guard_words, loop_seed_law_task, loop_seed_task
+from .tasks import guard_reason, guard_words, loop_seed_law_task, loop_seed_task, seed_calls
 
 
 class SeedChecks(ReferenceCalls):
@@ -32,20 +33,18 @@ class SeedChecks(ReferenceCalls):
         b, r = self.budget, self.result
         self.laws = {}
         seeds = list(range(b.seeds))
-        mismatches, breach, done = self.call(
-            loop_seed_task,
-            case,
-            seeds,
-            seed_stream(self.seed, "seed replay runs"),
-            b.call_limit_s,
-            True,
-            b.guard_s,
-            seconds=self.task_limit,
-        )
+        runs = seed_stream(self.seed, "seed replay runs")
+        try:
+            mismatches, breach, done, stopped = self.task(
+                loop_seed_task, case, seeds, runs, b.call_limit_s, True, calls=seed_calls(case, len(seeds), True)
+            )
+        except GuardStopped as exc:
+            self.stopped(case, guard_words("seeded replays", None, len(seeds), "seeds", guard_reason(exc)))
+            return
         if breach:
             self.find("contract", "contract", breach, case)
-        elif done < len(seeds):
-            self.stopped(case, guard_words("seeded replays", done, len(seeds), "seeds", b.guard_s))
+        elif stopped:
+            self.stopped(case, guard_words("seeded replays", done, len(seeds), "seeds", stopped))
             return
         r.ran.append(
             f"seeded-reproducibility: {case.name}: {len(mismatches)} mismatches over {done} seeds "
@@ -76,18 +75,19 @@ class SeedChecks(ReferenceCalls):
 
     def over_seeds(self, case: LoopCase) -> list | None:
         """Request 0's tokens alone, seeded with 0..``seed_law_runs`` - 1 (``loop_seed_law_task``);
-        None when a breach or the guard ended them (reported here)."""
+        None when a breach or a guard ended them (reported here)."""
         b = self.budget
         rng = np.random.default_rng(seed_stream(self.seed, "seed-law and same-seed runs"))
-        samples, breach, stopped = self.call(
-            loop_seed_law_task, case, b.seed_law_runs, rng, b.call_limit_s, b.guard_s, seconds=self.task_limit
-        )
+        what, n = "seeds judged by their law", b.seed_law_runs
+        try:
+            samples, breach, stopped = self.task(loop_seed_law_task, case, n, rng, b.call_limit_s, calls=n)
+        except GuardStopped as exc:
+            self.stopped(case, guard_words(what, None, n, "seeds", guard_reason(exc)))
+            return None
         if breach:
             self.find("contract", "contract", breach, case)
         if stopped:
-            self.stopped(
-                case, guard_words("seeds judged by their law", len(samples), b.seed_law_runs, "seeds", b.guard_s)
-            )
+            self.stopped(case, guard_words(what, len(samples), n, "seeds", stopped))
             return None
         return samples
 

@@ -12,10 +12,14 @@ decisions, ``specverify.laws.exact``), ``loop_sample_task`` (runs, and a replay 
 equal to NaN). ``contract_problem``, run in the parent, names the first stop / max_tokens, counts
 or logprobs breach in one request's outcome.
 
-Every task does what its counts say (paths, runs, seeds), never less because a clock ran: the
-one clock a task reads is its hang guard (``LoopBudget.guard_s``), and a task the guard stops
-says so (status "guard", or ``stopped`` True with what it did before), so that the parent reports
-the case as not judged instead of judging it on fewer runs (``guard_words``).
+Every task does what its counts say (paths, runs, seeds), never less because a clock ran: no
+clock cuts a task that progresses. Each call of the loop is interrupted at its limit
+(``call_limit``, SIGALRM: ``battery.guards.GuardStopped``, a hang, never a finding); a task whose
+call overran says so (status "guard", or ``stopped``: the guard's words, with what it did before),
+so that the parent reports the case as not judged instead of judging it on fewer runs
+(``guard_words``). A hang no signal interrupts (in C, a blocking read) is the parent's idle guard's
+(``runner.Runner.call(..., idle=)``: no loop call returned for ``call_limit_s`` +
+``LoopBudget.task_idle_s``), reported in the same words.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -39,7 +42,6 @@ from ...battery.guards import (
     plain_tokens,
     reading,
     show,
-    time_limit,
     token_id,
     type_name,
     with_article,
@@ -179,9 +181,11 @@ def _row(o, i: int, vocab: int) -> tuple:
     return toks, lps, _count(drafted, f"{what} drafted is"), _count(accepted, f"{what} accepted is")
 
 
-def _run(subject, case, requests, rng, call_limit=None) -> tuple:
+def loop_call(subject, case, requests, rng, call_limit: float) -> tuple:
+    """One call of the loop on ``requests`` of ``case`` (in the subject's process), read by
+    ``read_outcome``; interrupted at ``call_limit`` seconds (GuardStopped: a hang, not judged)."""
     vocab = case.vocab_size  # read before the subject runs (it holds the case's tables)
-    out = call_subject(subject, (case.target, case.draft, list(requests), case.k, rng), call_limit)
+    out = call_subject(subject, (case.target, case.draft, list(requests), case.k, rng), call_limit, GuardStopped)
     return read_outcome(out, len(requests), vocab)
 
 
@@ -199,72 +203,85 @@ def _requests(case, ids) -> list:
     return [case.requests[i] for i in ids]
 
 
-def guard_words(what: str, done: int, planned: int, unit: str, guard_s: float) -> str:
-    """The one sentence for a task its guard stopped: "stopped by a guard: <what> after N of M
-    <unit> (the G s guard of one task); not judged"."""
-    return (
-        f"stopped by a guard: {what} after {done} of {planned} {unit} (the {guard_s:g} s guard of one task); not judged"
-    )
+GUARD_PREFIX = "stopped by a guard: "
 
 
-def loop_enumerate_task(subject, case, ids, max_paths: int, guard_s: float):
+def guard_reason(exc: BaseException) -> str:
+    """What a guard's GuardStopped says, without the "stopped by a guard: " the parent's idle
+    guard puts before it (``subject_calls.call_within``)."""
+    words = message_of(exc)
+    return words[len(GUARD_PREFIX) :] if words.startswith(GUARD_PREFIX) else words
+
+
+def guard_words(what: str, done: int | None, planned: int, unit: str, why: str) -> str:
+    """The one sentence for a task a guard stopped: "stopped by a guard: <what> after N of M
+    <unit>: <why>; not judged" (``done`` None: the task was killed, its count unknown)."""
+    where = f"after {done} of {planned} {unit}" if done is not None else f"({planned} {unit} planned)"
+    return f"{GUARD_PREFIX}{what} {where}: {why}; not judged"
+
+
+def loop_enumerate_task(subject, case, ids, max_paths: int, call_limit: float):
     """("ok", exact law of the joint outcome) | ("not-enumerable", why: more than ``max_paths``
-    paths, or decisions the enumerator cannot follow) | ("breach", what) | ("guard", the hang
-    guard's words: not judged; ``battery.guards.GuardStopped``, which ``call_subject`` lets through
-    a call of the subject it interrupts)."""
+    paths, or decisions the enumerator cannot follow) | ("breach", what) | ("guard", the guard's
+    words: not judged). Counts bound it (``max_paths`` paths, one loop call each); no clock cuts
+    it while it progresses: a call past ``call_limit`` is interrupted (``battery.guards.GuardStopped``,
+    which ``call_subject`` lets through), one no signal interrupts is the parent's idle guard's."""
     reqs = _requests(case, ids)
     try:
-        with time_limit(guard_s, "exact enumeration", GuardStopped):
-            return "ok", exact.enumerate_distribution(lambda rng: _run(subject, case, reqs, rng), max_paths=max_paths)
-    except GuardStopped:
-        return "guard", f"stopped by a guard: exact enumeration (the {guard_s:g} s guard of one task); not judged"
+        return "ok", exact.enumerate_distribution(
+            lambda rng: loop_call(subject, case, reqs, rng, call_limit), max_paths=max_paths
+        )
+    except GuardStopped as exc:
+        return "guard", f"{GUARD_PREFIX}exact enumeration: {guard_reason(exc)}; not judged"
     except exact.NotEnumerable as exc:
         return "not-enumerable", message_of(exc)
     except ContractBreach as exc:
         return "breach", message_of(exc)
 
 
-def loop_sample_task(subject, case, ids, n: int, rng, guard_s: float, call_limit: float):
+def loop_sample_task(subject, case, ids, n: int, rng, call_limit: float):
     """n runs, then 3 replays of the first from the starting rng state; (outcomes, breach or
-    None, replayed, rng after, stopped): ``stopped`` True when the hang guard ``guard_s`` ended the
-    runs first (the outcomes so far returned; the parent does not judge them)."""
+    None, replayed, rng after, stopped): ``stopped`` None, or why a guard ended the runs first
+    (a call past ``call_limit``; the outcomes so far returned, the parent does not judge them)."""
     reqs = _requests(case, ids)
     out: list = []
-    stop = time.monotonic() + guard_s
     start = copy.deepcopy(rng)
     try:
         while len(out) < n:
-            if out and time.monotonic() >= stop:
-                return out, None, True, rng, True
-            out.append(_run(subject, case, reqs, rng, call_limit))
-        replay = [_run(subject, case, reqs, start, call_limit) for _ in range(min(3, len(out)))]
+            out.append(loop_call(subject, case, reqs, rng, call_limit))
+        replay = [loop_call(subject, case, reqs, start, call_limit) for _ in range(min(3, len(out)))]
+    except GuardStopped as exc:
+        return out, None, True, rng, guard_reason(exc)
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
-        return out, message_of(exc), True, rng, False
-    return out, None, same_outcomes(replay, out[: len(replay)]), rng, False
+        return out, message_of(exc), True, rng, None
+    return out, None, same_outcomes(replay, out[: len(replay)]), rng, None
+
+
+def sample_calls(n: int) -> int:
+    """The loop calls ``loop_sample_task`` makes for ``n`` runs: the runs and up to 3 replays."""
+    return n + min(3, n)
 
 
 def _seeded(request: Request, seed: int) -> Request:
     return replace(request, params=replace(request.params, seed=int(seed)))
 
 
-def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: bool = False, guard_s: float = 300.0):
+def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: bool = False):
     """For each seed s: request 0 seeded with s, run alone and in the batch (the others unseeded,
     another rng); with ``same_seed`` and a second request, also requests 0 and 1 both seeded with s
     in one batch, each against itself alone. The loop's rng in run r for seed s (r: 0 alone, 1
     batched, 2 request 1 alone, 3 the same-seed pair) is ``default_rng(stream(runs, s, r))``,
     ``runs`` the check's ``seed_stream(seed, "seed replay runs")``. (mismatches, breach or None,
-    seeds done: fewer than ``seeds`` only when the hang guard ``guard_s`` passed); a mismatch
-    names its ``kind`` ("batched" or "same seed"), the seed, the request and both outputs."""
+    seeds done, stopped: None, or why a guard ended the seeds first: a call past ``call_limit``);
+    a mismatch names its ``kind`` ("batched" or "same seed"), the seed, the request and both
+    outputs."""
     mismatches: list = []
-    stop = time.monotonic() + guard_s
     done = 0
     try:
         for s in seeds:
-            if done and time.monotonic() >= stop:
-                return mismatches, None, done
             seeded = _seeded(case.requests[0], s)
-            alone = _run(subject, case, [seeded], np.random.default_rng(stream(runs, s, 0)), call_limit)
-            batch = _run(
+            alone = loop_call(subject, case, [seeded], np.random.default_rng(stream(runs, s, 0)), call_limit)
+            batch = loop_call(
                 subject, case, [seeded, *case.requests[1:]], np.random.default_rng(stream(runs, s, 1)), call_limit
             )
             if alone[0][0] != batch[0][0]:
@@ -279,8 +296,8 @@ def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: boo
                 )
             if same_seed and len(case.requests) > 1:
                 other = _seeded(case.requests[1], s)
-                alone1 = _run(subject, case, [other], np.random.default_rng(stream(runs, s, 2)), call_limit)
-                pair = _run(subject, case, [seeded, other], np.random.default_rng(stream(runs, s, 3)), call_limit)
+                alone1 = loop_call(subject, case, [other], np.random.default_rng(stream(runs, s, 2)), call_limit)
+                pair = loop_call(subject, case, [seeded, other], np.random.default_rng(stream(runs, s, 3)), call_limit)
                 for i, solo in ((0, alone), (1, alone1)):
                     if pair[i][0] != solo[0][0]:
                         mismatches.append(
@@ -293,25 +310,32 @@ def loop_seed_task(subject, case, seeds, runs, call_limit: float, same_seed: boo
                             }
                         )
             done += 1
+    except GuardStopped as exc:
+        return mismatches, None, done, guard_reason(exc)
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
-        return mismatches, message_of(exc), done
-    return mismatches, None, done
+        return mismatches, message_of(exc), done, None
+    return mismatches, None, done, None
 
 
-def loop_seed_law_task(subject, case, n: int, rng, call_limit: float, guard_s: float):
+def seed_calls(case, seeds: int, same_seed: bool = False) -> int:
+    """The loop calls ``loop_seed_task`` makes for ``seeds`` seeds: 2 per seed, 4 with
+    ``same_seed`` on a case of two requests or more."""
+    return seeds * (4 if same_seed and len(case.requests) > 1 else 2)
+
+
+def loop_seed_law_task(subject, case, n: int, rng, call_limit: float):
     """Request 0 alone, seeded with 0, 1, ..., n - 1, the loop's rng ``rng`` (unused by an exact
-    loop: the request is seeded); (its tokens per seed, breach or None, stopped: True when the
-    hang guard ``guard_s`` ended the seeds first)."""
+    loop: the request is seeded); (its tokens per seed, breach or None, stopped: None, or why a
+    guard ended the seeds first: a call past ``call_limit``)."""
     out: list = []
-    stop = time.monotonic() + guard_s
     try:
         for s in range(n):
-            if out and time.monotonic() >= stop:
-                return out, None, True
-            out.append(_run(subject, case, [_seeded(case.requests[0], s)], rng, call_limit)[0][0])
+            out.append(loop_call(subject, case, [_seeded(case.requests[0], s)], rng, call_limit)[0][0])
+    except GuardStopped as exc:
+        return out, None, guard_reason(exc)
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
-        return out, message_of(exc), False
-    return out, None, False
+        return out, message_of(exc), None
+    return out, None, None
 
 
 # --------------------------------------------------------------------------- run in the parent
@@ -377,13 +401,18 @@ def contract_problem(case, i: int, row: tuple, rows: dict | None = None) -> tupl
 __all__ = [
     "COUNT_LIMIT",
     "LOGPROB_TOL",
+    "GUARD_PREFIX",
     "READ_LIMIT",
     "contract_problem",
+    "guard_reason",
     "guard_words",
+    "loop_call",
     "loop_enumerate_task",
     "loop_sample_task",
     "loop_seed_law_task",
     "loop_seed_task",
     "read_outcome",
     "same_outcomes",
+    "sample_calls",
+    "seed_calls",
 ]
