@@ -195,6 +195,14 @@ def _row(**kw):
     return {**base, **kw}
 
 
+def test_the_reproduce_column_gives_wall_and_cpu_seconds():
+    from specverify.engines.engine_table import seconds_text
+
+    assert seconds_text(_row()) == "1.0 s"
+    assert seconds_text(_row(cpu_seconds=0.8)) == "1.0 s, CPU 0.8 s"
+    assert "(1.0 s, CPU 0.8 s) |" in render_table([_row(cpu_seconds=0.8)])
+
+
 def test_table_rows_skips_and_findings():
     rows = [
         _row(),
