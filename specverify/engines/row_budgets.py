@@ -79,6 +79,22 @@ Exact from uniforms is a verdict without sampling noise on the cases it covers; 
 dense V 6, binned V 65,537, no batch sweep) is printed in the row's ``how`` column. ``standard``
 is the quick section with fewer generated cases, statistics sized for the interpreter and
 ``TRITON_SWEEPS`` (about 20,000 rows and more: an hour and more a row here)."""
+FLY_QUICK_CASES = ("every draft of a V3 chain", *TRITON_QUICK_CASES)
+"""FLy's rows at ``quick`` start with the battery's first fixed case, every draft of a V = 3 chain
+at k = 2 (about 3,300 kernel rows; the rows stop at their first finding): run on
+``TRITON_QUICK_CASES`` alone, both FLy rows ended exact (its deferral of a rejection never changed
+the law of the k-sweep cases' instances), a verdict that misses what the rule loses."""
+
+
+def stopping_at_first(budgets: dict, quick_cases: tuple | None = None) -> dict:
+    """``budgets`` for a row expected not exact: each stops at its first finding (the reach is then
+    the cases run), ``quick`` judging ``quick_cases`` when given."""
+    out = {name: {**spec, "stop_on_first": True} for name, spec in budgets.items()}
+    if quick_cases is not None:
+        out["quick"]["kernel_cases"] = quick_cases
+    return out
+
+
 FAST_KERNEL = {"quick": {"base": "quick"}, "standard": {"base": "standard"}}
 FAST_ROUND = {"quick": {"base": "quick"}, "standard": {"base": "standard"}}
 SLOW_ROUND = {

@@ -51,7 +51,7 @@ import contextlib
 from . import pins
 from .engine_probes import kernel_probe, round_probe
 from .engine_row import Built, Engine
-from .row_budgets import NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL
+from .row_budgets import FLY_QUICK_CASES, NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL, stopping_at_first
 
 SEED_BASE = 0x5EED
 """Request b's seed is ``SEED_BASE + b``."""
@@ -405,10 +405,6 @@ def _block_round(download: bool = True):
     return Built(step, round_probe(step.verify), "the coin forced through ControlledTritonDraws; noise from the seed")
 
 
-def _stop_first(budgets: dict) -> dict:
-    return {b: {**v, "stop_on_first": True} for b, v in budgets.items()}
-
-
 VLLM_RUNNER_V2_ROWS = [
     Engine(
         "vllm-v2-rejection",
@@ -445,7 +441,7 @@ VLLM_RUNNER_V2_ROWS = [
         "lossy",
         RANDOMNESS + ", as vllm-v2-rejection",
         lambda download=True: _kernel_row(download, synthetic_rate=SYNTHETIC_RATES),
-        _stop_first(TRITON_KERNEL),
+        stopping_at_first(TRITON_KERNEL),
         files=pins.VLLM_RUNNER_V2_FILES,
         needs=NEEDS_TRITON,
     ),
@@ -458,7 +454,7 @@ VLLM_RUNNER_V2_ROWS = [
         "lossy",
         RANDOMNESS + ", as vllm-v2-rejection",
         lambda download=True: _kernel_row(download, fly_window_size=FLY_WINDOW),
-        _stop_first(TRITON_KERNEL),
+        stopping_at_first(TRITON_KERNEL, FLY_QUICK_CASES),
         files=pins.VLLM_RUNNER_V2_FILES,
         needs=NEEDS_TRITON,
     ),
