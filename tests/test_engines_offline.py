@@ -477,13 +477,13 @@ def test_quick_triton_rows_judge_their_chosen_cases_in_about_1200_kernel_rows(tm
     11,200), and the reach printed is those cases'. A prefix no case has is a ValueError."""
     from specverify.engines import BY_NAME
     from specverify.engines.engine_verdict import chosen_cases, judge
-    from specverify.engines.row_budgets import FLY_QUICK_CASES, TRITON_KERNEL, TRITON_QUICK_CASES
+    from specverify.engines.row_budgets import CHAIN_FIRST_CASES, TRITON_KERNEL, TRITON_QUICK_CASES
     from specverify.interfaces.kernel import battery as KI
 
     triton = [e for e in ENGINES if e.interface == "kernel" and "TRITON_INTERPRET" in " ".join(e.needs)]
-    fly = {"vllm-v1-fly", "vllm-v2-fly"}  # FLy's rows start with the V = 3 chain (FLY_QUICK_CASES)
+    fly = {"vllm-v1-fly", "vllm-v2-fly", "sglang-block-kernel"}  # start with the V = 3 chain (CHAIN_FIRST_CASES)
     assert all(e.budgets["quick"]["kernel_cases"] == TRITON_QUICK_CASES for e in triton if e.name not in fly)
-    assert all(BY_NAME[name].budgets["quick"]["kernel_cases"] == FLY_QUICK_CASES for name in fly)
+    assert all(BY_NAME[name].budgets["quick"]["kernel_cases"] == CHAIN_FIRST_CASES for name in fly)
     fields = {k: v for k, v in TRITON_KERNEL["quick"].items() if k not in ("base", "kernel_cases")}
     kb = replace(KI.get_budget("quick"), **fields)
     names = [c.name for c in chosen_cases(kb, 0, TRITON_QUICK_CASES)]

@@ -79,11 +79,13 @@ Exact from uniforms is a verdict without sampling noise on the cases it covers; 
 dense V 6, binned V 65,537, no batch sweep) is printed in the row's ``how`` column. ``standard``
 is the quick section with fewer generated cases, statistics sized for the interpreter and
 ``TRITON_SWEEPS`` (about 20,000 rows and more: an hour and more a row here)."""
-FLY_QUICK_CASES = ("every draft of a V3 chain", *TRITON_QUICK_CASES)
-"""FLy's rows at ``quick`` start with the battery's first fixed case, every draft of a V = 3 chain
-at k = 2 (about 3,300 kernel rows; the rows stop at their first finding): run on
-``TRITON_QUICK_CASES`` alone, both FLy rows ended exact (its deferral of a rejection never changed
-the law of the k-sweep cases' instances), a verdict that misses what the rule loses."""
+CHAIN_FIRST_CASES = ("every draft of a V3 chain", *TRITON_QUICK_CASES)
+"""The quick cases of the rows that differ from the token-wise rule only through what one position
+does to the next (FLy, which defers a rejection; SGLang's block verification given drafts): the
+battery's first fixed case first, every draft of a V = 3 chain at k = 2 (about 3,300 kernel rows;
+the rows stop at their first finding). Run on ``TRITON_QUICK_CASES`` alone, both FLy rows and the
+SGLang block kernel ended exact (the k-sweep cases' instances never show the difference): a
+verdict that misses what the row is known to do."""
 
 
 def stopping_at_first(budgets: dict, quick_cases: tuple | None = None) -> dict:

@@ -13,9 +13,9 @@ from . import pins
 from .engine_probes import kernel_probe, round_probe
 from .engine_row import Built, Engine
 from .row_budgets import (
+    CHAIN_FIRST_CASES,
     FAST_KERNEL,
     FAST_ROUND,
-    FLY_QUICK_CASES,
     NEEDS_TRITON,
     SLOW_ROUND,
     TRITON_KERNEL,
@@ -24,9 +24,9 @@ from .row_budgets import (
 
 LOSSY_TRITON_KERNEL = {
     "synthetic": stopping_at_first(TRITON_KERNEL),
-    "fly": stopping_at_first(TRITON_KERNEL, FLY_QUICK_CASES),
+    "fly": stopping_at_first(TRITON_KERNEL, CHAIN_FIRST_CASES),
 }
-"""The lossy modes' budgets, by mode (``row_budgets.FLY_QUICK_CASES``: why FLy's start elsewhere)."""
+"""The lossy modes' budgets, by mode (``row_budgets.CHAIN_FIRST_CASES``: why FLy's start elsewhere)."""
 """A lossy Triton row stops at its first finding (its measured TV): its verdict is known."""
 
 

@@ -51,7 +51,7 @@ import contextlib
 from . import pins
 from .engine_probes import kernel_probe, round_probe
 from .engine_row import Built, Engine
-from .row_budgets import FLY_QUICK_CASES, NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL, stopping_at_first
+from .row_budgets import CHAIN_FIRST_CASES, NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL, stopping_at_first
 
 SEED_BASE = 0x5EED
 """Request b's seed is ``SEED_BASE + b``."""
@@ -454,7 +454,7 @@ VLLM_RUNNER_V2_ROWS = [
         "lossy",
         RANDOMNESS + ", as vllm-v2-rejection",
         lambda download=True: _kernel_row(download, fly_window_size=FLY_WINDOW),
-        stopping_at_first(TRITON_KERNEL, FLY_QUICK_CASES),
+        stopping_at_first(TRITON_KERNEL, CHAIN_FIRST_CASES),
         files=pins.VLLM_RUNNER_V2_FILES,
         needs=NEEDS_TRITON,
     ),
