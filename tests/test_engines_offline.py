@@ -195,6 +195,14 @@ def _row(**kw):
     return {**base, **kw}
 
 
+def test_the_reproduce_column_gives_wall_and_cpu_seconds():
+    from specverify.engines.engine_table import seconds_text
+
+    assert seconds_text(_row()) == "1.0 s"
+    assert seconds_text(_row(cpu_seconds=0.8)) == "1.0 s, CPU 0.8 s"
+    assert "(1.0 s, CPU 0.8 s) |" in render_table([_row(cpu_seconds=0.8)])
+
+
 def test_table_rows_skips_and_findings():
     rows = [
         _row(),
@@ -460,6 +468,39 @@ def test_triton_rows_state_their_sweeps_and_the_table_prints_the_reach():
     for spec in round_row.budgets.values():  # fields of the round budget (judge() replaces them)
         rb = replace(round_cases.get_budget(spec["base"]), **{k: v for k, v in spec.items() if k != "base"})
         assert rb.sweep_k <= 4 and rb.sweep_context <= 4 and rb.generated == 0
+
+
+def test_quick_triton_rows_judge_their_chosen_cases_in_about_1200_kernel_rows(tmp_path):
+    """At ``quick`` every interpreted Triton kernel row judges ``TRITON_QUICK_CASES`` (k = 2 first),
+    exactly from uniforms: the reference kernel in the engine's place passes them in at most 1,300
+    kernel rows (the interpreter's cost is per row; the battery's own quick cases take about
+    11,200), and the reach printed is those cases'. A prefix no case has is a ValueError."""
+    from specverify.engines import BY_NAME
+    from specverify.engines.engine_verdict import chosen_cases, judge
+    from specverify.engines.row_budgets import CHAIN_FIRST_CASES, TRITON_KERNEL, TRITON_QUICK_CASES
+    from specverify.interfaces.kernel import battery as KI
+
+    triton = [e for e in ENGINES if e.interface == "kernel" and "TRITON_INTERPRET" in " ".join(e.needs)]
+    fly = {"vllm-v1-fly", "vllm-v2-fly", "sglang-block-kernel"}  # start with the V = 3 chain (CHAIN_FIRST_CASES)
+    assert all(e.budgets["quick"]["kernel_cases"] == TRITON_QUICK_CASES for e in triton if e.name not in fly)
+    assert all(BY_NAME[name].budgets["quick"]["kernel_cases"] == CHAIN_FIRST_CASES for name in fly)
+    fields = {k: v for k, v in TRITON_KERNEL["quick"].items() if k not in ("base", "kernel_cases")}
+    kb = replace(KI.get_budget("quick"), **fields)
+    names = [c.name for c in chosen_cases(kb, 0, TRITON_QUICK_CASES)]
+    assert names == ["k sweep k=2, V6", "k sweep k=1, V6", "binned sweep V65537, k=1"]
+    with pytest.raises(ValueError, match="no kernel case"):
+        chosen_cases(kb, 0, ("no such case",))
+    log = tmp_path / "rows.log"
+
+    def counted(draft_ids, draft_probs, target_probs, uniforms):  # the subject runs in its own process
+        with open(log, "a") as f:
+            f.write(f"{len(draft_ids)}\n")
+        return reference_kernel(draft_ids, draft_probs, target_probs, uniforms)
+
+    report = judge(BY_NAME["vllm-v2-rejection"], counted, "quick")
+    assert report.exact is True
+    assert sum(int(n) for n in log.read_text().split()) <= 1300
+    assert report.result.reach == {"dense V": 6, "binned V": 65_537, "k": 2, "batch": 0}
 
 
 def test_controlled_draws_answer_v1s_two_draws_and_refuse_any_other():

@@ -181,6 +181,20 @@ def runner_v2():
         pytest.skip(str(exc))
 
 
+def test_runner_v2_loads_through_the_generic_rule_with_no_stand_in_of_its_own(runner_v2):
+    """The runner-v2 sampler is loaded by ``vllm_loading.load_vllm`` (V1's loader): vLLM's Triton
+    names and the watermark draw run from the wheel, and the only stand-ins are those the
+    generic rule names (config machinery), once per process for the four rows."""
+    from specverify.engines import vllm_runner_v2_rows as R
+
+    loaded = R.loaded_runner_v2(download=False)
+    assert R.load_runner_v2(download=False)[0] is runner_v2[0] is loaded.module
+    assert set(loaded.standins) and all(why.startswith("config machinery") for why in loaded.standins.values())
+    for real in ("vllm.triton_utils", "vllm.v1.worker.gpu.sample.watermark", R.MODULES[0], R.MODULES[1]):
+        assert real in loaded.modules and real not in loaded.standins
+        assert not getattr(loaded.modules[real], "__specverify_standin__", False)
+
+
 def ragged_batch(seed: int):
     ids, q, p, u = random_batch(seed, 8, 2, 5)
     ids[:2, 1] = -1

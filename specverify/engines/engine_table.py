@@ -135,6 +135,13 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def seconds_text(row: dict) -> str:
+    """A row's wall seconds, and its CPU seconds where the row has them (``cpu_seconds``: what the
+    row cost apart from what else the machine ran)."""
+    cpu = row.get("cpu_seconds")
+    return f"{row['seconds']} s" + (f", CPU {cpu} s" if cpu is not None else "")
+
+
 def render_table(rows: list[dict]) -> str:
     """The markdown table (one row per judged engine function) and the skip lines below it."""
     head = (
@@ -171,7 +178,7 @@ def render_table(rows: list[dict]) -> str:
                     mz,
                     r["disagreements"],
                     f"{r['randomness']}; uniforms {r['uniforms']}",
-                    f"`{r['command']}` ({r['seconds']} s)",
+                    f"`{r['command']}` ({seconds_text(r)})",
                 )
             )
             + " |"

@@ -12,7 +12,8 @@ from .engine_row import Engine
 def judge(engine: Engine, subject, budget: str, seed: int = 0, workers: int = 1):
     """The engine's Report under budget ``budget`` (its per-engine overrides applied). ``workers``:
     processes of a round row's subject that share its enumerations and sampled runs (the report
-    is the same with 1 or N); a kernel row runs in one."""
+    is the same with 1 or N); a kernel row runs in one. A kernel budget's ``kernel_cases`` (name
+    prefixes, ``chosen_cases``) runs those of the battery's cases only; its reach is theirs."""
     from ..interfaces.kernel import battery as KI
     from ..interfaces.round import cases as round_cases
     from ..surface import api
@@ -22,8 +23,9 @@ def judge(engine: Engine, subject, budget: str, seed: int = 0, workers: int = 1)
     stop = spec.pop("stop_on_first", False)
     counterexample = engine.expected != "exact" or engine.interface == "kernel"
     if engine.interface == "kernel":
+        chosen = spec.pop("kernel_cases", None)
         kb = replace(KI.get_budget(base), name=f"{budget}-{engine.name}", **spec)
-        result = KI.run(subject, kb, seed, stop_on_first=stop)
+        result = KI.run(subject, kb, seed, stop_on_first=stop, cases=chosen_cases(kb, seed, chosen))
         return api.Report(
             target=engine.name,
             seed=seed,
@@ -43,6 +45,24 @@ def judge(engine: Engine, subject, budget: str, seed: int = 0, workers: int = 1)
         progress=False,  # the engines command reports its own progress
         workers=workers,
     )
+
+
+def chosen_cases(kb, seed: int, prefixes: tuple[str, ...] | None):
+    """The kernel battery's cases at ``kb`` whose names start with one of ``prefixes``, in the
+    order of ``prefixes`` (the first is the one the contract runs on); None (the budget's own
+    cases) when ``prefixes`` is None. A prefix no case has is a ValueError naming it."""
+    if prefixes is None:
+        return None
+    from ..interfaces.kernel import plan
+
+    every = plan.cases(kb, seed)
+    chosen = []
+    for prefix in prefixes:
+        found = [c for c in every if c.name.startswith(prefix)]
+        if not found:
+            raise ValueError(f"cases: no kernel case at budget {kb.name} starts with {prefix!r}")
+        chosen += found
+    return chosen
 
 
 def how_text(report, interface: str) -> str:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from . import pins
 from .engine_probes import kernel_probe
 from .engine_row import Built, Engine
-from .row_budgets import FAST_KERNEL, NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL
+from .row_budgets import CHAIN_FIRST_CASES, FAST_KERNEL, NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL, stopping_at_first
 
 
 def _sglang(block: bool, download: bool = True):
@@ -67,7 +67,7 @@ SGLANG_ROWS = [
         "different-rule",
         "the caller's uniforms; one coin per position, reused for the pre-check and the acceptance test",
         _sglang_block_kernel,
-        {b: {**v, "stop_on_first": True} for b, v in TRITON_KERNEL.items()},
+        stopping_at_first(TRITON_KERNEL, CHAIN_FIRST_CASES),
         files=pins.SGLANG[2],
         needs=NEEDS_TRITON,
     ),

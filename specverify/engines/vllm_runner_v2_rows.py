@@ -36,20 +36,22 @@ exponential row per request, the noise is keyed by position, so every position g
 and one call suffices. The round row takes every uniform from the round's rng (genuine noise: the
 race is the engine's own sample).
 
-Stand-ins (``triton_utils_standin``, ``watermark_standin``): ``vllm.triton_utils`` (``tl``,
-``tldevice``, ``triton`` and ``HAS_TRITON``; the real one resolves vLLM's platform and envs on
-import) and ``vllm.v1.worker.gpu.sample.watermark`` (its one name the sampler uses,
-``philox_gumbel_block_argmax``, runs only with watermarking on; the real module's philox PRF
-runs ``torch.compile`` at import, about 20 s). The other files it imports, gumbel.py and fly.py,
-are loaded from the wheel.
+Loading: ``vllm_loading.load_vllm``, the loader V1's rows use, with no stand-in of its own: the
+file and the same-wheel modules it imports (gumbel.py, fly.py, ``vllm.triton_utils``, the
+watermark draw and its philox PRF, ``vllm.envs``...) run from the wheel as they are, and only what
+the loader's generic rule names is stood in for (here vLLM's config machinery, ``vllm.config``;
+vLLM's logger and platform by the overrides that hold for every release). The loaded modules are
+kept for the process (``loaded_runner_v2``), so the four rows load the wheel once.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 from . import pins
 from .engine_probes import kernel_probe, round_probe
 from .engine_row import Built, Engine
-from .row_budgets import NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL
+from .row_budgets import CHAIN_FIRST_CASES, NEEDS_TRITON, SLOW_ROUND, TRITON_KERNEL, stopping_at_first
 
 SEED_BASE = 0x5EED
 """Request b's seed is ``SEED_BASE + b``."""
@@ -62,57 +64,33 @@ MODULES = (
     "vllm.v1.spec_decode.fly",
     "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils",
 )
-"""The wheel's files loaded, in import order (``pins.VLLM_RUNNER_V2_FILES``)."""
+"""The wheel's modules the rows use: the Gumbel noise (whose draws are answered), FLy, and the
+sampler loaded (``pins.VLLM_RUNNER_V2_FILES``; ``loaded_runner_v2`` brings in the rest)."""
 
 
-def triton_utils_standin():
-    """Stand-in for ``vllm.triton_utils``: the real triton (interpreted) under vLLM's names."""
-    import triton
-    import triton.language as tl
-    import triton.language.extra.libdevice as tldevice
-
+def loaded_runner_v2(download: bool = True):
+    """``vllm_loading.load_vllm`` of the runner-v2 sampler at ``pins.VLLM_RUNNER_V2`` (the file and
+    its same-wheel imports, the generic stand-in rule only), loaded once per process;
+    ``download`` False: the cache only (loader.Unavailable when the wheel is not there)."""
     from . import loader
+    from .vllm_loading import load_vllm
 
-    return loader.standin(
-        "vllm.triton_utils",
-        "stand-in: triton, triton.language and libdevice (the real module resolves vLLM's platform)",
-        triton=triton,
-        tl=tl,
-        tldevice=tldevice,
-        HAS_TRITON=True,
-    )
+    key = (str(loader.cache_root()), pins.VLLM_RUNNER_V2[1])
+    if key not in LOADED:
+        loader.ensure_triton(install=download)
+        LOADED[key] = load_vllm(MODULES[-1], pins.VLLM_RUNNER_V2[1], download)
+    return LOADED[key]
 
 
-def watermark_standin():
-    """Stand-in for ``vllm.v1.worker.gpu.sample.watermark``: ``philox_gumbel_block_argmax``, which
-    the resample kernel calls only with watermarking on (never here), raising if it ever is. The
-    real module imports the philox PRF, which runs ``torch.compile`` at import (about 20 s)."""
-    from . import loader
-
-    def philox_gumbel_block_argmax(*args, **kwargs):
-        raise NotImplementedError("stand-in: watermarking is off in every row")
-
-    return loader.standin(
-        "vllm.v1.worker.gpu.sample.watermark",
-        "stand-in: the watermark draw (off in every row)",
-        philox_gumbel_block_argmax=philox_gumbel_block_argmax,
-    )
+LOADED: dict = {}
+"""(cache root, version) -> the ``wheel_import.Loaded`` runner-v2 sampler (``loaded_runner_v2``)."""
 
 
-def load_runner_v2(root=None, download: bool = True):
-    """(rejection_sampler_utils module, gumbel module) from the wheel, interpreted;
-    ``download`` False: the cache only (loader.Unavailable when it is not there)."""
-    from . import loader
-
-    loader.ensure_triton(install=download)
-    root = root or loader.fetch(*pins.VLLM_RUNNER_V2, pins.VLLM_RUNNER_V2_FILES, download)
-    loaded = {
-        "vllm.triton_utils": triton_utils_standin(),
-        "vllm.v1.worker.gpu.sample.watermark": watermark_standin(),
-    }
-    for dotted in MODULES:
-        loaded[dotted] = loader.load(dotted, root, dict(loaded))
-    return loaded[MODULES[-1]], loaded["vllm.v1.worker.gpu.sample.gumbel"]
+def load_runner_v2(download: bool = True):
+    """(rejection_sampler_utils module, gumbel module) from the wheel, interpreted
+    (``loaded_runner_v2``)."""
+    loaded = loaded_runner_v2(download)
+    return loaded.module, loaded.modules[MODULES[0]]
 
 
 FED = (
@@ -305,8 +283,10 @@ def controlled_call(module, gumbel, inputs: dict, coins: dict, noise: dict, **op
 
     generators = {(gumbel, "murmur3_uniform32"): answer_tokens(noise), (gumbel, "murmur3_uniform64"): None}
     draws = ControlledTritonDraws(answer_coins(coins), generators)  # use_fp64's draw: refused
+    active = next((loaded for loaded in LOADED.values() if loaded.module is module), None)
     with draws, libdevice_shim(), CachedLanguagePatch(), np.errstate(invalid="ignore", divide="ignore"):
-        sampled, num_sampled = module.rejection_sample(**inputs, **options)
+        with active.active() if active is not None else contextlib.nullcontext():
+            sampled, num_sampled = module.rejection_sample(**inputs, **options)
     n = num_sampled.to(torch.int64)
     cols = torch.arange(sampled.shape[1])
     return torch.where(cols[None] < n[:, None], sampled, torch.full_like(sampled, -1)), n - 1
@@ -425,10 +405,6 @@ def _block_round(download: bool = True):
     return Built(step, round_probe(step.verify), "the coin forced through ControlledTritonDraws; noise from the seed")
 
 
-def _stop_first(budgets: dict) -> dict:
-    return {b: {**v, "stop_on_first": True} for b, v in budgets.items()}
-
-
 VLLM_RUNNER_V2_ROWS = [
     Engine(
         "vllm-v2-rejection",
@@ -465,7 +441,7 @@ VLLM_RUNNER_V2_ROWS = [
         "lossy",
         RANDOMNESS + ", as vllm-v2-rejection",
         lambda download=True: _kernel_row(download, synthetic_rate=SYNTHETIC_RATES),
-        _stop_first(TRITON_KERNEL),
+        stopping_at_first(TRITON_KERNEL),
         files=pins.VLLM_RUNNER_V2_FILES,
         needs=NEEDS_TRITON,
     ),
@@ -478,7 +454,7 @@ VLLM_RUNNER_V2_ROWS = [
         "lossy",
         RANDOMNESS + ", as vllm-v2-rejection",
         lambda download=True: _kernel_row(download, fly_window_size=FLY_WINDOW),
-        _stop_first(TRITON_KERNEL),
+        stopping_at_first(TRITON_KERNEL, CHAIN_FIRST_CASES),
         files=pins.VLLM_RUNNER_V2_FILES,
         needs=NEEDS_TRITON,
     ),
