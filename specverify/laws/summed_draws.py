@@ -248,7 +248,39 @@ def decided_within(value):
     return value
 
 
+def wide_paths_foreseen(weights: list, chosen: list, n: int, paths) -> str | None:
+    """Why a new decision over ``n`` branches cannot finish within the paths ``max_paths`` leaves
+    (``paths``: its ``cap`` and the paths ``used``), or None.
+
+    ``weights`` / ``chosen``: the path's decisions so far (their branch weights, the branch
+    taken). Only wide decisions (``SUMMED_FROM`` branches or more: a draw over a vocabulary that
+    the sampler reads, so that it is decided rather than summed over) count: each untaken sibling
+    of an open wide decision is foreseen to hold as many paths as the wide decisions after it on
+    this path multiply to (the product of branch counts along a path, Knuth's estimate of a
+    backtrack tree's size, Math. Comp. 29 (1975) 121-136). Two draws over V ids read on one path
+    thus foresee about V^2 paths: an inverse-CDF draft and residual (``int(searchsorted(cdf,
+    u))``) over an engine vocabulary, refused before its paths are spent. A sampler whose later
+    wide draw happens on one branch only is foreseen more paths than it has; none does so among
+    the rules the battery judges (a refusal sends the case to statistics, never to a finding)."""
+    if n < SUMMED_FROM:
+        return None
+    left, cap = paths.cap - paths.used, paths.cap
+    wide = [(i, len(w)) for i, w in enumerate(weights) if len(w) >= SUMMED_FROM]
+    foreseen, after = n - 1, n  # the new decision's other branches, then each open one's siblings
+    for i, width in reversed(wide):
+        foreseen += (width - 1 - chosen[i]) * after
+        after *= width
+        if foreseen > left:
+            return (
+                f"two draws over {wide[0][1]:,} and {n:,} ids are read on one path: about "
+                f"{wide[0][1]:,} x {n:,} paths, more than max_paths={cap:,} (foreseen before "
+                "spending them); fall back to statistics or raise max_paths"
+            )
+    return None
+
+
 __all__ = [
+    "wide_paths_foreseen",
     "SUMMED_FROM",
     "ChoiceLaw",
     "DeferredToken",
