@@ -37,8 +37,8 @@ a class of its own part of this package (``round.contract``, ``round.exact``,
 ``round.statistics``, ``round.engine_scale``, ``round.efficiency``) over the state and the
 sampling calls they share (``round.sampling``); the budgets, cases and reference laws are
 ``round.cases``, what runs in the subject's process ``round.tasks``, the reach and the forecast
-``round.reach``, the counterexample search ``round.counterexample``, the corner cases
-``round.corners``; what every battery shares (results, the subject-side guards, calls under
+``round.reach`` (the enumerations' forecast, said before them, ``round.first_forecast``), the
+counterexample search ``round.counterexample``, the corner cases ``round.corners``; what every battery shares (results, the subject-side guards, calls under
 deadlines) is ``specverify.battery.core``.
 Random streams: ``round_cases.ROUND_STREAMS``.
 """
