@@ -249,7 +249,7 @@ def test_a_missing_target_does_not_stop_the_others_and_the_xml_is_written(subjec
 def test_a_slow_import_is_not_silent_when_stderr_is_not_a_terminal(tmp_path, monkeypatch, capfd):
     """``progress="lines"`` (what ``specverify check`` uses on a pipe) prints the running stage
     every PROGRESS_LINE_SECONDS, from the loading of the target on; a short check prints only its
-    forecast, once, before sampling."""
+    two forecasts, once each: before enumerating and before sampling."""
     from specverify.surface import progress
 
     slow = tmp_path / "slow_import.py"
@@ -263,4 +263,5 @@ def test_a_slow_import_is_not_silent_when_stderr_is_not_a_terminal(tmp_path, mon
     monkeypatch.setattr(progress, "PROGRESS_LINE_SECONDS", 60.0)
     api.check("specverify.samplers.chain:speculative_step", budget="quick", progress="lines", counterexample=False)
     told = [line for line in capfd.readouterr().err.splitlines() if line.startswith("specverify: ")]
-    assert len(told) == 1 and "forecast" in told[0], told
+    # the enumerations' forecast, right after the contract, then the sampled runs'
+    assert len(told) == 2 and "forecast before enumerating" in told[0] and "forecast" in told[1], told

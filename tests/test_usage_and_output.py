@@ -221,13 +221,15 @@ def test_progress_on_a_terminal_only(monkeypatch):
 
 
 def test_only_the_forecast_when_stderr_is_not_a_terminal():
-    """No progress lines off a terminal; the forecast, told before the time is spent, is one line."""
+    """No progress lines off a terminal; the forecasts, told before the time is spent, are one line
+    each: the enumerations' (right after the contract) and the sampled runs'."""
     code, out, err, _ = run_module(
         "specverify", "check", "specverify:speculative_step", "--budget", "quick", timeout=300
     )
     assert code == 0 and out.startswith("specverify:speculative_step: EXACT")
-    (line,) = err.splitlines()
-    assert line.startswith("specverify: checking specverify:speculative_step: round battery, budget quick: forecast")
+    first, line = err.splitlines()  # the enumerations' forecast, then the sampled runs'
+    stage = "specverify: checking specverify:speculative_step: round battery, budget quick: forecast"
+    assert first.startswith(stage + " before enumerating") and line.startswith(stage)
 
 
 # ------------------------------------------------------------------ 6. the mutant report's table

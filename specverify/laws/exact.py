@@ -48,7 +48,7 @@ from typing import NoReturn
 import numpy as np
 
 from ..common.validation import check_int, check_k
-from . import precision
+from . import precision, summed_draws
 from .chains import sequence_distribution as sequence_distribution  # re-exported: exact.sequence_distribution
 from .stats import total_variation as total_variation  # re-exported: exact.total_variation
 from .summed_draws import SUMMED_FROM, ChoiceLaw, DeferredToken, as_token, expanded, expansions, pattern
@@ -104,6 +104,7 @@ class EnumeratingRng:
         self._torch = None  # the run's laws.torch_random.Interception while torch is followed
         self._memo_runs: list[tuple] = []  # this path's SubrunMemo runs: (memo, key, first, end, value)
         self.max_decisions = MAX_DECISIONS_PER_RUN  # an enumeration's own cap (_Budget)
+        self.paths: _Budget | None = None  # the paths max_paths allows (summed_draws.wide_paths_foreseen)
 
     @property
     def max_branching(self) -> int:
@@ -144,6 +145,9 @@ class EnumeratingRng:
             return self._chosen[pos]
         if pos >= self.max_decisions:
             self.refuse(f"more than {self.max_decisions} random decisions in one run")
+        if len(weights) >= SUMMED_FROM and self.paths is not None:  # refused at once, not after max_paths
+            if words := summed_draws.wide_paths_foreseen(self._weights, self._chosen, len(weights), self.paths):
+                self.refuse(words)
         self._chosen.append(0)
         self._weights.append(weights)
         self._probs.append((self._probs[-1] if pos else 1.0) * weights[0])
@@ -386,6 +390,7 @@ def _run(fn, rng: EnumeratingRng):
 def _enumerate(fn, budget: _Budget, max_branching: int = MAX_BRANCHING) -> dict:
     rng = EnumeratingRng(max_branching)
     rng.max_decisions = budget.decisions
+    rng.paths = budget
     unwatched = "torch" not in sys.modules
     chosen, weights, probs = rng._chosen, rng._weights, rng._probs
     dist: dict = defaultdict(float)

@@ -124,6 +124,47 @@ class DeferredToken:
         return repr(self.decided())
 
 
+class CellToken(DeferredToken):
+    """``np.searchsorted(cdf, u)`` of a symbolic uniform u, not decided yet: a draw over the cells
+    the sorted thresholds cut u's interval into (``laws.threshold_cells``), each cell's outcome the
+    count of thresholds below it and its weight the cell's share of the interval. Decided where
+    read, as a ``DeferredToken`` (``int()`` reads it: inverse-CDF code that wraps the index in
+    ``int`` is decided at once, as before), and then u's interval narrows to the cell taken; u
+    itself read again first decides the cell (``Interval.check_run``). Summed over where nothing
+    reads it: an inverse-CDF token that is only emitted costs one path, not one per cell."""
+
+    __slots__ = ("interval", "bounds")
+
+    def __init__(self, rng, law: ChoiceLaw, interval, bounds: np.ndarray):
+        super().__init__(rng, law)
+        self.interval, self.bounds = interval, bounds
+
+    def decided(self):
+        if self.value is None:
+            value = super().decided()
+            cell = self.law.outcomes.index(int(value))
+            self.interval.lo, self.interval.hi = float(self.bounds[cell]), float(self.bounds[cell + 1])
+            self.interval.pending = None
+        return self.value
+
+
+def cell_token(interval, thresholds: np.ndarray) -> CellToken | None:
+    """A ``CellToken`` for the count of ``thresholds`` (sorted, float64, in u's own scale) below
+    the uniform whose interval is ``interval``, when they cut it into ``SUMMED_FROM`` cells or more
+    (and no more than the rng branches over at once); None otherwise (decided at once, as before)."""
+    interval.check_run()
+    lo, hi, rng = interval.lo, interval.hi, interval.rng
+    inside = np.unique(thresholds[(thresholds > lo) & (thresholds < hi)])
+    if not SUMMED_FROM - 1 <= len(inside) < rng.max_branching:
+        return None
+    bounds = np.concatenate(([lo], inside, [hi]))
+    widths = np.diff(bounds)
+    counts = np.searchsorted(thresholds, bounds[:-1], side="right")  # thresholds at or below the cell
+    token = CellToken(rng, ChoiceLaw(counts, (widths / widths.sum()).tolist()), interval, bounds)
+    interval.pending = token
+    return token
+
+
 def _compare(name, order):
     def method(self, other):
         if self.value is None and not isinstance(other, (DeferredToken, np.ndarray)):
@@ -275,7 +316,41 @@ def decided_within(value):
     return value
 
 
+def wide_paths_foreseen(weights: list, chosen: list, n: int, paths) -> str | None:
+    """Why a new decision over ``n`` branches cannot finish within the paths ``max_paths`` leaves
+    (``paths``: its ``cap`` and the paths ``used``), or None.
+
+    ``weights`` / ``chosen``: the path's decisions so far (their branch weights, the branch
+    taken). Only wide decisions (``SUMMED_FROM`` branches or more: a draw over a vocabulary that
+    the sampler reads, so that it is decided rather than summed over) count: each untaken sibling
+    of an open wide decision is foreseen to hold as many paths as the wide decisions after it on
+    this path multiply to (the product of branch counts along a path, Knuth's estimate of a
+    backtrack tree's size, Math. Comp. 29 (1975) 121-136). Two draws over V ids read on one path
+    thus foresee about V^2 paths: an inverse-CDF draft and residual (``int(searchsorted(cdf,
+    u))``) over an engine vocabulary, refused before its paths are spent. A sampler whose later
+    wide draw happens on one branch only is foreseen more paths than it has; none does so among
+    the rules the battery judges (a refusal sends the case to statistics, never to a finding)."""
+    if n < SUMMED_FROM:
+        return None
+    left, cap = paths.cap - paths.used, paths.cap
+    wide = [(i, len(w)) for i, w in enumerate(weights) if len(w) >= SUMMED_FROM]
+    foreseen, after = n - 1, n  # the new decision's other branches, then each open one's siblings
+    for i, width in reversed(wide):
+        foreseen += (width - 1 - chosen[i]) * after
+        after *= width
+        if foreseen > left:
+            return (
+                f"two draws over {wide[0][1]:,} and {n:,} ids are read on one path: about "
+                f"{wide[0][1]:,} x {n:,} paths, more than max_paths={cap:,} (foreseen before "
+                "spending them); fall back to statistics or raise max_paths"
+            )
+    return None
+
+
 __all__ = [
+    "CellToken",
+    "cell_token",
+    "wide_paths_foreseen",
     "SUMMED_FROM",
     "ChoiceLaw",
     "DeferredToken",

@@ -30,20 +30,25 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from . import precision
+from .summed_draws import cell_token
 from .threshold_cells import cell_below, two_uniforms
 
 
 class Interval:
     """The interval [lo, hi) one uniform is known to lie in on the current path."""
 
-    __slots__ = ("lo", "hi", "rng", "run")
+    __slots__ = ("lo", "hi", "rng", "run", "pending")
 
     def __init__(self, rng):
         self.lo, self.hi, self.rng, self.run = 0.0, 1.0, rng, rng.run_id
+        self.pending = None  # a searchsorted of u not decided yet (summed_draws.CellToken)
 
     def check_run(self) -> None:
+        """Refuse a uniform of an earlier run; decide a pending searchsorted of it before u is read."""
         if self.run != self.rng.run_id:
             self.rng.refuse("a symbolic uniform was kept from an earlier run and reused")
+        if self.pending is not None:
+            self.pending.decided()
 
     def below_all(self, thresholds: np.ndarray) -> np.ndarray:
         """Decide ``u < t`` for every t of ``thresholds`` at once: the cell of the interval u lies
@@ -165,15 +170,29 @@ class SymbolicUniform:
         out[np.isnan(c)] = False  # every comparison with NaN is False, as for a real float
         return out
 
-    def count_below(self, c, what: str) -> int:
-        """How many entries of the sorted constants c lie below this value: what ``searchsorted``
-        (either side: ties have probability 0) returns for it."""
+    def searched(self, c):
+        """``np.searchsorted(c, u)``: an undecided ``summed_draws.CellToken`` where c cuts u's
+        interval into ``SUMMED_FROM`` cells or more (u increasing in its uniform), else the count
+        of c below u (``count_below``)."""
+        if self._a > 0:
+            t = self.sorted_constants(c, "numpy.searchsorted")
+            if (token := cell_token(self._iv, (t - self._b) / self._a)) is not None:
+                return token
+        return np.intp(self.count_below(c, "numpy.searchsorted"))
+
+    def sorted_constants(self, c, what: str) -> np.ndarray:
+        """c as float64 constants, refused unless one-dimensional, sorted ascending, without NaN."""
         c = constant_array(c, what, self._iv.rng)
         if c.ndim != 1:
             self._iv.rng.refuse(f"{what} over a {c.ndim}-dimensional array is not modelled")
         if np.isnan(c).any() or (np.diff(c) < 0).any():
             self._iv.rng.refuse(f"{what} over an array that is not sorted ascending (or holds NaN) is not modelled")
-        return int((~self.compare_array("<", c)).sum())
+        return c
+
+    def count_below(self, c, what: str) -> int:
+        """How many entries of the sorted constants c lie below this value: what ``searchsorted``
+        (either side: ties have probability 0) returns for it."""
+        return int((~self.compare_array("<", self.sorted_constants(c, what))).sum())
 
     def __lt__(self, t):
         return self._compare("<", t)
@@ -271,7 +290,7 @@ class SymbolicUniform:
         if name == "searchsorted" and len(args) >= 2 and args[1] is self and not isinstance(args[0], SymbolicUniform):
             sorter = args[3] if len(args) > 3 else kwargs.get("sorter")
             c = np.asarray(args[0]) if sorter is None else np.asarray(args[0])[np.asarray(sorter)]
-            return np.intp(self.count_below(c, "numpy.searchsorted"))
+            return self.searched(c)
         if name == "digitize" and args and args[0] is self:  # either ``right``: ties have probability 0
             return np.intp(self.count_below(args[1] if len(args) > 1 else kwargs.get("bins"), "numpy.digitize"))
         default = getattr(func, "_implementation", None)  # NumPy's own, as before this hook (NEP 18)

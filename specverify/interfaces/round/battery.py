@@ -37,8 +37,8 @@ a class of its own part of this package (``round.contract``, ``round.exact``,
 ``round.statistics``, ``round.engine_scale``, ``round.efficiency``) over the state and the
 sampling calls they share (``round.sampling``); the budgets, cases and reference laws are
 ``round.cases``, what runs in the subject's process ``round.tasks``, the reach and the forecast
-``round.reach``, the counterexample search ``round.counterexample``, the corner cases
-``round.corners``; what every battery shares (results, the subject-side guards, calls under
+``round.reach`` (the enumerations' forecast, said before them, ``round.first_forecast``), the
+counterexample search ``round.counterexample``, the corner cases ``round.corners``; what every battery shares (results, the subject-side guards, calls under
 deadlines) is ``specverify.battery.core``.
 Random streams: ``round_cases.ROUND_STREAMS``.
 """
@@ -51,7 +51,7 @@ from contextlib import ExitStack
 from ...battery import runner
 from ...battery.core import BatteryResult, stopping_kinds
 from ...battery.guards import ContractBreach
-from ...battery.subject_calls import OutOfTime, heard, run_in_subject, subject_process
+from ...battery.subject_calls import OutOfTime, announce, heard, run_in_subject, subject_process
 from ...laws import rounding
 from . import cases as round_cases
 from .cases import (
@@ -72,6 +72,7 @@ from .counterexample import describe_case, find_counterexample, shrink_engine_sc
 from .efficiency import TokensPerRoundDetector
 from .engine_scale import EngineScaleDetector
 from .exact import ExactDetector
+from .first_forecast import enumeration_calls, first_forecast_words, other_enumerations
 from .reach import forecast_words, other_budgets, reach, round_reach
 from .sampling import among
 from .statistics import ChiSquareDetector, cross_check_cases, planned_runs
@@ -174,6 +175,8 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
             r.ran.append("contract: breached; exact, statistical and tokens-per-round detectors skipped")
             return r
         cases = [c for c in cases if c.name not in self.too_slow]
+        if heard():  # before any enumeration: its calls at the contract's pace (round.first_forecast)
+            announce(self.first_forecast(cases))
         drawn = [c for c in drawn if c.name not in self.too_slow]
         swept = [c for c in swept if c.name not in self.too_slow]
         fallback = self.exact(cases, stop_on_first)
@@ -222,6 +225,18 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
 
             others = other_budgets(b, self.seed, names, every, planner)
         return forecast_words(b, runs, [c.m for c in fallback + cross + big], self.speed, others)
+
+    def first_forecast(self, cases):
+        """The enumerations' calls and seconds, this budget's and the others' (``round.first_forecast``)."""
+        b, seed = self.budget, self.seed
+
+        def case_lists(other):
+            swept = sweep_cases(other, seed) + round_corner_cases(other)
+            return battery(other) + generated_cases(other, seed) + swept, {c.name for c in swept}
+
+        others = other_enumerations(b, seed, case_lists)
+        calls = enumeration_calls(b, cases, self.swept)
+        return first_forecast_words(b, calls, self.speed.rounds_per_second(), others)
 
     def cover_cases(self, fixed, drawn, swept, big, fallback) -> None:
         """One ``coverage_entry`` per case run, in the order run."""
