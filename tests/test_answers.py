@@ -165,6 +165,17 @@ def test_an_environment_finding_is_no_verdict():
     assert own.exact is False and own.environment is None
 
 
+def test_a_control_with_no_finding_passes_only_when_its_verdict_is_exact():
+    """A control whose battery found nothing but left a case unjudged (a shortfall) has no
+    evidence that it is exact: inconclusive, a row that is not ok, never "passed"."""
+    short = BatteryResult(shortfalls=["exact: case A: stopped by a guard: no call returned within 32 s"])
+    assert short.exact is None
+    status, detail = judge("exact", short)
+    assert status == Status.INCONCLUSIVE and "stopped by a guard" in detail
+    whole = BatteryResult(mean_tokens_per_round={"case A": (2.0, 2.0)})
+    assert whole.exact is True and judge("exact", whole) == (Status.PASSED, "")
+
+
 def test_a_kernel_that_needs_cuda_is_an_environment_error_in_cli_json_and_junit(subjects):
     xml = subjects / "out.xml"
     code, out, err = cli(

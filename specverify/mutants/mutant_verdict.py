@@ -1,5 +1,5 @@
 """A mutant report's row and its verdict: ``Status`` (killed, survived, passed, accused, error,
-timeout, cannot run here), ``Row`` (one subject's line) and ``judge`` (a battery's result against
+timeout, inconclusive, cannot run here), ``Row`` (one subject's line) and ``judge`` (a battery's result against
 the subject's expected effect: a mutant must be flagged as its effect says, a control never)."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ SHORT_CHECK_NAMES = {"exact-tv": "exact", "chi-square": "chi2", "tokens-per-roun
 class Status(enum.StrEnum):
     KILLED = "killed"  # a mutant flagged as its effect says
     SURVIVED = "survived"  # a mutant no detector flagged
-    PASSED = "passed"  # a control (or the baseline) with no finding
+    PASSED = "passed"  # a control (or the baseline) judged EXACT
+    INCONCLUSIVE = "inconclusive"  # a control with no finding whose verdict is not EXACT (a shortfall)
     ACCUSED = "accused"  # a control flagged, or a fewer-tokens mutant flagged in distribution
     ERROR = "error"  # specverify raised (a bug of ours)
     TIMEOUT = "timeout"  # the subject's battery ran past --timeout
@@ -55,8 +56,12 @@ def judge(effect: str, result: BatteryResult) -> tuple[str, str]:
     wrong = result.flagged()
     slow = result.flagged(("efficiency",))
     edges = result.flagged(("edge",))
-    if effect == "exact":  # negative control: no distribution, contract or edge finding allowed
-        return (Status.ACCUSED, (wrong or edges)[0].message) if (wrong or edges) else (Status.PASSED, "")
+    if effect == "exact":  # negative control: judged EXACT, no distribution, contract or edge finding
+        if wrong or edges:
+            return Status.ACCUSED, (wrong or edges)[0].message
+        if result.exact is not True:  # nothing found, yet not judged whole: no evidence it passes
+            return Status.INCONCLUSIVE, "; ".join(result.shortfalls) or "the verdict is not EXACT"
+        return Status.PASSED, ""
     if effect == "edge":  # exact in law: killed only by an edge check
         if wrong:
             return Status.ACCUSED, f"exact in law, yet: {wrong[0].message}"
