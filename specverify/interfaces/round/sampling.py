@@ -53,8 +53,13 @@ class RoundSampling(Battery):
         ``sweep_max_paths``; ``lengths``: its round-length law rather than its window's."""
         b = self.budget
         paths = replace(b, max_paths=b.sweep_max_paths) if case.name in self.swept and not lengths else b
-        if case.name.startswith(ENGINE_VOCAB_ORIGIN):  # its own cap: ``engine_vocab_paths``
-            paths = replace(b, max_paths=min(b.max_paths, engine_vocab_paths(case.model.vocab_size)))
+        if case.name.startswith(ENGINE_VOCAB_ORIGIN):  # its own cap (``engine_vocab_paths``), and a
+            # call over V ids the wide cases' hang guard: a slow call there is no hang
+            paths = replace(
+                b,
+                max_paths=min(b.max_paths, engine_vocab_paths(case.model.vocab_size)),
+                call_limit_s=max(b.call_limit_s, b.scale_call_limit_s),
+            )
         return (case, paths, True) if lengths else (case, paths)
 
     def enumeration(self, args: tuple, reference=None) -> tuple:
