@@ -72,3 +72,22 @@ def test_two_wide_draws_within_the_cap_are_enumerated_as_before():
     law = exact.enumerate_distribution(_two_wide_draws, max_paths=SUMMED_FROM**2)
     assert len(law) == SUMMED_FROM**2
     assert all(abs(w - 1 / SUMMED_FROM**2) < 1e-15 for w in law.values())
+
+
+def test_the_rules_counts_are_kept_on_disk_and_read_back(monkeypatch, tmp_path):
+    """The reference rule's path counts are the same on every run of this code: counted once, a
+    later process reads them from the cache (here: the in-process memo emptied) and counts nothing."""
+    from specverify.interfaces.round import first_forecast
+    from specverify.interfaces.round.cases import battery, get_budget
+
+    monkeypatch.setenv("SPECVERIFY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(first_forecast, "_REFERENCE_PATHS", {})
+    budget = get_budget("quick")
+    cases = battery(budget)[:2]
+    counted = first_forecast.enumeration_calls(budget, cases, set())
+    assert counted > 0 and first_forecast.cache_file().parent == tmp_path and first_forecast.cache_file().exists()
+
+    monkeypatch.setattr(first_forecast, "_REFERENCE_PATHS", {})
+    monkeypatch.setattr(first_forecast.exact, "sampler_distribution", None)  # counting again would fail
+    monkeypatch.setattr(first_forecast.exact, "round_length_distribution", None)
+    assert first_forecast.enumeration_calls(budget, cases, set()) == counted

@@ -259,7 +259,7 @@ class EnumeratingRng:
         if n <= 0:
             raise ValueError("high <= low")
         if n > self._max_branching and size is None and self._torch is not None:
-            return self._torch.seed_token()  # a seed for torch only (laws.torch_random)
+            return self._torch.seeds.token()  # a seed for torch only (laws.torch_random)
         self.branch_cap(n, "rng.integers")
         weights = (1.0 / n,) * n
 

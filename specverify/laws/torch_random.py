@@ -38,11 +38,12 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
+from ..common.alarm_safe import unalarmed
 from . import precision
 from .random_elements import ORDERS, RandomElements, keeps_choice, merged
 from .summed_draws import decided_within
 from .threshold_cells import two_uniforms
-from .torch_seeds import RunSeeds, TorchSeed, python_random_names
+from .torch_seeds import RunSeeds, python_random_names
 
 NAN = float("nan")
 _ACTIVE: list = []  # the Interceptions entered and not yet exited, innermost last
@@ -127,6 +128,13 @@ class SymbolicTensor(torch.Tensor):
         kept.layer.rng.refuse("a random torch tensor was kept from an earlier run, or used outside enumeration")
 
 
+def _pop_modes_down_to(mode: TorchFunctionMode) -> None:
+    """Pop torch's mode stack down to ``mode``, past any mode the subject pushed and left."""
+    if any(torch._C._get_function_stack_at(i) is mode for i in range(torch._C._len_torch_function_stack())):
+        while torch._C._pop_torch_function_stack() is not mode:
+            pass
+
+
 class Interception(TorchFunctionMode):
     """One run of ``exact``'s enumeration with torch's random functions following ``rng``."""
 
@@ -137,21 +145,19 @@ class Interception(TorchFunctionMode):
         self.elements = RandomElements(rng)  # the run's random elements, by expression id
         self.overlays: dict[int, tuple] = {}  # storage address -> (ids, element size, the storage)
 
+    @unalarmed
     def __enter__(self):
         self.saved_state = torch.default_generator.get_state()  # our markers reseed it: restored after
         stand_ins = {"seed": self.seeds.python_seed, "random": self.python_uniform}
         for name in python_random_names():
             self.saved[name] = getattr(pyrandom, name)
-            setattr(pyrandom, name, stand_ins.get(name) or functools.partial(self.python_refusal, name))
+            setattr(pyrandom, name, stand_ins.get(name) or functools.partial(self.seeds.python_refusal, name))
         _ACTIVE.append(self)
         return super().__enter__()
 
-    def python_refusal(self, name: str, *args, **kwargs):
-        """Python's ``random.<name>`` other than ``seed`` and ``random`` while followed: refused."""
-        self.rng.refuse(f"Python's random.{name} is not modelled by the exact enumerator")
-
+    @unalarmed
     def __exit__(self, exc_type, exc, tb):
-        super().__exit__(exc_type, exc, tb)
+        _pop_modes_down_to(self)
         _ACTIVE.remove(self)
         for name, fn in self.saved.items():
             setattr(pyrandom, name, fn)
@@ -159,10 +165,6 @@ class Interception(TorchFunctionMode):
         if self.seeds.unused():
             stopped = f" (the run stopped with {exc_type.__name__}: {exc})" if exc_type else ""
             self.rng.refuse(f"a seed from rng.integers over more than max_branching outcomes seeded no draw{stopped}")
-
-    def seed_token(self) -> TorchSeed:
-        """What ``EnumeratingRng.integers`` returns for a range it cannot branch over."""
-        return self.seeds.token()
 
     def python_uniform(self) -> torch.Tensor:
         """``random.random()`` while followed: a 0-dim symbolic float64 tensor."""

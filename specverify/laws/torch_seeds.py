@@ -60,6 +60,10 @@ class RunSeeds:
         self._use(key, "python", "random.seed with a value that is not a fresh seed from rng.integers in this run")
         self.python_seeded = True
 
+    def python_refusal(self, name: str, *args, **kwargs):
+        """Python's ``random.<name>`` other than ``seed`` and ``random`` while followed: refused."""
+        self.rng.refuse(f"Python's random.{name} is not modelled by the exact enumerator")
+
     def check_generator(self, kwargs) -> None:
         """Check the generator a draw reads: seeded from this run's rng since this run last drew
         from it. Then reseed it with a marker of ours, so that a seed set twice shows as reused."""

@@ -10,15 +10,59 @@ is enumerated, and the same for the other named budgets. A subject that branches
 draws than the rule spends more calls (at most each case's cap), or fewer where a case is refused
 at once (``summed_draws.wide_paths_foreseen``); the forecast after the enumerations
 (``round.reach.forecast_words``) tells its sampled runs as they are.
+
+The rule's counts depend on the code and the cases only, not on the subject, so they are kept on
+disk (``$SPECVERIFY_CACHE_DIR``, else ``~/.cache/specverify``; keyed by a hash of the package's
+sources, so any change of code recounts): the thorough budget's 46,000 counted paths cost about
+10 s of CPU before the first enumeration of every check otherwise. A cache that cannot be read or
+written is recounted, never an error.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from ...common.files import write_atomically
 from ...laws import exact
 from ...samplers.chain import speculative_step
 from .cases import ENGINE_VOCAB_ORIGIN, Budget, Case, engine_vocab_paths, round_length_cases
 
-_REFERENCE_PATHS: dict = {}  # (case's name, k, m, cap, lengths) -> the rule's calls: the same on every run
+_REFERENCE_PATHS: dict = {}  # "case's name|k|m|cap|lengths" -> the rule's calls: the same on every run
+_PACKAGE = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def _sources_digest() -> str:
+    digest = hashlib.sha256()
+    for source in sorted(_PACKAGE.rglob("*.py")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_file() -> Path:
+    """This code's cache of the rule's counts: one file per hash of the package's sources."""
+    root = os.environ.get("SPECVERIFY_CACHE_DIR") or Path.home() / ".cache" / "specverify"
+    return Path(root) / f"reference-paths-{_sources_digest()}.json"
+
+
+def _load_cached() -> None:
+    if not _REFERENCE_PATHS:
+        try:
+            _REFERENCE_PATHS.update(json.loads(cache_file().read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+
+
+def _save_cached() -> None:
+    try:
+        cache_file().parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(cache_file(), json.dumps(_REFERENCE_PATHS, sort_keys=True))
+    except OSError:
+        pass
 
 
 def path_cap(budget: Budget, case: Case, swept: set) -> int:
@@ -32,12 +76,13 @@ def path_cap(budget: Budget, case: Case, swept: set) -> int:
 
 def reference_calls(case: Case, cap: int, lengths: bool = False) -> int:
     """Subject calls the reference rule's enumeration of ``case`` takes under ``cap`` paths (its
-    round-length law with ``lengths``); memoized per case, cap and law. A case the rule cannot
+    round-length law with ``lengths``); memoized per case, cap and law, in the process and on disk. A case the rule cannot
     finish within its cap costs the cap, and so does the engine-vocabulary case (counted at its
     cap, ``engine_vocab_paths``: about twice the rule's V + a few paths, and seconds to enumerate)."""
-    key = (case.name, case.k, case.m, cap, lengths)
+    key = f"{case.name}|{case.k}|{case.m}|{cap}|{lengths}"
     if case.name.startswith(ENGINE_VOCAB_ORIGIN):  # seconds to enumerate: at most its cap
         return cap
+    _load_cached()
     if key not in _REFERENCE_PATHS:
         calls = [0]
 
@@ -60,8 +105,12 @@ def reference_calls(case: Case, cap: int, lengths: bool = False) -> int:
 def enumeration_calls(budget: Budget, cases: list[Case], swept: set) -> int:
     """The reference rule's enumeration calls for ``cases`` and the round-length laws under
     ``budget``'s caps (``reference_calls``)."""
+    known = len(_REFERENCE_PATHS)
     calls = sum(reference_calls(c, path_cap(budget, c, swept)) for c in cases)
-    return calls + sum(reference_calls(c, budget.max_paths, True) for c in round_length_cases())
+    calls += sum(reference_calls(c, budget.max_paths, True) for c in round_length_cases())
+    if len(_REFERENCE_PATHS) > known:
+        _save_cached()
+    return calls
 
 
 def first_forecast_words(budget: Budget, enumerations: int, pace: float | None, others: dict):
@@ -99,6 +148,7 @@ def other_enumerations(budget: Budget, seed: int, case_lists) -> dict:
 
 
 __all__ = [
+    "cache_file",
     "enumeration_calls",
     "first_forecast_words",
     "other_enumerations",
