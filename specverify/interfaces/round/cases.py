@@ -286,10 +286,11 @@ def binned_cases(budget: str | Budget, big: list[Case], engine_vocab_exact: bool
     """The engine-scale cases ``big`` (``engine_scale_cases``) a run judges by binned chi-square:
     all of them, except that where the engine-vocabulary case's exact law was had
     (``engine_vocab_exact``) and the budget does not ask for them beside it
-    (``scale_beside_exact``), only the aimed ones (the user's --vocab / --k). The budget's binned
-    cases see a binned TV of ``scale_tv`` per position at thousands of calls; a subject whose
-    exact law the enumerator has at dense V = ``engine_vocab`` is judged there with no noise
-    (docs/BUDGETS.md, "The binned cases at standard")."""
+    (``scale_beside_exact``), only the aimed ones (the user's --vocab / --k). The named budgets'
+    binned cases are thorough's (``scale_beside_exact``: all of them either way); standard has
+    none, so it covers the same box for every subject, its dense V = ``engine_vocab`` case judged
+    by its exact law or, where the enumerator cannot follow it, binned (docs/BUDGETS.md, "The
+    binned cases at standard")."""
     b = get_budget(budget)
     if engine_vocab_exact and not b.scale_beside_exact:
         return [c for c in big if c.name.startswith("aimed")]
