@@ -288,7 +288,6 @@ TABLE = {
             sweep_corners=True,
             engine_vocab=8192,
             scale_cases=((4096, 8, "residual"), (33024, 8, "draft"), (152064, 4, "residual")),
-            scale_runs=4000,
             scale_beside_exact=True,
         ),
         "loop": LoopBudget(

@@ -67,7 +67,7 @@ def coverage(budget) -> str:
         f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
         f"{max(c.m for c in chosen)} tokens, chi-square looks to {b.n_max} runs and on to a case's "
         f"TV; a case the enumerator cannot follow must see TV {b.detect_tv:g} (swept {b.sweep_tv:g}"
-        + (f", binned {b.scale_tv:g} per position" if b.scale_cases else "")
+        + (f", binned {b.scale_tv:g} per position" if b.scale_cases or b.engine_vocab else "")
         + (f"; cross-check of enumerated ones {b.cross_check_tv:g}" if b.stat_cases else "")
         + ")"
     )
