@@ -186,3 +186,25 @@ def test_the_cross_check_draws_only_cases_of_few_outcomes(seed):
     assert not any(c.name.startswith(round_cases.ENGINE_VOCAB_ORIGIN) for c in cross)
     per_check = check_rate(b, [], cross, b.false_fail_rate / 2)
     assert cross_check_runs(b, cross, per_check) <= 1000  # 400-600 runs at standard (docs/BUDGETS.md)
+
+
+def test_the_forecast_plans_a_dense_case_the_enumerator_cannot_follow_as_the_battery_runs_it():
+    """The other budgets' forecast (``other_budgets``) for a subject whose dense engine-vocabulary
+    case fell back: that case's binned runs (``scale_sizes``), as the battery runs it, not a
+    chi-square over its V outcomes (tens of thousands of runs). Computed, not sampled."""
+    from specverify.interfaces.round.corners import round_corner_cases
+    from specverify.interfaces.round.reach import other_budgets
+    from specverify.interfaces.round.statistics import planned_runs
+
+    def planner(other, fallback, cross, big):
+        swept = {c.name for c in round_cases.sweep_cases(other, 0) + round_corner_cases(other)}
+        return planned_runs(other, fallback, cross, big, swept, other.false_fail_rate / 2)
+
+    b = round_cases.get_budget("standard")
+    cases = round_cases.battery(b) + round_cases.generated_cases(b, 0) + round_cases.sweep_cases(b, 0)
+    dense = [c for c in cases if c.name.startswith(round_cases.ENGINE_VOCAB_ORIGIN)]
+    rest = [c for c in cases if c is not dense[0]]
+    cross = cross_check_cases(rest, b.stat_cases, 0)
+    runs, windows = other_budgets(round_cases.get_budget("quick"), 0, {dense[0].name}, False, planner)["standard"]
+    assert runs == planner(b, [], cross, dense) and len(windows) == len(cross) + 1
+    assert runs < 2 * scale_sizes(b, dense, b.false_fail_rate / 4)[0]
