@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import generated_subjects
@@ -29,11 +30,19 @@ from specverify.interfaces.loop.battery import run_loop_battery
 from specverify.interfaces.loop.generated import scale_loop_cases
 from specverify.interfaces.round import battery as round_interface
 from specverify.interfaces.round import cases as round_cases
+from specverify.interfaces.round.engine_scale import scale_sizes
 from specverify.laws import scale
 from specverify.samplers.chain import speculative_step
 from specverify.samplers.reference_loop import generate
 
 ROOT = Path(__file__).resolve().parents[1]
+
+BINNED = replace(
+    round_cases.get_budget("standard"), scale_cases=((4096, 8, "residual"), (33_024, 2, "draft")), scale_runs=2000
+)
+"""Standard with two engine-scale cases (V 4,096 at k = 8, V 33,024 at k = 2) at 2,000 runs: the
+binned stage's calibration and power at a window of 9 tokens and past int16's ids (the standard
+budget has none: thorough's run V 4,096 to 152,064 at 4,000 runs, slower than a test)."""
 
 
 # ---------------------------------------------------------------------------- the binning
@@ -86,21 +95,22 @@ def test_the_round_budgets_past_quick_reach_vocabularies_in_the_thousands():
         drawn = round_cases.generated_cases(name, 0)
         wide = max(c.model.vocab_size for c in drawn)
         assert wide <= 4 if name == "quick" else wide >= 4096, name
-    big = round_cases.engine_scale_cases("standard", 0)
+    assert round_cases.engine_scale_cases("standard", 0) == []  # its dense V = 4,096 case only
+    big = round_cases.engine_scale_cases(BINNED, 0)
     assert [(c.model.vocab_size, c.k, c.m) for c in big] == [(4096, 8, 9), (33_024, 2, 3)]
     thorough = round_cases.engine_scale_cases("thorough", 0)
     assert max(c.model.vocab_size for c in thorough) == 152_064 and max(c.k for c in thorough) == 8
-    again = round_cases.engine_scale_cases("standard", 0)
+    again = round_cases.engine_scale_cases(BINNED, 0)
     assert all(np.array_equal(a.model.p_table, b.model.p_table) for a, b in zip(big, again))
-    assert not np.array_equal(big[0].model.p_table, round_cases.engine_scale_cases("standard", 1)[0].model.p_table)
+    assert not np.array_equal(big[0].model.p_table, round_cases.engine_scale_cases(BINNED, 1)[0].model.p_table)
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_reference_is_exact_on_the_engine_scale_cases_over_seeds_0_to_4(seed):
-    """The standard budget's engine-scale stage alone on the reference (the fixed and drawn cases
-    are enumerated elsewhere, tests/test_generated_cases.py): no finding, power stated; the test
-    is of the binned test's calibration at the budget's run count."""
-    b = round_cases.get_budget("standard")
+    """The engine-scale stage alone on the reference, ``BINNED``'s two cases (the fixed and drawn
+    cases are enumerated elsewhere, tests/test_generated_cases.py): no finding, power stated; the
+    test is of the binned test's calibration at the budget's run count."""
+    b = BINNED
     result = subject_calls.run_in_subject(
         speculative_step,
         lambda h: round_interface.RoundBattery(h, b, seed, None),
@@ -114,7 +124,7 @@ def test_the_reference_is_exact_on_the_engine_scale_cases_over_seeds_0_to_4(seed
 
 @pytest.mark.parametrize("name", ["tile_off_by_one", "int16_ids"])
 def test_a_round_sampler_wrong_only_at_engine_scale_is_not_exact(name):
-    """Not exact on the standard budget's engine-scale cases: the tile bug by its law, the int16
+    """Not exact on ``BINNED``'s engine-scale cases: the tile bug by its law, the int16
     ids as a contract breach (the whole standard check of the tile bug: the CLI test below). On
     the quick budget with a dense engine-vocabulary case of V 1,024 (quick itself has none) the
     int16 ids are exact (every V below 32,768) and the tile bug is found by the exact law of that
@@ -126,7 +136,7 @@ def test_a_round_sampler_wrong_only_at_engine_scale_is_not_exact(name):
         assert all(f.case.startswith(round_cases.ENGINE_VOCAB_ORIGIN) for f in result.flagged()), result.findings
     else:
         assert result.exact is True, result.findings
-    b = round_cases.get_budget("standard")
+    b = BINNED
     result = subject_calls.run_in_subject(
         fn,
         lambda h: round_interface.RoundBattery(h, b, 0, None),
@@ -161,8 +171,14 @@ def test_the_cli_shrinks_a_binned_finding_to_the_first_vocabulary_that_shows_it(
     judged = {c["judged"] for c in cases}
     assert {"enumeration", "binned chi-square"} <= judged
     assert {c["origin"] for c in cases} >= {"fixed", "generated"}
-    # its runs: the budget's 2,000, on any machine at any load
-    assert any(c["vocab"] == 4096 and c["k"] == 8 and c["runs"] == 2000 and c["detect_tv"] is not None for c in cases)
+    # the dense V = 4,096 case, not enumerable here (its residual is int(rng.choice(...))), binned
+    # at the runs its promised TV needs (scale_sizes), on any machine at any load
+    b = round_cases.get_budget("standard")
+    dense = [c for c in round_cases.generated_cases(b, 0) if c.name.startswith(round_cases.ENGINE_VOCAB_ORIGIN)]
+    runs = scale_sizes(b, dense, b.false_fail_rate / 4)[0]
+    assert any(
+        c["vocab"] == 4096 and c["k"] == 1 and c["judged"] == "binned chi-square" and c["runs"] == runs for c in cases
+    ), cases
 
 
 def test_the_shrink_of_a_binned_finding_reaches_the_first_vocabulary_that_shows_it():

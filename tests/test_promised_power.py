@@ -72,14 +72,25 @@ def test_the_pooled_cross_check_sees_its_tv_averaged_over_cases_drawn_from_the_s
     assert n < 2000  # far fewer than a chi-square per case to a fixed 4,000 runs each
 
 
-def test_the_binned_cases_are_sized_to_the_scale_tv_per_position():
-    b = round_cases.get_budget("standard")
-    big = round_cases.engine_scale_cases(b, 0)
+@pytest.mark.parametrize("name", ["standard", "thorough"])
+def test_the_binned_cases_are_sized_to_the_scale_tv_per_position(name):
+    """The binned cases a budget may run (its engine-scale cases and its dense engine-vocabulary
+    case where the enumerator cannot follow it) each see ``scale_tv`` per position at the rate
+    split over every position; at standard (the dense case alone) at the fewest runs that do,
+    past its floor ``scale_runs``: no run beyond its promise."""
+    b = round_cases.get_budget(name)
+    dense = [c for c in round_cases.generated_cases(b, 0) if c.name.startswith(round_cases.ENGINE_VOCAB_ORIGIN)]
+    big = dense + round_cases.engine_scale_cases(b, 0)
     rate = b.false_fail_rate / 4
     per_check = stats.split_budget(rate, sum(c.m for c in big))
-    for case, n in zip(big, scale_sizes(b, big, rate)):
+    sizes = scale_sizes(b, big, rate)
+    for case, n in zip(big, sizes):
         assert n >= b.scale_runs
         assert scale.min_detectable_tv(case.model.p_table[0], n, per_check, POWER_FALSE_PASS_RATE) <= b.scale_tv
+    if name == "standard":
+        assert len(big) == 1 and sizes[0] > b.scale_runs
+        tv = scale.min_detectable_tv(dense[0].model.p_table[0], sizes[0] - 1, per_check, POWER_FALSE_PASS_RATE)
+        assert tv > b.scale_tv
 
 
 def test_the_readme_power_figures_are_the_budgets_fields():
@@ -133,18 +144,26 @@ def test_a_loop_core_case_runs_until_it_sees_detect_tv_whatever_samples_says():
     assert all(row["false_fail_rate"] <= 1e-6 for row in rows)
 
 
-def test_the_binned_cases_run_at_standard_only_where_the_dense_engine_vocabulary_case_is_not_enumerated():
-    """Standard: the budget's binned cases where the dense V = 4,096 case fell back to statistics,
-    only the aimed ones where its exact law was had; thorough: all of them either way. Computed,
+def test_the_standard_budget_covers_the_same_cases_whether_or_not_the_dense_case_is_enumerated():
+    """Standard has no engine-scale case of its own: the dense V = 4,096 case is judged by its
+    exact law or, where the enumerator cannot follow it, binned; the aimed cases run either way.
+    A budget with engine-scale cases and ``scale_beside_exact`` False runs them only where the
+    dense case fell back (the mutant report's); thorough runs all of them either way. Computed,
     not sampled."""
+    from dataclasses import replace
+
     from specverify import interfaces
     from specverify.interfaces.round.reach import reach
 
     b = round_cases.get_budget("standard")
     big = round_cases.engine_scale_cases(b, 0, interfaces.aim(vocab=40_000, k="2"))
-    assert len(big) == len(b.scale_cases) + 1
-    assert round_cases.binned_cases(b, big, engine_vocab_exact=False) == big
-    assert [c.name for c in round_cases.binned_cases(b, big, engine_vocab_exact=True)] == [big[-1].name]
+    assert b.scale_cases == () and len(big) == 1 and big[0].name.startswith("aimed")
+    for exact in (False, True):
+        assert round_cases.binned_cases(b, big, engine_vocab_exact=exact) == big
+    beside = replace(b, scale_cases=((4096, 2, "residual"),))
+    big = round_cases.engine_scale_cases(beside, 0, interfaces.aim(vocab=40_000, k="2"))
+    assert round_cases.binned_cases(beside, big, engine_vocab_exact=False) == big
+    assert [c.name for c in round_cases.binned_cases(beside, big, engine_vocab_exact=True)] == [big[-1].name]
     assert big[-1].name.startswith("aimed")
     thorough = round_cases.get_budget("thorough")
     every = round_cases.engine_scale_cases(thorough, 0)
@@ -167,3 +186,25 @@ def test_the_cross_check_draws_only_cases_of_few_outcomes(seed):
     assert not any(c.name.startswith(round_cases.ENGINE_VOCAB_ORIGIN) for c in cross)
     per_check = check_rate(b, [], cross, b.false_fail_rate / 2)
     assert cross_check_runs(b, cross, per_check) <= 1000  # 400-600 runs at standard (docs/BUDGETS.md)
+
+
+def test_the_forecast_plans_a_dense_case_the_enumerator_cannot_follow_as_the_battery_runs_it():
+    """The other budgets' forecast (``other_budgets``) for a subject whose dense engine-vocabulary
+    case fell back: that case's binned runs (``scale_sizes``), as the battery runs it, not a
+    chi-square over its V outcomes (tens of thousands of runs). Computed, not sampled."""
+    from specverify.interfaces.round.corners import round_corner_cases
+    from specverify.interfaces.round.reach import other_budgets
+    from specverify.interfaces.round.statistics import planned_runs
+
+    def planner(other, fallback, cross, big):
+        swept = {c.name for c in round_cases.sweep_cases(other, 0) + round_corner_cases(other)}
+        return planned_runs(other, fallback, cross, big, swept, other.false_fail_rate / 2)
+
+    b = round_cases.get_budget("standard")
+    cases = round_cases.battery(b) + round_cases.generated_cases(b, 0) + round_cases.sweep_cases(b, 0)
+    dense = [c for c in cases if c.name.startswith(round_cases.ENGINE_VOCAB_ORIGIN)]
+    rest = [c for c in cases if c is not dense[0]]
+    cross = cross_check_cases(rest, b.stat_cases, 0)
+    runs, windows = other_budgets(round_cases.get_budget("quick"), 0, {dense[0].name}, False, planner)["standard"]
+    assert runs == planner(b, [], cross, dense) and len(windows) == len(cross) + 1
+    assert runs < 2 * scale_sizes(b, dense, b.false_fail_rate / 4)[0]

@@ -78,7 +78,7 @@ def measure(seconds: float = 0.3) -> dict:
     rng = np.random.default_rng(0)
     small, wide = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4096))
     toy = toy_chain()
-    scale_case = round_cases.engine_scale_cases("standard", 0)[0]
+    scale_case = round_cases.engine_scale_cases("thorough", 0)[0]  # V4096 k=8 residual
     guarded_toy = round_tasks.guarded(speculative_step, toy.vocab_size)
     guarded_scale = round_tasks.guarded(speculative_step, scale_case.model.vocab_size)
     loop_case = loop_cases()[0]

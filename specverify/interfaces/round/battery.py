@@ -20,8 +20,9 @@ never re-implement a detector. Detectors, each on the battery's table-driven cas
   efficiency finding.
 - ``binned-chi-square``: the engine-scale cases (``engine_scale_cases``: V 4096 to 152,064, k up
   to 8, and the user's ``--vocab`` / ``--k`` / ``--max-tokens``), sampled and judged on every
-  window position by a binned chi-square (specverify.laws.scale); at standard the budget's run
-  only where the dense engine-vocabulary case is not enumerated (``binned_cases``); a finding
+  window position by a binned chi-square (specverify.laws.scale), and the dense
+  engine-vocabulary case where the enumerator cannot follow it; standard has no budget
+  engine-scale case (thorough's, beside the dense case's exact law: ``binned_cases``); a finding
   there is shrunk over vocabularies and k (``shrink_engine_scale``).
 
 Verdict (``BatteryResult.exact``): False on a distribution finding or a contract breach; None
@@ -124,7 +125,8 @@ def run(
 
 def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, reference=None) -> dict | None:
     """The smallest model that shows a distribution finding (None without one). A finding on the
-    engine-scale cases alone (the binned chi-square) is shrunk over vocabularies and k
+    engine-scale cases alone (the binned chi-square; the dense engine-vocabulary case's too, where
+    the enumerator could not follow it) is shrunk over vocabularies and k
     (``round_counterexample.shrink_engine_scale``); otherwise the small candidates first
     (``round_counterexample.find_counterexample``), and when none of them shows it (a bug that
     needs a larger vocabulary or k) the drawn case it was found on, described the same way, else
@@ -134,7 +136,11 @@ def counterexample(subject, budget, seed: int, result: BatteryResult, aim=None, 
     if not flagged or reference is not None:
         return None
     names = {f.case for f in flagged}
-    big = [c for c in engine_scale_cases(budget, seed, aim) if c.name in names]
+    binned = {f.case for f in flagged if f.check == "binned-chi-square"}
+    dense = [c for c in generated_cases(budget, seed) if c.name.startswith(ENGINE_VOCAB_ORIGIN)]
+    # the budget's and the aimed engine-scale cases, and the dense engine-vocabulary case where it
+    # was judged binned (the enumerator could not follow it): each shrinks like an engine-scale case
+    big = [c for c in engine_scale_cases(budget, seed, aim) if c.name in names] + [c for c in dense if c.name in binned]
     smallest = lambda cases: min(cases, key=lambda c: (c.model.vocab_size, c.k, c.m))  # noqa: E731
     if big and all(f.check == "binned-chi-square" for f in flagged):
         return shrink_engine_scale(subject, budget, seed, smallest(big))

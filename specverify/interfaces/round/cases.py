@@ -67,7 +67,7 @@ def coverage(budget) -> str:
         f"{len(chosen)} fixed cases{extra}, k up to {max(c.k for c in chosen)}, windows up to "
         f"{max(c.m for c in chosen)} tokens, chi-square looks to {b.n_max} runs and on to a case's "
         f"TV; a case the enumerator cannot follow must see TV {b.detect_tv:g} (swept {b.sweep_tv:g}"
-        + (f", binned {b.scale_tv:g} per position" if b.scale_cases else "")
+        + (f", binned {b.scale_tv:g} per position" if b.scale_cases or b.engine_vocab else "")
         + (f"; cross-check of enumerated ones {b.cross_check_tv:g}" if b.stat_cases else "")
         + ")"
     )
@@ -286,10 +286,11 @@ def binned_cases(budget: str | Budget, big: list[Case], engine_vocab_exact: bool
     """The engine-scale cases ``big`` (``engine_scale_cases``) a run judges by binned chi-square:
     all of them, except that where the engine-vocabulary case's exact law was had
     (``engine_vocab_exact``) and the budget does not ask for them beside it
-    (``scale_beside_exact``), only the aimed ones (the user's --vocab / --k). The budget's binned
-    cases see a binned TV of ``scale_tv`` per position at thousands of calls; a subject whose
-    exact law the enumerator has at dense V = ``engine_vocab`` is judged there with no noise
-    (docs/BUDGETS.md, "The binned cases at standard")."""
+    (``scale_beside_exact``), only the aimed ones (the user's --vocab / --k). The named budgets'
+    binned cases are thorough's (``scale_beside_exact``: all of them either way); standard has
+    none, so it covers the same box for every subject, its dense V = ``engine_vocab`` case judged
+    by its exact law or, where the enumerator cannot follow it, binned (docs/BUDGETS.md, "The
+    binned cases at standard")."""
     b = get_budget(budget)
     if engine_vocab_exact and not b.scale_beside_exact:
         return [c for c in big if c.name.startswith("aimed")]

@@ -129,7 +129,10 @@ def other_budgets(budget: Budget, seed: int, fallback_names: set, every_case_fel
         fallback = cases if every_case_fell_back else fallback
         rest = [c for c in cases if all(c is not f for f in fallback)]
         cross = cross_check_cases(rest, b.stat_cases, seed)
-        big = binned_cases(b, engine_scale_cases(b, seed), bool(b.engine_vocab) and not engine_fell_back)
+        # the dense engine-vocabulary case the enumerator cannot follow is binned, as the battery does
+        big = [c for c in fallback if wide(c.name)]
+        big += binned_cases(b, engine_scale_cases(b, seed), bool(b.engine_vocab) and not engine_fell_back)
+        fallback = [c for c in fallback if not wide(c.name)]
         out[name] = (planner(b, fallback, cross, big), [c.m for c in fallback + cross + big])
     return out
 
