@@ -1,4 +1,4 @@
-"""A real-pace sampler: what one verdict costs a subject that takes ``--round-ms`` per round.
+"""A real-pace sampler: what one verdict costs a subject that takes --round-ms per round.
 
 ``specverify bench paced [--round-ms 50] [--budget standard] [--seed 0] [--json]`` runs
 ``specverify check`` (``surface.api.check``, no counterexample search, the progress lines on
