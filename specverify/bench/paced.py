@@ -145,12 +145,12 @@ def table(result: dict) -> str:
     lines = [
         f"the rule by rng.choice, {result['round_ms']:g} ms a round, budget {result['budget']}, "
         f"seed {result['seed']}: {verdict}",
-        f"{'':<22} {'calls':>8} {'seconds':>8}",
+        f"{'':<24} {'calls':>8} {'seconds':>8}",
     ]
     for what, calls, seconds, note in rows(result):
         shown_calls = "-" if calls is None else f"{calls:,}"
         shown_s = "-" if seconds is None else f"{seconds:.1f}"
-        lines.append(f"{what:<22} {shown_calls:>8} {shown_s:>8}   {note}".rstrip())
+        lines.append(f"{what:<24} {shown_calls:>8} {shown_s:>8}   {note}".rstrip())
     return "\n".join(lines)
 
 
