@@ -304,6 +304,7 @@ HELP_FORMS = [
     ("specverify", "bench", "sweep-cost"),
     ("specverify", "bench", "determinism"),
     ("specverify", "bench", "calls"),
+    ("specverify", "bench", "paced"),
     ("specverify", "experiments"),
     ("specverify", "models"),
     ("specverify", "models", "measure"),

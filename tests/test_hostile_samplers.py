@@ -404,3 +404,88 @@ def test_a_hang_inside_an_enumeration_is_stopped_by_a_guard_and_not_judged(tmp_p
     assert stopped and any("stopped by a guard" in s for s in result.shortfalls), result.ran
     assert result.exact is None  # INCONCLUSIVE
     assert seconds < 10.0
+
+
+_SLOW_CALL = {"count": 0}
+
+
+def _one_slow_sampled_call(p_fn, q_fn, prefix, k, rng):
+    """The reference rule whose third call sleeps 0.4 s (past a 0.1 s call limit)."""
+    _SLOW_CALL["count"] += 1
+    if _SLOW_CALL["count"] == 3:
+        time.sleep(0.4)
+    return specverify.speculative_step(p_fn, q_fn, prefix, k, rng)
+
+
+def _one_slow_batch(p_fn, q_fn, prefixes, k, rng):
+    """The reference rule's rounds for a batch; the first batch sleeps 1 s (past its limit)."""
+    _SLOW_CALL["count"] += 1
+    if _SLOW_CALL["count"] == 1:
+        time.sleep(1.0)
+    return [specverify.speculative_step(p_fn, q_fn, prefix, k, rng) for prefix in prefixes]
+
+
+def _batched_with_one_slow_batch(p_fn, q_fn, prefix, k, rng):
+    return specverify.speculative_step(p_fn, q_fn, prefix, k, rng)
+
+
+_batched_with_one_slow_batch.specverify_rounds = _one_slow_batch
+
+
+@pytest.mark.parametrize(
+    "subject, call_limit_s",
+    [(_one_slow_sampled_call, 0.1), (_batched_with_one_slow_batch, 0.0005)],
+    ids=["one round per call", "a batch of rounds per call"],
+)
+def test_a_sampled_call_past_its_limit_is_stopped_by_a_guard_not_a_finding(subject, call_limit_s):
+    """A call slower than ``call_limit_s`` in the chi-square's sampled runs (one round, or a
+    declared batch past its limit per round) is no evidence of a wrong law: the case is not
+    judged ("stopped by a guard" in the report), no finding, the verdict INCONCLUSIVE, as the
+    loop's sampled runs and the enumerations treat it. Deterministic: no statistic is judged."""
+    from specverify.battery.subject_calls import run_in_subject
+    from specverify.interfaces.round.battery import RoundBattery
+
+    budget = dataclasses.replace(round_cases.get_budget("quick"), call_limit_s=call_limit_s)
+    case = round_cases.all_cases()[0]  # the handout's toy chain, k=2, 2 tokens
+    result = run_in_subject(
+        subject,
+        lambda handle: RoundBattery(handle, budget, 0, None),
+        lambda battery: battery.statistics([case], [], budget.false_fail_rate),
+    )
+    assert result.findings == [] and result.power == [], result.ran
+    stopped = [s for s in result.shortfalls if s.startswith(f"chi-square: {case.name}: stopped by a guard: ")]
+    assert stopped and "did not return within" in stopped[0] and stopped[0].endswith("; not judged"), result.ran
+    assert stopped[0] in result.ran
+    assert result.exact is None  # INCONCLUSIVE
+
+
+def _hangs_on_its_third_call(p_fn, q_fn, prefix, k, rng):
+    _SLOW_CALL["count"] += 1
+    if _SLOW_CALL["count"] == 3:
+        time.sleep(60)
+    return specverify.speculative_step(p_fn, q_fn, prefix, k, rng)
+
+
+def test_a_sampled_call_that_never_returns_is_killed_and_stopped_by_a_guard(monkeypatch):
+    """A sampled run's call that never returns: its block's process is killed at the block's kill
+    limit (made 1 s here, ``sample_guard_s``), and the case is "stopped by a guard", not judged,
+    no contract finding, as a call past its limit is."""
+    from specverify.battery import runner
+    from specverify.battery.subject_calls import run_in_subject
+    from specverify.interfaces.round import sampling
+    from specverify.interfaces.round.battery import RoundBattery
+
+    monkeypatch.setattr(runner, "KILL_MARGIN_S", 0.05)
+    monkeypatch.setattr(sampling, "sample_guard_s", lambda case, n, budget: 1.0)
+    budget = round_cases.get_budget("quick")
+    case = round_cases.all_cases()[0]
+    start = time.monotonic()
+    result = run_in_subject(
+        _hangs_on_its_third_call,
+        lambda handle: RoundBattery(handle, budget, 0, None),
+        lambda battery: battery.statistics([case], [], budget.false_fail_rate),
+    )
+    assert result.findings == [] and result.exact is None, result.ran
+    stopped = [s for s in result.shortfalls if s.startswith(f"chi-square: {case.name}: stopped by a guard: ")]
+    assert stopped and "its process was killed" in stopped[0], result.shortfalls
+    assert time.monotonic() - start < 30.0

@@ -1,4 +1,4 @@
-"""``specverify bench [suite|kernel|hot-path|samplers|pace|sweep-cost|determinism|calls] ...`` (``python -m specverify.bench``):
+"""``specverify bench [suite|kernel|hot-path|samplers|pace|sweep-cost|determinism|calls|paced] ...`` (``python -m specverify.bench``):
 the benchmarks, each printing its ratios side by side in one run. Without a name, the suite."""
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ COMMANDS = {
     "sweep-cost": ("specverify.bench.sweep_cost", "seconds per swept dimension of each interface's NumPy reference"),
     "determinism": ("specverify.bench.determinism", "one check idle and beside busy processes: the same JSON"),
     "calls": ("specverify.bench.calls", "subject calls per verdict: the rule by rng.choice, by inverse CDF, in torch"),
+    "paced": (
+        "specverify.bench.paced",
+        "a real-pace sampler (--round-ms per round): calls and seconds forecast vs taken",
+    ),
 }
 """Benchmark -> (its module, its one line in ``--help``)."""
 

@@ -54,7 +54,9 @@ of that time (2 cores, one byte written per subject call): the rule with ``rng.c
 budget, and its inverse-CDF form at standard (then not enumerable on any of its 47 cases)."""
 
 
-def _count_call() -> None:
+def count_call() -> None:
+    """One subject call counted: a byte appended to the file ``CALLS_FILE_VARIABLE`` names (none
+    named: nothing)."""
     path = os.environ.get(CALLS_FILE_VARIABLE)
     if path:
         with open(path, "ab") as f:
@@ -65,7 +67,7 @@ def counted_choice_form(p_fn, q_fn, prefix, k, rng):
     """The reference rule (``samplers.chain.speculative_step``), counted."""
     from ..samplers.chain import speculative_step
 
-    _count_call()
+    count_call()
     return speculative_step(p_fn, q_fn, prefix, k, rng)
 
 
@@ -73,7 +75,7 @@ def counted_inverse_cdf_form(p_fn, q_fn, prefix, k, rng):
     """The rule by inverse CDF in NumPy (``samplers.inverse_cdf.speculative_step``), counted."""
     from ..samplers.inverse_cdf import speculative_step
 
-    _count_call()
+    count_call()
     return speculative_step(p_fn, q_fn, prefix, k, rng)
 
 
@@ -87,7 +89,7 @@ def __getattr__(name: str):
     from ..samplers.torch_inverse_cdf import torch_speculative_step
 
     def counted_torch_form(p_fn, q_fn, prefix, k, rng):
-        _count_call()
+        count_call()
         return torch_speculative_step(p_fn, q_fn, prefix, k, rng)
 
     globals()[name] = counted_torch_form

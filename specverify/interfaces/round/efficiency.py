@@ -53,7 +53,7 @@ class TokensPerRoundDetector(RoundSampling):
                     case, b.round_length_runs, ("tokens per round", i), run=round_length_run
                 )
                 if breach:
-                    self.breach(breach, case)
+                    self.runs_ended(breach, case, "tokens per round")
                     continue
                 test = scalar_tests.mean_bound_test(lengths, want, 1, case.k + 1, false_fail_rate=per_check)
                 got, differs, how = float(np.mean(lengths)), not test.passed, f"sampled n={len(lengths)}"

@@ -17,15 +17,17 @@ import numpy as np
 from ...battery import runner
 from ...battery.guards import ContractBreach, GuardStopped
 from ...battery.subject_calls import Battery, OutOfTime, Speed, call_within
-from .cases import ENGINE_VOCAB_ORIGIN, Budget, Case, engine_vocab_paths, round_stream, run_blocks
+from .cases import ENGINE_VOCAB_ORIGIN, Budget, Case, engine_vocab_paths, round_stream, run_blocks, too_slow
 from .figures import RoundFigures
 from .tasks import (
+    GUARD_PREFIX,
     enumerate_task,
     enumeration_idle_s,
     enumeration_limit_s,
     guard_outcome,
     sample_guard_s,
     sample_task,
+    stopped_by_guard,
 )
 
 
@@ -87,15 +89,35 @@ class RoundSampling(Battery):
     def sample_blocks(self, case: Case, n: int, where: tuple, budget: Budget | None = None, run=None):
         """n runs of ``case`` in blocks of ``RUN_BLOCK``, block l from
         ``round_stream(seed, *where, l)``; (runs, breach or None). The blocks are independent
-        units: the runs are the same however they are shared out."""
+        units: the runs are the same however they are shared out. A block whose process was
+        killed past its kill limit (``sample_guard_s``: a call that never returned) ends them as
+        a call past its limit does, "stopped by a guard" (``sample_task``)."""
         calls, limits = self.block_calls(case, n, where, budget or self.budget, run)
         out: list = []
-        for got, breach, _ in self.map_calls(calls, limits, stop=lambda result: result[1] is not None):
+        try:
+            blocks = self.map_calls(calls, limits, stop=lambda result: result[1] is not None)
+        except ContractBreach as exc:  # killed, or died: only the kill is a guard's
+            if not too_slow(str(exc)):
+                raise
+            return out, f"{GUARD_PREFIX}{exc}"
+        for got, breach, _ in blocks:
             out += got
             self.runs_done += len(got)
             if breach:
                 return out, breach
         return out, None
+
+    def runs_ended(self, why: str, case: Case, what: str) -> None:
+        """``case``'s sampled runs for ``what`` (a detector's name) ended early (``sample_blocks``):
+        a breach is a contract finding; a guard's words (``stopped_by_guard``: a call past its
+        limit, a slow call and no evidence of a wrong law) leave the case not judged, a shortfall
+        (INCONCLUSIVE), as the loop's guards and the enumerations' report it."""
+        if not stopped_by_guard(why):
+            self.breach(why, case)
+            return
+        words = f"{what}: {case.name}: {why}; not judged"
+        self.result.shortfalls.append(words)
+        self.result.ran.append(words)
 
     def block_calls(self, case: Case, n: int, where: tuple, b: Budget, run=None) -> tuple[list, list]:
         """The ``sample_task`` calls of n runs of ``case`` in blocks of ``RUN_BLOCK`` (block l

@@ -154,7 +154,7 @@ class ChiSquareDetector(RoundReference):
                 case, samples = cases[i], live[i]
                 samples += got
                 if breach:
-                    self.breach(breach, case)
+                    self.runs_ended(breach, case, "chi-square")
                     del live[i]
                     continue
                 want = self.wanted(case)
@@ -200,7 +200,7 @@ class ChiSquareDetector(RoundReference):
         pooled: list = []
         for j, (case, (got, breach)) in enumerate(zip(cross, fetched)):
             if breach:
-                self.breach(breach, case)
+                self.runs_ended(breach, case, "cross-check")
                 return
             pooled += [(j, window) for window in got]
         want = pooled_law(cross, self.wanted)

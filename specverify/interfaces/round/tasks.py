@@ -146,7 +146,8 @@ def batch_of(sampler: Callable) -> Callable | None:
 
 def guarded_batch(rounds: Callable, vocab_size: int, call_limit: float | None = None) -> Callable:
     """``rounds`` with every call checked as ``guarded`` checks one round: one valid round per
-    prefix, nothing written into what it was handed, within ``call_limit`` per round."""
+    prefix, nothing written into what it was handed; a call past ``call_limit`` per round is
+    GuardStopped (a slow call: stopped by a guard, never a finding)."""
 
     def call(p_fn, q_fn, prefixes, k, rng):
         handed: list = []
@@ -155,7 +156,7 @@ def guarded_batch(rounds: Callable, vocab_size: int, call_limit: float | None = 
         out = call_subject(rounds, (p, q, list(prefixes), k, rng), None)
         limit = None if call_limit is None else call_limit * max(len(prefixes), 1)
         if limit is not None and time.monotonic() - t0 > limit:
-            raise ContractBreach(f"one batched call of {len(prefixes)} rounds did not return within {limit:g} s")
+            raise GuardStopped(f"one batched call of {len(prefixes)} rounds did not return within {limit:g} s")
         _check_untouched(handed)
         out, is_sequence = as_sequence(out, "specverify_rounds returned")
         if not is_sequence:
@@ -269,23 +270,36 @@ def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
 def sample_task(
     sampler, case: Case, n: int, rng, budget: Budget, run: Callable = _first_tokens_run
 ) -> tuple[list, str | None, object]:
-    """Exactly n runs (fewer only on a breach); (runs, breach or None, the rng after). A subject
-    that declares a batch of rounds (``BATCH_ATTRIBUTE``) runs them many rounds per call."""
+    """Exactly n runs (fewer only when they ended early); (runs, why they ended early or None,
+    the rng after). Why: a breach's words, or a guard's ("stopped by a guard: ...",
+    ``stopped_by_guard``) when a call took longer than ``budget.call_limit_s``: a slow call is
+    not evidence of a wrong law, so it is not judged, as the loop's sampled runs and every
+    enumeration treat it (checked when the call returns: no alarm per call on this hot path; a
+    call that never returns is the parent's kill limit's, ``sample_guard_s``). A subject that
+    declares a batch of rounds (``BATCH_ATTRIBUTE``) runs them many rounds per call."""
     rounds = batch_of(sampler)
-    if rounds is not None and run in (_first_tokens_run, round_length_run):
-        checked = guarded_batch(rounds, case.model.vocab_size, budget.call_limit_s)
-        try:
-            return batched_runs(checked, case, n, rng, run is round_length_run), None, rng
-        except (ContractBreach, exact.NotEnumerable) as exc:
-            return [], message_of(exc), rng
-    g = guarded(sampler, case.model.vocab_size, budget.call_limit_s)
     out: list = []
     try:
+        if rounds is not None and run in (_first_tokens_run, round_length_run):
+            checked = guarded_batch(rounds, case.model.vocab_size, budget.call_limit_s)
+            return batched_runs(checked, case, n, rng, run is round_length_run), None, rng
+        g = guarded(sampler, case.model.vocab_size, budget.call_limit_s, overrun=GuardStopped)
         while len(out) < n:
             out.append(run(g, case, rng))
+    except GuardStopped as exc:
+        return out, f"{GUARD_PREFIX}{message_of(exc)}", rng
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
         return out, message_of(exc), rng
     return out, None, rng
+
+
+GUARD_PREFIX = "stopped by a guard: "
+"""How the words of a task a guard stopped begin (``guard_outcome``, ``sample_task``)."""
+
+
+def stopped_by_guard(words: str) -> bool:
+    """Whether ``words`` (a task's reason for ending early) are a guard's, not a breach's."""
+    return words.startswith(GUARD_PREFIX)
 
 
 def sample_guard_s(case: Case, n: int, budget: Budget) -> float:
@@ -311,7 +325,7 @@ def guard_outcome(exc: BaseException) -> tuple[str, str]:
     """``enumerate_task``'s ("guard", words) for a task the parent's idle guard stopped (the
     words of ``subject_calls.call_within``'s GuardStopped, or of a ``runner.Stalled``)."""
     words = message_of(exc) if isinstance(exc, GuardStopped) else str(exc)
-    return "guard", words if words.startswith("stopped by a guard") else f"stopped by a guard: {words}"
+    return "guard", words if stopped_by_guard(words) else f"{GUARD_PREFIX}{words}"
 
 
 def enumeration_key(case: Case, budget: Budget, lengths: bool) -> tuple:
@@ -324,6 +338,7 @@ def enumeration_key(case: Case, budget: Budget, lengths: bool) -> tuple:
 
 __all__ = [
     "BATCH_ATTRIBUTE",
+    "GUARD_PREFIX",
     "contract_task",
     "batch_of",
     "batched_runs",
@@ -340,5 +355,6 @@ __all__ = [
     "sample_first_tokens",
     "sample_guard_s",
     "sample_task",
+    "stopped_by_guard",
     "validate_round",
 ]
