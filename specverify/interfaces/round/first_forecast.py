@@ -76,12 +76,9 @@ def path_cap(budget: Budget, case: Case, swept: set) -> int:
 
 def reference_calls(case: Case, cap: int, lengths: bool = False) -> int:
     """Subject calls the reference rule's enumeration of ``case`` takes under ``cap`` paths (its
-    round-length law with ``lengths``); memoized per case, cap and law, in the process and on disk. A case the rule cannot
-    finish within its cap costs the cap, and so does the engine-vocabulary case (counted at its
-    cap, ``engine_vocab_paths``: about twice the rule's V + a few paths, and seconds to enumerate)."""
+    round-length law with ``lengths``); memoized per case, cap and law, in the process and on
+    disk. A case the rule cannot finish within its cap costs the cap."""
     key = f"{case.name}|{case.k}|{case.m}|{cap}|{lengths}"
-    if case.name.startswith(ENGINE_VOCAB_ORIGIN):  # seconds to enumerate: at most its cap
-        return cap
     _load_cached()
     if key not in _REFERENCE_PATHS:
         calls = [0]
