@@ -295,6 +295,8 @@ def test_a_version_table_reuses_the_verdict_of_unchanged_files(cache):
     assert [r["version"] for r in rows] == ["1.0", "1.1", "2.0", "3.0"]
     assert rows[0]["verdict"] == "exact" and "reused_from" not in rows[0]
     assert rows[1]["reused_from"] == "1.0" and rows[1]["files_hash"] == rows[0]["files_hash"]
+    assert rows[1]["cpu_seconds"] < rows[0]["cpu_seconds"]  # the hashing's cost, not 1.0's judgement
+    assert rows[1]["command"] == "specverify engines --engine fake-versions --versions 1.1 --budget quick"
     assert rows[2]["files_hash"] != rows[0]["files_hash"] and "reused_from" not in rows[2]
     assert rows[3]["verdict"] == "skipped" and "not cached" in rows[3]["skipped"]
     assert rows[0]["signature"].startswith("rejection_sample_probs(8: …, draft_probs, target_probs")

@@ -27,6 +27,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 import zipfile
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from . import loader
 from .engine_row import Engine
-from .engine_run import run_engine, unjudged_row
+from .engine_run import cpu_seconds, run_engine, unjudged_row
 
 
 def version_key(version: str) -> tuple:
@@ -292,11 +293,14 @@ def version_rows(
     progress: Callable | None = None,
 ) -> list[dict]:
     """One row per release in ``versions`` (module docstring): judged, or reused from an earlier
-    release whose files hash the same (``reused_from``), or a skip / error line."""
+    release whose files hash the same (``reused_from``; its ``seconds`` and ``cpu_seconds`` are
+    the hashing's, not the earlier judgement's), or a skip / error line. Each row's ``command``
+    judges that release alone."""
     rows: list[dict] = []
     judged: dict[str, dict] = {}
     for version in versions:
         at = engine.at(version)
+        t0, cpu0 = time.perf_counter(), cpu_seconds()
         try:
             digest = files_digest(at.package, version, at.files, download)
         except loader.Unavailable as exc:
@@ -309,13 +313,16 @@ def version_rows(
                     "version": version,
                     "reused_from": earlier["version"],
                     "note": f"verification files unchanged since {earlier['version']}: its verdict reused",
+                    "seconds": round(time.perf_counter() - t0, 1),  # hashing only: nothing was judged
+                    "cpu_seconds": round(cpu_seconds() - cpu0, 1),
+                    "load_seconds": 0.0,
                 }
             else:
                 row = run_engine(at, budget, seed, download, stage)
                 if "skipped" not in row and "error" not in row:
                     judged[digest] = row
             row["files_hash"] = digest
-        row["command"] = versions_command(engine, versions, budget)
+        row["command"] = versions_command(engine, [version], budget)
         if progress:
             progress(row)
         rows.append(row)
