@@ -282,7 +282,7 @@ def versioned_engine(version: str) -> Engine:
     )  # fmt: skip
 
 
-def test_a_version_table_reuses_the_verdict_of_unchanged_files(cache):
+def test_a_version_table_reuses_the_verdict_of_unchanged_files(cache, capsys):
     from specverify.engines.engine_versions import chosen_versions, render_versions, version_rows
 
     make_wheel(cache / "dl", "fakeeng", "1.0", FAKE_ENGINE)
@@ -302,7 +302,12 @@ def test_a_version_table_reuses_the_verdict_of_unchanged_files(cache):
     assert rows[0]["signature"].startswith("rejection_sample_probs(8: …, draft_probs, target_probs")
     table = render_versions(rows)
     assert "verification files unchanged since 1.0: its verdict reused" in table
-    json.dumps(rows, default=str)
+    saved = cache / "versions.json"
+    saved.write_text(json.dumps(rows, default=str))
+    from specverify.engines.__main__ import main
+
+    assert main(["--render", str(saved)]) == 0
+    assert table in capsys.readouterr().out  # --render prints the version table of saved --versions rows
 
 
 def test_versions_needs_one_row_with_a_version_table(capsys):
