@@ -116,3 +116,19 @@ def test_all_releases_are_final_or_post_releases_never_yanked(monkeypatch):
     yanked = {"0.10.0": [{"filename": "a.whl", "yanked": True}], "0.9.0.1": [{"filename": "b.whl", "yanked": False}]}
     monkeypatch.setattr(ev, "index_files", lambda package: yanked)
     assert ev.releases("fakeeng", "0.8.5") == ["0.8.5", "0.8.5.post1", "0.9.0.1"]
+
+
+def test_a_module_the_wheel_lacks_is_one_line_naming_it(cache):
+    from specverify.engines.wheel_import import Loaded, load_following
+
+    (cache / "dl").mkdir()
+    wheel = cache / "dl" / "fakeeng-3.0-py3-none-any.whl"
+    wheel.write_bytes(wheel_bytes({"fakeeng/v1/other.py": b"X = 1\n"}))
+    with pytest.raises(loader.Unavailable) as caught:
+        load_following("fakeeng.v1.sample.rejection_sampler", "fakeeng", "3.0", wheel)
+    assert str(caught.value) == "fakeeng 3.0: the wheel has no module fakeeng.v1.sample.rejection_sampler"
+    loaded = Loaded(None, standins={"a.x": "does not run here: OSError: no GPU", "a.y": "does not run here: KeyError: k",
+                                    "a.config": "config machinery (a.config: cannot run here)"})  # fmt: skip
+    assert loaded.standin_words() == (
+        "config machinery (a.config: cannot run here): a.config; does not run here: a.x, a.y"
+    )

@@ -102,14 +102,19 @@ def chosen_versions(engine: Engine, text: str, download: bool = True) -> list[st
 
 def files_digest(package: str, version: str, files: tuple[str, ...], download: bool = True) -> str:
     """The first 12 hex digits of SHA-256 over the row's ``files`` as the wheel of
-    ``package==version`` holds them (a file the wheel lacks counts as absent): from the cached
-    wheel, else the files already kept from it, else read remotely (:func:`remote_members`), else
-    from the whole wheel downloaded (module docstring)."""
+    ``package==version`` holds them (a file the wheel lacks counts as absent)."""
+    return digest_of(files, verification_files(package, version, files, download))
+
+
+def verification_files(package: str, version: str, files: tuple[str, ...], download: bool = True) -> dict:
+    """The row's ``files`` in the wheel of ``package==version`` (member -> bytes, None when the
+    wheel lacks it): from the cached wheel, else the files already kept from it, else read
+    remotely (:func:`remote_members`), else from the whole wheel downloaded (module docstring)."""
     wheel = loader.cached_wheel(package, version)
     if wheel is None:
         kept = kept_members(package, version, files)
         if kept is not None:
-            return digest_of(files, kept)
+            return kept
         if download:
             try:
                 found = remote_members(package, version, files)
@@ -117,11 +122,11 @@ def files_digest(package: str, version: str, files: tuple[str, ...], download: b
                 found = None
             if found is not None:
                 keep_members(package, version, found)
-                return digest_of(files, found)
+                return found
         wheel = loader.wheel_file(package, version, download)
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        return digest_of(files, {m: z.read(m) if m in names else None for m in files})
+        return {m: z.read(m) if m in names else None for m in files}
 
 
 def digest_of(files: tuple[str, ...], contents: dict) -> str:
@@ -294,7 +299,8 @@ def version_rows(
 ) -> list[dict]:
     """One row per release in ``versions`` (module docstring): judged, or reused from an earlier
     release whose files hash the same (``reused_from``; its ``seconds`` and ``cpu_seconds`` are
-    the hashing's, not the earlier judgement's), or a skip / error line. Each row's ``command``
+    the hashing's, not the earlier judgement's), or a skip / error line (a skip when the wheel
+    has none of the row's files: :func:`absent_words`). Each row's ``command``
     judges that release alone."""
     rows: list[dict] = []
     judged: dict[str, dict] = {}
@@ -302,12 +308,15 @@ def version_rows(
         at = engine.at(version)
         t0, cpu0 = time.perf_counter(), cpu_seconds()
         try:
-            digest = files_digest(at.package, version, at.files, download)
+            contents = verification_files(at.package, version, at.files, download)
         except loader.Unavailable as exc:
             row = run_engine_line(at, budget, f"{at.name}: {exc}")
         else:
+            digest = digest_of(at.files, contents)
             earlier = judged.get(digest)
-            if earlier is not None:
+            if all(data is None for data in contents.values()):
+                row = run_engine_line(at, budget, absent_words(at, version))
+            elif earlier is not None:
                 row = {
                     **earlier,
                     "version": version,
@@ -327,6 +336,15 @@ def version_rows(
             progress(row)
         rows.append(row)
     return rows
+
+
+def absent_words(engine: Engine, version: str) -> str:
+    """The skip line of a release whose wheel has none of the row's verification files (the code
+    the row judges is not in that release: moved or removed upstream)."""
+    return (
+        f"{engine.name}: {engine.package} {version}: the wheel has no {', '.join(engine.files)} "
+        "(the row's verification files: not in this release)"
+    )
 
 
 def run_engine_line(engine: Engine, budget: str, why: str) -> dict:
