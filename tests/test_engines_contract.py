@@ -308,6 +308,8 @@ def test_a_version_table_reuses_the_verdict_of_unchanged_files(cache, capsys):
     assert rows[0]["signature"].startswith("rejection_sample_probs(8: …, draft_probs, target_probs")
     table = render_versions(rows)
     assert "verification files unchanged since 1.0: its verdict reused" in table
+    lines = table.splitlines()
+    assert "rejection_sample_probs(8:" in lines[2] and lines[3].split(" | ")[2] == "same"  # 1.1: unchanged
     saved = cache / "versions.json"
     saved.write_text(json.dumps(rows, default=str))
     from specverify.engines.__main__ import main

@@ -357,17 +357,22 @@ def versions_command(engine: Engine, versions: list[str], budget: str) -> str:
 
 
 def render_versions(rows: list[dict]) -> str:
-    """The version table in markdown: release, files' hash, signature, verdict, power, note."""
+    """The version table in markdown: release, files' hash, signature (in full where it changed
+    from the release above, ``same`` where not), verdict, power, note."""
     lines = [
-        "| version | verification files (sha256) | signature | verdict | power | note |",
+        "| version | verification files (sha256) | signature (where it changed) | verdict | power | note |",
         "|---|---|---|---|---|---|",
     ]
+    previous = None
     for r in rows:
         note = r.get("note") or r.get("skipped") or r.get("error") or ""
+        signature = r.get("signature") or ""
+        shown = "same" if signature and signature == previous else f"`{signature}`" if signature else ""
+        previous = signature or previous
         cells = (
             r["version"],
             f"`{r['files_hash']}`" if r.get("files_hash") else "",
-            f"`{r['signature']}`" if r.get("signature") else "",
+            shown,
             r.get("verdict") or "",
             r.get("power") or "",
             note,
