@@ -282,25 +282,40 @@ def versioned_engine(version: str) -> Engine:
     )  # fmt: skip
 
 
-def test_a_version_table_reuses_the_verdict_of_unchanged_files(cache):
+def test_a_version_table_reuses_the_verdict_of_unchanged_files(cache, capsys):
     from specverify.engines.engine_versions import chosen_versions, render_versions, version_rows
 
     make_wheel(cache / "dl", "fakeeng", "1.0", FAKE_ENGINE)
     make_wheel(cache / "dl", "fakeeng", "1.1", FAKE_ENGINE)
     make_wheel(cache / "dl", "fakeeng", "2.0", {**FAKE_ENGINE, "fakeeng/layers/helpers.py": "VALUE = 7\n"})
     make_wheel(cache / "dl", "fakeeng", "0.9", FAKE_ENGINE)
+    gone = {k: v for k, v in FAKE_ENGINE.items() if k != "fakeeng/layers/helpers.py"}
+    make_wheel(cache / "dl", "fakeeng", "4.0", gone)
     engine = versioned_engine("2.0")
-    assert chosen_versions(engine, "all", download=False) == ["1.0", "1.1", "2.0"]
-    rows = version_rows(engine, ["1.0", "1.1", "2.0", "3.0"], download=False)
-    assert [r["version"] for r in rows] == ["1.0", "1.1", "2.0", "3.0"]
+    assert chosen_versions(engine, "all", download=False) == ["1.0", "1.1", "2.0", "4.0"]
+    rows = version_rows(engine, ["1.0", "1.1", "2.0", "3.0", "4.0"], download=False)
+    assert [r["version"] for r in rows] == ["1.0", "1.1", "2.0", "3.0", "4.0"]
+    assert rows[4]["verdict"] == "skipped" and rows[4]["skipped"] == (
+        "fake-versions: fakeeng 4.0: the wheel has no fakeeng/layers/helpers.py "
+        "(the row's verification files: not in this release)"
+    )
     assert rows[0]["verdict"] == "exact" and "reused_from" not in rows[0]
     assert rows[1]["reused_from"] == "1.0" and rows[1]["files_hash"] == rows[0]["files_hash"]
+    assert rows[1]["cpu_seconds"] < rows[0]["cpu_seconds"]  # the hashing's cost, not 1.0's judgement
+    assert rows[1]["command"] == "specverify engines --engine fake-versions --versions 1.1 --budget quick"
     assert rows[2]["files_hash"] != rows[0]["files_hash"] and "reused_from" not in rows[2]
     assert rows[3]["verdict"] == "skipped" and "not cached" in rows[3]["skipped"]
     assert rows[0]["signature"].startswith("rejection_sample_probs(8: …, draft_probs, target_probs")
     table = render_versions(rows)
     assert "verification files unchanged since 1.0: its verdict reused" in table
-    json.dumps(rows, default=str)
+    lines = table.splitlines()
+    assert "rejection_sample_probs(8:" in lines[2] and lines[3].split(" | ")[2] == "same"  # 1.1: unchanged
+    saved = cache / "versions.json"
+    saved.write_text(json.dumps(rows, default=str))
+    from specverify.engines.__main__ import main
+
+    assert main(["--render", str(saved)]) == 0
+    assert table in capsys.readouterr().out  # --render prints the version table of saved --versions rows
 
 
 def test_versions_needs_one_row_with_a_version_table(capsys):

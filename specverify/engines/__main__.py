@@ -209,7 +209,12 @@ def render_saved(prog: str, path: str) -> int:
             rows = json.load(fh)
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise ValueError("not a list of rows saved with --json")
-        table, findings = render_table(rows), render_findings(rows)
+        if rows and any("files_hash" in r for r in rows):  # saved with --versions: the version table
+            from .engine_versions import render_versions
+
+            table, findings = render_versions(rows), ""
+        else:
+            table, findings = render_table(rows), render_findings(rows)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # missing, not JSON, not rows
         why = (
             exc.strerror

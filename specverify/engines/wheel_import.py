@@ -24,7 +24,8 @@ verdict. ``overrides`` (per engine, the same for every release: its logger, its 
 modules by name. The top package's ``__init__`` is never executed (it starts the whole engine);
 sub-packages' ``__init__`` files are.
 
-The file ``dotted`` itself must load: if it fails, :class:`loader.Unavailable` names it in one line.
+The file ``dotted`` itself must be in the wheel and load: if not, :class:`loader.Unavailable` names it in
+one line.
 The modules loaded are removed from ``sys.modules`` afterwards (the process is left as it was);
 :meth:`Loaded.active` puts them and the hook back around calls into the engine, so that imports an
 engine function makes when it runs resolve to the same modules.
@@ -167,8 +168,8 @@ class Loaded:
     def standin_words(self) -> str:
         """The stood-in modules in one line (``name (why)``, grouped by why)."""
         groups: dict = {}
-        for name, why in sorted(self.standins.items()):
-            groups.setdefault(why.split(":")[0], []).append(name)
+        for name, why in sorted(self.standins.items()):  # one group for every "does not run here: error"
+            groups.setdefault(why.split(":")[0] if why.startswith("does not run here") else why, []).append(name)
         return "; ".join(f"{why}: {', '.join(names)}" for why, names in groups.items())
 
 
@@ -317,6 +318,8 @@ def load_following(
     finder = WheelFinder(package, wheel, root, overrides, dotted, dict(after or {}))
     before = set(sys.modules)
     saved = {name: sys.modules[name] for name in before if name == package or name.startswith(package + ".")}
+    if not finder.has_module(dotted):
+        raise Unavailable(f"{package} {version}: the wheel has no module {dotted}")
     for name in saved:
         del sys.modules[name]
     try:
