@@ -2,7 +2,7 @@
 against the loaded function's signature and against one input whose answer is known.
 
 Engines change what their functions take between releases (vLLM V1's ``rejection_sample`` took
-``target_probs`` up to 0.15.1 and takes ``target_logits``, with the softmax inside, from 0.24.0
+``target_probs`` up to 0.15.1 and takes ``target_logits``, with the softmax inside, from 0.16.0
 on). A wrapper that feeds the wrong quantity still gets outputs back, and a verdict on them would
 be meaningless; so a row states what it feeds (:class:`Feeds`), :func:`check_feeds` compares that
 with ``inspect.signature`` of the function it loaded, and :func:`check_known_answer` runs the

@@ -430,7 +430,7 @@ def v1_ngram_round(module, quantity: str = "probabilities", active=None):
     law of the emitted tokens must be p's whatever the proposer, so the row is judged as any round
     sampler; its tokens per round are a greedy proposer's, not the token-wise rule's with q.
     ``quantity``: what ``rejection_sample``'s target argument takes ("probabilities" up to
-    0.15.1, "logits" from 0.24.0: log(p) in float32; ``vllm_v1.v1_feeds``); ``active``: a
+    0.15.1, "logits" from 0.16.0: log(p) in float32; ``vllm_v1.v1_feeds``); ``active``: a
     context manager factory around each call (``wheel_import.Loaded.active``)."""
     rejection_sample = module.rejection_sample
     active = active or contextlib.nullcontext

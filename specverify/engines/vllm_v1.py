@@ -8,8 +8,9 @@ What changed across releases, and how the wrapper meets it:
   ``argmax(max(p - q, 0) / E)``.
 * 0.10.2: imports ``vllm.triton_utils`` (loaded from the wheel; ``vllm_loading``).
 * 0.15.1: ``GREEDY_TEMPERATURE = 0``.
-* 0.24.0: ``target_logits`` with the softmax inside; the recovered token is a tiled
-  ``prob * (1 / E)``; ``synthetic_mode``, ``synthetic_conditional_rates``, ``use_fp64_gumbel``.
+* 0.16.0: ``target_logits`` with the softmax inside; 0.20.0: ``synthetic_mode``,
+  ``synthetic_conditional_rates``; 0.23.0: ``use_fp64_gumbel``; by 0.24.0 the recovered token is
+  a tiled ``prob * (1 / E)`` (the version table in docs/ENGINES.md).
 * 0.33.0: every kernel launch goes through vLLM's JIT-warmup dispatcher; the coins are float64;
   FLy (``fly_window_size``, ``fly_entropy_threshold``, ``fly_entropy_top_k``).
 
