@@ -367,6 +367,17 @@ def test_the_idle_guard_spares_a_task_that_progresses_past_idle_in_total(monkeyp
         handle.close()
 
 
+def test_a_limit_past_what_poll_accepts_is_waited_as_the_longest_wait():
+    """An absolute limit derived from counts (paths x calls x a call's limit) can pass the
+    24.8 days ``poll`` accepts; the call still returns (it crashed with OverflowError)."""
+    handle = runner.Runner.for_callable(_identity).start()
+    try:
+        assert handle.call(_progress_then, 2, "return", limit=1e12, idle=5.0) == 2
+        assert handle.call(_identity, limit=1e12) is _identity
+    finally:
+        handle.close()
+
+
 PARENT_SCRIPT = textwrap.dedent(
     """
     import sys

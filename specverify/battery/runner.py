@@ -64,6 +64,10 @@ KILL_MARGIN_S = 1.0
 IN_SUBJECT_PROCESS = False
 """True in a subject's process: a KeyboardInterrupt there is the subject's (SIGINT is ignored)."""
 _PROGRESS = None  # in a subject's process: the counter of subject calls that returned (``progressed``)
+LONGEST_WAIT_S = 1e6
+"""The longest a call's limit is waited, about 11.6 days: a limit derived from counts (paths x
+calls x a call's limit) can pass what ``poll`` and ``Thread.join`` accept (about 24.8 days, else
+OverflowError); past this, only the idle guard stops a hang, as it does long before."""
 IDLE_POLL_S = 0.1
 """How often the parent reads a task's progress counter while it waits with ``idle``."""
 _LIVE: weakref.WeakSet[Runner] = weakref.WeakSet()
@@ -316,9 +320,10 @@ class Runner:
         """``task(subject, *args)`` in the child; SubjectFailed when it overruns ``limit`` s
         (plus ``KILL_MARGIN_S``) or the child dies; with ``idle``, ``Stalled`` (a SubjectFailed)
         when no subject call returned for ``idle`` s (plus ``KILL_MARGIN_S``) while the task ran;
-        RunnerError when the task itself raised."""
+        RunnerError when the task itself raised. A ``limit`` past ``LONGEST_WAIT_S`` waits that long."""
         if idle is not None:
             check_positive_real("idle", idle)
+        limit = min(limit, LONGEST_WAIT_S)
         if self._process is None or not self._process.is_alive():
             self.kill()
             self.start()
