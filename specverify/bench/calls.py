@@ -29,6 +29,7 @@ import json
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 
 CALLS_FILE_VARIABLE = "SPECVERIFY_BENCH_CALLS_FILE"
 """The environment variable naming the file each counted subject call appends one byte to."""
@@ -61,6 +62,27 @@ def count_call() -> None:
     if path:
         with open(path, "ab") as f:
             f.write(b".")
+
+
+@contextmanager
+def counted_calls(**environment: str):
+    """For the body: a fresh file named by ``CALLS_FILE_VARIABLE`` (and ``environment``'s
+    variables set), so that a counted subject's calls append to it; yields a function giving the
+    calls counted so far. The environment is restored and the file removed after."""
+    fd, path = tempfile.mkstemp(prefix="specverify-calls-")
+    os.close(fd)
+    settings = {CALLS_FILE_VARIABLE: path, **environment}
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        yield lambda: os.path.getsize(path)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        os.unlink(path)
 
 
 def counted_choice_form(p_fn, q_fn, prefix, k, rng):
@@ -100,21 +122,11 @@ def measure(form: str, budget: str) -> dict:
     """One verdict of ``form`` at ``budget``: its subject calls, cases enumerated, verdict, seconds."""
     from ..surface.api import check
 
-    fd, path = tempfile.mkstemp(prefix="specverify-calls-")
-    os.close(fd)
-    saved = os.environ.get(CALLS_FILE_VARIABLE)
-    os.environ[CALLS_FILE_VARIABLE] = path
-    try:
+    with counted_calls() as calls_so_far:
         t0 = time.perf_counter()
         report = check(FORMS[form], budget=budget, counterexample=False)
         seconds = time.perf_counter() - t0
-        calls = os.path.getsize(path)
-    finally:
-        if saved is None:
-            os.environ.pop(CALLS_FILE_VARIABLE, None)
-        else:
-            os.environ[CALLS_FILE_VARIABLE] = saved
-        os.unlink(path)
+        calls = calls_so_far()
     cases = report.to_dict()["coverage"]["cases"]
     return {
         "form": form,

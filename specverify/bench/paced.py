@@ -12,7 +12,7 @@ time the machine's load barely changes). It prints, side by side, the subject ca
   sampled runs (``round.reach.forecast_words``), after the calls and seconds measured until the
   first was said (the subject's start, the contract's rounds and the forecast's own reckoning);
 - the check took: every subject call counted around the subject (one byte appended to a file
-  per call, ``calls.count_call``) and the wall seconds of the whole check;
+  per call, ``calls.count_call``, ``calls.counted_calls``) and the wall seconds of the whole check;
 - the calls times the round's pace, and the rest of the wall time: this project's own overhead
   (process start, the forecasts, enumeration and statistics in the parent).
 
@@ -26,10 +26,9 @@ import argparse
 import json
 import os
 import re
-import tempfile
 import time
 
-from .calls import CALLS_FILE_VARIABLE, count_call
+from .calls import count_call, counted_calls
 
 ROUND_MS_VARIABLE = "SPECVERIFY_BENCH_ROUND_MS"
 """The environment variable holding the milliseconds ``paced_step`` sleeps per round."""
@@ -65,38 +64,27 @@ def measure(round_ms: float = DEFAULT_ROUND_MS, budget: str = "standard", seed: 
     from ..battery.subject_calls import listening
     from ..surface.api import check
 
-    fd, path = tempfile.mkstemp(prefix="specverify-paced-")
-    os.close(fd)
     heard: list[dict] = []
-    saved = {name: os.environ.get(name) for name in (CALLS_FILE_VARIABLE, ROUND_MS_VARIABLE)}
-    os.environ[CALLS_FILE_VARIABLE], os.environ[ROUND_MS_VARIABLE] = path, repr(float(round_ms))
-    t0 = time.perf_counter()
+    with counted_calls(**{ROUND_MS_VARIABLE: repr(float(round_ms))}) as calls_so_far:
+        t0 = time.perf_counter()
 
-    def hear(words) -> None:
-        heard.append(
-            {
-                "words": str(words),
-                "calls": forecast_calls(words),
-                "seconds": getattr(words, "seconds", None),
-                "said_after_calls": os.path.getsize(path),
-                "said_after_s": time.perf_counter() - t0,
-            }
-        )
+        def hear(words) -> None:
+            heard.append(
+                {
+                    "words": str(words),
+                    "calls": forecast_calls(words),
+                    "seconds": getattr(words, "seconds", None),
+                    "said_after_calls": calls_so_far(),
+                    "said_after_s": time.perf_counter() - t0,
+                }
+            )
 
-    try:
         with listening(hear):
             report = check(
                 TARGET, budget=budget, seed=seed, counterexample=False, progress="lines", overrides=overrides or None
             )
         seconds = time.perf_counter() - t0
-        calls = os.path.getsize(path)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        os.unlink(path)
+        calls = calls_so_far()
     forecasts = [h for h in heard if h["words"].startswith("forecast")]
     return {
         "round_ms": float(round_ms),
