@@ -260,15 +260,7 @@ def expansions(outcome):
 
 
 _HOLE = object()
-"""Where a pattern's one summed draw stood, in ``expanded``'s templates."""
-
-
-def _filled(template, value):
-    if template is _HOLE:
-        return value
-    if type(template) is tuple:
-        return tuple(_filled(v, value) for v in template)
-    return template
+"""Where a pattern's one summed draw stood, in ``expanded``'s templates (the patterns grouped)."""
 
 
 def expanded(law: dict) -> dict:
@@ -279,21 +271,21 @@ def expanded(law: dict) -> dict:
     if not any(isinstance(key, (Summed, tuple)) and markers(key) for key in law):
         return law
     out: dict = defaultdict(float)
-    single: dict = defaultdict(list)  # template -> [(draw, path weight)]
+    single: dict = {}  # template -> (one pattern of it, its draw's slot, [(draw, path weight)])
     for key, w in law.items():
         found = markers(key)
         if len(found) == 1:
             ((slot, draw),) = found.items()
-            single[substituted(key, {slot: _HOLE})].append((draw, w))
+            single.setdefault(substituted(key, {slot: _HOLE}), (key, slot, []))[2].append((draw, w))
             continue
         for outcome, v in expansions(key):
             out[outcome] += w * v
-    for template, draws in single.items():
+    for key, slot, draws in single.values():
         ids = np.concatenate([draw._array for draw, _ in draws])
         mass = np.concatenate([np.asarray(draw.weights) * w for draw, w in draws])
         values, where = np.unique(ids, return_inverse=True)
         for y, m in zip(values.tolist(), np.bincount(where, weights=mass).tolist()):
-            out[_filled(template, y)] += m
+            out[substituted(key, {slot: y})] += m
     return {x: w for x, w in out.items() if w > 0}
 
 
