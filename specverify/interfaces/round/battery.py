@@ -60,7 +60,7 @@ from .cases import (
     Budget,
     Case,
     battery,
-    binned_cases,
+    binned_split,
     coverage,
     engine_scale_cases,
     generated_cases,
@@ -188,9 +188,7 @@ class RoundBattery(ContractDetector, ExactDetector, ChiSquareDetector, EngineSca
         fallback = self.exact(cases, stop_on_first)
         enumerated = [c for c in cases if all(c is not f for f in fallback)]
         engine_exact = any(c.name.startswith(ENGINE_VOCAB_ORIGIN) for c in enumerated)
-        # the engine-vocabulary case the enumerator cannot follow: binned, as the engine-scale cases
-        big = [c for c in fallback if c.name.startswith(ENGINE_VOCAB_ORIGIN)] + binned_cases(b, big, engine_exact)
-        fallback = [c for c in fallback if not among(c, big)]
+        fallback, big = binned_split(b, fallback, big, engine_exact)
         cross = cross_check_cases(enumerated, b.stat_cases, self.seed)
         runs = self.planned_runs(fallback, cross, big, half)
         self.plan(runs, self.forecast(runs, fallback, cross, big, cases, half))

@@ -297,6 +297,15 @@ def binned_cases(budget: str | Budget, big: list[Case], engine_vocab_exact: bool
     return list(big)
 
 
+def binned_split(budget: str | Budget, fallback: list[Case], big: list[Case], engine_vocab_exact: bool):
+    """(the cases judged by chi-square, the cases judged by binned chi-square) of a run whose
+    enumerator could not follow ``fallback``: the dense engine-vocabulary case among them is
+    binned, as an engine-scale case is, beside ``binned_cases`` of the engine-scale cases ``big``."""
+    dense = [c for c in fallback if c.name.startswith(ENGINE_VOCAB_ORIGIN)]
+    rest = [c for c in fallback if not c.name.startswith(ENGINE_VOCAB_ORIGIN)]
+    return rest, dense + binned_cases(budget, big, engine_vocab_exact)
+
+
 def round_length_cases() -> list[Case]:
     """Tokens per round: the handout's i.i.d. alpha = 0.8 pair at k = 4 (3.3616 tokens), zeros in
     p and q, and the toy chain (non-i.i.d.: the exact rule's own expectation)."""
@@ -460,6 +469,7 @@ __all__ = [
     "coverage",
     "engine_scale_case",
     "binned_cases",
+    "binned_split",
     "engine_scale_cases",
     "engine_vocab_paths",
     "expected_round_length",

@@ -114,7 +114,7 @@ def other_budgets(budget: Budget, seed: int, fallback_names: set, every_case_fel
     was followed) as those it cannot follow there. ``planner(b, fallback, cross, big)`` gives a
     budget's planned runs (``ChiSquareDetector.planned_for``)."""
     from ...battery.budgets import NAMES
-    from .cases import ENGINE_VOCAB_ORIGIN, binned_cases, engine_scale_cases, generated_cases
+    from .cases import ENGINE_VOCAB_ORIGIN, binned_split, engine_scale_cases, generated_cases
     from .statistics import cross_check_cases
 
     wide = lambda name: name.startswith(ENGINE_VOCAB_ORIGIN)  # noqa: E731
@@ -129,10 +129,8 @@ def other_budgets(budget: Budget, seed: int, fallback_names: set, every_case_fel
         fallback = cases if every_case_fell_back else fallback
         rest = [c for c in cases if all(c is not f for f in fallback)]
         cross = cross_check_cases(rest, b.stat_cases, seed)
-        # the dense engine-vocabulary case the enumerator cannot follow is binned, as the battery does
-        big = [c for c in fallback if wide(c.name)]
-        big += binned_cases(b, engine_scale_cases(b, seed), bool(b.engine_vocab) and not engine_fell_back)
-        fallback = [c for c in fallback if not wide(c.name)]
+        exact_there = bool(b.engine_vocab) and not engine_fell_back
+        fallback, big = binned_split(b, fallback, engine_scale_cases(b, seed), exact_there)
         out[name] = (planner(b, fallback, cross, big), [c.m for c in fallback + cross + big])
     return out
 
