@@ -44,7 +44,7 @@ def cache(tmp_path, monkeypatch):
 def test_a_range_file_reads_members_without_the_whole_zip():
     data = wheel_bytes({MEMBER: b"def rejection_sample(): ...\n" * 50})
     log: list = []
-    got = ev.zip_members(ev.RangeFile(fake_range(data, log), len(data)), (MEMBER, "fakeeng/absent.py"))
+    got = ev.zip_members(ev.range_reader(fake_range(data, log), len(data)), (MEMBER, "fakeeng/absent.py"))
     assert got == {MEMBER: b"def rejection_sample(): ...\n" * 50, "fakeeng/absent.py": None}
     fetched = sum(stop - start for start, stop in log)
     assert len(log) <= 6 and fetched < len(data) // 4, (len(log), fetched, len(data))

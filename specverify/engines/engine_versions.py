@@ -32,7 +32,6 @@ import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable
-from pathlib import Path
 
 from . import loader
 from .engine_row import Engine
@@ -124,9 +123,7 @@ def verification_files(package: str, version: str, files: tuple[str, ...], downl
                 keep_members(package, version, found)
                 return found
         wheel = loader.wheel_file(package, version, download)
-    with zipfile.ZipFile(wheel) as z:
-        names = set(z.namelist())
-        return {m: z.read(m) if m in names else None for m in files}
+    return zip_members(wheel, files)
 
 
 def digest_of(files: tuple[str, ...], contents: dict) -> str:
@@ -139,13 +136,9 @@ def digest_of(files: tuple[str, ...], contents: dict) -> str:
     return digest.hexdigest()[:12]
 
 
-def kept_dir(package: str, version: str) -> Path:
-    return loader.cache_root() / "src" / f"{package}-{version}"
-
-
 def kept_members(package: str, version: str, files: tuple[str, ...]) -> dict | None:
     """``files`` as kept by an earlier remote read of this release (None unless all are kept)."""
-    root = kept_dir(package, version)
+    root = loader.unpacked_dir(package, version)
     if not all((root / m).is_file() for m in files):
         return None
     return {m: (root / m).read_bytes() for m in files}
@@ -153,7 +146,7 @@ def kept_members(package: str, version: str, files: tuple[str, ...]) -> dict | N
 
 def keep_members(package: str, version: str, contents: dict) -> None:
     """Keep the files read remotely (those the wheel has) where the loader unpacks them."""
-    root = kept_dir(package, version)
+    root = loader.unpacked_dir(package, version)
     for member, data in contents.items():
         if data is not None:
             path = root / member
@@ -196,10 +189,16 @@ class RangeFile(io.RawIOBase):
         return len(data)
 
 
-def zip_members(file: io.RawIOBase, members: tuple[str, ...]) -> dict:
-    """``members`` of the zip ``file`` (member -> bytes, None when absent), read through a
-    64 KiB buffer so that the central directory and each member cost a request or two."""
-    with zipfile.ZipFile(io.BufferedReader(file, 1 << 16)) as z:
+def range_reader(read_range: Callable[[int, int], bytes], size: int) -> io.BufferedReader:
+    """A :class:`RangeFile` read through a 64 KiB buffer, so that a zip's central directory and
+    each member cost a request or two."""
+    return io.BufferedReader(RangeFile(read_range, size), 1 << 16)
+
+
+def zip_members(file, members: tuple[str, ...]) -> dict:
+    """``members`` of the zip ``file`` (a path or a seekable binary file; member -> bytes, None
+    when absent)."""
+    with zipfile.ZipFile(file) as z:
         names = set(z.namelist())
         return {m: z.read(m) if m in names else None for m in members}
 
@@ -283,7 +282,7 @@ def remote_members(package: str, version: str, members: tuple[str, ...]) -> dict
     if chosen is None:
         return None
     try:
-        return zip_members(RangeFile(http_range(chosen["url"]), int(chosen["size"])), members)
+        return zip_members(range_reader(http_range(chosen["url"]), int(chosen["size"])), members)
     except (zipfile.BadZipFile, OSError, KeyError) as exc:
         raise loader.Unavailable(f"{package}=={version}: cannot read {chosen['filename']} remotely ({exc})") from None
 

@@ -52,6 +52,12 @@ def cache_dir() -> Path:
     return root
 
 
+def unpacked_dir(package: str, version: str) -> Path:
+    """``<cache>/src/<package>-<version>``: where the files of a release's wheel are unpacked
+    (or kept from a remote read); not created."""
+    return cache_root() / "src" / f"{package}-{version}"
+
+
 def cached_wheel(package: str, version: str) -> Path | None:
     """The wheel of ``package==version`` in ``<cache>/dl``, or None; looks only (creates nothing)."""
     dl = cache_root() / "dl"
@@ -63,7 +69,7 @@ def cached_wheel(package: str, version: str) -> Path | None:
 def is_cached(package: str, version: str, members: tuple[str, ...] = ()) -> bool:
     """Whether ``fetch(package, version, members, download=False)`` can succeed without the
     network: ``members`` (when given) already unpacked, or the wheel in the cache. Looks only."""
-    root = cache_root() / "src" / f"{package}-{version}"
+    root = unpacked_dir(package, version)
     unpacked = bool(members) and all((root / m).is_file() for m in members)
     return unpacked or cached_wheel(package, version) is not None
 
@@ -109,7 +115,7 @@ def fetch(package: str, version: str, members: tuple[str, ...], download: bool =
     """The directory holding ``members`` (paths inside the wheel) of ``package==version``,
     downloading the wheel (no dependencies) and unpacking just those files the first time.
     ``download`` False: the cache only, never the network (Unavailable when not cached)."""
-    root = cache_dir() / "src" / f"{package}-{version}"
+    root = unpacked_dir(package, version)
     if all((root / m).is_file() for m in members):
         return root
     wheel = wheel_file(package, version, download)

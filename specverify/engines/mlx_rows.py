@@ -139,7 +139,7 @@ def tiny_llama(vocab: int, seed: int):
     kind of model the loop runs on in practice, for the tests that run it end to end."""
     import mlx.core as mx
 
-    root = loader.cache_root() / "src" / f"{PACKAGE}-{VERSION}"
+    root = loader.unpacked_dir(PACKAGE, VERSION)
     llama = loader.load("mlx_lm.models.llama", root)
     args = llama.ModelArgs(
         model_type="llama",

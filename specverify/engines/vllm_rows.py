@@ -26,8 +26,8 @@ LOSSY_TRITON_KERNEL = {
     "synthetic": stopping_at_first(TRITON_KERNEL),
     "fly": stopping_at_first(TRITON_KERNEL, CHAIN_FIRST_CASES),
 }
-"""The lossy modes' budgets, by mode (``row_budgets.CHAIN_FIRST_CASES``: why FLy's start elsewhere)."""
-"""A lossy Triton row stops at its first finding (its measured TV): its verdict is known."""
+"""The lossy modes' budgets, by mode: a lossy Triton row stops at its first finding (its measured
+TV), its verdict being known (``row_budgets.CHAIN_FIRST_CASES``: why FLy's start elsewhere)."""
 
 
 def _vllm_v0_rejection(download: bool = True):

@@ -44,7 +44,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .loader import Unavailable, cache_dir, installed
+from .loader import Unavailable, installed, unpacked_dir
 
 STANDIN_PACKAGES = ("distributed", "config")
 """Package names whose modules are stood in for wherever they sit in the engine (distributed and
@@ -313,7 +313,7 @@ def load_following(
     ``overrides``: modules by name (made permissive: :func:`as_standin`); ``after``: module name
     -> attributes set right after that module of the wheel executes (a fact about this machine
     the engine would probe for wrongly, e.g. that Triton runs, under its interpreter)."""
-    root = cache_dir() / "src" / f"{package}-{version}"
+    root = unpacked_dir(package, version)
     overrides = {name: as_standin(mod) for name, mod in (overrides or {}).items()}
     finder = WheelFinder(package, wheel, root, overrides, dotted, dict(after or {}))
     before = set(sys.modules)
