@@ -238,6 +238,23 @@ def reading(what: str):
         raise ContractBreach(f"{what} raised {describe_exception(exc)}") from exc
 
 
+GUARD_PREFIX = "stopped by a guard: "
+"""How the words of whatever a guard stopped begin (a task, a case's runs), in every interface:
+what the parent reports as not judged, never as a finding."""
+
+
+def stopped_by_guard(words: str) -> bool:
+    """Whether ``words`` (why a task ended early) are a guard's, not a breach's."""
+    return words.startswith(GUARD_PREFIX)
+
+
+def guard_reason(exc: BaseException) -> str:
+    """What a guard's GuardStopped says, without the ``GUARD_PREFIX`` the parent's idle guard
+    puts before it (``subject_calls.call_within``)."""
+    words = message_of(exc)
+    return words[len(GUARD_PREFIX) :] if stopped_by_guard(words) else words
+
+
 def items_of(seq, what: str, limit: int) -> tuple[int, list]:
     """(``len(seq)``, its items) of a list or tuple (or a subclass) the subject returned, read
     once: its ``len()`` and its iteration must agree. Past ``limit`` items only ``limit`` + 1 are

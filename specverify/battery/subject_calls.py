@@ -22,7 +22,7 @@ from typing import Any
 
 from . import runner
 from .core import BatteryResult, Finding
-from .guards import ContractBreach, GuardStopped
+from .guards import GUARD_PREFIX, ContractBreach, GuardStopped
 
 
 class OutOfTime(Exception):
@@ -218,7 +218,7 @@ def call_within(
         if deadline is not None and now() >= deadline:
             raise OutOfTime() from None
         if isinstance(exc, runner.Stalled):
-            raise GuardStopped(f"stopped by a guard: {exc}") from None
+            raise GuardStopped(f"{GUARD_PREFIX}{exc}") from None
         raise ContractBreach(str(exc)) from None
 
 

@@ -11,15 +11,13 @@ groups of requests the checks judge.
 from __future__ import annotations
 
 from ...battery.core import BatteryResult, Finding
-from ...battery.guards import GuardStopped
+from ...battery.guards import GUARD_PREFIX, GuardStopped, guard_reason
 from ...battery.subject_calls import Battery
 from ...laws.requests import sequence_law
 from .cases import CORE_KINDS, LoopBudget, LoopCase
 from .sweeps import MAX_LAG
 from .tasks import (
-    GUARD_PREFIX,
     contract_problem,
-    guard_reason,
     guard_words,
     loop_enumerate_task,
     loop_sample_task,

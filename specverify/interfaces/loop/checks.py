@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...battery.core import BatteryResult, stopping_kinds
-from ...battery.guards import GuardStopped
+from ...battery.guards import GuardStopped, guard_reason
 from ...laws import stats
 from .calls import identical_pairs
 from .cases import SCALE_KINDS, seed_stream
@@ -32,7 +32,7 @@ from .laws import LawChecks
 from .mechanism_cases import CONSECUTIVE, CONTINUOUS
 from .own_reference import ReferenceBroken
 from .positions import PositionChecks, positions_tests
-from .tasks import guard_reason, guard_words, loop_sample_task, sample_calls
+from .tasks import guard_words, loop_sample_task, sample_calls
 
 
 class LoopBattery(LawChecks, PositionChecks, ConsecutiveChecks):

@@ -21,12 +21,12 @@ from dataclasses import replace
 import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE
-from ...battery.guards import ContractBreach, GuardStopped, message_of
+from ...battery.guards import ContractBreach, GuardStopped, guard_reason, message_of
 from ...battery.seed_tree import stream
 from ...laws import exact, stats
 from .calls import LoopCalls, request_law
 from .cases import LoopCase, seed_stream
-from .tasks import guard_reason, guard_words, loop_call
+from .tasks import guard_words, loop_call
 
 
 def seeded_first(case: LoopCase, seed: int) -> list:

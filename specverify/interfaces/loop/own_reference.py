@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE, Finding
-from ...battery.guards import ContractBreach, GuardStopped
+from ...battery.guards import ContractBreach, GuardStopped, guard_reason
 from ...battery.seed_tree import stream
 from ...battery.subject_calls import call_within, subject_process
 from ...laws import exact
@@ -49,7 +49,7 @@ from .calls import LoopCalls, request_law
 from .cases import LoopCase
 from .mechanism_cases import CONTINUOUS
 from .semantics import named_difference
-from .tasks import contract_problem, guard_reason, loop_enumerate_task, loop_sample_task, sample_calls
+from .tasks import contract_problem, loop_enumerate_task, loop_sample_task, sample_calls
 
 REFERENCE_STREAM = 64
 """The child of ``SeedSequence(seed)`` the reference's runs draw from (past ``loop.cases.SEED_STREAMS``),

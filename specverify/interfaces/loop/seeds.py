@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...battery.core import POWER_FALSE_PASS_RATE
-from ...battery.guards import GuardStopped
+from ...battery.guards import GuardStopped, guard_reason
 from ...laws import stats
 from ...laws.two_sample import two_sample_test
 from .cases import LoopCase, seed_stream
 from .own_reference import ReferenceCalls
-from .tasks import guard_reason, guard_words, loop_seed_law_task, loop_seed_task, seed_calls
+from .tasks import guard_words, loop_seed_law_task, loop_seed_task, seed_calls
 
 
 class SeedChecks(ReferenceCalls):

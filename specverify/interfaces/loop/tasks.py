@@ -32,11 +32,13 @@ from dataclasses import replace
 import numpy as np
 
 from ...battery.guards import (
+    GUARD_PREFIX,
     PASSED_THROUGH,
     ContractBreach,
     GuardStopped,
     as_sequence,
     call_subject,
+    guard_reason,
     items_of,
     message_of,
     plain_tokens,
@@ -201,16 +203,6 @@ def same_outcomes(a, b) -> bool:
 
 def _requests(case, ids) -> list:
     return [case.requests[i] for i in ids]
-
-
-GUARD_PREFIX = "stopped by a guard: "
-
-
-def guard_reason(exc: BaseException) -> str:
-    """What a guard's GuardStopped says, without the "stopped by a guard: " the parent's idle
-    guard puts before it (``subject_calls.call_within``)."""
-    words = message_of(exc)
-    return words[len(GUARD_PREFIX) :] if words.startswith(GUARD_PREFIX) else words
 
 
 def guard_words(what: str, done: int | None, planned: int, unit: str, why: str) -> str:
@@ -401,10 +393,8 @@ def contract_problem(case, i: int, row: tuple, rows: dict | None = None) -> tupl
 __all__ = [
     "COUNT_LIMIT",
     "LOGPROB_TOL",
-    "GUARD_PREFIX",
     "READ_LIMIT",
     "contract_problem",
-    "guard_reason",
     "guard_words",
     "loop_call",
     "loop_enumerate_task",

@@ -15,19 +15,17 @@ from dataclasses import replace
 import numpy as np
 
 from ...battery import runner
-from ...battery.guards import ContractBreach, GuardStopped
+from ...battery.guards import GUARD_PREFIX, ContractBreach, GuardStopped, stopped_by_guard
 from ...battery.subject_calls import Battery, OutOfTime, Speed, call_within
 from .cases import ENGINE_VOCAB_ORIGIN, Budget, Case, engine_vocab_paths, round_stream, run_blocks, too_slow
 from .figures import RoundFigures
 from .tasks import (
-    GUARD_PREFIX,
     enumerate_task,
     enumeration_idle_s,
     enumeration_limit_s,
     guard_outcome,
     sample_guard_s,
     sample_task,
-    stopped_by_guard,
 )
 
 

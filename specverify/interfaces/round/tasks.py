@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...battery.guards import (
+    GUARD_PREFIX,
     PASSED_THROUGH,
     ContractBreach,
     GuardStopped,
@@ -30,6 +31,7 @@ from ...battery.guards import (
     items_of,
     message_of,
     plain_tokens,
+    stopped_by_guard,
     token_id,
     type_name,
 )
@@ -260,7 +262,7 @@ def enumerate_task(sampler, case: Case, budget: Budget, lengths: bool = False):
             max_decisions=ENGINE_VOCAB_DECISIONS if wide else exact.MAX_DECISIONS_PER_RUN,
         )
     except GuardStopped as exc:
-        return "guard", f"stopped by a guard: {message_of(exc)}"
+        return "guard", f"{GUARD_PREFIX}{message_of(exc)}"
     except exact.NotEnumerable as exc:
         return "not-enumerable", message_of(exc)
     except ContractBreach as exc:
@@ -291,15 +293,6 @@ def sample_task(
     except (ContractBreach, exact.NotEnumerable) as exc:  # NotEnumerable: raised by the subject
         return out, message_of(exc), rng
     return out, None, rng
-
-
-GUARD_PREFIX = "stopped by a guard: "
-"""How the words of a task a guard stopped begin (``guard_outcome``, ``sample_task``)."""
-
-
-def stopped_by_guard(words: str) -> bool:
-    """Whether ``words`` (a task's reason for ending early) are a guard's, not a breach's."""
-    return words.startswith(GUARD_PREFIX)
 
 
 def sample_guard_s(case: Case, n: int, budget: Budget) -> float:
@@ -338,7 +331,6 @@ def enumeration_key(case: Case, budget: Budget, lengths: bool) -> tuple:
 
 __all__ = [
     "BATCH_ATTRIBUTE",
-    "GUARD_PREFIX",
     "contract_task",
     "batch_of",
     "batched_runs",
@@ -355,6 +347,5 @@ __all__ = [
     "sample_first_tokens",
     "sample_guard_s",
     "sample_task",
-    "stopped_by_guard",
     "validate_round",
 ]
