@@ -4,7 +4,8 @@
   the default false-fail rate;
 - ``files``: atomic report writing; ``network``: a TCP probe with a deadline;
 - ``command_line``: one-line usage errors, exit codes, subcommand dispatch;
-- ``tables``: fixed-width text tables.
+- ``tables``: fixed-width text tables;
+- ``alarm_safe``: code a guard's interrupting alarm must not land in (``unalarmed``).
 
 Standard library (NumPy where a check needs it); imports nothing else of specverify.
 """
